@@ -1,0 +1,144 @@
+//! Client settings and per-call options, with their defaults in one place.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use crate::server::DEFAULT_MAX_FRAME;
+
+/// How a [`Pool`](crate::Pool) connects and calls.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// The service to ask for in the preamble.
+    pub service: String,
+    /// The cluster token to present, if the servers require one.
+    pub token: Option<String>,
+    /// Most connections the pool keeps to one endpoint.
+    pub max_connections: usize,
+    /// Connections opened ahead of demand (pre-warm) and kept.
+    pub min_connections: usize,
+    /// In-flight calls per connection past which the pool opens another connection (up to
+    /// `max_connections`).
+    pub grow_threshold: usize,
+    /// Largest response frame accepted.
+    pub max_frame: u64,
+    /// Longest a connect plus preamble may take.
+    pub connect_timeout: Duration,
+    /// Deadline of a call that sets none.
+    pub default_timeout: Duration,
+    /// Methods that may be sent again after a connection broke mid-call.
+    pub idempotent_methods: HashSet<String>,
+    /// Most times one call is sent again.
+    pub max_retries: u32,
+    /// First back-off between tries; doubles each time, up to `max_backoff`.
+    pub initial_backoff: Duration,
+    /// Longest back-off between tries.
+    pub max_backoff: Duration,
+}
+
+impl PoolConfig {
+    /// Defaults for the service `service`.
+    pub fn new(service: impl Into<String>) -> Self {
+        PoolConfig {
+            service: service.into(),
+            token: None,
+            max_connections: 4,
+            min_connections: 0,
+            grow_threshold: 64,
+            max_frame: DEFAULT_MAX_FRAME,
+            connect_timeout: Duration::from_secs(3),
+            default_timeout: Duration::from_secs(10),
+            idempotent_methods: HashSet::new(),
+            max_retries: 3,
+            initial_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_secs(1),
+        }
+    }
+
+    /// Declares methods idempotent (safe to send again).
+    pub fn idempotent<I, S>(mut self, methods: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.idempotent_methods
+            .extend(methods.into_iter().map(Into::into));
+        self
+    }
+
+    /// The back-off before try number `attempt` (1-based), with ±25 % jitter.
+    pub(crate) fn backoff(&self, attempt: u32) -> Duration {
+        let base = self
+            .initial_backoff
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
+            .min(self.max_backoff);
+        base.mul_f64(0.75 + fastrand::f64() * 0.5)
+    }
+}
+
+/// Options of one call.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// The call's deadline, from now; default [`PoolConfig::default_timeout`].
+    pub timeout: Option<Duration>,
+    /// The method's name: selects its idempotency declaration and its metrics row.
+    pub method: Option<&'static str>,
+    /// Overrides the method's idempotency declaration for this call.
+    pub idempotent: Option<bool>,
+}
+
+impl CallOptions {
+    /// Options for a call to `method`.
+    pub fn method(method: &'static str) -> Self {
+        CallOptions {
+            method: Some(method),
+            ..CallOptions::default()
+        }
+    }
+
+    /// Sets the deadline, from now.
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = Some(t);
+        self
+    }
+
+    /// Marks this call idempotent (or not), whatever its method declares.
+    pub fn idempotent(mut self, yes: bool) -> Self {
+        self.idempotent = Some(yes);
+        self
+    }
+
+    pub(crate) fn is_idempotent(&self, cfg: &PoolConfig) -> bool {
+        self.idempotent.unwrap_or_else(|| {
+            self.method
+                .is_some_and(|m| cfg.idempotent_methods.contains(m))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idempotency_is_declared_per_method_and_overridable() {
+        let cfg = PoolConfig::new("kv").idempotent(["get"]);
+        assert!(CallOptions::method("get").is_idempotent(&cfg));
+        assert!(!CallOptions::method("put").is_idempotent(&cfg));
+        assert!(!CallOptions::default().is_idempotent(&cfg));
+        assert!(CallOptions::method("put")
+            .idempotent(true)
+            .is_idempotent(&cfg));
+        assert!(!CallOptions::method("get")
+            .idempotent(false)
+            .is_idempotent(&cfg));
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let cfg = PoolConfig::new("kv");
+        let b1 = cfg.backoff(1);
+        assert!(b1 >= Duration::from_micros(7500) && b1 <= Duration::from_micros(12500));
+        assert!(cfg.backoff(3) > cfg.backoff(1));
+        assert!(cfg.backoff(30) <= cfg.max_backoff.mul_f64(1.25));
+    }
+}

@@ -1,0 +1,122 @@
+//! One client connection: connect, preamble, a tarpc client whose dispatch task is watched.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tarpc::client::NewClient;
+use tarpc::{ClientMessage, Response};
+use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
+
+use super::config::PoolConfig;
+use super::ServiceClient;
+use crate::endpoint::Endpoint;
+use crate::error::Error;
+use crate::preamble::{self, Hello, PROTOCOL_VERSION};
+use crate::transport::{FramedTransport, Limits};
+
+/// A live (or dead, once its dispatch ended) connection shared by many calls.
+pub(crate) struct Connection<C> {
+    pub(crate) id: u64,
+    pub(crate) client: C,
+    in_flight: AtomicUsize,
+    calls: AtomicU64,
+    dead: CancellationToken,
+}
+
+impl<C: ServiceClient> Connection<C> {
+    /// Connects to `endpoint`, runs the preamble and spawns the dispatch on `handle`. Every
+    /// error here means no request was sent.
+    pub(crate) async fn open(
+        endpoint: &Endpoint,
+        cfg: &PoolConfig,
+        handle: &Handle,
+        id: u64,
+    ) -> Result<Arc<Self>, Error> {
+        let timeout = cfg.connect_timeout;
+        let mut socket = tokio::time::timeout(timeout, endpoint.connect())
+            .await
+            .map_err(|_| Error::Connect {
+                endpoint: endpoint.to_string(),
+                reason: format!("no connection within {timeout:?}"),
+            })??;
+        let hello = Hello {
+            version: PROTOCOL_VERSION,
+            max_frame: cfg.max_frame,
+            service: cfg.service.clone(),
+            token: cfg.token.clone(),
+        };
+        let reply = preamble::client_handshake(&mut socket, &hello, timeout)
+            .await
+            .map_err(|e| match e {
+                Error::Protocol { reason } => Error::Connect {
+                    endpoint: endpoint.to_string(),
+                    reason,
+                },
+                other => other,
+            })?;
+        let limits = Limits {
+            recv_max: cfg.max_frame,
+            send_max: reply.max_frame,
+        };
+        let transport =
+            FramedTransport::<Response<C::Resp>, ClientMessage<C::Req>>::new(socket, limits);
+        let mut config = tarpc::client::Config::default();
+        config.max_in_flight_requests = 1 << 20;
+        config.pending_request_buffer = 1024;
+        let NewClient { client, dispatch } = tarpc::client::new(config, transport);
+        let dead = CancellationToken::new();
+        let watch = dead.clone();
+        let ep = endpoint.to_string();
+        handle.spawn(async move {
+            if let Err(e) = dispatch.await {
+                tracing::debug!(endpoint = %ep, conn = id, error = %e, "connection failed");
+            }
+            watch.cancel();
+        });
+        tracing::debug!(endpoint = %endpoint, conn = id, "connected");
+        Ok(Arc::new(Connection {
+            id,
+            client: C::from_channel(client),
+            in_flight: AtomicUsize::new(0),
+            calls: AtomicU64::new(0),
+            dead,
+        }))
+    }
+}
+
+impl<C> Connection<C> {
+    pub(crate) fn is_alive(&self) -> bool {
+        !self.dead.is_cancelled()
+    }
+
+    /// Resolves when the connection's dispatch has ended.
+    pub(crate) async fn closed(&self) {
+        self.dead.cancelled().await;
+    }
+
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Calls started on this connection so far.
+    pub(crate) fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    /// Counts a call on this connection until the guard drops.
+    pub(crate) fn begin(self: &Arc<Self>) -> CallSlot<C> {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        CallSlot(self.clone())
+    }
+}
+
+/// One call's hold on a connection's in-flight count.
+pub(crate) struct CallSlot<C>(Arc<Connection<C>>);
+
+impl<C> Drop for CallSlot<C> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}

@@ -1,0 +1,462 @@
+//! A pool of connections to one endpoint (coro_io's `client_pool`).
+//!
+//! deadpool creates connections and bounds their number; the pool keeps every live connection
+//! shared (a tarpc connection multiplexes many calls) and picks, per call, the live connection
+//! with the fewest calls in flight, breaking ties round-robin. A watcher per connection drops it
+//! when its dispatch task ends, so the next call opens a replacement. Opening is single-flight:
+//! however many calls wait for a connection, one connect runs at a time.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use deadpool::managed::{self, Object, PoolError, RecycleError, RecycleResult, Timeouts};
+use tarpc::client::RpcError;
+use tokio::runtime::Handle;
+
+use super::config::{CallOptions, PoolConfig};
+use super::connection::Connection;
+use super::ServiceClient;
+use crate::endpoint::Endpoint;
+use crate::error::Error;
+use crate::metrics::Metrics;
+
+/// deadpool's side: how to create and check a connection.
+struct Manager<C> {
+    endpoint: Endpoint,
+    config: PoolConfig,
+    handle: Handle,
+    next_id: AtomicU64,
+    _client: PhantomData<fn() -> C>,
+}
+
+impl<C: ServiceClient> managed::Manager for Manager<C> {
+    type Type = Arc<Connection<C>>;
+    type Error = Error;
+
+    async fn create(&self) -> Result<Arc<Connection<C>>, Error> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        Connection::open(&self.endpoint, &self.config, &self.handle, id).await
+    }
+
+    async fn recycle(
+        &self,
+        conn: &mut Arc<Connection<C>>,
+        _: &managed::Metrics,
+    ) -> RecycleResult<Error> {
+        if conn.is_alive() {
+            Ok(())
+        } else {
+            Err(RecycleError::message("connection closed"))
+        }
+    }
+}
+
+struct Live<C: ServiceClient> {
+    conn: Arc<Connection<C>>,
+    slot: Object<Manager<C>>,
+}
+
+struct Inner<C: ServiceClient> {
+    endpoint: Endpoint,
+    config: PoolConfig,
+    handle: Handle,
+    slots: managed::Pool<Manager<C>>,
+    live: Mutex<Vec<Live<C>>>,
+    open_lock: tokio::sync::Mutex<()>,
+    growing: AtomicBool,
+    rr: AtomicUsize,
+    in_flight: AtomicUsize,
+    metrics: Metrics,
+    born: Instant,
+    last_used_ms: AtomicU64,
+}
+
+/// Connections to one endpoint, shared by every call; cheap to clone.
+pub struct Pool<C: ServiceClient> {
+    inner: Arc<Inner<C>>,
+}
+
+impl<C: ServiceClient> Clone for Pool<C> {
+    fn clone(&self) -> Self {
+        Pool {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<C: ServiceClient> std::fmt::Debug for Pool<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("endpoint", &self.inner.endpoint)
+            .field("status", &self.status())
+            .finish()
+    }
+}
+
+/// A pool's state at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolStatus {
+    /// Live connections.
+    pub live_connections: usize,
+    /// Calls in flight through this pool.
+    pub in_flight: usize,
+    /// Calls started on each live connection so far, by connection id.
+    pub calls_per_connection: Vec<(u64, u64)>,
+}
+
+/// Why one try of a call failed, and whether it may have been executed.
+pub(crate) struct Failure {
+    pub(crate) err: Error,
+    pub(crate) maybe_executed: bool,
+}
+
+impl Failure {
+    fn never_sent(err: Error) -> Self {
+        Failure {
+            err,
+            maybe_executed: false,
+        }
+    }
+
+    /// Whether the request may be sent again: only if retrying can help, and only if it was not
+    /// executed or executing it twice is harmless.
+    pub(crate) fn may_retry(&self, idempotent: bool) -> bool {
+        self.err.is_retryable() && (!self.maybe_executed || idempotent)
+    }
+}
+
+impl<C: ServiceClient> Pool<C> {
+    /// A pool for `endpoint` whose tasks run on the current runtime. Connects lazily, or ahead
+    /// of demand when `config.min_connections > 0`.
+    pub fn new(endpoint: Endpoint, config: PoolConfig) -> Self {
+        Self::new_on(endpoint, config, Handle::current())
+    }
+
+    /// A pool whose connection tasks are spawned on `handle`.
+    pub fn new_on(endpoint: Endpoint, config: PoolConfig, handle: Handle) -> Self {
+        let max = config.max_connections.max(1);
+        let manager = Manager {
+            endpoint: endpoint.clone(),
+            config: config.clone(),
+            handle: handle.clone(),
+            next_id: AtomicU64::new(0),
+            _client: PhantomData,
+        };
+        // The builder only fails without a runtime for timeouts; one is always given.
+        let slots = managed::Pool::builder(manager)
+            .max_size(max)
+            .runtime(deadpool::Runtime::Tokio1)
+            .build()
+            .expect("deadpool builder with a runtime cannot fail");
+        let pool = Pool {
+            inner: Arc::new(Inner {
+                endpoint,
+                config,
+                handle,
+                slots,
+                live: Mutex::new(Vec::new()),
+                open_lock: tokio::sync::Mutex::new(()),
+                growing: AtomicBool::new(false),
+                rr: AtomicUsize::new(0),
+                in_flight: AtomicUsize::new(0),
+                metrics: Metrics::default(),
+                born: Instant::now(),
+                last_used_ms: AtomicU64::new(0),
+            }),
+        };
+        if pool.inner.config.min_connections > 0 {
+            pool.grow_in_background();
+        }
+        pool
+    }
+
+    /// The endpoint this pool connects to.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.inner.endpoint
+    }
+
+    /// Per-method statistics of calls made through this pool.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    /// Live connections and calls in flight.
+    pub fn status(&self) -> PoolStatus {
+        let live = self.lock_live();
+        PoolStatus {
+            live_connections: live.iter().filter(|l| l.conn.is_alive()).count(),
+            in_flight: self.inner.in_flight.load(Ordering::Acquire),
+            calls_per_connection: live.iter().map(|l| (l.conn.id, l.conn.calls())).collect(),
+        }
+    }
+
+    /// Calls in flight through this pool.
+    pub fn in_flight(&self) -> usize {
+        self.inner.in_flight.load(Ordering::Acquire)
+    }
+
+    /// How long since a call last started (or since the pool was made).
+    pub fn idle_for(&self) -> Duration {
+        let now_ms = self.inner.born.elapsed().as_millis() as u64;
+        Duration::from_millis(
+            now_ms.saturating_sub(self.inner.last_used_ms.load(Ordering::Relaxed)),
+        )
+    }
+
+    /// Opens connections until `min_connections` are live; returns how many are live.
+    pub async fn warm_up(&self) -> Result<usize, Error> {
+        let _open = self.inner.open_lock.lock().await;
+        while self.live_count() < self.inner.config.min_connections.min(self.max()) {
+            self.open_one().await?;
+        }
+        Ok(self.live_count())
+    }
+
+    /// Calls `f` with a client and a context carrying the default deadline, like coro_io's
+    /// `send_request`: `pool.call(|c, ctx| async move { c.echo(ctx, x).await }).await`.
+    pub async fn call<T, F, Fut>(&self, f: F) -> Result<T, Error>
+    where
+        F: FnMut(C, tarpc::context::Context) -> Fut,
+        Fut: Future<Output = Result<T, RpcError>>,
+    {
+        self.call_with(CallOptions::default(), f).await
+    }
+
+    /// Like [`Pool::call`], with a deadline, a method name and idempotency. A request that was
+    /// provably not executed (connect failed, refused, overloaded) is tried again; one that may
+    /// have been executed only if it is idempotent. Tries back off exponentially and stop at
+    /// the deadline.
+    pub async fn call_with<T, F, Fut>(&self, opts: CallOptions, mut f: F) -> Result<T, Error>
+    where
+        F: FnMut(C, tarpc::context::Context) -> Fut,
+        Fut: Future<Output = Result<T, RpcError>>,
+    {
+        let cfg = &self.inner.config;
+        let deadline = Instant::now() + opts.timeout.unwrap_or(cfg.default_timeout);
+        let idempotent = opts.is_idempotent(cfg);
+        let mut record = self.inner.metrics.record(opts.method.unwrap_or("call"));
+        let mut tries = 0;
+        let result = loop {
+            match self.attempt(&mut f, deadline).await {
+                Ok(v) => break Ok(v),
+                Err(fail) => {
+                    tries += 1;
+                    let pause = cfg.backoff(tries);
+                    if !fail.may_retry(idempotent)
+                        || tries > cfg.max_retries
+                        || Instant::now() + pause >= deadline
+                    {
+                        break Err(fail.err);
+                    }
+                    tracing::debug!(endpoint = %self.inner.endpoint, error = %fail.err, tries, "retrying");
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        };
+        record.set(&result);
+        result
+    }
+
+    /// One try: pick or open a connection, send, await the reply.
+    pub(crate) async fn attempt<T, F, Fut>(
+        &self,
+        f: &mut F,
+        deadline: Instant,
+    ) -> Result<T, Failure>
+    where
+        F: FnMut(C, tarpc::context::Context) -> Fut,
+        Fut: Future<Output = Result<T, RpcError>>,
+    {
+        self.touch();
+        let _counted = InFlight::new(&self.inner.in_flight);
+        let until = tokio::time::Instant::from_std(deadline);
+        let conn = match tokio::time::timeout_at(until, self.connection()).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err(Failure::never_sent(e)),
+            Err(_) => return Err(Failure::never_sent(Error::Timeout)),
+        };
+        let _slot = conn.begin();
+        let mut ctx = tarpc::context::current();
+        ctx.deadline = deadline;
+        match f(conn.client.clone(), ctx).await {
+            Ok(v) => Ok(v),
+            Err(RpcError::Send(e)) => Err(Failure::never_sent(Error::ConnectionLost {
+                reason: format!("request not sent: {e}"),
+            })),
+            Err(e) => {
+                let err = Error::from_rpc_error(e);
+                Err(Failure {
+                    maybe_executed: !err.never_executed(),
+                    err,
+                })
+            }
+        }
+    }
+
+    fn touch(&self) {
+        let ms = self.inner.born.elapsed().as_millis() as u64;
+        self.inner.last_used_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn max(&self) -> usize {
+        self.inner.config.max_connections.max(1)
+    }
+
+    fn lock_live(&self) -> MutexGuard<'_, Vec<Live<C>>> {
+        self.inner.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn live_count(&self) -> usize {
+        let mut live = self.lock_live();
+        prune(&mut live);
+        live.len()
+    }
+
+    /// The least-loaded live connection (ties: round-robin), or a new one if none is live.
+    async fn connection(&self) -> Result<Arc<Connection<C>>, Error> {
+        if let Some((conn, live)) = self.least_loaded() {
+            if conn.in_flight() >= self.inner.config.grow_threshold && live < self.max() {
+                self.grow_in_background();
+            }
+            return Ok(conn);
+        }
+        let _open = self.inner.open_lock.lock().await;
+        if let Some((conn, _)) = self.least_loaded() {
+            return Ok(conn);
+        }
+        self.open_one().await
+    }
+
+    fn least_loaded(&self) -> Option<(Arc<Connection<C>>, usize)> {
+        let mut live = self.lock_live();
+        prune(&mut live);
+        let n = live.len();
+        if n == 0 {
+            return None;
+        }
+        let start = self.inner.rr.fetch_add(1, Ordering::Relaxed) % n;
+        let mut best = &live[start].conn;
+        for i in 1..n {
+            if best.in_flight() == 0 {
+                break;
+            }
+            let c = &live[(start + i) % n].conn;
+            if c.in_flight() < best.in_flight() {
+                best = c;
+            }
+        }
+        Some((best.clone(), n))
+    }
+
+    /// Opens one more connection; the caller holds `open_lock`.
+    async fn open_one(&self) -> Result<Arc<Connection<C>>, Error> {
+        let timeouts = Timeouts {
+            wait: Some(Duration::ZERO),
+            create: Some(self.inner.config.connect_timeout * 2),
+            recycle: Some(Duration::from_secs(1)),
+        };
+        let slot = self
+            .inner
+            .slots
+            .timeout_get(&timeouts)
+            .await
+            .map_err(|e| self.pool_error(e))?;
+        let conn: Arc<Connection<C>> = Arc::clone(&slot);
+        self.lock_live().push(Live {
+            conn: conn.clone(),
+            slot,
+        });
+        self.watch(&conn);
+        Ok(conn)
+    }
+
+    fn pool_error(&self, e: PoolError<Error>) -> Error {
+        match e {
+            PoolError::Backend(e) => e,
+            other => Error::Connect {
+                endpoint: self.inner.endpoint.to_string(),
+                reason: other.to_string(),
+            },
+        }
+    }
+
+    /// Drops the connection from the pool when its dispatch ends, and keeps the pre-warmed
+    /// number of connections open.
+    fn watch(&self, conn: &Arc<Connection<C>>) {
+        let conn = Arc::downgrade(conn);
+        let pool = Arc::downgrade(&self.inner);
+        self.inner.handle.spawn(async move {
+            if let Some(c) = conn.upgrade() {
+                let closed = c.clone();
+                drop(c);
+                closed.closed().await;
+            }
+            if let Some(pool) = upgrade(&pool) {
+                let live = pool.live_count();
+                tracing::debug!(endpoint = %pool.inner.endpoint, live, "connection closed");
+                if live < pool.inner.config.min_connections {
+                    pool.grow_in_background();
+                }
+            }
+        });
+    }
+
+    /// Opens one more connection in the background, unless one is being opened already.
+    fn grow_in_background(&self) {
+        if self.inner.growing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let pool = Arc::downgrade(&self.inner);
+        self.inner.handle.spawn(async move {
+            let Some(pool) = upgrade(&pool) else { return };
+            let target = pool.inner.config.min_connections.max(1).min(pool.max());
+            let _open = pool.inner.open_lock.lock().await;
+            let mut want = pool.live_count() < pool.max();
+            while want {
+                if let Err(e) = pool.open_one().await {
+                    tracing::debug!(endpoint = %pool.inner.endpoint, error = %e, "could not open a connection");
+                    break;
+                }
+                want = pool.live_count() < target;
+            }
+            pool.inner.growing.store(false, Ordering::Release);
+        });
+    }
+}
+
+fn upgrade<C: ServiceClient>(weak: &Weak<Inner<C>>) -> Option<Pool<C>> {
+    weak.upgrade().map(|inner| Pool { inner })
+}
+
+/// Removes dead connections, taking them out of deadpool so their slots free up.
+fn prune<C: ServiceClient>(live: &mut Vec<Live<C>>) {
+    let mut i = 0;
+    while i < live.len() {
+        if live[i].conn.is_alive() {
+            i += 1;
+        } else {
+            let dead = live.swap_remove(i);
+            drop(dead.conn);
+            let _ = Object::take(dead.slot);
+        }
+    }
+}
+
+/// Counts a call in a pool's in-flight total while alive.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn new(n: &'a AtomicUsize) -> Self {
+        n.fetch_add(1, Ordering::AcqRel);
+        InFlight(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}

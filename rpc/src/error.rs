@@ -1,0 +1,355 @@
+//! The one error type of yuebing-rpc, its stable codes, and how it crosses the wire.
+//!
+//! Codes live in the rpc range −2000 … −2999 (see `shared/notes/conventions.md`). On the wire an
+//! error travels inside tarpc's [`ServerError`] as `yuebing-rpc:<code>:<a>:<b>:<message>`, never as
+//! a serde enum index, so that a peer of another version still reads the number.
+
+use std::io;
+
+use tarpc::client::RpcError;
+use tarpc::ServerError;
+
+/// Everything that can go wrong in a yuebing-rpc call, connection or server.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The call's deadline passed before a response arrived. The server cancels the handler when
+    /// the deadline passes there too. Remedy: give the call a longer deadline, or find out why the
+    /// server is slow (its metrics show per-method latency).
+    #[error("deadline exceeded before a response arrived")]
+    Timeout,
+    /// A request or response frame is larger than the receiver accepts. The frame was skipped and
+    /// the connection kept. Remedy: send large payloads in pieces, or raise `max_frame` on both
+    /// sides (the server announces its limit in the preamble reply).
+    #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
+    FrameTooLarge {
+        /// Size of the refused frame (body plus attachment), in bytes.
+        len: u64,
+        /// The receiver's limit, in bytes.
+        max: u64,
+    },
+    /// The server is at one of its caps (connections, in-flight requests per connection, in-flight
+    /// bytes) and its wait queue is full or the wait ran out. Nothing was executed. Remedy: retry
+    /// after a back-off, spread load over more servers, or raise the caps.
+    #[error("server overloaded: {reason}")]
+    Overloaded {
+        /// Which cap was hit.
+        reason: String,
+    },
+    /// The cluster token was missing or wrong. Remedy: configure the same token on client and
+    /// server (`YUEBING_TOKEN`).
+    #[error("unauthenticated: missing or wrong cluster token")]
+    Unauthenticated,
+    /// Client and server speak different protocol versions. Remedy: run the same yuebing version
+    /// on both sides.
+    #[error("protocol version mismatch: we speak {ours}, the peer speaks {theirs}")]
+    VersionMismatch {
+        /// The version this side speaks.
+        ours: u16,
+        /// The version the peer speaks.
+        theirs: u16,
+    },
+    /// The server serves no service of that name on this listener. Remedy: check the endpoint and
+    /// the service name the client was built for.
+    #[error("unknown service {name:?}")]
+    UnknownService {
+        /// The requested service name.
+        name: String,
+    },
+    /// No connection could be opened to the endpoint (refused, unreachable, preamble timed out).
+    /// The request never left this process, so it may go to another endpoint. Remedy: check that
+    /// the server runs and listens where the client looks.
+    #[error("cannot connect to {endpoint}: {reason}")]
+    Connect {
+        /// The endpoint that could not be reached.
+        endpoint: String,
+        /// What the operating system or the handshake said.
+        reason: String,
+    },
+    /// The connection broke while a call was in flight; the request may or may not have been
+    /// executed. Only idempotent calls are resent. Remedy: none needed for idempotent calls; for
+    /// others, check with the server whether the effect happened.
+    #[error("connection lost: {reason}")]
+    ConnectionLost {
+        /// What broke.
+        reason: String,
+    },
+    /// The server is shutting down and takes no new requests. Remedy: retry on another server or
+    /// after it restarts.
+    #[error("server is shutting down")]
+    ShuttingDown,
+    /// The peer sent bytes that are not yuebing-rpc (bad magic, malformed frame or body). The
+    /// connection was closed. Remedy: check that both sides are yuebing and the port is right.
+    #[error("protocol error: {reason}")]
+    Protocol {
+        /// What was malformed.
+        reason: String,
+    },
+    /// The server's handler failed or was aborted with an error that carries no yuebing code.
+    /// Remedy: read the message; it comes from the service implementation.
+    #[error("server error: {message}")]
+    Server {
+        /// The server's description.
+        message: String,
+    },
+    /// An endpoint string could not be parsed. Remedy: use `host:port`, `tcp://host:port` or
+    /// `unix:///path/to.sock`.
+    #[error("invalid endpoint {input:?}: {reason}")]
+    InvalidEndpoint {
+        /// The string that was given.
+        input: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A listener could not be bound. Remedy: pick a free port (0 for any) or another path.
+    #[error("cannot bind {addr}: {reason}")]
+    Bind {
+        /// The address or path.
+        addr: String,
+        /// What the operating system said.
+        reason: String,
+    },
+    /// A load balancer was built over an empty list, or every endpoint is failing. Remedy: give it
+    /// at least one reachable endpoint.
+    #[error("no endpoint available: {reason}")]
+    NoEndpoint {
+        /// Why none could be used.
+        reason: String,
+    },
+    /// An error code from a peer that this version does not know. Remedy: upgrade this side.
+    #[error("remote error {code}: {message}")]
+    Remote {
+        /// The numeric code as sent.
+        code: i32,
+        /// The peer's message.
+        message: String,
+    },
+}
+
+/// Result alias for yuebing-rpc.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+const WIRE_PREFIX: &str = "yuebing-rpc";
+
+impl Error {
+    /// The stable numeric code of this error (rpc range −2000 … −2999).
+    pub fn code(&self) -> i32 {
+        match self {
+            Error::Timeout => -2001,
+            Error::FrameTooLarge { .. } => -2002,
+            Error::Overloaded { .. } => -2003,
+            Error::Unauthenticated => -2004,
+            Error::VersionMismatch { .. } => -2005,
+            Error::UnknownService { .. } => -2006,
+            Error::Connect { .. } => -2007,
+            Error::ConnectionLost { .. } => -2008,
+            Error::ShuttingDown => -2009,
+            Error::Protocol { .. } => -2010,
+            Error::Server { .. } => -2011,
+            Error::InvalidEndpoint { .. } => -2012,
+            Error::Bind { .. } => -2013,
+            Error::NoEndpoint { .. } => -2014,
+            Error::Remote { code, .. } => *code,
+        }
+    }
+
+    /// Whether sending the request again (after a back-off) can succeed. For
+    /// [`Error::ConnectionLost`] this holds only for idempotent requests; the pool applies that
+    /// rule itself.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Error::Overloaded { .. }
+                | Error::Connect { .. }
+                | Error::ConnectionLost { .. }
+                | Error::ShuttingDown
+                | Error::NoEndpoint { .. }
+        )
+    }
+
+    /// Whether this error proves the request was not executed by any server (it was refused
+    /// before its handler ran, or never sent), so that sending it again, even to another
+    /// endpoint, cannot execute it twice.
+    pub fn never_executed(&self) -> bool {
+        matches!(
+            self,
+            Error::FrameTooLarge { .. }
+                | Error::Overloaded { .. }
+                | Error::Unauthenticated
+                | Error::VersionMismatch { .. }
+                | Error::UnknownService { .. }
+                | Error::Connect { .. }
+                | Error::ShuttingDown
+                | Error::InvalidEndpoint { .. }
+                | Error::Bind { .. }
+                | Error::NoEndpoint { .. }
+        )
+    }
+
+    /// Encodes this error for the wire as tarpc's [`ServerError`].
+    pub fn to_server_error(&self) -> ServerError {
+        let (a, b) = match self {
+            Error::FrameTooLarge { len, max } => (*len, *max),
+            Error::VersionMismatch { ours, theirs } => (u64::from(*ours), u64::from(*theirs)),
+            _ => (0, 0),
+        };
+        let message = match self {
+            Error::Overloaded { reason } | Error::Protocol { reason } => reason.clone(),
+            Error::UnknownService { name } => name.clone(),
+            Error::Server { message } | Error::Remote { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        let detail = format!("{WIRE_PREFIX}:{}:{a}:{b}:{message}", self.code());
+        ServerError::new(io::ErrorKind::Other, detail)
+    }
+
+    /// Decodes an error sent by [`Error::to_server_error`]; any other [`ServerError`] (tarpc's
+    /// own, e.g. a handler that panicked) becomes [`Error::Server`].
+    pub fn from_server_error(err: &ServerError) -> Error {
+        Self::parse_wire(&err.detail).unwrap_or_else(|| Error::Server {
+            message: err.detail.clone(),
+        })
+    }
+
+    fn parse_wire(detail: &str) -> Option<Error> {
+        let rest = detail.strip_prefix(WIRE_PREFIX)?.strip_prefix(':')?;
+        let mut parts = rest.splitn(4, ':');
+        let code: i32 = parts.next()?.parse().ok()?;
+        let a: u64 = parts.next()?.parse().ok()?;
+        let b: u64 = parts.next()?.parse().ok()?;
+        let message = parts.next()?.to_string();
+        Some(match code {
+            -2001 => Error::Timeout,
+            -2002 => Error::FrameTooLarge { len: a, max: b },
+            -2003 => Error::Overloaded { reason: message },
+            -2004 => Error::Unauthenticated,
+            -2005 => Error::VersionMismatch {
+                ours: u16::try_from(a).ok()?,
+                theirs: u16::try_from(b).ok()?,
+            },
+            -2006 => Error::UnknownService { name: message },
+            -2009 => Error::ShuttingDown,
+            -2010 => Error::Protocol { reason: message },
+            -2011 => Error::Server { message },
+            code => Error::Remote { code, message },
+        })
+    }
+
+    /// Maps a tarpc client error. `Shutdown` and channel errors mean the connection broke while the
+    /// request may have been sent; `Send` means it never reached the dispatch (the caller treats it
+    /// as never sent).
+    pub fn from_rpc_error(err: RpcError) -> Error {
+        match err {
+            RpcError::DeadlineExceeded => Error::Timeout,
+            RpcError::Server(e) => Error::from_server_error(&e),
+            RpcError::Shutdown => Error::ConnectionLost {
+                reason: "connection closed".into(),
+            },
+            RpcError::Send(e) => Error::ConnectionLost {
+                reason: format!("could not hand the request to the connection: {e}"),
+            },
+            RpcError::Channel(e) => Error::ConnectionLost {
+                reason: format!("{e}: {}", source_chain(&e)),
+            },
+        }
+    }
+}
+
+fn source_chain(err: &dyn std::error::Error) -> String {
+    let mut out = String::new();
+    let mut cur = err.source();
+    while let Some(e) = cur {
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&e.to_string());
+        cur = e.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all() -> Vec<Error> {
+        vec![
+            Error::Timeout,
+            Error::FrameTooLarge { len: 70, max: 64 },
+            Error::Overloaded {
+                reason: "in-flight cap: a:b".into(),
+            },
+            Error::Unauthenticated,
+            Error::VersionMismatch { ours: 1, theirs: 9 },
+            Error::UnknownService {
+                name: "nope".into(),
+            },
+            Error::ShuttingDown,
+            Error::Protocol {
+                reason: "bad magic".into(),
+            },
+            Error::Server {
+                message: "boom".into(),
+            },
+            Error::Remote {
+                code: -2999,
+                message: "future".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn wire_round_trip_keeps_variant_and_code() {
+        for e in all() {
+            let back = Error::from_server_error(&e.to_server_error());
+            assert_eq!(back, e, "round trip of {e:?}");
+            assert_eq!(back.code(), e.code());
+        }
+    }
+
+    #[test]
+    fn codes_are_distinct_and_in_range() {
+        let mut seen = std::collections::HashSet::new();
+        let locals = [
+            Error::Connect {
+                endpoint: "x".into(),
+                reason: "y".into(),
+            },
+            Error::ConnectionLost { reason: "z".into() },
+            Error::InvalidEndpoint {
+                input: "a".into(),
+                reason: "b".into(),
+            },
+            Error::Bind {
+                addr: "a".into(),
+                reason: "b".into(),
+            },
+            Error::NoEndpoint { reason: "c".into() },
+        ];
+        for e in all().into_iter().chain(locals) {
+            assert!((-2999..=-2000).contains(&e.code()), "{e:?}");
+            if !matches!(e, Error::Remote { .. }) {
+                assert!(seen.insert(e.code()), "duplicate code {}", e.code());
+            }
+        }
+    }
+
+    #[test]
+    fn foreign_server_error_is_a_server_error() {
+        let e = ServerError::new(io::ErrorKind::Other, "handler panicked".into());
+        assert_eq!(
+            Error::from_server_error(&e),
+            Error::Server {
+                message: "handler panicked".into()
+            }
+        );
+    }
+
+    #[test]
+    fn retryable_set() {
+        assert!(Error::Overloaded { reason: "x".into() }.is_retryable());
+        assert!(!Error::Timeout.is_retryable());
+        assert!(!Error::FrameTooLarge { len: 1, max: 0 }.is_retryable());
+        assert!(!Error::Unauthenticated.is_retryable());
+    }
+}

@@ -1,0 +1,71 @@
+//! yuebing-rpc: the control plane of yuebing, in the manner of yalantinglibs' coro_rpc and
+//! coro_io.
+//!
+//! tarpc services run on yuebing's own framing transport. This crate adds what tarpc alone lacks:
+//! a connection preamble that selects one of several services on a listener and checks version
+//! and token; per-request frame limits with a typed [`Error::FrameTooLarge`]; raw-bytes
+//! [`Attachment`]s outside serde; server caps with a bounded wait queue and a retryable
+//! [`Error::Overloaded`]; graceful shutdown; client [`Pool`]s that share live connections,
+//! replace dead ones and pick the least-loaded; a [`PoolRegistry`] keyed by endpoint; a
+//! [`Balancer`] over several endpoints; deadlines and retries of idempotent calls; [`Metrics`].
+//!
+//! # Layout
+//! - [`error`]: the [`Error`] enum, codes −2000 … −2999, wire encoding.
+//! - `frame`: the fixed frame header (pure).
+//! - `preamble`: the connection preamble and its reply.
+//! - [`attachment`]: out-of-band payloads.
+//! - `transport`: the framed `Stream + Sink` tarpc runs on.
+//! - [`endpoint`]: TCP and Unix-domain addresses.
+//! - [`server`]: listener, connections, admission caps, per-call context, shutdown.
+//! - `client`: connections, [`Pool`], [`PoolRegistry`], [`Balancer`], [`CallOptions`].
+//! - [`metrics`]: per-method counters and latency histograms.
+//!
+//! # Example
+//! ```
+//! use yuebing_rpc::{handler, CallOptions, Endpoint, Pool, PoolConfig, Server, ServerConfig};
+//!
+//! #[tarpc::service]
+//! pub trait Echo {
+//!     async fn echo(x: String) -> String;
+//! }
+//! #[derive(Clone)]
+//! struct EchoServer;
+//! impl Echo for EchoServer {
+//!     async fn echo(self, _: tarpc::context::Context, x: String) -> String { x }
+//! }
+//! yuebing_rpc::client!(EchoClient: EchoRequest => EchoResponse);
+//!
+//! # #[tokio::main] async fn main() -> yuebing_rpc::Result<()> {
+//! let server = Server::new(ServerConfig::default())
+//!     .service("echo", |_conn| handler!(EchoServer.serve()))
+//!     .bind(&"127.0.0.1:0".parse()?)
+//!     .await?;
+//! let pool: Pool<EchoClient> = Pool::new(server.local_endpoint().clone(), PoolConfig::new("echo"));
+//! let out = pool
+//!     .call_with(CallOptions::method("echo"), |c, ctx| async move { c.echo(ctx, "hi".into()).await })
+//!     .await?;
+//! assert_eq!(out, "hi");
+//! # Ok(()) }
+//! ```
+
+pub mod attachment;
+mod client;
+pub mod endpoint;
+pub mod error;
+mod frame;
+pub mod metrics;
+mod preamble;
+pub mod server;
+mod transport;
+
+pub use attachment::Attachment;
+pub use client::{
+    Balancer, CallOptions, Pool, PoolConfig, PoolRegistry, PoolStatus, ServiceClient, Strategy,
+};
+pub use endpoint::Endpoint;
+pub use error::{Error, Result};
+pub use metrics::{MethodMetrics, Metrics};
+pub use preamble::PROTOCOL_VERSION;
+pub use server::{
+    CallContext, ConnInfo, HandlerFuture, RunningServer, Server, ServerConfig, ShutdownReport,
+};

@@ -1,0 +1,231 @@
+//! Admission control: the caps on in-flight requests and bytes, with a bounded wait queue.
+//!
+//! A request first takes a slot of its connection, then as many byte permits as its size (capped at
+//! the total, so one huge request can still run alone). Where a permit is not free the request
+//! waits, but only while fewer than `queue_len` requests already wait there and for at most
+//! `queue_timeout` (and never past its deadline); otherwise it gets [`Error::Overloaded`] without
+//! being executed.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+
+use crate::error::Error;
+
+/// One wait point: a semaphore plus a count of waiters.
+#[derive(Debug)]
+struct Gate {
+    name: &'static str,
+    permits: Arc<Semaphore>,
+    waiting: AtomicUsize,
+}
+
+impl Gate {
+    fn new(name: &'static str, permits: usize) -> Self {
+        Gate {
+            name,
+            permits: Arc::new(Semaphore::new(permits)),
+            waiting: AtomicUsize::new(0),
+        }
+    }
+
+    async fn enter(
+        &self,
+        n: u32,
+        queue_len: usize,
+        wait: Duration,
+    ) -> Result<OwnedSemaphorePermit, Error> {
+        if let Ok(p) = self.permits.clone().try_acquire_many_owned(n) {
+            return Ok(p);
+        }
+        let overloaded = |why: &str| Error::Overloaded {
+            reason: format!("{} cap reached, {why}", self.name),
+        };
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= queue_len {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            return Err(overloaded("wait queue full"));
+        }
+        let res = tokio::time::timeout(wait, self.permits.clone().acquire_many_owned(n)).await;
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        match res {
+            Ok(Ok(p)) => Ok(p),
+            Ok(Err(_closed)) => Err(Error::ShuttingDown),
+            Err(_elapsed) => Err(overloaded("waited too long")),
+        }
+    }
+}
+
+/// Server-wide admission state.
+#[derive(Debug)]
+pub(crate) struct Admission {
+    bytes: Gate,
+    bytes_cap: u32,
+    per_connection: usize,
+    queue_len: usize,
+    queue_timeout: Duration,
+}
+
+/// Per-connection admission state, and the connection's in-flight count for graceful shutdown.
+#[derive(Debug)]
+pub(crate) struct ConnAdmission {
+    slots: Gate,
+    in_flight: AtomicUsize,
+    idle: Notify,
+}
+
+/// What an admitted request holds until it finishes.
+#[derive(Debug)]
+pub(crate) struct Admitted {
+    _slot: OwnedSemaphorePermit,
+    _bytes: OwnedSemaphorePermit,
+}
+
+impl Admission {
+    pub(crate) fn new(cfg: &super::ServerConfig) -> Self {
+        let bytes_cap = u32::try_from(cfg.max_in_flight_bytes.max(1)).unwrap_or(u32::MAX);
+        Admission {
+            bytes: Gate::new("in-flight bytes", bytes_cap as usize),
+            bytes_cap,
+            per_connection: cfg.max_in_flight_per_connection.max(1),
+            queue_len: cfg.queue_len,
+            queue_timeout: cfg.queue_timeout,
+        }
+    }
+
+    pub(crate) fn connection(&self) -> ConnAdmission {
+        ConnAdmission {
+            slots: Gate::new("in-flight requests per connection", self.per_connection),
+            in_flight: AtomicUsize::new(0),
+            idle: Notify::new(),
+        }
+    }
+
+    /// Waits for a slot on `conn` and `size` byte permits, or refuses.
+    pub(crate) async fn admit(
+        &self,
+        conn: &ConnAdmission,
+        size: u64,
+        deadline: Instant,
+    ) -> Result<Admitted, Error> {
+        let wait = deadline
+            .saturating_duration_since(Instant::now())
+            .min(self.queue_timeout);
+        let slot = conn.slots.enter(1, self.queue_len, wait).await?;
+        let n = u32::try_from(size)
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.bytes_cap);
+        let bytes = self.bytes.enter(n, self.queue_len, wait).await?;
+        Ok(Admitted {
+            _slot: slot,
+            _bytes: bytes,
+        })
+    }
+}
+
+impl ConnAdmission {
+    /// Counts a request as in flight on this connection until the guard drops.
+    pub(crate) fn track(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight(self.clone())
+    }
+
+    /// Returns once no request is in flight on this connection.
+    pub(crate) async fn idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.in_flight.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Guard of one in-flight request on a connection.
+#[derive(Debug)]
+pub(crate) struct InFlight(Arc<ConnAdmission>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::ServerConfig;
+
+    fn cfg(per_conn: usize, queue: usize) -> ServerConfig {
+        ServerConfig {
+            max_in_flight_per_connection: per_conn,
+            queue_len: queue,
+            queue_timeout: Duration::from_millis(50),
+            max_in_flight_bytes: 1000,
+            ..ServerConfig::default()
+        }
+    }
+
+    fn later() -> Instant {
+        Instant::now() + Duration::from_secs(10)
+    }
+
+    #[tokio::test]
+    async fn full_queue_is_refused_at_once() {
+        let a = Admission::new(&cfg(1, 0));
+        let c = a.connection();
+        let _held = a.admit(&c, 10, later()).await.unwrap();
+        let err = a.admit(&c, 10, later()).await.unwrap_err();
+        assert_eq!(err.code(), -2003);
+        assert!(err.is_retryable());
+    }
+
+    #[tokio::test]
+    async fn waiter_gets_the_slot_when_freed_or_times_out() {
+        let a = Arc::new(Admission::new(&cfg(1, 4)));
+        let c = Arc::new(a.connection());
+        let held = a.admit(&c, 10, later()).await.unwrap();
+        let err = a.admit(&c, 10, later()).await.unwrap_err();
+        assert!(
+            matches!(err, Error::Overloaded { .. }),
+            "timed out in queue"
+        );
+        let (a2, c2) = (a.clone(), c.clone());
+        let waiter = tokio::spawn(async move { a2.admit(&c2, 10, later()).await.is_ok() });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        drop(held);
+        assert!(waiter.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn byte_cap_counts_sizes_and_lets_a_huge_request_run_alone() {
+        let a = Admission::new(&cfg(10, 0));
+        let c = a.connection();
+        let big = a.admit(&c, 5000, later()).await.unwrap();
+        assert!(
+            a.admit(&c, 1, later()).await.is_err(),
+            "all byte permits taken"
+        );
+        drop(big);
+        let _x = a.admit(&c, 600, later()).await.unwrap();
+        assert!(a.admit(&c, 600, later()).await.is_err());
+        let _y = a.admit(&c, 400, later()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn idle_waits_for_in_flight_guards() {
+        let c = Arc::new(Admission::new(&cfg(1, 1)).connection());
+        c.idle().await;
+        let g = c.track();
+        let c2 = c.clone();
+        let waiter = tokio::spawn(async move { c2.idle().await });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(!waiter.is_finished());
+        drop(g);
+        waiter.await.unwrap();
+    }
+}

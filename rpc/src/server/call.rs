@@ -1,0 +1,76 @@
+//! One call on the server: admission, metrics, context and span around the service's handler.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use tarpc::server::Serve;
+use tarpc::{context, RequestName, ServerError};
+use tracing::Instrument;
+
+use super::admission::ConnAdmission;
+use super::context::CallContext;
+use super::{HandlerFuture, Shared};
+use crate::error::Error;
+
+/// A request wrapped with everything the server does around its handler.
+pub(super) struct Call<H, Req, Resp> {
+    pub(super) handler: H,
+    pub(super) ctx: CallContext,
+    pub(super) size: u64,
+    pub(super) shared: Arc<Shared>,
+    pub(super) conn: Arc<ConnAdmission>,
+    pub(super) _types: PhantomData<fn(Req) -> Resp>,
+}
+
+impl<H, Req, Resp> Serve for Call<H, Req, Resp>
+where
+    H: Fn(context::Context, Req) -> HandlerFuture<Resp>,
+    Req: RequestName,
+{
+    type Req = Req;
+    type Resp = Resp;
+
+    async fn serve(self, ctx: context::Context, req: Req) -> Result<Resp, ServerError> {
+        let Call {
+            handler,
+            ctx: call,
+            size,
+            shared,
+            conn,
+            ..
+        } = self;
+        let span = tracing::info_span!(
+            "rpc.call",
+            method = %call.method,
+            request_id = call.request_id,
+            conn_id = call.conn.conn_id,
+            peer = %call.conn.peer,
+        );
+        async move {
+            let _conn_in_flight = conn.track();
+            let _server_in_flight = shared.track_call();
+            let method = call.method.clone();
+            // Dropped unfinished (deadline passed, client cancelled) counts as a timeout.
+            let mut record = shared.metrics.record(&method);
+            let result = async {
+                if shared.shutdown.is_cancelled() {
+                    return Err(Error::ShuttingDown.to_server_error());
+                }
+                let _permits = shared
+                    .admission
+                    .admit(&conn, size, ctx.deadline)
+                    .await
+                    .map_err(|e| e.to_server_error())?;
+                call.scope(handler(ctx, req)).await
+            }
+            .await;
+            record.outcome = match &result {
+                Ok(_) => Ok(()),
+                Err(e) => Err(Error::from_server_error(e).code()),
+            };
+            result
+        }
+        .instrument(span)
+        .await
+    }
+}

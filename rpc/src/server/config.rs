@@ -1,0 +1,42 @@
+//! Server settings and their defaults, in one place.
+
+use std::time::Duration;
+
+/// Largest frame (body plus attachment) accepted by default: 64 MiB.
+pub const DEFAULT_MAX_FRAME: u64 = 64 << 20;
+
+/// How a [`Server`](crate::Server) behaves. `ServerConfig::default()` is ready for one box.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Largest frame accepted; larger requests get [`FrameTooLarge`](crate::Error::FrameTooLarge).
+    pub max_frame: u64,
+    /// Cluster token clients must present; `None` accepts any client.
+    pub token: Option<String>,
+    /// Most connections open at once; more are refused at the preamble with `Overloaded`.
+    pub max_connections: usize,
+    /// Most requests executing at once on one connection.
+    pub max_in_flight_per_connection: usize,
+    /// Most request bytes (body plus attachment) executing at once, over all connections.
+    pub max_in_flight_bytes: u64,
+    /// Most requests waiting at one cap; past it, requests get `Overloaded` at once.
+    pub queue_len: usize,
+    /// Longest a request waits at a cap before it gets `Overloaded` (never past its deadline).
+    pub queue_timeout: Duration,
+    /// Longest a new connection may take to send its preamble.
+    pub preamble_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            max_frame: DEFAULT_MAX_FRAME,
+            token: None,
+            max_connections: 1024,
+            max_in_flight_per_connection: 1024,
+            max_in_flight_bytes: 1 << 30,
+            queue_len: 4096,
+            queue_timeout: Duration::from_secs(1),
+            preamble_timeout: Duration::from_secs(5),
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! What a handler may know about the call it serves.
+
+use std::fmt;
+
+/// The connection a service instance was created for (given to the service factory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnInfo {
+    /// The peer's address (`ip:port`, or the Unix socket's peer description).
+    pub peer: String,
+    /// Server-unique connection number, starting at 1.
+    pub conn_id: u64,
+    /// The service the client asked for in its preamble.
+    pub service: String,
+}
+
+/// Per-call context: available inside a handler through [`CallContext::current`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallContext {
+    /// The connection the call arrived on.
+    pub conn: ConnInfo,
+    /// tarpc's request id (unique per connection).
+    pub request_id: u64,
+    /// The method called.
+    pub method: String,
+}
+
+tokio::task_local! {
+    static CURRENT: CallContext;
+}
+
+impl CallContext {
+    /// The context of the call being served by the current task, if any.
+    pub fn current() -> Option<CallContext> {
+        CURRENT.try_with(Clone::clone).ok()
+    }
+
+    /// Runs `fut` with `self` as the current call context.
+    pub(crate) async fn scope<F: std::future::Future>(self, fut: F) -> F::Output {
+        CURRENT.scope(self, fut).await
+    }
+}
+
+impl fmt::Display for CallContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}#{} conn {} from {}",
+            self.method, self.request_id, self.conn.conn_id, self.conn.peer
+        )
+    }
+}

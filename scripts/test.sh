@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh Debian machine: installs what the tests need (idempotently),
+# then checks formatting and lints and runs every crate's tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages the tests need (none yet beyond the toolchain; etcd arrives with scale-out).
+need_pkgs=()
+missing=()
+for pkg in "${need_pkgs[@]}"; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo test"
+cargo test --workspace --locked

@@ -1,0 +1,2 @@
+//! The `yuebing` command-line tool.
+fn main() {}
