@@ -12,6 +12,7 @@
 //! Small frames written back to back share one buffer and one `writev`.
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future as _;
 use std::io::{self, IoSlice};
 use std::marker::PhantomData;
 use std::pin::Pin;
@@ -250,7 +251,8 @@ where
         self.queued += HEADER_LEN + body_len + attach_len;
         if !atts.is_empty() {
             self.queue.push_back(self.wcur.split().freeze());
-            self.queue.extend(atts);
+            self.queue
+                .extend(atts.into_iter().filter(|a| !a.is_empty()));
         }
         Ok(())
     }
@@ -280,6 +282,9 @@ where
             self.queue.push_back(self.wcur.split().freeze());
         }
         while !self.queue.is_empty() {
+            while self.queue.front().is_some_and(Bytes::is_empty) {
+                self.queue.pop_front();
+            }
             let mut slices = [IoSlice::new(&[]); MAX_IOV];
             let n = self.queue.len().min(MAX_IOV);
             for (slot, chunk) in slices.iter_mut().zip(self.queue.iter()) {
@@ -395,7 +400,6 @@ where
                         self.read = ReadState::Header;
                         continue;
                     }
-                    self.rbuf.clear();
                     if !ready!(self.poll_fill(cx, READ_CHUNK))? {
                         return Poll::Ready(Some(Err(io::ErrorKind::UnexpectedEof.into())));
                     }
@@ -465,4 +469,106 @@ where
     }
 }
 
-use std::future::Future as _;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::{SinkExt, StreamExt};
+    use tarpc::{context, Request};
+    use tokio::net::UnixStream;
+    use tokio_util::either::Either;
+
+    type ClientSide = FramedTransport<Response<Bytes>, ClientMessage<Bytes>>;
+    type ServerSide = FramedTransport<ClientMessage<Bytes>, Response<Bytes>>;
+
+    fn request(id: u64, len: usize) -> ClientMessage<Bytes> {
+        ClientMessage::Request(Request {
+            context: context::current(),
+            id,
+            message: Bytes::from(vec![5u8; len]),
+        })
+    }
+
+    /// A client that ignores the announced limit: the server skips the frame, answers
+    /// FrameTooLarge for it, and reads the next frame normally.
+    #[tokio::test]
+    async fn receiver_skips_an_oversize_frame_and_answers_for_it() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let mut client = ClientSide::new(
+            Either::Right(a),
+            Limits {
+                recv_max: 1 << 20,
+                send_max: u64::MAX,
+            },
+        );
+        let ledger = SizeLedger::default();
+        let mut server = ServerSide::new(
+            Either::Right(b),
+            Limits {
+                recv_max: 1000,
+                send_max: 1 << 20,
+            },
+        )
+        .with_ledger(ledger.clone());
+        let sending = async {
+            client.send(request(1, 200_000)).await.unwrap();
+            client.send(request(2, 10)).await.unwrap();
+        };
+        let (_, got) = tokio::join!(sending, server.next());
+        let got = got.unwrap().unwrap();
+        assert_eq!(got.request_id(), 2, "frame 1 was skipped");
+        assert!(ledger.lock().unwrap().get(&2).is_some_and(|&n| n > 10));
+        let (reply, _) = tokio::join!(client.next(), server.flush());
+        let reply = reply.unwrap().unwrap();
+        assert_eq!(reply.request_id, 1);
+        let err = Error::from_server_error(&reply.message.unwrap_err());
+        assert!(matches!(err, Error::FrameTooLarge { max: 1000, len } if len > 200_000));
+    }
+
+    #[tokio::test]
+    async fn sender_refuses_what_the_peer_would_not_accept() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        let mut client = ClientSide::new(
+            Either::Right(a),
+            Limits {
+                recv_max: 1 << 20,
+                send_max: 100,
+            },
+        );
+        client.send(request(9, 101)).await.unwrap();
+        let reply = client.next().await.unwrap().unwrap();
+        assert_eq!(reply.request_id, 9);
+        let err = Error::from_server_error(&reply.message.unwrap_err());
+        assert!(
+            matches!(err, Error::FrameTooLarge { max: 100, .. }),
+            "{err:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn garbage_is_an_error_and_truncation_is_eof() {
+        use tokio::io::AsyncWriteExt;
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let limits = Limits {
+            recv_max: 1 << 20,
+            send_max: 1 << 20,
+        };
+        let mut server = ServerSide::new(Either::Right(a), limits);
+        b.write_all(&[0xEE; 40]).await.unwrap();
+        let err = server.next().await.unwrap().unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let mut server = ServerSide::new(Either::Right(a), limits);
+        let mut header = [0u8; HEADER_LEN];
+        FrameHeader {
+            request_id: 1,
+            body_len: 50,
+            attach_len: 0,
+        }
+        .encode(&mut header);
+        b.write_all(&header).await.unwrap();
+        drop(b);
+        let err = server.next().await.unwrap().unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+    }
+}

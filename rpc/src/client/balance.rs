@@ -166,7 +166,7 @@ impl<C: ServiceClient> Balancer<C> {
         Fut: Future<Output = Result<T, RpcError>>,
     {
         let deadline = Instant::now() + opts.timeout.unwrap_or(self.config.default_timeout);
-        let idempotent = opts.is_idempotent(&self.config);
+        let idempotent = opts.is_idempotent_for(&self.config);
         let max_tries = self.config.max_retries as usize + self.members.len();
         let mut record = self.metrics.record(opts.method.unwrap_or("call"));
         let mut tries = 0;

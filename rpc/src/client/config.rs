@@ -107,7 +107,9 @@ impl CallOptions {
         self
     }
 
-    pub(crate) fn is_idempotent(&self, cfg: &PoolConfig) -> bool {
+    /// Whether this call may be sent again after it may have been executed: the per-call
+    /// override if set, else the method's declaration in `cfg`.
+    pub fn is_idempotent_for(&self, cfg: &PoolConfig) -> bool {
         self.idempotent.unwrap_or_else(|| {
             self.method
                 .is_some_and(|m| cfg.idempotent_methods.contains(m))
@@ -122,15 +124,15 @@ mod tests {
     #[test]
     fn idempotency_is_declared_per_method_and_overridable() {
         let cfg = PoolConfig::new("kv").idempotent(["get"]);
-        assert!(CallOptions::method("get").is_idempotent(&cfg));
-        assert!(!CallOptions::method("put").is_idempotent(&cfg));
-        assert!(!CallOptions::default().is_idempotent(&cfg));
+        assert!(CallOptions::method("get").is_idempotent_for(&cfg));
+        assert!(!CallOptions::method("put").is_idempotent_for(&cfg));
+        assert!(!CallOptions::default().is_idempotent_for(&cfg));
         assert!(CallOptions::method("put")
             .idempotent(true)
-            .is_idempotent(&cfg));
+            .is_idempotent_for(&cfg));
         assert!(!CallOptions::method("get")
             .idempotent(false)
-            .is_idempotent(&cfg));
+            .is_idempotent_for(&cfg));
     }
 
     #[test]

@@ -236,7 +236,7 @@ impl<C: ServiceClient> Pool<C> {
     {
         let cfg = &self.inner.config;
         let deadline = Instant::now() + opts.timeout.unwrap_or(cfg.default_timeout);
-        let idempotent = opts.is_idempotent(cfg);
+        let idempotent = opts.is_idempotent_for(cfg);
         let mut record = self.inner.metrics.record(opts.method.unwrap_or("call"));
         let mut tries = 0;
         let result = loop {
@@ -316,18 +316,30 @@ impl<C: ServiceClient> Pool<C> {
     }
 
     /// The least-loaded live connection (ties: round-robin), or a new one if none is live.
+    /// When even the least-loaded one is busy past the threshold, another is opened in the
+    /// background (up to the pool's size) while this call uses the busy one.
     async fn connection(&self) -> Result<Arc<Connection<C>>, Error> {
-        if let Some((conn, live)) = self.least_loaded() {
-            if conn.in_flight() >= self.inner.config.grow_threshold && live < self.max() {
-                self.grow_in_background();
+        let (conn, live) = match self.least_loaded() {
+            Some(found) => found,
+            None => {
+                let _open = self.inner.open_lock.lock().await;
+                match self.least_loaded() {
+                    Some(found) => found,
+                    None => (self.open_one().await?, 1),
+                }
             }
-            return Ok(conn);
+        };
+        if conn.in_flight() >= self.inner.config.grow_threshold && live < self.max() {
+            self.grow_in_background();
         }
-        let _open = self.inner.open_lock.lock().await;
-        if let Some((conn, _)) = self.least_loaded() {
-            return Ok(conn);
-        }
-        self.open_one().await
+        Ok(conn)
+    }
+
+    /// Whether every live connection carries at least the growth threshold.
+    fn all_busy(&self) -> bool {
+        let threshold = self.inner.config.grow_threshold;
+        self.least_loaded()
+            .is_some_and(|(c, _)| c.in_flight() >= threshold)
     }
 
     fn least_loaded(&self) -> Option<(Arc<Connection<C>>, usize)> {
@@ -412,15 +424,17 @@ impl<C: ServiceClient> Pool<C> {
         let pool = Arc::downgrade(&self.inner);
         self.inner.handle.spawn(async move {
             let Some(pool) = upgrade(&pool) else { return };
-            let target = pool.inner.config.min_connections.max(1).min(pool.max());
             let _open = pool.inner.open_lock.lock().await;
-            let mut want = pool.live_count() < pool.max();
-            while want {
+            loop {
+                let live = pool.live_count();
+                let wanted = live < pool.inner.config.min_connections || live == 0 || pool.all_busy();
+                if live >= pool.max() || !wanted {
+                    break;
+                }
                 if let Err(e) = pool.open_one().await {
                     tracing::debug!(endpoint = %pool.inner.endpoint, error = %e, "could not open a connection");
                     break;
                 }
-                want = pool.live_count() < target;
             }
             pool.inner.growing.store(false, Ordering::Release);
         });

@@ -1,0 +1,66 @@
+//! Deadlines reach the server; dropping a call cancels it there.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use yuebing_rpc::{CallOptions, Error};
+
+use crate::common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_deadline_times_out_and_cancels_the_handler() {
+    let (server, state) = start_default().await;
+    let pool = pool(&server);
+    pool.call(|c, ctx| async move { c.sleep(ctx, 0).await })
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let err = pool
+        .call_with(
+            CallOptions::method("sleep").timeout(Duration::from_millis(50)),
+            |c, ctx| async move { c.sleep(ctx, 1000).await },
+        )
+        .await
+        .unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(err, Error::Timeout);
+    assert_eq!(err.code(), -2001);
+    assert!(
+        took < Duration::from_millis(500),
+        "timed out after {took:?}"
+    );
+    assert!(
+        eventually(Duration::from_millis(500), || {
+            state.sleeps_cancelled.load(Ordering::SeqCst) == 1
+        })
+        .await,
+        "the handler was cancelled on the server"
+    );
+    assert_eq!(
+        state.sleeps_finished.load(Ordering::SeqCst),
+        1,
+        "only the 0 ms call"
+    );
+    assert!(
+        eventually(Duration::from_millis(500), || server.in_flight() == 0).await,
+        "nothing left running on the server"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_call_cancels_it_on_the_server() {
+    let (server, state) = start_default().await;
+    let pool = pool(&server);
+    let call = pool.call(|c, ctx| async move { c.sleep(ctx, 5_000).await });
+    let dropped = tokio::time::timeout(Duration::from_millis(100), call).await;
+    assert!(dropped.is_err(), "the call was still running");
+    assert_eq!(state.sleeps_started.load(Ordering::SeqCst), 1);
+    assert!(
+        eventually(Duration::from_secs(2), || {
+            state.sleeps_cancelled.load(Ordering::SeqCst) == 1
+        })
+        .await,
+        "the handler was cancelled"
+    );
+    assert_eq!(server.in_flight(), 0);
+}

@@ -1,0 +1,13 @@
+//! Integration tests of yuebing-rpc on real sockets (127.0.0.1, ephemeral ports).
+
+mod common;
+
+mod balance;
+mod caps;
+mod deadline;
+mod frames;
+mod pool;
+mod preamble;
+mod restart;
+mod retry;
+mod shutdown;
