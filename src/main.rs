@@ -1,2 +1,156 @@
 //! The `yuebing` command-line tool.
-fn main() {}
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use yuebing::bench::{report, rpc};
+use yuebing::config::{ConfigError, ConfigFile};
+
+/// yuebing: move and cache large byte objects between processes and machines.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Cli {
+    /// TOML file with settings (flags and YUEBING_* variables take precedence).
+    #[arg(long, global = true, env = "YUEBING_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Benchmark programs that print a table (and `--json`).
+    #[command(subcommand)]
+    Bench(Bench),
+}
+
+#[derive(Subcommand, Debug)]
+enum Bench {
+    /// The control plane: yuebing-rpc against stock tarpc and a raw TCP echo.
+    Rpc(BenchRpcArgs),
+}
+
+#[derive(Args, Debug)]
+struct BenchRpcArgs {
+    /// Repetitions of every measurement [default: 3; config: bench.repeat].
+    #[arg(long, env = "YUEBING_BENCH_REPEAT")]
+    repeat: Option<u32>,
+    /// Measured milliseconds per measurement [default: 1000; config: bench.duration_ms].
+    #[arg(long, env = "YUEBING_BENCH_DURATION_MS")]
+    duration_ms: Option<u64>,
+    /// Warm-up milliseconds before each measurement [default: 200; config: bench.warmup_ms].
+    #[arg(long, env = "YUEBING_BENCH_WARMUP_MS")]
+    warmup_ms: Option<u64>,
+    /// Also write the results as JSON to this file.
+    #[arg(long, env = "YUEBING_BENCH_JSON")]
+    json: Option<PathBuf>,
+}
+
+/// Why a command failed: printed as one line with a name and a code.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("{0}")]
+    Bench(String),
+    #[error("cannot write {path}: {reason}")]
+    Output { path: String, reason: String },
+}
+
+impl CliError {
+    fn name(&self) -> &'static str {
+        match self {
+            CliError::Config(_) => "ConfigError",
+            CliError::Bench(_) => "BenchFailed",
+            CliError::Output { .. } => "OutputError",
+        }
+    }
+
+    fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Config(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+fn progress(total: u64) -> ProgressBar {
+    if !std::io::stdout().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+async fn bench_rpc(file: &ConfigFile, args: BenchRpcArgs) -> Result<(), CliError> {
+    let cfg = rpc::RpcBenchConfig {
+        repeat: file.resolve("bench", "repeat", args.repeat, 3)?.max(1),
+        duration: Duration::from_millis(file.resolve(
+            "bench",
+            "duration_ms",
+            args.duration_ms,
+            1000,
+        )?),
+        warmup: Duration::from_millis(file.resolve("bench", "warmup_ms", args.warmup_ms, 200)?),
+    };
+    let per_repeat = 18;
+    let bar = progress(u64::from(cfg.repeat) * per_repeat);
+    let rows = rpc::run(&cfg, |what| {
+        bar.set_message(what.to_string());
+        bar.inc(1);
+    })
+    .await
+    .map_err(CliError::Bench)?;
+    bar.finish_and_clear();
+    println!(
+        "bench rpc: {} repetitions x {:?} each; medians, spread = max - min; GB/s counts payload one way",
+        cfg.repeat, cfg.duration
+    );
+    print!("{}", report::table(&rows));
+    if let Some(path) = args.json {
+        report::write_json(&path, "rpc", &rows).map_err(|e| CliError::Output {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error[RuntimeError]: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let file = ConfigFile::load(cli.config.as_deref())?;
+        match cli.command {
+            Command::Bench(Bench::Rpc(args)) => bench_rpc(&file, args).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error[{} {}]: {e}", e.name(), e.exit_code());
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

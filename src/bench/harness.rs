@@ -1,0 +1,126 @@
+//! Closed-loop load: `inflight` workers each run one operation after another until time is up.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+/// What one measurement saw.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// Operations completed.
+    pub ops: u64,
+    /// Wall time of the measurement.
+    pub elapsed: Duration,
+    /// Median latency, µs.
+    pub p50_us: f64,
+    /// 99th-percentile latency, µs.
+    pub p99_us: f64,
+}
+
+impl Sample {
+    /// Operations per second.
+    pub fn ops_per_sec(&self) -> f64 {
+        self.ops as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+fn histogram() -> Histogram<u64> {
+    // Constant bounds that hdrhistogram accepts: 1 ns .. 100 s.
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds")
+}
+
+/// Runs `op` from `inflight` concurrent tasks for `duration` (after `warmup`), and returns the
+/// count and latencies. An error from `op` ends the measurement with that error.
+pub async fn closed_loop<F, Fut, E>(
+    inflight: usize,
+    warmup: Duration,
+    duration: Duration,
+    op: F,
+) -> Result<Sample, E>
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), E>> + Send,
+    E: Send + 'static,
+{
+    let op = Arc::new(op);
+    let start = Instant::now() + warmup;
+    let end = start + duration;
+    let workers: Vec<_> = (0..inflight)
+        .map(|w| {
+            let op = op.clone();
+            tokio::spawn(async move {
+                let mut hist = histogram();
+                let mut ops = 0u64;
+                loop {
+                    let t0 = Instant::now();
+                    if t0 >= end {
+                        break;
+                    }
+                    op(w).await?;
+                    let t1 = Instant::now();
+                    if t0 >= start {
+                        ops += 1;
+                        hist.saturating_record((t1 - t0).as_nanos() as u64);
+                    }
+                }
+                Ok::<_, E>((ops, hist))
+            })
+        })
+        .collect();
+    let mut total = 0;
+    let mut hist = histogram();
+    for w in workers {
+        // A worker task only fails by panicking, which is a bug in the benchmark itself.
+        let (ops, h) = w.await.expect("benchmark worker panicked")?;
+        total += ops;
+        hist.add(&h).expect("same histogram bounds");
+    }
+    Ok(Sample {
+        ops: total,
+        elapsed: duration,
+        p50_us: hist.value_at_quantile(0.5) as f64 / 1000.0,
+        p99_us: hist.value_at_quantile(0.99) as f64 / 1000.0,
+    })
+}
+
+/// The median and the spread (max − min) of `values`.
+pub fn median_spread(values: &[f64]) -> (f64, f64) {
+    if values.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    let median = if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    };
+    (median, v[v.len() - 1] - v[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_and_spread() {
+        assert_eq!(median_spread(&[3.0, 1.0, 2.0]), (2.0, 2.0));
+        assert_eq!(median_spread(&[4.0, 1.0, 2.0, 3.0]), (2.5, 3.0));
+        assert!(median_spread(&[]).0.is_nan());
+    }
+
+    #[tokio::test]
+    async fn closed_loop_counts_operations() {
+        let s = closed_loop(4, Duration::ZERO, Duration::from_millis(50), |_| async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            Ok::<_, ()>(())
+        })
+        .await
+        .unwrap();
+        assert!(s.ops >= 4, "{s:?}");
+        assert!(s.p50_us >= 5000.0, "{s:?}");
+    }
+}

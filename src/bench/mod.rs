@@ -1,0 +1,8 @@
+//! Benchmark programs: closed-loop load, medians over repetitions, tables and `--json`.
+//!
+//! Every benchmark measures its variants interleaved (each repetition runs every variant once)
+//! and compares each against a baseline measured in the same run, as ratios.
+
+pub mod harness;
+pub mod report;
+pub mod rpc;
