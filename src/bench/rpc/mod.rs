@@ -256,19 +256,19 @@ pub async fn run(cfg: &RpcBenchConfig, mut tick: impl FnMut(&str)) -> BenchResul
 }
 
 /// Reads one number off a sample.
-type Extract = dyn Fn(&Sample) -> f64;
+type Extract<'a> = dyn Fn(&Sample) -> f64 + 'a;
 
 fn rows(cases: &[Case], samples: &HashMap<(usize, Variant), Vec<Sample>>) -> Vec<Row> {
     let mut out = Vec::new();
     for (ci, case) in cases.iter().enumerate() {
-        let stat = |v: Variant, f: &Extract| {
+        let stat = |v: Variant, f: &Extract<'_>| {
             let vals: Vec<f64> = samples
                 .get(&(ci, v))
                 .map_or(vec![], |s| s.iter().map(f).collect());
             median_spread(&vals)
         };
         let gbps = |s: &Sample| s.ops_per_sec() * case.payload as f64 / 1e9;
-        let metrics: Vec<(&str, &Extract)> = match case.metric {
+        let metrics: Vec<(&str, &Extract<'_>)> = match case.metric {
             Metric::Latency => vec![("p50_us", &|s| s.p50_us), ("p99_us", &|s| s.p99_us)],
             Metric::Rate => vec![("ops/s", &Sample::ops_per_sec)],
             Metric::Bandwidth => vec![("GB/s", &gbps)],
