@@ -45,6 +45,9 @@ struct BenchRpcArgs {
     /// Warm-up milliseconds before each measurement [default: 200; config: bench.warmup_ms].
     #[arg(long, env = "YUEBING_BENCH_WARMUP_MS")]
     warmup_ms: Option<u64>,
+    /// Run only the measurements whose "case / variant" label contains this text.
+    #[arg(long)]
+    only: Option<String>,
     /// Also write the results as JSON to this file.
     #[arg(long, env = "YUEBING_BENCH_JSON")]
     json: Option<PathBuf>,
@@ -99,6 +102,7 @@ async fn bench_rpc(file: &ConfigFile, args: BenchRpcArgs) -> Result<(), CliError
             1000,
         )?),
         warmup: Duration::from_millis(file.resolve("bench", "warmup_ms", args.warmup_ms, 200)?),
+        only: args.only,
     };
     let per_repeat = 18;
     let bar = progress(u64::from(cfg.repeat) * per_repeat);

@@ -11,7 +11,7 @@
 //!
 //! Small frames written back to back share one buffer and one `writev`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future as _;
 use std::io::{self, IoSlice};
 use std::marker::PhantomData;
@@ -49,8 +49,30 @@ pub(crate) struct Limits {
     pub(crate) send_max: u64,
 }
 
-/// Payload sizes of received requests, by request id, for the server's byte cap.
-pub(crate) type SizeLedger = Arc<Mutex<HashMap<u64, u64>>>;
+/// Payload sizes of received requests, in arrival order, for the server's byte cap. tarpc yields
+/// requests in the order the transport read them, skipping some (duplicates, expired), so the
+/// server takes entries up to the id it is given.
+#[derive(Clone, Default)]
+pub(crate) struct SizeLedger(Arc<Mutex<VecDeque<(u64, u64)>>>);
+
+impl SizeLedger {
+    fn record(&self, request_id: u64, size: u64) {
+        if let Ok(mut q) = self.0.lock() {
+            q.push_back((request_id, size));
+        }
+    }
+
+    /// The size of `request_id`, dropping the entries of requests tarpc skipped before it.
+    pub(crate) fn take(&self, request_id: u64) -> u64 {
+        let Ok(mut q) = self.0.lock() else { return 0 };
+        while let Some((id, size)) = q.pop_front() {
+            if id == request_id {
+                return size;
+            }
+        }
+        0
+    }
+}
 
 /// What the transport needs to know about the messages it carries.
 pub(crate) trait Message: Sized {
@@ -120,6 +142,8 @@ pub(crate) struct FramedTransport<In, Out> {
     queued: usize,
     ledger: Option<SizeLedger>,
     stop: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+    /// Bytes queued by the read side (error replies) that tarpc does not know to flush.
+    reply_pending: bool,
     _out: PhantomData<fn(Out)>,
 }
 
@@ -152,6 +176,7 @@ where
             queued: 0,
             ledger: None,
             stop: None,
+            reply_pending: false,
             _out: PhantomData,
         }
     }
@@ -198,9 +223,7 @@ where
         }
         if item.is_request() {
             if let Some(ledger) = &self.ledger {
-                if let Ok(mut l) = ledger.lock() {
-                    l.insert(item.request_id(), header.payload_len());
-                }
+                ledger.record(item.request_id(), header.payload_len());
             }
         }
         Ok(item)
@@ -220,6 +243,7 @@ where
             // Encoding a small error reply cannot be oversize; on failure the connection ends
             // at the next write anyway.
             let _ = self.encode(&reply);
+            self.reply_pending = true;
         }
     }
 
@@ -418,10 +442,13 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if this.queued > 0 || !this.wcur.is_empty() {
-            // Error replies written by the read side go out without waiting for tarpc to flush.
-            if let Poll::Ready(Err(e)) = this.poll_write_out(cx) {
-                return Poll::Ready(Some(Err(e)));
+        if this.reply_pending {
+            // Error replies written by the read side go out without waiting for tarpc to flush;
+            // tarpc's own messages are left to batch until it flushes.
+            match this.poll_write_out(cx) {
+                Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Ok(())) => this.reply_pending = false,
+                Poll::Pending => {}
             }
         }
         if let Some(stop) = &mut this.stop {
@@ -516,7 +543,7 @@ mod tests {
         let (_, got) = tokio::join!(sending, server.next());
         let got = got.unwrap().unwrap();
         assert_eq!(got.request_id(), 2, "frame 1 was skipped");
-        assert!(ledger.lock().unwrap().get(&2).is_some_and(|&n| n > 10));
+        assert!(ledger.take(2) > 10, "size recorded");
         let (reply, _) = tokio::join!(client.next(), server.flush());
         let reply = reply.unwrap().unwrap();
         assert_eq!(reply.request_id, 1);

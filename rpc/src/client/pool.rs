@@ -272,11 +272,16 @@ impl<C: ServiceClient> Pool<C> {
     {
         self.touch();
         let _counted = InFlight::new(&self.inner.in_flight);
-        let until = tokio::time::Instant::from_std(deadline);
-        let conn = match tokio::time::timeout_at(until, self.connection()).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => return Err(Failure::never_sent(e)),
-            Err(_) => return Err(Failure::never_sent(Error::Timeout)),
+        let conn = match self.pick() {
+            Some(c) => c,
+            None => {
+                let until = tokio::time::Instant::from_std(deadline);
+                match tokio::time::timeout_at(until, self.open_or_wait()).await {
+                    Ok(Ok(c)) => c,
+                    Ok(Err(e)) => return Err(Failure::never_sent(e)),
+                    Err(_) => return Err(Failure::never_sent(Error::Timeout)),
+                }
+            }
         };
         let _slot = conn.begin();
         let mut ctx = tarpc::context::current();
@@ -315,24 +320,24 @@ impl<C: ServiceClient> Pool<C> {
         live.len()
     }
 
-    /// The least-loaded live connection (ties: round-robin), or a new one if none is live.
-    /// When even the least-loaded one is busy past the threshold, another is opened in the
-    /// background (up to the pool's size) while this call uses the busy one.
-    async fn connection(&self) -> Result<Arc<Connection<C>>, Error> {
-        let (conn, live) = match self.least_loaded() {
-            Some(found) => found,
-            None => {
-                let _open = self.inner.open_lock.lock().await;
-                match self.least_loaded() {
-                    Some(found) => found,
-                    None => (self.open_one().await?, 1),
-                }
-            }
-        };
+    /// The least-loaded live connection (ties: round-robin). When even that one is busy past the
+    /// threshold, another is opened in the background (up to the pool's size) while this call
+    /// uses the busy one.
+    fn pick(&self) -> Option<Arc<Connection<C>>> {
+        let (conn, live) = self.least_loaded()?;
         if conn.in_flight() >= self.inner.config.grow_threshold && live < self.max() {
             self.grow_in_background();
         }
-        Ok(conn)
+        Some(conn)
+    }
+
+    /// No connection is live: open one, or wait for the one being opened (single-flight).
+    async fn open_or_wait(&self) -> Result<Arc<Connection<C>>, Error> {
+        let _open = self.inner.open_lock.lock().await;
+        match self.pick() {
+            Some(conn) => Ok(conn),
+            None => self.open_one().await,
+        }
     }
 
     /// Whether every live connection carries at least the growth threshold.

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::Error;
 
@@ -67,12 +67,10 @@ pub(crate) struct Admission {
     queue_timeout: Duration,
 }
 
-/// Per-connection admission state, and the connection's in-flight count for graceful shutdown.
+/// Per-connection admission state.
 #[derive(Debug)]
 pub(crate) struct ConnAdmission {
     slots: Gate,
-    in_flight: AtomicUsize,
-    idle: Notify,
 }
 
 /// What an admitted request holds until it finishes.
@@ -97,8 +95,6 @@ impl Admission {
     pub(crate) fn connection(&self) -> ConnAdmission {
         ConnAdmission {
             slots: Gate::new("in-flight requests per connection", self.per_connection),
-            in_flight: AtomicUsize::new(0),
-            idle: Notify::new(),
         }
     }
 
@@ -121,37 +117,6 @@ impl Admission {
             _slot: slot,
             _bytes: bytes,
         })
-    }
-}
-
-impl ConnAdmission {
-    /// Counts a request as in flight on this connection until the guard drops.
-    pub(crate) fn track(self: &Arc<Self>) -> InFlight {
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-        InFlight(self.clone())
-    }
-
-    /// Returns once no request is in flight on this connection.
-    pub(crate) async fn idle(&self) {
-        loop {
-            let notified = self.idle.notified();
-            if self.in_flight.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
-/// Guard of one in-flight request on a connection.
-#[derive(Debug)]
-pub(crate) struct InFlight(Arc<ConnAdmission>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.idle.notify_waiters();
-        }
     }
 }
 
@@ -214,18 +179,5 @@ mod tests {
         let _x = a.admit(&c, 600, later()).await.unwrap();
         assert!(a.admit(&c, 600, later()).await.is_err());
         let _y = a.admit(&c, 400, later()).await.unwrap();
-    }
-
-    #[tokio::test]
-    async fn idle_waits_for_in_flight_guards() {
-        let c = Arc::new(Admission::new(&cfg(1, 1)).connection());
-        c.idle().await;
-        let g = c.track();
-        let c2 = c.clone();
-        let waiter = tokio::spawn(async move { c2.idle().await });
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        assert!(!waiter.is_finished());
-        drop(g);
-        waiter.await.unwrap();
     }
 }

@@ -47,7 +47,6 @@ where
             peer = %call.conn.peer,
         );
         async move {
-            let _conn_in_flight = conn.track();
             let _server_in_flight = shared.track_call();
             let method = call.method.clone();
             // Dropped unfinished (deadline passed, client cancelled) counts as a timeout.

@@ -3,6 +3,7 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -122,6 +123,10 @@ fn check(shared: &Shared, hello: &Hello, have_slot: bool) -> Option<Error> {
 
 /// Serves one accepted connection of a service until the client leaves, the server shuts down
 /// (after the connection's in-flight requests finished) or the server is killed.
+///
+/// As in coro_rpc, a connection's handlers run on the connection's own task (polled together in
+/// a `FuturesUnordered`), not as a task each: no spawn per request, and dropping the connection
+/// cancels its handlers. A handler that needs a core for long should use `spawn_blocking`.
 pub(super) async fn serve_connection<Req, Resp, H>(socket: Socket, setup: ConnSetup, handler: H)
 where
     Req: DeserializeOwned + RequestName + Send + 'static,
@@ -133,6 +138,7 @@ where
         limits,
         shared,
     } = setup;
+    let info = Arc::new(info);
     let ledger = SizeLedger::default();
     let stop = CancellationToken::new();
     let transport = FramedTransport::<ClientMessage<Req>, Response<Resp>>::new(socket, limits)
@@ -143,18 +149,17 @@ where
     };
     let mut requests = BaseChannel::new(config, transport).requests();
     let conn = Arc::new(shared.admission.connection());
-    let mut draining = false;
+    let mut running = FuturesUnordered::new();
     loop {
+        if shared.shutdown.is_cancelled() && running.is_empty() && !stop.is_cancelled() {
+            // Draining: nothing of ours runs any more, so stop reading; tarpc then flushes the
+            // last responses and ends the stream.
+            stop.cancel();
+        }
         tokio::select! {
             _ = shared.kill.cancelled() => return,
-            _ = shared.shutdown.cancelled(), if !draining => {
-                draining = true;
-                let (conn, stop) = (conn.clone(), stop.clone());
-                shared.tracker.spawn_on(async move {
-                    conn.idle().await;
-                    stop.cancel();
-                }, &shared.handle);
-            }
+            _ = shared.shutdown.cancelled(), if !stop.is_cancelled() && running.is_empty() => {}
+            Some(()) = running.next(), if !running.is_empty() => {}
             next = requests.next() => match next {
                 None => break,
                 Some(Err(e)) => {
@@ -164,11 +169,7 @@ where
                 Some(Ok(req)) => {
                     let request_id = req.get().id;
                     let method = req.get().message.name().to_string();
-                    let size = ledger
-                        .lock()
-                        .ok()
-                        .and_then(|mut l| l.remove(&request_id))
-                        .unwrap_or(0);
+                    let size = ledger.take(request_id);
                     let call = Call {
                         handler: handler.clone(),
                         ctx: CallContext { conn: info.clone(), request_id, method },
@@ -177,10 +178,7 @@ where
                         conn: conn.clone(),
                         _types: PhantomData,
                     };
-                    let kill = shared.kill.clone();
-                    shared.tracker.spawn_on(async move {
-                        kill.run_until_cancelled(req.execute(call)).await;
-                    }, &shared.handle);
+                    running.push(req.execute(call));
                 }
             }
         }

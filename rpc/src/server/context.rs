@@ -1,6 +1,7 @@
 //! What a handler may know about the call it serves.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// The connection a service instance was created for (given to the service factory).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,7 +18,7 @@ pub struct ConnInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallContext {
     /// The connection the call arrived on.
-    pub conn: ConnInfo,
+    pub conn: Arc<ConnInfo>,
     /// tarpc's request id (unique per connection).
     pub request_id: u64,
     /// The method called.

@@ -75,7 +75,7 @@ impl Lab for LabServer {
     }
     async fn whoami(self, _: Context) -> (String, u64, u64, String) {
         let c = CallContext::current().expect("inside a call");
-        (c.conn.peer, c.conn.conn_id, c.request_id, c.method)
+        (c.conn.peer.clone(), c.conn.conn_id, c.request_id, c.method)
     }
 }
 

@@ -39,6 +39,8 @@ pub struct RpcBenchConfig {
     pub duration: Duration,
     /// Unmeasured warm-up before each measurement.
     pub warmup: Duration,
+    /// Runs only the measurements whose "case / variant" label contains this text.
+    pub only: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -238,6 +240,14 @@ pub async fn run(cfg: &RpcBenchConfig, mut tick: impl FnMut(&str)) -> BenchResul
         for (ci, case) in cases.iter().enumerate() {
             let payload = Bytes::from(vec![0xA5u8; case.payload]);
             for &(variant, _) in &case.variants {
+                let label = format!("{} / {}", case.name, variant.name());
+                if cfg
+                    .only
+                    .as_ref()
+                    .is_some_and(|o| !label.contains(o.as_str()))
+                {
+                    continue;
+                }
                 let t = targets.clone();
                 let p = payload.clone();
                 let sample = closed_loop(case.inflight, cfg.warmup, cfg.duration, move |_| {
@@ -247,7 +257,7 @@ pub async fn run(cfg: &RpcBenchConfig, mut tick: impl FnMut(&str)) -> BenchResul
                 })
                 .await?;
                 samples.entry((ci, variant)).or_default().push(sample);
-                tick(&format!("{} / {}", case.name, variant.name()));
+                tick(&label);
             }
         }
     }
@@ -275,6 +285,9 @@ fn rows(cases: &[Case], samples: &HashMap<(usize, Variant), Vec<Sample>>) -> Vec
         };
         for (metric, f) in metrics {
             for &(variant, baseline) in &case.variants {
+                if !samples.contains_key(&(ci, variant)) {
+                    continue;
+                }
                 let row = Row::new(&case.name, variant.name(), metric, stat(variant, f));
                 match baseline {
                     Some(b) => {
