@@ -4,17 +4,24 @@
 //! (keyed by the method name given in [`CallOptions`](crate::CallOptions), or `"call"`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use hdrhistogram::Histogram;
 
 /// Latencies are recorded in microseconds, up to one hour, with 3 significant digits.
 const MAX_LATENCY_US: u64 = 3_600_000_000;
 
+/// One method's counters. The counts are atomics; latencies and error codes sit behind the
+/// method's own lock, so two methods never contend.
 struct MethodStats {
-    calls: u64,
-    in_flight: u64,
+    calls: AtomicU64,
+    in_flight: AtomicU64,
+    detail: Mutex<Detail>,
+}
+
+struct Detail {
     errors: BTreeMap<i32, u64>,
     latency_us: Histogram<u64>,
 }
@@ -22,12 +29,14 @@ struct MethodStats {
 impl MethodStats {
     fn new() -> Self {
         MethodStats {
-            calls: 0,
-            in_flight: 0,
-            errors: BTreeMap::new(),
-            // Bounds are constants that hdrhistogram accepts.
-            latency_us: Histogram::new_with_bounds(1, MAX_LATENCY_US, 3)
-                .expect("constant histogram bounds are valid"),
+            calls: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            detail: Mutex::new(Detail {
+                errors: BTreeMap::new(),
+                // Bounds are constants that hdrhistogram accepts.
+                latency_us: Histogram::new_with_bounds(1, MAX_LATENCY_US, 3)
+                    .expect("constant histogram bounds are valid"),
+            }),
         }
     }
 }
@@ -35,7 +44,7 @@ impl MethodStats {
 /// A registry of per-method statistics. Cheap to update from many tasks.
 #[derive(Default)]
 pub struct Metrics {
-    methods: Mutex<HashMap<String, MethodStats>>,
+    methods: Mutex<HashMap<String, Arc<MethodStats>>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -64,43 +73,26 @@ pub struct MethodMetrics {
 }
 
 impl Metrics {
-    fn with<R>(&self, method: &str, f: impl FnOnce(&mut MethodStats) -> R) -> R {
+    fn stats(&self, method: &str) -> Arc<MethodStats> {
         let mut map = self.methods.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = map.get_mut(method) {
-            return f(s);
+        if let Some(s) = map.get(method) {
+            return s.clone();
         }
-        f(map
-            .entry(method.to_string())
-            .or_insert_with(MethodStats::new))
+        map.entry(method.to_string())
+            .or_insert_with(|| Arc::new(MethodStats::new()))
+            .clone()
     }
 
-    /// Marks a call to `method` as started.
-    pub(crate) fn start(&self, method: &str) {
-        self.with(method, |s| s.in_flight += 1);
-    }
-
-    /// Marks a call as finished after `elapsed`, with `Ok` or the error code.
-    pub(crate) fn finish(&self, method: &str, elapsed: Duration, outcome: Result<(), i32>) {
-        self.with(method, |s| {
-            s.in_flight = s.in_flight.saturating_sub(1);
-            s.calls += 1;
-            s.latency_us
-                .saturating_record(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX));
-            if let Err(code) = outcome {
-                *s.errors.entry(code).or_default() += 1;
-            }
-        });
-    }
-
-    /// Starts recording a call to `method`; the call is finished when the returned guard drops,
-    /// with the outcome set on it (by default [`Error::Timeout`](crate::Error::Timeout), which is
-    /// what a call dropped before it completed counts as).
-    pub(crate) fn record<'a>(&'a self, method: &'a str) -> Recording<'a> {
-        self.start(method);
+    /// Starts recording a call to `method` that began at `started`; the call is finished when
+    /// the returned guard drops, with the outcome set on it (by default
+    /// [`Error::Timeout`](crate::Error::Timeout), which is what a call dropped before it
+    /// completed counts as).
+    pub(crate) fn record(&self, method: &str, started: Instant) -> Recording {
+        let stats = self.stats(method);
+        stats.in_flight.fetch_add(1, Ordering::Relaxed);
         Recording {
-            metrics: self,
-            method,
-            started: Instant::now(),
+            stats,
+            started,
             outcome: Err(crate::Error::Timeout.code()),
         }
     }
@@ -110,14 +102,17 @@ impl Metrics {
         let map = self.methods.lock().unwrap_or_else(|p| p.into_inner());
         let mut out: Vec<MethodMetrics> = map
             .iter()
-            .map(|(name, s)| MethodMetrics {
-                method: name.clone(),
-                calls: s.calls,
-                in_flight: s.in_flight,
-                errors: s.errors.clone(),
-                p50_us: s.latency_us.value_at_quantile(0.5),
-                p99_us: s.latency_us.value_at_quantile(0.99),
-                max_us: s.latency_us.max(),
+            .map(|(name, s)| {
+                let d = s.detail.lock().unwrap_or_else(|p| p.into_inner());
+                MethodMetrics {
+                    method: name.clone(),
+                    calls: s.calls.load(Ordering::Relaxed),
+                    in_flight: s.in_flight.load(Ordering::Relaxed),
+                    errors: d.errors.clone(),
+                    p50_us: d.latency_us.value_at_quantile(0.5),
+                    p99_us: d.latency_us.value_at_quantile(0.99),
+                    max_us: d.latency_us.max(),
+                }
             })
             .collect();
         out.sort_by(|a, b| a.method.cmp(&b.method));
@@ -131,40 +126,49 @@ impl Metrics {
 }
 
 /// One call being recorded; see [`Metrics::record`].
-pub(crate) struct Recording<'a> {
-    metrics: &'a Metrics,
-    method: &'a str,
+pub(crate) struct Recording {
+    stats: Arc<MethodStats>,
     started: Instant,
     /// `Ok`, or the error code, of the call.
     pub(crate) outcome: Result<(), i32>,
 }
 
-impl Recording<'_> {
+impl Recording {
     /// Sets the outcome from a result.
     pub(crate) fn set<T>(&mut self, r: &Result<T, crate::Error>) {
         self.outcome = r.as_ref().map(|_| ()).map_err(crate::Error::code);
     }
 }
 
-impl Drop for Recording<'_> {
+impl Drop for Recording {
     fn drop(&mut self) {
-        self.metrics
-            .finish(self.method, self.started.elapsed(), self.outcome);
+        let s = &self.stats;
+        s.in_flight.fetch_sub(1, Ordering::Relaxed);
+        s.calls.fetch_add(1, Ordering::Relaxed);
+        let us = u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let mut d = s.detail.lock().unwrap_or_else(|p| p.into_inner());
+        d.latency_us.saturating_record(us);
+        if let Err(code) = self.outcome {
+            *d.errors.entry(code).or_default() += 1;
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn counts_calls_errors_and_latency() {
         let m = Metrics::default();
-        m.start("get");
-        m.start("get");
+        let now = Instant::now();
+        let mut a = m.record("get", now - Duration::from_micros(100));
+        let mut b = m.record("get", now - Duration::from_micros(300));
         assert_eq!(m.method("get").unwrap().in_flight, 2);
-        m.finish("get", Duration::from_micros(100), Ok(()));
-        m.finish("get", Duration::from_micros(300), Err(-2003));
+        a.outcome = Ok(());
+        b.outcome = Err(-2003);
+        drop((a, b));
         let s = m.method("get").unwrap();
         assert_eq!((s.calls, s.in_flight), (2, 0));
         assert_eq!(s.errors.get(&-2003), Some(&1));

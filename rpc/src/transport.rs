@@ -12,7 +12,6 @@
 //! Small frames written back to back share one buffer and one `writev`.
 
 use std::collections::VecDeque;
-use std::future::Future as _;
 use std::io::{self, IoSlice};
 use std::marker::PhantomData;
 use std::pin::Pin;
@@ -26,7 +25,6 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tarpc::{ClientMessage, Response};
 use tokio::io::AsyncWrite;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::attachment;
 use crate::endpoint::Socket;
@@ -71,6 +69,21 @@ impl SizeLedger {
             }
         }
         0
+    }
+}
+
+/// A switch that ends a transport's read side (graceful shutdown). The server flips it from the
+/// task that polls the transport, right before polling it again, so no waker is needed.
+#[derive(Clone, Default)]
+pub(crate) struct StopReading(Arc<std::sync::atomic::AtomicBool>);
+
+impl StopReading {
+    pub(crate) fn stop(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 
@@ -141,7 +154,7 @@ pub(crate) struct FramedTransport<In, Out> {
     queue: VecDeque<Bytes>,
     queued: usize,
     ledger: Option<SizeLedger>,
-    stop: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+    stop: Option<StopReading>,
     /// Bytes queued by the read side (error replies) that tarpc does not know to flush.
     reply_pending: bool,
     _out: PhantomData<fn(Out)>,
@@ -187,10 +200,10 @@ where
         self
     }
 
-    /// Ends the read side once `token` is cancelled (graceful shutdown): tarpc then finishes the
+    /// Ends the read side once `stop` is flipped (graceful shutdown): tarpc then finishes the
     /// requests in flight, writes their responses and closes.
-    pub(crate) fn stop_reading_on(mut self, token: CancellationToken) -> Self {
-        self.stop = Some(Box::pin(token.cancelled_owned()));
+    pub(crate) fn stop_reading_on(mut self, stop: StopReading) -> Self {
+        self.stop = Some(stop);
         self
     }
 
@@ -451,10 +464,8 @@ where
                 Poll::Pending => {}
             }
         }
-        if let Some(stop) = &mut this.stop {
-            if stop.as_mut().poll(cx).is_ready() && this.local.is_empty() {
-                return Poll::Ready(None);
-            }
+        if this.stop.as_ref().is_some_and(StopReading::is_stopped) && this.local.is_empty() {
+            return Poll::Ready(None);
         }
         let res = this.poll_read_frame(cx);
         if res.is_pending() {

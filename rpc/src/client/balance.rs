@@ -165,13 +165,16 @@ impl<C: ServiceClient> Balancer<C> {
         F: FnMut(C, tarpc::context::Context) -> Fut,
         Fut: Future<Output = Result<T, RpcError>>,
     {
-        let deadline = Instant::now() + opts.timeout.unwrap_or(self.config.default_timeout);
+        let now = Instant::now();
+        let deadline = now + opts.timeout.unwrap_or(self.config.default_timeout);
         let idempotent = opts.is_idempotent_for(&self.config);
         let max_tries = self.config.max_retries as usize + self.members.len();
-        let mut record = self.metrics.record(opts.method.unwrap_or("call"));
+        let mut record = self.metrics.record(opts.method.unwrap_or("call"), now);
         let mut tries = 0;
         let result = loop {
-            let member = &self.members[self.pick(Instant::now())];
+            let now = Instant::now();
+            let member = &self.members[self.pick(now)];
+            member.pool.touch(now);
             match member.pool.attempt(&mut f, deadline).await {
                 Ok(v) => {
                     member.succeeded();

@@ -235,9 +235,14 @@ impl<C: ServiceClient> Pool<C> {
         Fut: Future<Output = Result<T, RpcError>>,
     {
         let cfg = &self.inner.config;
-        let deadline = Instant::now() + opts.timeout.unwrap_or(cfg.default_timeout);
+        let now = Instant::now();
+        let deadline = now + opts.timeout.unwrap_or(cfg.default_timeout);
         let idempotent = opts.is_idempotent_for(cfg);
-        let mut record = self.inner.metrics.record(opts.method.unwrap_or("call"));
+        let mut record = self
+            .inner
+            .metrics
+            .record(opts.method.unwrap_or("call"), now);
+        self.touch(now);
         let mut tries = 0;
         let result = loop {
             match self.attempt(&mut f, deadline).await {
@@ -270,7 +275,6 @@ impl<C: ServiceClient> Pool<C> {
         F: FnMut(C, tarpc::context::Context) -> Fut,
         Fut: Future<Output = Result<T, RpcError>>,
     {
-        self.touch();
         let _counted = InFlight::new(&self.inner.in_flight);
         let conn = match self.pick() {
             Some(c) => c,
@@ -301,8 +305,9 @@ impl<C: ServiceClient> Pool<C> {
         }
     }
 
-    fn touch(&self) {
-        let ms = self.inner.born.elapsed().as_millis() as u64;
+    /// Notes that a call started at `now` (for the registry's idle sweep).
+    pub(crate) fn touch(&self, now: Instant) {
+        let ms = now.saturating_duration_since(self.inner.born).as_millis() as u64;
         self.inner.last_used_ms.store(ms, Ordering::Relaxed);
     }
 

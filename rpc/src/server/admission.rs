@@ -31,11 +31,13 @@ impl Gate {
         }
     }
 
+    /// Takes `n` permits, waiting (if fewer than `queue_len` wait already) until `wait()`
+    /// has passed.
     async fn enter(
         &self,
         n: u32,
         queue_len: usize,
-        wait: Duration,
+        wait: impl FnOnce() -> Duration,
     ) -> Result<OwnedSemaphorePermit, Error> {
         if let Ok(p) = self.permits.clone().try_acquire_many_owned(n) {
             return Ok(p);
@@ -47,7 +49,7 @@ impl Gate {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
             return Err(overloaded("wait queue full"));
         }
-        let res = tokio::time::timeout(wait, self.permits.clone().acquire_many_owned(n)).await;
+        let res = tokio::time::timeout(wait(), self.permits.clone().acquire_many_owned(n)).await;
         self.waiting.fetch_sub(1, Ordering::AcqRel);
         match res {
             Ok(Ok(p)) => Ok(p),
@@ -105,9 +107,11 @@ impl Admission {
         size: u64,
         deadline: Instant,
     ) -> Result<Admitted, Error> {
-        let wait = deadline
-            .saturating_duration_since(Instant::now())
-            .min(self.queue_timeout);
+        let wait = || {
+            deadline
+                .saturating_duration_since(Instant::now())
+                .min(self.queue_timeout)
+        };
         let slot = conn.slots.enter(1, self.queue_len, wait).await?;
         let n = u32::try_from(size)
             .unwrap_or(u32::MAX)

@@ -50,9 +50,9 @@ where
             let _server_in_flight = shared.track_call();
             let method = call.method.clone();
             // Dropped unfinished (deadline passed, client cancelled) counts as a timeout.
-            let mut record = shared.metrics.record(&method);
+            let mut record = shared.metrics.record(&method, std::time::Instant::now());
             let result = async {
-                if shared.shutdown.is_cancelled() {
+                if shared.is_draining() {
                     return Err(Error::ShuttingDown.to_server_error());
                 }
                 let _permits = shared

@@ -10,7 +10,6 @@ use serde::Serialize;
 use tarpc::server::{BaseChannel, Channel};
 use tarpc::{context, ClientMessage, RequestName, Response};
 use tokio::sync::OwnedSemaphorePermit;
-use tokio_util::sync::CancellationToken;
 
 use super::call::Call;
 use super::context::{CallContext, ConnInfo};
@@ -18,7 +17,7 @@ use super::{HandlerFuture, Shared};
 use crate::endpoint::Socket;
 use crate::error::Error;
 use crate::preamble::{self, Hello, Reply, PROTOCOL_VERSION};
-use crate::transport::{FramedTransport, Limits, SizeLedger};
+use crate::transport::{FramedTransport, Limits, SizeLedger, StopReading};
 
 /// What a service needs to serve one connection.
 pub(crate) struct ConnSetup {
@@ -102,7 +101,7 @@ fn check(shared: &Shared, hello: &Hello, have_slot: bool) -> Option<Error> {
             return Some(Error::Unauthenticated);
         }
     }
-    if shared.shutdown.is_cancelled() {
+    if shared.is_draining() {
         return Some(Error::ShuttingDown);
     }
     if !have_slot {
@@ -140,7 +139,7 @@ where
     } = setup;
     let info = Arc::new(info);
     let ledger = SizeLedger::default();
-    let stop = CancellationToken::new();
+    let stop = StopReading::default();
     let transport = FramedTransport::<ClientMessage<Req>, Response<Resp>>::new(socket, limits)
         .with_ledger(ledger.clone())
         .stop_reading_on(stop.clone());
@@ -150,15 +149,20 @@ where
     let mut requests = BaseChannel::new(config, transport).requests();
     let conn = Arc::new(shared.admission.connection());
     let mut running = FuturesUnordered::new();
+    let killed = shared.kill.cancelled();
+    let shutdown = shared.shutdown.cancelled();
+    tokio::pin!(killed, shutdown);
+    let (mut draining, mut stopped) = (false, false);
     loop {
-        if shared.shutdown.is_cancelled() && running.is_empty() && !stop.is_cancelled() {
-            // Draining: nothing of ours runs any more, so stop reading; tarpc then flushes the
-            // last responses and ends the stream.
-            stop.cancel();
+        if draining && !stopped && running.is_empty() {
+            // Nothing of ours runs any more, so stop reading; tarpc then flushes the last
+            // responses and ends the stream.
+            stop.stop();
+            stopped = true;
         }
         tokio::select! {
-            _ = shared.kill.cancelled() => return,
-            _ = shared.shutdown.cancelled(), if !stop.is_cancelled() && running.is_empty() => {}
+            _ = &mut killed => return,
+            _ = &mut shutdown, if !draining => draining = true,
             Some(()) = running.next(), if !running.is_empty() => {}
             next = requests.next() => match next {
                 None => break,

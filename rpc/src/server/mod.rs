@@ -27,7 +27,7 @@ mod listener;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,6 +77,8 @@ pub(crate) struct Shared {
     admission: Admission,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
+    /// Set with `shutdown`; read per request (an atomic load, not the token's lock).
+    draining: AtomicBool,
     kill: CancellationToken,
     tracker: TaskTracker,
     handle: Handle,
@@ -88,6 +90,10 @@ pub(crate) struct Shared {
 impl Shared {
     fn next_conn_id(&self) -> u64 {
         self.next_conn.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
     }
 
     fn track_call(&self) -> CallGuard {
@@ -168,6 +174,7 @@ impl Server {
             services: self.services,
             metrics: Arc::new(Metrics::default()),
             shutdown: CancellationToken::new(),
+            draining: AtomicBool::new(false),
             kill: CancellationToken::new(),
             tracker: TaskTracker::new(),
             handle: handle.clone(),
@@ -259,6 +266,7 @@ impl RunningServer {
     /// rest and closes every connection.
     pub async fn shutdown(mut self, grace: Duration) -> ShutdownReport {
         let in_flight_at_start = self.in_flight();
+        self.shared.draining.store(true, Ordering::Release);
         self.shared.shutdown.cancel();
         if let Some(accept) = self.accept.take() {
             let _ = accept.await;
