@@ -43,6 +43,13 @@ impl Endpoint {
     }
 }
 
+impl Default for Endpoint {
+    /// `127.0.0.1:0`: loopback only, any free port.
+    fn default() -> Self {
+        Endpoint::Tcp("127.0.0.1:0".into())
+    }
+}
+
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

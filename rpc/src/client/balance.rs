@@ -96,6 +96,10 @@ impl<C: ServiceClient> std::fmt::Debug for Balancer<C> {
 
 impl<C: ServiceClient> Balancer<C> {
     /// A balancer with its own pools (on the current runtime), all using `config`.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime; build the pools with a registry made by
+    /// [`PoolRegistry::new_on`] and use [`Balancer::with_registry`] there.
     pub fn new(
         endpoints: Vec<Endpoint>,
         config: PoolConfig,

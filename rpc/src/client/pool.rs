@@ -131,6 +131,9 @@ impl Failure {
 impl<C: ServiceClient> Pool<C> {
     /// A pool for `endpoint` whose tasks run on the current runtime. Connects lazily, or ahead
     /// of demand when `config.min_connections > 0`.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime (like `tokio::spawn`); use [`Pool::new_on`] with a handle there.
     pub fn new(endpoint: Endpoint, config: PoolConfig) -> Self {
         Self::new_on(endpoint, config, Handle::current())
     }

@@ -42,6 +42,9 @@ impl<C: ServiceClient> std::fmt::Debug for PoolRegistry<C> {
 
 impl<C: ServiceClient> PoolRegistry<C> {
     /// A registry on the current runtime; every pool uses `config`.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime; use [`PoolRegistry::new_on`] there.
     pub fn new(config: PoolConfig, idle_after: Duration) -> Self {
         Self::new_on(config, idle_after, Handle::current())
     }

@@ -153,7 +153,11 @@ impl Server {
         self
     }
 
-    /// Binds `endpoint` and starts serving on the current tokio runtime.
+    /// Binds `endpoint` (e.g. [`Endpoint::default`], `127.0.0.1:0`) and starts serving on the
+    /// current tokio runtime.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime; use [`Server::bind_on`] with a handle there.
     pub async fn bind(self, endpoint: &Endpoint) -> Result<RunningServer, Error> {
         self.bind_on(endpoint, Handle::current()).await
     }

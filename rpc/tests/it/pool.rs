@@ -100,3 +100,31 @@ async fn registry_shares_pools_and_drops_idle_ones() {
         "idle pools dropped"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connecting_is_single_flight() {
+    let (server, _) = start_default().await;
+    let cfg = PoolConfig {
+        max_connections: 4,
+        grow_threshold: usize::MAX,
+        ..PoolConfig::new("lab")
+    };
+    let pool: Pool<LabClient> = Pool::new(server.local_endpoint().clone(), cfg);
+    let calls = (0..100).map(|_| {
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            pool.call(|c, ctx| async move { c.whoami(ctx).await })
+                .await
+                .unwrap()
+                .1
+        })
+    });
+    for r in join_all(calls).await {
+        assert_eq!(
+            r.unwrap(),
+            1,
+            "every waiting call used the one connection opened"
+        );
+    }
+    assert_eq!(pool.status().live_connections, 1);
+}

@@ -1,0 +1,70 @@
+//! The `yuebing` binary as a user runs it: a real process on 127.0.0.1.
+
+use std::process::Command;
+
+fn yuebing() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_yuebing"))
+}
+
+#[test]
+fn bench_rpc_writes_the_table_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("rpc.json");
+    let out = yuebing()
+        .args([
+            "bench",
+            "rpc",
+            "--repeat",
+            "1",
+            "--duration-ms",
+            "30",
+            "--warmup-ms",
+            "0",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("yuebing-pool(1)+attachment"), "{stdout}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["bench"], "rpc");
+    let rows = doc["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 22, "every case and variant, attachments twice");
+    for row in rows {
+        assert!(row["value"].as_f64().unwrap() > 0.0, "{row}");
+        if let Some(base) = row.get("baseline_value") {
+            let ratio = row["value"].as_f64().unwrap() / base.as_f64().unwrap();
+            assert!(
+                (ratio - row["ratio"].as_f64().unwrap()).abs() < 1e-9,
+                "{row}"
+            );
+        }
+    }
+}
+
+#[test]
+fn settings_come_from_the_config_file_and_bad_files_fail_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("y.toml");
+    std::fs::write(&cfg, "[bench]\nrepeat = \"three\"\n").unwrap();
+    let out = yuebing()
+        .arg("--config")
+        .arg(&cfg)
+        .args(["bench", "rpc"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("ConfigError") && stderr.contains("bench.repeat"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+}
