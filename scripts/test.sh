@@ -20,5 +20,7 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo check --all-features (feature-gated code)"
+cargo check --workspace --all-features --locked
 echo "== cargo test"
 cargo test --workspace --locked

@@ -1,0 +1,7 @@
+//! Batches of transfer requests: checked ids and the task status machine.
+
+mod id;
+mod table;
+
+pub use id::BatchId;
+pub use table::{BatchStatus, BatchTable, Effect, TaskState, TaskStatus};

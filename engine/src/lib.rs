@@ -1,0 +1,27 @@
+//! yuebing-engine: the Transfer Engine, yuebing's data plane.
+//!
+//! It moves bytes between registered memory of two processes. This first part holds the pure
+//! pieces the transports build on: memory registration, the serving side's bounds check, segment
+//! descriptors, and the batch/task status machine.
+//!
+//! # Layout
+//! - [`error`]: the [`Error`] enum, codes −3000 … −3999.
+//! - [`location`]: `cpu:N` / `cuda:N` tags.
+//! - [`memory`]: [`MemoryRegistry`] (caller memory, `unsafe` with a contract; engine-allocated
+//!   [`EngineBuffer`]s, safe), the pure [`RegionTable`], per-transport registration hooks.
+//! - [`bounds`]: the check every remote access passes before a byte is copied.
+//! - [`segment`]: the versioned [`SegmentDescriptor`] an engine publishes.
+//! - [`batch`]: checked [`BatchId`]s and the sans-IO [`BatchTable`] of task states.
+
+pub mod batch;
+pub mod bounds;
+pub mod error;
+pub mod location;
+pub mod memory;
+pub mod segment;
+
+pub use batch::{BatchId, BatchStatus, BatchTable, TaskState, TaskStatus};
+pub use error::{Error, Result};
+pub use location::Location;
+pub use memory::{EngineBuffer, MemoryRegistry, RangeSpec, Region, RegionTable, RegistrationHook};
+pub use segment::{BufferDesc, SegmentDescriptor};

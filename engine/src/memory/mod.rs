@@ -1,0 +1,289 @@
+//! Memory the engine may transfer: registration of caller memory, engine-allocated buffers,
+//! and per-transport registration hooks.
+
+mod buffer;
+mod table;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+pub use buffer::EngineBuffer;
+pub use table::{Region, RegionTable};
+
+use crate::error::Error;
+use crate::location::Location;
+
+/// Work a transport does when memory is registered (e.g. RDMA memory registration) and undoes
+/// when it is unregistered. `register` failing makes the whole registration fail and be rolled
+/// back; `unregister` must not fail.
+pub trait RegistrationHook: Send + Sync {
+    /// The transport's name, for messages.
+    fn name(&self) -> &str;
+    /// Prepares `region` for this transport.
+    fn register(&self, region: &Region) -> Result<(), Error>;
+    /// Releases what `register` prepared.
+    fn unregister(&self, region: &Region);
+}
+
+/// A caller's range to register in a batch.
+#[derive(Debug, Clone, Copy)]
+pub struct RangeSpec {
+    /// First byte.
+    pub addr: *const u8,
+    /// Length in bytes.
+    pub len: usize,
+    /// Where the memory lives.
+    pub location: Location,
+}
+
+/// The registered memory of one engine.
+#[derive(Default)]
+pub struct MemoryRegistry {
+    table: Mutex<RegionTable>,
+    /// Engine-allocated buffers kept alive while registered, by address.
+    owned: Mutex<HashMap<u64, Arc<EngineBuffer>>>,
+    hooks: RwLock<Vec<Arc<dyn RegistrationHook>>>,
+}
+
+impl std::fmt::Debug for MemoryRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryRegistry")
+            .field("regions", &self.regions().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MemoryRegistry {
+    fn table(&self) -> MutexGuard<'_, RegionTable> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn hooks(&self) -> Vec<Arc<dyn RegistrationHook>> {
+        self.hooks.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Adds a transport's registration hook; it applies to registrations made from now on.
+    pub fn add_hook(&self, hook: Arc<dyn RegistrationHook>) {
+        self.hooks
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(hook);
+    }
+
+    /// Registers caller memory.
+    ///
+    /// # Safety
+    /// `[addr, addr + len)` must be valid for reads and writes until it is unregistered, and
+    /// must not be accessed through Rust references (`&`/`&mut`) while registered: the engine
+    /// and remote peers read and write it concurrently through raw pointers. Unregister before
+    /// freeing it.
+    pub unsafe fn register(
+        &self,
+        addr: *const u8,
+        len: usize,
+        location: Location,
+    ) -> Result<Region, Error> {
+        // SAFETY: the caller upholds this function's contract for the one range.
+        let mut regions = unsafe {
+            self.register_batch(&[RangeSpec {
+                addr,
+                len,
+                location,
+            }])
+        }?;
+        regions
+            .pop()
+            .ok_or_else(|| Error::invalid("empty registration"))
+    }
+
+    /// Registers several ranges: all or none (a failure rolls back the ones before it).
+    ///
+    /// # Safety
+    /// Every range must satisfy the contract of [`MemoryRegistry::register`].
+    pub unsafe fn register_batch(&self, ranges: &[RangeSpec]) -> Result<Vec<Region>, Error> {
+        for r in ranges {
+            r.location.check_supported()?;
+        }
+        let mut reserved = Vec::with_capacity(ranges.len());
+        {
+            let mut table = self.table();
+            for r in ranges {
+                match table.reserve(r.addr as u64, r.len as u64, r.location) {
+                    Ok(region) => reserved.push(region),
+                    Err(e) => {
+                        for region in &reserved {
+                            table.abort(region.addr);
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        let hooks = self.hooks();
+        let mut done: Vec<(usize, usize)> = Vec::new();
+        for (ri, region) in reserved.iter().enumerate() {
+            for (hi, hook) in hooks.iter().enumerate() {
+                if let Err(e) = hook.register(region) {
+                    tracing::warn!(transport = hook.name(), addr = region.addr, error = %e, "registration hook failed; rolling back");
+                    for &(r, h) in done.iter().rev() {
+                        hooks[h].unregister(&reserved[r]);
+                    }
+                    let mut table = self.table();
+                    for region in &reserved {
+                        table.abort(region.addr);
+                    }
+                    return Err(e);
+                }
+                done.push((ri, hi));
+            }
+        }
+        let mut table = self.table();
+        for region in &reserved {
+            table.commit(region.addr);
+        }
+        Ok(reserved)
+    }
+
+    /// Registers an engine-allocated buffer; the registry keeps it alive until unregistered.
+    pub fn register_buffer(&self, buffer: Arc<EngineBuffer>) -> Result<Region, Error> {
+        // SAFETY: the mapping is `len` bytes, stays mapped while the registry holds the Arc, and
+        // EngineBuffer hands out no references to its bytes.
+        let region = unsafe {
+            self.register(
+                buffer.addr() as *const u8,
+                buffer.len(),
+                Location::default(),
+            )
+        }?;
+        self.owned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(region.addr, buffer);
+        Ok(region)
+    }
+
+    /// Unregisters the range that starts at `addr`.
+    pub fn unregister(&self, addr: u64) -> Result<Region, Error> {
+        let region = self.table().remove(addr)?;
+        for hook in self.hooks().iter().rev() {
+            hook.unregister(&region);
+        }
+        self.owned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&addr);
+        Ok(region)
+    }
+
+    /// The registered range that holds all of `[addr, addr + len)`.
+    pub fn find(&self, addr: u64, len: u64) -> Option<Region> {
+        self.table().find(addr, len)
+    }
+
+    /// Every registered range, in address order.
+    pub fn regions(&self) -> Vec<Region> {
+        self.table().registered()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    struct CountingHook {
+        live: AtomicUsize,
+        fail_at: Option<u64>,
+    }
+
+    impl RegistrationHook for CountingHook {
+        fn name(&self) -> &str {
+            "test"
+        }
+        fn register(&self, region: &Region) -> Result<(), Error> {
+            if Some(region.addr) == self.fail_at {
+                return Err(Error::Io {
+                    reason: "refused by test hook".into(),
+                });
+            }
+            self.live.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        fn unregister(&self, _: &Region) {
+            self.live.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    fn spec(buf: &[u8], off: usize, len: usize) -> RangeSpec {
+        RangeSpec {
+            addr: buf[off..].as_ptr(),
+            len,
+            location: Location::default(),
+        }
+    }
+
+    #[test]
+    fn batch_rolls_back_completely_on_overlap_or_hook_failure() {
+        let mem = vec![0u8; 1000];
+        let reg = MemoryRegistry::default();
+        let hook = Arc::new(CountingHook {
+            live: AtomicUsize::new(0),
+            fail_at: Some(mem[600..].as_ptr() as u64),
+        });
+        reg.add_hook(hook.clone());
+        // SAFETY (test): `mem` outlives the registry use below and is not touched meanwhile.
+        let overlap = unsafe { reg.register_batch(&[spec(&mem, 0, 100), spec(&mem, 50, 100)]) };
+        assert_eq!(overlap.unwrap_err().code(), -3007);
+        assert!(reg.regions().is_empty());
+        // SAFETY (test): as above.
+        let hook_fails = unsafe { reg.register_batch(&[spec(&mem, 0, 100), spec(&mem, 600, 100)]) };
+        assert!(hook_fails.is_err());
+        assert!(reg.regions().is_empty());
+        assert_eq!(hook.live.load(Ordering::SeqCst), 0, "hook work undone");
+        // SAFETY (test): as above.
+        let ok =
+            unsafe { reg.register_batch(&[spec(&mem, 0, 100), spec(&mem, 100, 100)]) }.unwrap();
+        assert_eq!(ok.len(), 2, "adjacent ranges are fine");
+        assert_eq!(hook.live.load(Ordering::SeqCst), 2);
+        reg.unregister(ok[0].addr).unwrap();
+        assert_eq!(reg.unregister(ok[0].addr).unwrap_err().code(), -3003);
+        assert_eq!(hook.live.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn racing_overlapping_registrations_exactly_one_wins() {
+        let mem = vec![0u8; 4096];
+        let base = mem.as_ptr() as usize;
+        for _ in 0..50 {
+            let reg = Arc::new(MemoryRegistry::default());
+            let wins: usize = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..4)
+                    .map(|i| {
+                        let reg = reg.clone();
+                        s.spawn(move || {
+                            let addr = (base + i * 8) as *const u8;
+                            // SAFETY (test): inside `mem`, which outlives the scope.
+                            unsafe { reg.register(addr, 1024, Location::default()) }.is_ok()
+                                as usize
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).sum()
+            });
+            assert_eq!(wins, 1);
+        }
+    }
+
+    #[test]
+    fn owned_buffers_and_gpu_locations() {
+        let reg = MemoryRegistry::default();
+        let buf = Arc::new(EngineBuffer::allocate(4096, false).unwrap());
+        let region = reg.register_buffer(buf.clone()).unwrap();
+        assert_eq!(reg.find(region.addr + 10, 100), Some(region));
+        assert_eq!(reg.register_buffer(buf).unwrap_err().code(), -3007);
+        let mem = [0u8; 16];
+        // SAFETY (test): refused before anything is recorded.
+        let gpu = unsafe { reg.register(mem.as_ptr(), 16, Location::Cuda { device: 1 }) };
+        assert_eq!(gpu.unwrap_err().code(), -3507);
+    }
+}

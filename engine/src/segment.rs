@@ -1,0 +1,187 @@
+//! Segment descriptors: what an engine publishes so peers can address its memory.
+//!
+//! A descriptor is versioned and carries the engine's instance id (new at every start), its
+//! buffers, and one opaque section per transport it serves (a transport added later, e.g. RDMA
+//! with per-NIC keys, adds its own section without changing this type). It travels as JSON so that
+//! an operator can read it where it is stored (etcd).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::location::Location;
+use crate::memory::Region;
+
+/// The descriptor format this build writes and reads.
+pub const DESCRIPTOR_VERSION: u32 = 1;
+
+/// One buffer of a segment, as peers see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BufferDesc {
+    /// First byte, in the owner's address space.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Where the memory lives.
+    pub location: Location,
+}
+
+impl From<Region> for BufferDesc {
+    fn from(r: Region) -> Self {
+        BufferDesc {
+            addr: r.addr,
+            len: r.len,
+            location: r.location,
+        }
+    }
+}
+
+/// The published description of one engine's transferable memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentDescriptor {
+    /// Format version ([`DESCRIPTOR_VERSION`]).
+    pub version: u32,
+    /// The segment's name (with embedded metadata: the engine's rpc `host:port`).
+    pub name: String,
+    /// Where the engine's control service listens.
+    pub endpoint: String,
+    /// Changes at every start of the engine; requests carry it and are refused on mismatch.
+    pub instance_id: u64,
+    /// Registered buffers, sorted by address.
+    pub buffers: Vec<BufferDesc>,
+    /// One section per transport served, keyed by transport name.
+    pub transports: BTreeMap<String, serde_json::Value>,
+}
+
+impl SegmentDescriptor {
+    /// A descriptor with no buffers or transports yet.
+    pub fn new(name: impl Into<String>, endpoint: impl Into<String>, instance_id: u64) -> Self {
+        SegmentDescriptor {
+            version: DESCRIPTOR_VERSION,
+            name: name.into(),
+            endpoint: endpoint.into(),
+            instance_id,
+            buffers: Vec::new(),
+            transports: BTreeMap::new(),
+        }
+    }
+
+    /// A fresh, non-zero instance id.
+    pub fn new_instance_id() -> u64 {
+        fastrand::u64(1..)
+    }
+
+    /// Encodes as JSON.
+    pub fn to_json(&self) -> Vec<u8> {
+        // Serializing plain data with string keys cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Decodes JSON, refusing other format versions and malformed input.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, Error> {
+        let value: serde_json::Value = serde_json::from_slice(bytes)
+            .map_err(|e| Error::invalid(format!("malformed segment descriptor: {e}")))?;
+        let found = value
+            .get("version")
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| Error::invalid("segment descriptor without a version"))?;
+        if found != u64::from(DESCRIPTOR_VERSION) {
+            return Err(Error::VersionMismatch {
+                found: u32::try_from(found).unwrap_or(u32::MAX),
+                supported: DESCRIPTOR_VERSION,
+            });
+        }
+        let mut d: SegmentDescriptor = serde_json::from_value(value)
+            .map_err(|e| Error::invalid(format!("malformed segment descriptor: {e}")))?;
+        d.buffers.sort_by_key(|b| b.addr);
+        Ok(d)
+    }
+
+    /// The buffers as regions, sorted by address (for [`crate::bounds::check_access`]).
+    pub fn regions(&self) -> Vec<Region> {
+        self.buffers
+            .iter()
+            .map(|b| Region {
+                addr: b.addr,
+                len: b.len,
+                location: b.location,
+            })
+            .collect()
+    }
+
+    /// Refuses a request built for another instance of this segment.
+    pub fn check_instance(&self, expected: u64) -> Result<(), Error> {
+        if expected == self.instance_id {
+            Ok(())
+        } else {
+            Err(Error::StaleSegment {
+                segment: self.name.clone(),
+                expected,
+                actual: self.instance_id,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> SegmentDescriptor {
+        let mut d = SegmentDescriptor::new("127.0.0.1:7000", "127.0.0.1:7000", 42);
+        d.buffers.push(BufferDesc {
+            addr: 0x2000,
+            len: 4096,
+            location: Location::default(),
+        });
+        d.buffers.push(BufferDesc {
+            addr: 0x1000,
+            len: 4096,
+            location: Location::Cuda { device: 0 },
+        });
+        d.transports
+            .insert("tcp".into(), serde_json::json!({"connections": 4}));
+        d
+    }
+
+    #[test]
+    fn json_round_trip_sorts_buffers() {
+        let d = sample();
+        let back = SegmentDescriptor::from_json(&d.to_json()).unwrap();
+        assert_eq!(back.buffers[0].addr, 0x1000);
+        assert_eq!(back.transports["tcp"]["connections"], 4);
+        assert_eq!(back.instance_id, 42);
+    }
+
+    #[test]
+    fn other_versions_and_garbage_are_refused() {
+        let mut v: serde_json::Value = serde_json::from_slice(&sample().to_json()).unwrap();
+        v["version"] = 9.into();
+        let err = SegmentDescriptor::from_json(&serde_json::to_vec(&v).unwrap()).unwrap_err();
+        assert_eq!(
+            err,
+            Error::VersionMismatch {
+                found: 9,
+                supported: 1
+            }
+        );
+        assert_eq!(
+            SegmentDescriptor::from_json(b"{").unwrap_err().code(),
+            -3001
+        );
+        assert_eq!(
+            SegmentDescriptor::from_json(b"{}").unwrap_err().code(),
+            -3001
+        );
+    }
+
+    #[test]
+    fn stale_instance_is_typed() {
+        let d = sample();
+        assert!(d.check_instance(42).is_ok());
+        let e = d.check_instance(41).unwrap_err();
+        assert_eq!(e.code(), -3204);
+        assert!(e.is_retryable());
+    }
+}
