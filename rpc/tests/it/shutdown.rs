@@ -8,29 +8,36 @@ use yuebing_rpc::{CallOptions, Error};
 
 use crate::common::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn in_flight_calls_complete_and_new_connections_are_refused() {
-    let (server, state) = start_default().await;
-    let addr = server.local_addr().unwrap();
-    let pool = pool(&server);
-    let calls: Vec<_> = (0..10)
+type Call = tokio::task::JoinHandle<Result<u64, Error>>;
+
+/// Starts `n` calls sleeping `ms` each and returns once all have reached the handler.
+async fn sleeping_calls(
+    pool: &yuebing_rpc::Pool<LabClient>,
+    state: &LabState,
+    n: u64,
+    ms: u64,
+) -> Vec<Call> {
+    let calls = (0..n)
         .map(|_| {
             let pool = pool.clone();
             tokio::spawn(async move {
                 pool.call_with(CallOptions::method("sleep"), |c, ctx| async move {
-                    c.sleep(ctx, 400).await
+                    c.sleep(ctx, ms).await
                 })
                 .await
             })
         })
         .collect();
-    assert!(
-        eventually(Duration::from_secs(2), || state
-            .sleeps_started
-            .load(Ordering::SeqCst)
-            == 10)
-        .await
-    );
+    let started = || state.sleeps_started.load(Ordering::SeqCst) == n;
+    assert!(eventually(Duration::from_secs(2), started).await);
+    calls
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_flight_calls_complete_and_new_connections_are_refused() {
+    let (server, state) = start_default().await;
+    let addr = server.local_addr().unwrap();
+    let calls = sleeping_calls(&pool(&server), &state, 10, 400).await;
     let stopping = tokio::spawn(server.shutdown(Duration::from_secs(10)));
     let mut refused = false;
     for _ in 0..200 {
@@ -54,23 +61,7 @@ async fn in_flight_calls_complete_and_new_connections_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_past_the_grace_period_are_cut_and_counted() {
     let (server, state) = start_default().await;
-    let pool = pool(&server);
-    let calls: Vec<_> = (0..3)
-        .map(|_| {
-            let pool = pool.clone();
-            tokio::spawn(async move {
-                pool.call(|c, ctx| async move { c.sleep(ctx, 10_000).await })
-                    .await
-            })
-        })
-        .collect();
-    assert!(
-        eventually(Duration::from_secs(2), || state
-            .sleeps_started
-            .load(Ordering::SeqCst)
-            == 3)
-        .await
-    );
+    let calls = sleeping_calls(&pool(&server), &state, 3, 10_000).await;
     let report = server.shutdown(Duration::from_millis(100)).await;
     assert_eq!(report.cut, 3);
     for r in join_all(calls).await {
