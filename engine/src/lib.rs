@@ -11,17 +11,28 @@
 //!   [`EngineBuffer`]s, safe), the pure [`RegionTable`], per-transport registration hooks.
 //! - [`bounds`]: the check every remote access passes before a byte is copied.
 //! - [`segment`]: the versioned [`SegmentDescriptor`] an engine publishes.
-//! - [`batch`]: checked [`BatchId`]s and the sans-IO [`BatchTable`] of task states.
+//! - [`batch`]: checked [`BatchId`]s and the sans-IO [`BatchTable`] of task states, driven
+//!   behind one lock with per-batch wake-ups and cancellation.
+//! - [`request`]: [`TransferRequest`], [`Opcode`], [`SegmentHandle`], [`TransportKind`].
+//! - [`transport`]: the [`Transport`] trait and its implementations (`local` so far).
+//! - `transfer_engine`: the [`TransferEngine`] facade (allocate/register, submit, wait, cancel,
+//!   free, read/write).
 
 pub mod batch;
 pub mod bounds;
 pub mod error;
 pub mod location;
 pub mod memory;
+pub mod request;
 pub mod segment;
+mod transfer_engine;
+pub mod transport;
 
 pub use batch::{BatchId, BatchStatus, BatchTable, TaskState, TaskStatus};
 pub use error::{Error, Result};
 pub use location::Location;
 pub use memory::{EngineBuffer, MemoryRegistry, RangeSpec, Region, RegionTable, RegistrationHook};
+pub use request::{Opcode, SegmentHandle, TransferRequest, TransportKind};
 pub use segment::{BufferDesc, SegmentDescriptor};
+pub use transfer_engine::{EngineConfig, TransferEngine};
+pub use transport::{Job, Transport};

@@ -1,5 +1,6 @@
 //! Batches of transfer requests: checked ids and the task status machine.
 
+pub(crate) mod driver;
 mod id;
 mod table;
 

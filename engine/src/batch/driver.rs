@@ -1,0 +1,91 @@
+//! The batch table behind one lock, with the effects performed: waiters woken, and a
+//! cancellation switch per batch for the tasks still running.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::{BatchId, BatchStatus, BatchTable, Effect};
+use crate::error::Error;
+
+/// Per-batch wake-up and cancellation.
+#[derive(Debug, Default)]
+pub(crate) struct BatchSignals {
+    /// Woken when the batch finishes.
+    pub(crate) finished: Notify,
+    /// Cancelled by `cancel`; running tasks stop.
+    pub(crate) cancel: CancellationToken,
+}
+
+/// The engine's batches.
+#[derive(Debug, Default)]
+pub(crate) struct Batches {
+    table: Mutex<BatchTable>,
+    signals: Mutex<HashMap<BatchId, Arc<BatchSignals>>>,
+}
+
+impl Batches {
+    fn signals_map(&self) -> MutexGuard<'_, HashMap<BatchId, Arc<BatchSignals>>> {
+        self.signals.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` on the table, then performs the effects it produced.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut BatchTable) -> R) -> R {
+        let (r, effects) = {
+            let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
+            let r = f(&mut table);
+            let effects: Vec<Effect> = std::iter::from_fn(|| table.poll_effect()).collect();
+            (r, effects)
+        };
+        for Effect::Finished(id) in effects {
+            if let Some(s) = self.signals_map().get(&id) {
+                s.finished.notify_waiters();
+            }
+        }
+        r
+    }
+
+    pub(crate) fn allocate(&self, capacity: usize) -> Result<BatchId, Error> {
+        let id = self.with(|t| t.allocate(capacity))?;
+        self.signals_map().insert(id, Arc::default());
+        Ok(id)
+    }
+
+    pub(crate) fn free(&self, id: BatchId) -> Result<(), Error> {
+        self.with(|t| t.free(id))?;
+        self.signals_map().remove(&id);
+        Ok(())
+    }
+
+    pub(crate) fn signals(&self, id: BatchId) -> Result<Arc<BatchSignals>, Error> {
+        self.signals_map()
+            .get(&id)
+            .cloned()
+            .ok_or(Error::UnknownBatch { id: id.to_string() })
+    }
+
+    /// Waits until every task of the batch is final; returns the batch's status.
+    pub(crate) async fn wait(&self, id: BatchId) -> Result<BatchStatus, Error> {
+        let signals = self.signals(id)?;
+        loop {
+            let notified = signals.finished.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let status = self.with(|t| t.status(id))?;
+            if status.state.is_final() {
+                return Ok(status);
+            }
+            notified.await;
+        }
+    }
+
+    /// Cancels the batch's unfinished tasks and stops those running.
+    pub(crate) fn cancel(&self, id: BatchId) -> Result<usize, Error> {
+        let signals = self.signals(id)?;
+        let n = self.with(|t| t.cancel(id))?;
+        signals.cancel.cancel();
+        Ok(n)
+    }
+}

@@ -1,0 +1,214 @@
+//! The engine within one process (the `local` transport): round trips, bad input, batches,
+//! cancellation and deadlines.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::{join_all, BoxFuture};
+use futures::FutureExt;
+use yuebing_engine::{
+    EngineBuffer, EngineConfig, Error, Job, SegmentDescriptor, SegmentHandle, TaskState,
+    TransferEngine, TransferRequest, Transport, TransportKind,
+};
+
+fn engine() -> TransferEngine {
+    TransferEngine::new(EngineConfig::default())
+}
+
+/// A handle this engine never gave out.
+fn unknown_segment() -> SegmentHandle {
+    SegmentHandle::from_raw(u64::MAX)
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn read_back(buf: &EngineBuffer, offset: usize, len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    buf.read_at(offset, &mut out).unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn byte_exact_round_trips_from_1_byte_to_64_mib_at_unaligned_offsets() {
+    let e = engine();
+    let max = 64 << 20;
+    let src = e.allocate(max + 64, false).unwrap();
+    let dst = e.allocate(max + 64, false).unwrap();
+    let back = e.allocate(max + 64, false).unwrap();
+    let own = e.own_segment();
+    for (len, (so, doff)) in [1usize, 7, 4099, (1 << 20) + 5, max].into_iter().zip([
+        (3, 11),
+        (1, 0),
+        (13, 7),
+        (5, 63),
+        (9, 17),
+    ]) {
+        let data = pattern(len, len as u8);
+        src.write_at(so, &data).unwrap();
+        e.write(
+            src.addr() + so as u64,
+            own,
+            dst.addr() + doff as u64,
+            len as u64,
+        )
+        .await
+        .unwrap();
+        assert!(read_back(&dst, doff, len) == data, "write of {len} bytes");
+        e.read(back.addr() + 1, own, dst.addr() + doff as u64, len as u64)
+            .await
+            .unwrap();
+        assert!(read_back(&back, 1, len) == data, "read of {len} bytes");
+    }
+}
+
+#[tokio::test]
+async fn invalid_submits_change_nothing() {
+    let e = engine();
+    let a = e.allocate(4096, false).unwrap();
+    let own = e.own_segment();
+    let batch = e.allocate_batch(2).unwrap();
+    let good = TransferRequest::write(a.addr(), own, a.addr() + 2048, 16);
+    let cases = [
+        TransferRequest::write(a.addr(), own, a.addr() + 2048, 0),
+        TransferRequest::write(a.addr() + 4090, own, a.addr(), 16),
+        TransferRequest::write(12345, own, a.addr(), 16),
+        TransferRequest::write(a.addr(), unknown_segment(), a.addr(), 16),
+    ];
+    for (i, bad) in cases.into_iter().enumerate() {
+        let err = e.submit(batch, &[good.clone(), bad]).unwrap_err();
+        assert_eq!(err.code(), -3001, "case {i}: {err}");
+        assert_eq!(e.status(batch).unwrap().tasks, 0, "nothing started");
+    }
+}
+
+#[tokio::test]
+async fn capacity_unknown_batches_and_busy() {
+    let e = engine();
+    let a = e.allocate(4096, false).unwrap();
+    let own = e.own_segment();
+    let batch = e.allocate_batch(1).unwrap();
+    let req = TransferRequest::write(a.addr(), own, a.addr() + 1024, 8);
+    let err = e.submit(batch, &[req.clone(), req.clone()]).unwrap_err();
+    assert_eq!(err.code(), -3002);
+    assert_eq!(e.status(batch).unwrap().tasks, 0, "nothing submitted");
+    e.submit(batch, &[req]).unwrap();
+    e.wait(batch).await.unwrap();
+    e.free_batch(batch).unwrap();
+    assert_eq!(e.status(batch).unwrap_err().code(), -3502);
+    assert_eq!(e.free_batch(batch).unwrap_err().code(), -3502);
+}
+
+#[tokio::test]
+async fn an_out_of_bounds_remote_range_fails_only_its_task() {
+    let e = engine();
+    let a = e.allocate(4096, false).unwrap();
+    let own = e.own_segment();
+    for skip in [false, true] {
+        let batch = e.allocate_batch(3).unwrap();
+        let mut oob = TransferRequest::write(a.addr(), own, a.addr() + 4000, 200);
+        oob.skip_initiator_checks = skip;
+        let ok = TransferRequest::write(a.addr(), own, a.addr() + 100, 50);
+        e.submit(batch, &[ok.clone(), oob, ok]).unwrap();
+        let status = e.wait(batch).await.unwrap();
+        assert_eq!(status.state, TaskState::Failed);
+        assert_eq!(status.completed, 2, "skip={skip}");
+        let t = e.task_status(batch, 1).unwrap();
+        assert_eq!(
+            (t.state, t.error.map(|e| e.code())),
+            (TaskState::Failed, Some(-3504))
+        );
+        e.free_batch(batch).unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completed_write_is_immediately_visible_and_8_batches_from_4_tasks_complete() {
+    let e = engine();
+    let buf = e.allocate(1 << 20, true).unwrap();
+    let own = e.own_segment();
+    let workers = (0..4u64).map(|w| {
+        let e = e.clone();
+        let base = buf.addr() + w * (256 << 10);
+        tokio::spawn(async move {
+            for round in 0..2u64 {
+                let batch = e.allocate_batch(8).unwrap();
+                let reqs: Vec<_> = (0..8)
+                    .map(|k| {
+                        TransferRequest::write(
+                            base + k * 1024,
+                            own,
+                            base + 64 * 1024 + k * 1024 + round,
+                            1000,
+                        )
+                    })
+                    .collect();
+                e.submit(batch, &reqs).unwrap();
+                let s = e.wait(batch).await.unwrap();
+                assert_eq!(
+                    (s.state, s.completed, s.bytes),
+                    (TaskState::Completed, 8, 8000)
+                );
+                e.free_batch(batch).unwrap();
+            }
+        })
+    });
+    for w in join_all(workers).await {
+        w.unwrap();
+    }
+    let data = pattern(4096, 9);
+    buf.write_at(0, &data).unwrap();
+    e.write(buf.addr(), own, buf.addr() + 8192, 4096)
+        .await
+        .unwrap();
+    e.read(buf.addr() + 16384, own, buf.addr() + 8192, 4096)
+        .await
+        .unwrap();
+    assert!(read_back(&buf, 16384, 4096) == data);
+}
+
+/// A transport that never finishes: for cancellation and deadlines.
+struct Stuck;
+
+impl Transport for Stuck {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Tcp
+    }
+    fn can_reach(&self, _: &SegmentDescriptor) -> bool {
+        true
+    }
+    fn transfer(&self, _: Job) -> BoxFuture<'static, Result<(), Error>> {
+        futures::future::pending().boxed()
+    }
+}
+
+#[tokio::test]
+async fn cancel_and_deadline_end_stuck_transfers() {
+    let e = engine();
+    e.add_transport(Arc::new(Stuck));
+    let a = e.allocate(4096, false).unwrap();
+    let own = e.own_segment();
+    let batch = e.allocate_batch(2).unwrap();
+    let stuck = TransferRequest::write(a.addr(), own, a.addr() + 1024, 8).via(TransportKind::Tcp);
+    e.submit(batch, &[stuck.clone(), stuck.clone()]).unwrap();
+    assert_eq!(e.free_batch(batch).unwrap_err().code(), -3004);
+    assert_eq!(e.cancel(batch).unwrap(), 2);
+    let s = e.wait(batch).await.unwrap();
+    assert_eq!(s.state, TaskState::Canceled);
+    e.free_batch(batch).unwrap();
+
+    let started = Instant::now();
+    let err = e
+        .transfer(stuck.with_deadline(Duration::from_millis(50)))
+        .await
+        .unwrap_err();
+    assert_eq!(err, Error::Timeout);
+    assert!(
+        started.elapsed() < Duration::from_millis(1000),
+        "{:?}",
+        started.elapsed()
+    );
+}
