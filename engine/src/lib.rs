@@ -15,6 +15,8 @@
 //!   behind one lock with per-batch wake-ups and cancellation.
 //! - [`request`]: [`TransferRequest`], [`Opcode`], [`SegmentHandle`], [`TransportKind`].
 //! - [`transport`]: the [`Transport`] trait and its implementations (`local` so far).
+//! - [`metadata`]: the [`MetadataStore`] seam and the embedded [`P2pMetadata`].
+//! - [`service`]: the engine's control service on yuebing-rpc (descriptor exchange).
 //! - `transfer_engine`: the [`TransferEngine`] facade (allocate/register, submit, wait, cancel,
 //!   free, read/write).
 
@@ -23,8 +25,10 @@ pub mod bounds;
 pub mod error;
 pub mod location;
 pub mod memory;
+pub mod metadata;
 pub mod request;
 pub mod segment;
+pub mod service;
 mod transfer_engine;
 pub mod transport;
 
@@ -32,7 +36,8 @@ pub use batch::{BatchId, BatchStatus, BatchTable, TaskState, TaskStatus};
 pub use error::{Error, Result};
 pub use location::Location;
 pub use memory::{EngineBuffer, MemoryRegistry, RangeSpec, Region, RegionTable, RegistrationHook};
+pub use metadata::{MetadataStore, P2pMetadata};
 pub use request::{Opcode, SegmentHandle, TransferRequest, TransportKind};
 pub use segment::{BufferDesc, SegmentDescriptor};
 pub use transfer_engine::{EngineConfig, TransferEngine};
-pub use transport::{Job, Transport};
+pub use transport::{Job, TcpConfig, Transport};

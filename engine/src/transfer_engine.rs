@@ -2,29 +2,45 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
+use yuebing_rpc::{handler, Endpoint, RunningServer, Server, ServerConfig};
 
 use crate::batch::driver::Batches;
 use crate::batch::{BatchId, BatchStatus, TaskState, TaskStatus};
 use crate::bounds::check_access;
 use crate::error::Error;
 use crate::memory::{EngineBuffer, MemoryRegistry, Region};
+use crate::metadata::{MetadataStore, P2pMetadata};
 use crate::request::{SegmentHandle, TransferRequest, TransportKind};
 use crate::segment::{BufferDesc, SegmentDescriptor};
-use crate::transport::{Job, LocalTransport, Transport};
+use crate::service::{ControlServer, DescriptorSource, EngineControl, SERVICE};
+use crate::transport::{Job, LocalTransport, TcpConfig, TcpTransport, Transport};
 
 /// Engine settings; `EngineConfig::default()` suits one box.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
-    /// The segment's name (with embedded metadata: the engine's rpc `host:port`).
+    /// The segment's name. [`TransferEngine::start`] sets it to the rpc `host:port` (the P2P
+    /// metadata's naming); [`TransferEngine::new`] keeps it.
     pub name: String,
     /// Deadline of a request that sets none.
     pub default_deadline: Duration,
     /// Forces one transport for every request that does not choose its own.
     pub transport: Option<TransportKind>,
+    /// Where the control service listens (port 0: any free port); the data port uses the same
+    /// host.
+    pub bind: String,
+    /// Cluster token for control and data connections.
+    pub token: Option<String>,
+    /// The tcp transport's settings.
+    pub tcp: TcpConfig,
+    /// Where the tcp data port listens; default: the control service's host, any free port.
+    /// Fixing it lets a restarted engine keep its data port, so that stale requests reach it
+    /// and are refused by instance id rather than by a closed port.
+    pub data_bind: Option<String>,
 }
 
 impl Default for EngineConfig {
@@ -33,6 +49,10 @@ impl Default for EngineConfig {
             name: "local".into(),
             default_deadline: Duration::from_secs(30),
             transport: None,
+            bind: "127.0.0.1:0".into(),
+            token: None,
+            tcp: TcpConfig::default(),
+            data_bind: None,
         }
     }
 }
@@ -48,6 +68,12 @@ struct Inner {
     batches: Batches,
     transports: std::sync::RwLock<Vec<Arc<dyn Transport>>>,
     segments: Mutex<HashMap<SegmentHandle, Arc<SegmentDescriptor>>>,
+    next_segment: AtomicU64,
+    metadata: Option<Arc<dyn MetadataStore>>,
+    /// Serves this engine's descriptor to peers (for the control service).
+    descriptor_fn: Arc<DescriptorSource>,
+    /// The control service; stops when the engine is dropped.
+    _server: Option<RunningServer>,
 }
 
 /// The Transfer Engine of one process. Cheap to clone; `Send + Sync`.
@@ -76,11 +102,21 @@ impl TransferEngine {
 
     /// An engine whose tasks run on `handle`.
     pub fn new_on(config: EngineConfig, handle: Handle) -> Self {
+        Self::build(config, handle, None, None)
+    }
+
+    fn build(
+        config: EngineConfig,
+        handle: Handle,
+        metadata: Option<Arc<dyn MetadataStore>>,
+        server: Option<RunningServer>,
+    ) -> Self {
         let memory = Arc::new(MemoryRegistry::default());
         let instance_id = SegmentDescriptor::new_instance_id();
         let local: Arc<dyn Transport> = Arc::new(LocalTransport::new(memory.clone(), instance_id));
-        let engine = TransferEngine {
-            inner: Arc::new(Inner {
+        let inner = Arc::new_cyclic(|me: &Weak<Inner>| {
+            let me = me.clone();
+            Inner {
                 config,
                 handle,
                 instance_id,
@@ -88,10 +124,133 @@ impl TransferEngine {
                 batches: Batches::default(),
                 transports: std::sync::RwLock::new(vec![local]),
                 segments: Mutex::new(HashMap::new()),
-            }),
-        };
+                next_segment: AtomicU64::new(1),
+                metadata,
+                descriptor_fn: Arc::new(move || {
+                    me.upgrade()
+                        .map(|inner| TransferEngine { inner }.descriptor())
+                }),
+                _server: server,
+            }
+        });
+        let engine = TransferEngine { inner };
         engine.refresh_own_segment();
         engine
+    }
+
+    /// A networked engine on the current runtime: its control service (descriptor exchange,
+    /// the embedded P2P metadata) and its tcp data port listen on `config.bind`'s host, and its
+    /// segment is named by the control service's `host:port`.
+    pub async fn start(mut config: EngineConfig) -> Result<TransferEngine, Error> {
+        let handle = Handle::current();
+        let source: Arc<OnceLock<Weak<DescriptorSource>>> = Arc::default();
+        let for_server = source.clone();
+        let bind: Endpoint = config.bind.parse()?;
+        let server = Server::new(ServerConfig {
+            token: config.token.clone(),
+            ..ServerConfig::default()
+        })
+        .service(SERVICE, move |_| {
+            handler!(ControlServer {
+                source: for_server.clone()
+            }
+            .serve())
+        })
+        .bind_on(&bind, handle.clone())
+        .await?;
+        let addr = server
+            .local_addr()
+            .ok_or_else(|| Error::invalid("the control service must listen on TCP"))?;
+        config.name = addr.to_string();
+        let data_bind = config
+            .data_bind
+            .clone()
+            .unwrap_or_else(|| format!("{}:0", addr.ip()));
+        let tcp_config = config.tcp.clone();
+        let metadata: Arc<dyn MetadataStore> = Arc::new(P2pMetadata::new(config.token.clone()));
+        let engine = Self::build(config, handle.clone(), Some(metadata), Some(server));
+        let tcp = TcpTransport::start(
+            engine.inner.memory.clone(),
+            engine.inner.instance_id,
+            &data_bind,
+            tcp_config,
+            handle,
+        )
+        .await?;
+        engine.add_transport(Arc::new(tcp));
+        let _ = source.set(Arc::downgrade(&engine.inner.descriptor_fn));
+        Ok(engine)
+    }
+
+    /// This engine's segment name.
+    pub fn name(&self) -> &str {
+        &self.inner.config.name
+    }
+
+    /// Opens the segment `name` (a peer's, or this engine's own) and caches its descriptor.
+    pub async fn open_segment(&self, name: &str) -> Result<SegmentHandle, Error> {
+        if name == self.inner.config.name {
+            return Ok(OWN);
+        }
+        let metadata = self.metadata()?;
+        let descriptor = metadata.get(name).await?;
+        let handle = SegmentHandle(self.inner.next_segment.fetch_add(1, Ordering::Relaxed));
+        self.lock_segments().insert(handle, Arc::new(descriptor));
+        Ok(handle)
+    }
+
+    /// Closes a segment: drops its cached descriptor and the transports' connections to it.
+    pub fn close_segment(&self, handle: SegmentHandle) -> Result<(), Error> {
+        if handle == OWN {
+            return Err(Error::invalid("the engine's own segment cannot be closed"));
+        }
+        let d = self
+            .lock_segments()
+            .remove(&handle)
+            .ok_or_else(|| Error::invalid(format!("segment {handle:?} is not open")))?;
+        for t in self.transports() {
+            t.forget(&d);
+        }
+        Ok(())
+    }
+
+    /// The cached descriptor of an open segment.
+    pub fn segment_descriptor(
+        &self,
+        handle: SegmentHandle,
+    ) -> Result<Arc<SegmentDescriptor>, Error> {
+        self.lock_segments()
+            .get(&handle)
+            .cloned()
+            .ok_or_else(|| Error::invalid(format!("segment {handle:?} is not open")))
+    }
+
+    fn metadata(&self) -> Result<&Arc<dyn MetadataStore>, Error> {
+        self.inner.metadata.as_ref().ok_or_else(|| {
+            Error::invalid("this engine has no metadata service (use TransferEngine::start)")
+        })
+    }
+
+    /// This engine's tcp data port, if it has one.
+    pub fn data_endpoint(&self) -> Option<String> {
+        self.descriptor()
+            .transports
+            .get("tcp")
+            .and_then(|t| t.get("endpoint"))
+            .and_then(|e| e.as_str())
+            .map(str::to_string)
+    }
+
+    /// Fetches a fresh descriptor for `handle` after its segment restarted.
+    async fn refresh_segment(&self, handle: SegmentHandle) -> Result<(), Error> {
+        let old = self.segment_descriptor(handle)?;
+        for t in self.transports() {
+            t.forget(&old);
+        }
+        let fresh = self.metadata()?.get(&old.name).await?;
+        tracing::info!(segment = %old.name, old = old.instance_id, new = fresh.instance_id, "segment restarted; descriptor refreshed");
+        self.lock_segments().insert(handle, Arc::new(fresh));
+        Ok(())
     }
 
     /// This engine's instance id (new at every start).
@@ -273,14 +432,21 @@ impl TransferEngine {
             .collect();
         let tasks = self.inner.batches.with(|t| t.submit(batch, &specs))?;
         let signals = self.inner.batches.signals(batch)?;
-        for (task, (job, transport, early)) in tasks.clone().zip(planned) {
-            let engine = self.inner.clone();
+        for (task, ((job, transport, early), target)) in tasks
+            .clone()
+            .zip(planned.into_iter().zip(requests.iter().map(|r| r.target)))
+        {
+            let engine = self.clone();
             let cancel = signals.cancel.clone();
             self.inner.handle.spawn(async move {
                 let outcome = match early {
                     Some(e) => Err(e),
                     None => {
-                        engine.batches.with(|t| t.handle_started(batch, task)).ok();
+                        engine
+                            .inner
+                            .batches
+                            .with(|t| t.handle_started(batch, task))
+                            .ok();
                         let until = tokio::time::Instant::from_std(job.deadline);
                         tokio::select! {
                             _ = cancel.cancelled() => Err(Error::Canceled),
@@ -290,7 +456,15 @@ impl TransferEngine {
                         }
                     }
                 };
+                if let Err(Error::StaleSegment { .. } | Error::PeerFailed { .. }) = &outcome {
+                    // The peer may have restarted: later submits must reach the new instance.
+                    // This task is not resent (its offsets belonged to the old instance).
+                    if let Err(e) = engine.refresh_segment(target).await {
+                        tracing::warn!(error = %e, "could not refresh a restarted segment");
+                    }
+                }
                 engine
+                    .inner
                     .batches
                     .with(|t| match outcome {
                         Ok(()) => t.handle_completed(batch, task),

@@ -180,6 +180,15 @@ impl MemoryRegistry {
         self.table().find(addr, len)
     }
 
+    /// The serving side's check of a remote access (see [`crate::bounds`]): the registered range
+    /// that holds all of `[addr, addr + len)`, or the typed refusal.
+    pub fn check_access(&self, addr: u64, len: u64) -> Result<Region, Error> {
+        if len == 0 {
+            return Err(Error::invalid("a transfer of 0 bytes"));
+        }
+        self.find(addr, len).ok_or(Error::OutOfBounds { addr, len })
+    }
+
     /// Every registered range, in address order.
     pub fn regions(&self) -> Vec<Region> {
         self.table().registered()

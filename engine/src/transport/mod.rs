@@ -7,6 +7,7 @@
 //! the future, so a transport must leave nothing half-owned when dropped.
 
 mod local;
+mod tcp;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,6 +15,7 @@ use std::time::Instant;
 use futures::future::BoxFuture;
 
 pub use local::LocalTransport;
+pub use tcp::{TcpConfig, TcpTransport};
 
 use crate::error::Error;
 use crate::memory::RegistrationHook;
@@ -51,6 +53,12 @@ pub trait Transport: Send + Sync {
     /// Work to do when memory is registered (e.g. RDMA memory registration).
     fn registration_hook(&self) -> Option<Arc<dyn RegistrationHook>> {
         None
+    }
+
+    /// Drops what the transport keeps for `segment` (connections, mappings): the segment was
+    /// closed or restarted.
+    fn forget(&self, segment: &SegmentDescriptor) {
+        let _ = segment;
     }
 
     /// What this transport publishes in the engine's descriptor.

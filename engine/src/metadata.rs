@@ -1,0 +1,93 @@
+//! Where segment descriptors are published and looked up.
+//!
+//! [`MetadataStore`] is the seam: get / put / remove a descriptor by segment name, plus a
+//! liveness hook so a dead engine's descriptor disappears (a TTL lease in etcd, inherent in the
+//! embedded P2P mode). The embedded default, [`P2pMetadata`], needs no external service: a
+//! segment's name is its engine's rpc `host:port`, and `get` asks that engine for its
+//! descriptor over yuebing-rpc (Mooncake's P2P handshake). "Restarted under the same name" thus
+//! means restarted on the same port.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use yuebing_rpc::{CallOptions, Endpoint, PoolConfig, PoolRegistry};
+
+use crate::error::Error;
+use crate::segment::SegmentDescriptor;
+use crate::service::{EngineControlClient, SERVICE};
+
+/// A store of segment descriptors.
+pub trait MetadataStore: Send + Sync {
+    /// The current descriptor of the segment `name`.
+    fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<SegmentDescriptor, Error>>;
+    /// Publishes `descriptor`, kept alive for `ttl` unless refreshed (backends without leases
+    /// may ignore the TTL).
+    fn put<'a>(
+        &'a self,
+        descriptor: &'a SegmentDescriptor,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<(), Error>>;
+    /// Withdraws the segment `name`.
+    fn remove<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), Error>>;
+}
+
+/// The embedded metadata: each engine serves its own descriptor; nothing is stored.
+#[derive(Debug, Clone)]
+pub struct P2pMetadata {
+    pools: PoolRegistry<EngineControlClient>,
+}
+
+impl P2pMetadata {
+    /// Looks peers up through pools made on the current runtime, presenting `token`.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn new(token: Option<String>) -> Self {
+        let config = PoolConfig {
+            token,
+            max_connections: 1,
+            ..PoolConfig::new(SERVICE).idempotent(["descriptor"])
+        };
+        P2pMetadata {
+            pools: PoolRegistry::new(config, Duration::from_secs(60)),
+        }
+    }
+}
+
+impl MetadataStore for P2pMetadata {
+    fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<SegmentDescriptor, Error>> {
+        async move {
+            let endpoint: Endpoint = name.parse().map_err(|_| Error::SegmentNotFound {
+                name: name.to_string(),
+            })?;
+            let pool = self.pools.get(&endpoint);
+            let opts = CallOptions::method("descriptor").timeout(Duration::from_secs(5));
+            let bytes = pool
+                .call_with(opts, |c, ctx| async move { c.descriptor(ctx).await })
+                .await
+                .map_err(|e| match e {
+                    yuebing_rpc::Error::Connect { .. } => Error::SegmentNotFound {
+                        name: name.to_string(),
+                    },
+                    other => Error::Rpc(other),
+                })?;
+            SegmentDescriptor::from_json(&bytes)
+        }
+        .boxed()
+    }
+
+    fn put<'a>(
+        &'a self,
+        _: &'a SegmentDescriptor,
+        _: Duration,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        // The engine serves its descriptor live; there is nothing to store.
+        async { Ok(()) }.boxed()
+    }
+
+    fn remove<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(), Error>> {
+        // A stopped engine stops answering: that is its removal.
+        async { Ok(()) }.boxed()
+    }
+}

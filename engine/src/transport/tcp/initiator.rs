@@ -1,0 +1,257 @@
+//! The initiating side of the tcp data plane: several pipelined connections per peer, a bound
+//! on the bytes in flight to the peer, and slices matched to their responses in order.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::runtime::Handle;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, RESPONSE_LEN};
+use super::{write_all_vectored, TcpConfig};
+use crate::error::Error;
+use crate::request::Opcode;
+
+/// One slice of a task on the wire.
+pub(crate) struct Slice {
+    pub(crate) header: RequestHeader,
+    /// Local address the bytes come from (write) or go to (read).
+    pub(crate) local: u64,
+    pub(crate) done: oneshot::Sender<Result<(), Error>>,
+}
+
+struct Pending {
+    opcode: Opcode,
+    req_id: u64,
+    local: u64,
+    len: u64,
+    done: oneshot::Sender<Result<(), Error>>,
+}
+
+struct Conn {
+    tx: mpsc::UnboundedSender<Slice>,
+    dead: CancellationToken,
+}
+
+/// The connections to one peer's data endpoint.
+pub(crate) struct Peer {
+    conns: Vec<Conn>,
+    rr: AtomicUsize,
+    in_flight: Arc<Semaphore>,
+    waiting: AtomicUsize,
+    queue_len: usize,
+}
+
+fn failed(reason: impl Into<String>) -> Error {
+    Error::PeerFailed {
+        reason: reason.into(),
+    }
+}
+
+impl Peer {
+    /// Opens `cfg.connections` data connections to `endpoint`.
+    pub(crate) async fn connect(
+        endpoint: &str,
+        cfg: &TcpConfig,
+        handle: &Handle,
+    ) -> Result<Peer, Error> {
+        let mut conns = Vec::with_capacity(cfg.connections);
+        for _ in 0..cfg.connections.max(1) {
+            conns.push(open(endpoint, cfg, handle).await?);
+        }
+        Ok(Peer {
+            conns,
+            rr: AtomicUsize::new(0),
+            in_flight: Arc::new(Semaphore::new(
+                cfg.max_in_flight_bytes.max(cfg.slice_size) as usize
+            )),
+            waiting: AtomicUsize::new(0),
+            queue_len: cfg.queue_len,
+        })
+    }
+
+    /// Whether every connection is still up.
+    pub(crate) fn is_alive(&self) -> bool {
+        self.conns.iter().all(|c| !c.dead.is_cancelled())
+    }
+
+    /// Sends one slice and waits for the target's answer (for a write: the bytes landed).
+    pub(crate) async fn run(&self, header: RequestHeader, local: u64) -> Result<(), Error> {
+        let n = u32::try_from(header.len).map_err(|_| Error::invalid("slice too large"))?;
+        let permit = match self.in_flight.clone().try_acquire_many_owned(n) {
+            Ok(p) => p,
+            Err(_) => {
+                if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.queue_len {
+                    self.waiting.fetch_sub(1, Ordering::AcqRel);
+                    return Err(Error::Overloaded {
+                        reason: "in-flight bytes to this peer at their bound and the queue is full"
+                            .into(),
+                    });
+                }
+                let p = self.in_flight.clone().acquire_many_owned(n).await;
+                self.waiting.fetch_sub(1, Ordering::AcqRel);
+                p.map_err(|_| failed("peer closed"))?
+            }
+        };
+        let conn = &self.conns[self.rr.fetch_add(1, Ordering::Relaxed) % self.conns.len()];
+        let (done, result) = oneshot::channel();
+        conn.tx
+            .send(Slice {
+                header,
+                local,
+                done,
+            })
+            .map_err(|_| failed("connection closed"))?;
+        let r = result
+            .await
+            .unwrap_or_else(|_| Err(failed("connection closed")));
+        drop(permit);
+        r
+    }
+}
+
+async fn open(endpoint: &str, cfg: &TcpConfig, handle: &Handle) -> Result<Conn, Error> {
+    let mut s = TcpStream::connect(endpoint)
+        .await
+        .map_err(|e| failed(format!("connect {endpoint}: {e}")))?;
+    s.set_nodelay(true).map_err(|e| failed(e.to_string()))?;
+    let token = cfg.token.as_deref().unwrap_or("").as_bytes();
+    let mut hello = HELLO_MAGIC.to_vec();
+    hello.extend_from_slice(&(token.len() as u16).to_be_bytes());
+    hello.extend_from_slice(token);
+    s.write_all(&hello)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    if s.read_u8().await.map_err(|e| failed(e.to_string()))? != 0 {
+        return Err(failed(format!(
+            "{endpoint} refused the data connection (token?)"
+        )));
+    }
+    let (rd, wr) = s.into_split();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (ptx, prx) = mpsc::unbounded_channel();
+    let dead = CancellationToken::new();
+    handle.spawn(writer(wr, rx, ptx, dead.clone()));
+    handle.spawn(reader(rd, prx, dead.clone()));
+    Ok(Conn { tx, dead })
+}
+
+async fn writer(
+    mut wr: OwnedWriteHalf,
+    mut slices: mpsc::UnboundedReceiver<Slice>,
+    pending: mpsc::UnboundedSender<Pending>,
+    dead: CancellationToken,
+) {
+    while let Some(Slice {
+        header,
+        local,
+        done,
+    }) = tokio::select! {
+        _ = dead.cancelled() => None,
+        s = slices.recv() => s,
+    } {
+        let p = Pending {
+            opcode: header.opcode,
+            req_id: header.req_id,
+            local,
+            len: header.len,
+            done,
+        };
+        if pending.send(p).is_err() {
+            break;
+        }
+        let h = header.encode();
+        let r = match header.opcode {
+            Opcode::Write => {
+                // SAFETY: the engine checked that the local range is registered; registration's
+                // contract keeps it valid. The slice lives only while the socket reads it.
+                let src =
+                    unsafe { std::slice::from_raw_parts(local as *const u8, header.len as usize) };
+                write_all_vectored(&mut wr, &[&h, src]).await
+            }
+            Opcode::Read => wr.write_all(&h).await,
+        };
+        if r.is_err() {
+            break;
+        }
+    }
+    dead.cancel();
+}
+
+async fn reader(
+    mut rd: OwnedReadHalf,
+    mut pending: mpsc::UnboundedReceiver<Pending>,
+    dead: CancellationToken,
+) {
+    let mut header = [0u8; RESPONSE_LEN];
+    let mut probe = [0u8; 1];
+    loop {
+        // While idle, watch the socket too, so that a peer that went away is noticed before
+        // the next slice is sent to it. A pending entry is queued before its request is written,
+        // so any response finds its entry first (`biased`).
+        let p = tokio::select! {
+            biased;
+            p = pending.recv() => match p {
+                Some(p) => p,
+                None => break,
+            },
+            _ = rd.peek(&mut probe) => break,
+        };
+        let r = async {
+            rd.read_exact(&mut header)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            let h = ResponseHeader::decode(&header)?;
+            if h.req_id != p.req_id {
+                return Err(failed("response out of order"));
+            }
+            if h.status != 0 {
+                return Ok(Err(status_error(h.status, h.extra)));
+            }
+            if p.opcode == Opcode::Read {
+                // SAFETY: the engine checked that the local range is registered; the slice lives
+                // only while the socket fills it.
+                let dst =
+                    unsafe { std::slice::from_raw_parts_mut(p.local as *mut u8, p.len as usize) };
+                rd.read_exact(dst)
+                    .await
+                    .map_err(|e| failed(e.to_string()))?;
+            }
+            Ok(Ok(()))
+        }
+        .await;
+        match r {
+            Ok(outcome) => {
+                let _ = p.done.send(outcome);
+            }
+            Err(e) => {
+                let _ = p.done.send(Err(e.clone()));
+                dead.cancel();
+                pending.close();
+                while let Some(p) = pending.recv().await {
+                    let _ = p.done.send(Err(e.clone()));
+                }
+                return;
+            }
+        }
+    }
+    dead.cancel();
+}
+
+/// The error a target's status code stands for. `extra` is the target's instance id.
+fn status_error(status: i32, extra: u64) -> Error {
+    match status {
+        -3204 => Error::StaleSegment {
+            segment: String::new(),
+            expected: 0,
+            actual: extra,
+        },
+        -3504 => Error::OutOfBounds { addr: 0, len: 0 },
+        -3001 => Error::invalid("refused by the target"),
+        code => failed(format!("target answered error {code}")),
+    }
+}

@@ -1,0 +1,232 @@
+//! The `tcp` transport: the portable data plane.
+//!
+//! Each engine listens on a data port (published in its descriptor's `tcp` section). An
+//! initiator keeps several connections per peer; a task is cut into slices (1 MiB by default)
+//! spread over them and pipelined; writes leave with `writev` straight from the source memory
+//! and the target reads them straight into the registered destination; a write completes only
+//! when the target acknowledged that its bytes landed, a read when all bytes arrived. The bytes
+//! in flight to one peer are bounded: excess slices wait, and only a full wait queue answers
+//! `Overloaded`.
+
+mod initiator;
+mod target;
+mod wire;
+
+use std::collections::HashMap;
+use std::io::IoSlice;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use futures::future::{try_join_all, BoxFuture};
+use futures::FutureExt;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::runtime::Handle;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use self::initiator::Peer;
+use self::target::Target;
+use self::wire::RequestHeader;
+use super::{Job, Transport};
+use crate::error::Error;
+use crate::memory::MemoryRegistry;
+use crate::request::TransportKind;
+use crate::segment::SegmentDescriptor;
+
+/// Settings of the tcp transport.
+#[derive(Debug, Clone)]
+pub struct TcpConfig {
+    /// Data connections per peer.
+    pub connections: usize,
+    /// Largest slice of a task on the wire.
+    pub slice_size: u64,
+    /// Bytes in flight to one peer at most.
+    pub max_in_flight_bytes: u64,
+    /// Slices that may wait for in-flight room before `Overloaded`.
+    pub queue_len: usize,
+    /// Cluster token for data connections.
+    pub token: Option<String>,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            connections: 4,
+            slice_size: 1 << 20,
+            max_in_flight_bytes: 64 << 20,
+            queue_len: 4096,
+            token: None,
+        }
+    }
+}
+
+struct Inner {
+    config: TcpConfig,
+    endpoint: String,
+    peers: tokio::sync::Mutex<HashMap<String, Arc<Peer>>>,
+    next_req: AtomicU64,
+    handle: Handle,
+}
+
+/// The tcp transport of one engine: its listener (the serving side) and its peers.
+pub struct TcpTransport {
+    inner: Arc<Inner>,
+    _stop: DropGuard,
+}
+
+impl std::fmt::Debug for TcpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpTransport")
+            .field("endpoint", &self.inner.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TcpTransport {
+    /// Listens on `bind` (e.g. `127.0.0.1:0`) and serves `memory` of instance `instance`; every
+    /// task is spawned on `handle`.
+    pub async fn start(
+        memory: Arc<MemoryRegistry>,
+        instance: u64,
+        bind: &str,
+        config: TcpConfig,
+        handle: Handle,
+    ) -> Result<TcpTransport, Error> {
+        let listener = TcpListener::bind(bind).await.map_err(|e| Error::Io {
+            reason: format!("bind tcp data port {bind}: {e}"),
+        })?;
+        let endpoint = listener
+            .local_addr()
+            .map_err(|e| Error::Io {
+                reason: e.to_string(),
+            })?
+            .to_string();
+        let target = Arc::new(Target {
+            memory,
+            instance,
+            token: config.token.clone(),
+            max_slice: config.slice_size.max(1 << 20) * 64,
+        });
+        let stop = CancellationToken::new();
+        handle.spawn(target::accept_loop(
+            listener,
+            target,
+            stop.clone(),
+            handle.clone(),
+        ));
+        Ok(TcpTransport {
+            inner: Arc::new(Inner {
+                config,
+                endpoint,
+                peers: tokio::sync::Mutex::new(HashMap::new()),
+                next_req: AtomicU64::new(1),
+                handle,
+            }),
+            _stop: stop.drop_guard(),
+        })
+    }
+
+    /// Where this engine's data port listens.
+    pub fn endpoint(&self) -> &str {
+        &self.inner.endpoint
+    }
+}
+
+fn endpoint_of(segment: &SegmentDescriptor) -> Option<String> {
+    segment
+        .transports
+        .get("tcp")?
+        .get("endpoint")?
+        .as_str()
+        .map(str::to_string)
+}
+
+impl Inner {
+    /// The live connections to `endpoint`, opened now if there are none (one connect at a
+    /// time).
+    async fn peer(&self, endpoint: &str) -> Result<Arc<Peer>, Error> {
+        let mut peers = self.peers.lock().await;
+        if let Some(p) = peers.get(endpoint).filter(|p| p.is_alive()) {
+            return Ok(p.clone());
+        }
+        let p = Arc::new(Peer::connect(endpoint, &self.config, &self.handle).await?);
+        peers.insert(endpoint.to_string(), p.clone());
+        Ok(p)
+    }
+}
+
+impl Transport for TcpTransport {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Tcp
+    }
+
+    fn can_reach(&self, segment: &SegmentDescriptor) -> bool {
+        endpoint_of(segment).is_some()
+    }
+
+    fn publish(&self) -> Option<serde_json::Value> {
+        Some(serde_json::json!({ "endpoint": self.inner.endpoint }))
+    }
+
+    fn forget(&self, segment: &SegmentDescriptor) {
+        if let Some(ep) = endpoint_of(segment) {
+            if let Ok(mut peers) = self.inner.peers.try_lock() {
+                peers.remove(&ep);
+            }
+        }
+    }
+
+    fn transfer(&self, job: Job) -> BoxFuture<'static, Result<(), Error>> {
+        let inner = self.inner.clone();
+        async move {
+            let endpoint = endpoint_of(&job.segment).ok_or_else(|| {
+                Error::invalid(format!(
+                    "segment {:?} publishes no tcp endpoint",
+                    job.segment.name
+                ))
+            })?;
+            let peer = inner.peer(&endpoint).await?;
+            let slice = inner.config.slice_size.max(1);
+            let slices = (0..job.len).step_by(slice as usize).map(|off| {
+                let header = RequestHeader {
+                    opcode: job.opcode,
+                    req_id: inner.next_req.fetch_add(1, Ordering::Relaxed),
+                    instance: job.segment.instance_id,
+                    addr: job.remote + off,
+                    len: slice.min(job.len - off),
+                };
+                peer.run(header, job.local + off)
+            });
+            try_join_all(slices).await.map(|_| ()).map_err(|e| match e {
+                Error::StaleSegment { actual, .. } => Error::StaleSegment {
+                    segment: job.segment.name.clone(),
+                    expected: job.segment.instance_id,
+                    actual,
+                },
+                Error::OutOfBounds { .. } => Error::OutOfBounds {
+                    addr: job.remote,
+                    len: job.len,
+                },
+                other => other,
+            })
+        }
+        .boxed()
+    }
+}
+
+/// Writes all of `parts` with vectored writes.
+pub(crate) async fn write_all_vectored<W: AsyncWriteExt + Unpin>(
+    w: &mut W,
+    parts: &[&[u8]],
+) -> std::io::Result<()> {
+    let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        let n = w.write_vectored(rest).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut rest, n);
+    }
+    Ok(())
+}

@@ -1,0 +1,134 @@
+//! The serving side of the tcp data plane: checks every request, then reads straight into (or
+//! writes straight from) registered memory.
+
+use std::io;
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
+
+use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, REQUEST_LEN};
+use super::write_all_vectored;
+use crate::error::Error;
+use crate::memory::MemoryRegistry;
+use crate::request::Opcode;
+
+/// What the serving side needs.
+pub(crate) struct Target {
+    pub(crate) memory: Arc<MemoryRegistry>,
+    pub(crate) instance: u64,
+    pub(crate) token: Option<String>,
+    /// Largest slice accepted; a larger request is a protocol error.
+    pub(crate) max_slice: u64,
+}
+
+/// Accepts data connections until `stop` is cancelled.
+pub(crate) async fn accept_loop(
+    listener: TcpListener,
+    target: Arc<Target>,
+    stop: CancellationToken,
+    handle: Handle,
+) {
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = stop.cancelled() => return,
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "tcp data accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let (target, stop) = (target.clone(), stop.clone());
+        handle.spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                r = serve(stream, &target) => if let Err(e) = r {
+                    tracing::debug!(%peer, error = %e, "tcp data connection closed");
+                },
+            }
+        });
+    }
+}
+
+async fn hello(s: &mut TcpStream, target: &Target) -> io::Result<bool> {
+    let mut magic = [0u8; 8];
+    s.read_exact(&mut magic).await?;
+    let len = s.read_u16().await? as usize;
+    let mut token = vec![0u8; len];
+    s.read_exact(&mut token).await?;
+    let ok = magic == HELLO_MAGIC
+        && target
+            .token
+            .as_ref()
+            .is_none_or(|t| constant_time_eq::constant_time_eq(t.as_bytes(), &token));
+    s.write_u8(u8::from(!ok)).await?;
+    Ok(ok)
+}
+
+async fn serve(mut s: TcpStream, target: &Target) -> io::Result<()> {
+    if !hello(&mut s, target).await? {
+        tracing::warn!("refused a tcp data connection: bad magic or token");
+        return Ok(());
+    }
+    let mut header = [0u8; REQUEST_LEN];
+    loop {
+        match s.read_exact(&mut header).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        let req = RequestHeader::decode(&header).map_err(io::Error::other)?;
+        if req.len > target.max_slice {
+            return Err(io::Error::other(format!(
+                "slice of {} bytes over the limit",
+                req.len
+            )));
+        }
+        let checked = if req.instance != target.instance {
+            Err(Error::StaleSegment {
+                segment: String::new(),
+                expected: req.instance,
+                actual: target.instance,
+            })
+        } else {
+            target.memory.check_access(req.addr, req.len)
+        };
+        let reply = |status: i32| ResponseHeader {
+            status,
+            req_id: req.req_id,
+            extra: target.instance,
+        };
+        match (req.opcode, checked) {
+            (Opcode::Write, Ok(_)) => {
+                // SAFETY: the range lies inside one registered region (checked just above);
+                // registration's contract keeps it valid and free of other Rust references. The
+                // slice lives only while the socket fills it.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(req.addr as *mut u8, req.len as usize)
+                };
+                s.read_exact(dst).await?;
+                // The ack leaves only after every byte landed in the destination.
+                s.write_all(&reply(0).encode()).await?;
+            }
+            (Opcode::Write, Err(e)) => {
+                tokio::io::copy(&mut (&mut s).take(req.len), &mut tokio::io::sink()).await?;
+                s.write_all(&reply(e.code()).encode()).await?;
+            }
+            (Opcode::Read, Ok(_)) => {
+                // SAFETY: as for writes; the memory is only read while the socket sends it.
+                let src =
+                    unsafe { std::slice::from_raw_parts(req.addr as *const u8, req.len as usize) };
+                write_all_vectored(&mut s, &[&reply(0).encode(), src]).await?;
+            }
+            (Opcode::Read, Err(e)) => {
+                s.write_all(&reply(e.code()).encode()).await?;
+            }
+        }
+    }
+}

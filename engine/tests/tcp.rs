@@ -1,0 +1,220 @@
+//! Two engines talking over the tcp transport on 127.0.0.1 (in one process; the fault tests
+//! with real processes live with the transfer bench's target).
+
+use std::time::{Duration, Instant};
+
+use yuebing_engine::{
+    EngineBuffer, EngineConfig, Error, TaskState, TcpConfig, TransferEngine, TransferRequest,
+};
+
+async fn start(config: EngineConfig) -> TransferEngine {
+    TransferEngine::start(config).await.expect("engine starts")
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed))
+        .collect()
+}
+
+fn read_back(buf: &EngineBuffer, offset: usize, len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    buf.read_at(offset, &mut out).unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn byte_exact_round_trips_over_tcp() {
+    let a = start(EngineConfig::default()).await;
+    let b = start(EngineConfig::default()).await;
+    let max = 64 << 20;
+    let src = a.allocate(max + 64, false).unwrap();
+    let back = a.allocate(max + 64, false).unwrap();
+    let dst = b.allocate(max + 64, false).unwrap();
+    let peer = a.open_segment(b.name()).await.unwrap();
+    for (len, (so, doff)) in [1usize, 5, 4097, (1 << 20) + 3, (3 << 20) + 1, max]
+        .into_iter()
+        .zip([(3, 11), (0, 1), (7, 13), (1, 63), (5, 2), (9, 17)])
+    {
+        let data = pattern(len, len as u8);
+        src.write_at(so, &data).unwrap();
+        a.write(
+            src.addr() + so as u64,
+            peer,
+            dst.addr() + doff as u64,
+            len as u64,
+        )
+        .await
+        .unwrap();
+        assert!(read_back(&dst, doff, len) == data, "write of {len}");
+        a.read(back.addr() + 3, peer, dst.addr() + doff as u64, len as u64)
+            .await
+            .unwrap();
+        assert!(read_back(&back, 3, len) == data, "read of {len}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_target_refuses_bad_ranges_and_keeps_serving() {
+    let a = start(EngineConfig::default()).await;
+    let b = start(EngineConfig::default()).await;
+    let src = a.allocate(1 << 16, false).unwrap();
+    let b1 = b.allocate(4096, false).unwrap();
+    let peer = a.open_segment(b.name()).await.unwrap();
+    let bad = [
+        (b1.addr() + 4000, 200),      // past the end
+        (b1.addr() - 10, 20),         // partial overlap at the start
+        (u64::MAX - 8, 16),           // overflow
+        (b1.addr() + 10_000_000, 16), // nowhere
+    ];
+    for (addr, len) in bad {
+        let mut req = TransferRequest::write(src.addr(), peer, addr, len);
+        req.skip_initiator_checks = true;
+        let err = a.transfer(req).await.unwrap_err();
+        assert_eq!(err.code(), -3504, "{addr:#x}+{len}: {err}");
+        a.write(src.addr(), peer, b1.addr(), 4096).await.unwrap();
+    }
+    // A range spanning two adjacent buffers of the target is refused too.
+    let b2 = b.allocate(4096, false).unwrap();
+    if b2.addr() == b1.addr() + 4096 {
+        let mut req = TransferRequest::write(src.addr(), peer, b1.addr() + 4000, 200);
+        req.skip_initiator_checks = true;
+        assert_eq!(a.transfer(req).await.unwrap_err().code(), -3504);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_peer_rejects_the_stale_request_and_the_next_reaches_it() {
+    let a = start(EngineConfig::default()).await;
+    let b = start(EngineConfig::default()).await;
+    let (name, data) = (b.name().to_string(), b.data_endpoint().unwrap());
+    let src = a.allocate(4096, false).unwrap();
+    let old = b.allocate(4096, false).unwrap();
+    let peer = a.open_segment(&name).await.unwrap();
+    a.write(src.addr(), peer, old.addr(), 64).await.unwrap();
+    let old_instance = b.instance_id();
+    let old_addr = old.addr();
+    drop((old, b));
+
+    let config = EngineConfig {
+        bind: name.clone(),
+        data_bind: Some(data),
+        ..EngineConfig::default()
+    };
+    let mut restarted = None;
+    let until = Instant::now() + Duration::from_secs(5);
+    while restarted.is_none() && Instant::now() < until {
+        match TransferEngine::start(config.clone()).await {
+            Ok(e) => restarted = Some(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    let b2 = restarted.expect("restarted on the same ports");
+    assert_eq!(b2.name(), name);
+    assert_ne!(b2.instance_id(), old_instance);
+    let fresh = b2.allocate(4096, false).unwrap();
+
+    let err = a.write(src.addr(), peer, old_addr, 64).await.unwrap_err();
+    assert!(
+        matches!(err, Error::StaleSegment { actual, .. } if actual == b2.instance_id()),
+        "{err:?}"
+    );
+    assert_eq!(
+        a.segment_descriptor(peer).unwrap().instance_id,
+        b2.instance_id(),
+        "refreshed"
+    );
+    let data = pattern(64, 1);
+    src.write_at(0, &data).unwrap();
+    a.write(src.addr(), peer, fresh.addr(), 64).await.unwrap();
+    assert!(read_back(&fresh, 0, 64) == data);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_peer_fails_within_the_deadline() {
+    let a = start(EngineConfig::default()).await;
+    let b = start(EngineConfig::default()).await;
+    let src = a.allocate(1 << 20, false).unwrap();
+    let dst = b.allocate(1 << 20, false).unwrap();
+    let peer = a.open_segment(b.name()).await.unwrap();
+    a.write(src.addr(), peer, dst.addr(), 1024).await.unwrap();
+    let addr = dst.addr();
+    drop((dst, b));
+    let started = Instant::now();
+    let req = TransferRequest::write(src.addr(), peer, addr, 1 << 20)
+        .with_deadline(Duration::from_secs(2));
+    let err = a.transfer(req).await.unwrap_err();
+    assert!(
+        matches!(err, Error::PeerFailed { .. } | Error::Timeout),
+        "{err:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_flight_bound_slices_big_requests_and_refuses_only_on_a_full_queue() {
+    let tight = TcpConfig {
+        max_in_flight_bytes: 1 << 20,
+        queue_len: 0,
+        ..TcpConfig::default()
+    };
+    let a = start(EngineConfig {
+        tcp: tight,
+        ..EngineConfig::default()
+    })
+    .await;
+    let b = start(EngineConfig::default()).await;
+    let src = a.allocate(8 << 20, false).unwrap();
+    let dst = b.allocate(8 << 20, false).unwrap();
+    let peer = a.open_segment(b.name()).await.unwrap();
+    let batch = a.allocate_batch(8).unwrap();
+    let reqs: Vec<_> = (0..8u64)
+        .map(|i| {
+            TransferRequest::write(
+                src.addr() + (i << 20),
+                peer,
+                dst.addr() + (i << 20),
+                1 << 20,
+            )
+        })
+        .collect();
+    a.submit(batch, &reqs).unwrap();
+    let s = a.wait(batch).await.unwrap();
+    let overloaded = (0..8)
+        .filter(|&i| {
+            a.task_status(batch, i)
+                .unwrap()
+                .error
+                .is_some_and(|e| e.code() == -3503)
+        })
+        .count();
+    assert!(s.completed >= 1, "{s:?}");
+    assert_eq!(s.completed + overloaded, 8, "{s:?}");
+    a.free_batch(batch).unwrap();
+
+    let patient = start(EngineConfig {
+        tcp: TcpConfig {
+            max_in_flight_bytes: 1 << 20,
+            ..TcpConfig::default()
+        },
+        ..EngineConfig::default()
+    })
+    .await;
+    let src2 = patient.allocate(8 << 20, false).unwrap();
+    let peer2 = patient.open_segment(b.name()).await.unwrap();
+    let data = pattern(8 << 20, 3);
+    src2.write_at(0, &data).unwrap();
+    patient
+        .write(src2.addr(), peer2, dst.addr(), 8 << 20)
+        .await
+        .unwrap();
+    assert!(
+        read_back(&dst, 0, 8 << 20) == data,
+        "sliced under the bound, not refused"
+    );
+    assert_eq!(a.status(batch).unwrap_err().code(), -3502);
+}
