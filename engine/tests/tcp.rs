@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use yuebing_engine::{
-    EngineBuffer, EngineConfig, Error, TaskState, TcpConfig, TransferEngine, TransferRequest,
+    EngineBuffer, EngineConfig, Error, TcpConfig, TransferEngine, TransferRequest,
 };
 
 async fn start(config: EngineConfig) -> TransferEngine {
