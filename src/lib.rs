@@ -5,9 +5,11 @@
 //!
 //! # Layout
 //! - [`rpc`]: the control plane (`yuebing-rpc`).
+//! - [`engine`]: the Transfer Engine (`yuebing-engine`).
 //! - [`bench`]: the benchmark programs behind `yuebing bench …`.
 //! - [`config`]: settings from flags, `YUEBING_*` variables and a TOML file.
 
+pub use yuebing_engine as engine;
 pub use yuebing_rpc as rpc;
 
 pub mod bench;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use yuebing::bench::{report, rpc};
+use yuebing::bench::{report, rpc, transfer};
 use yuebing::config::{ConfigError, ConfigFile};
 
 /// yuebing: move and cache large byte objects between processes and machines.
@@ -26,12 +26,55 @@ enum Command {
     /// Benchmark programs that print a table (and `--json`).
     #[command(subcommand)]
     Bench(Bench),
+    /// The target process of `bench transfer` (started by the bench itself).
+    #[command(hide = true)]
+    BenchTarget {
+        /// Control service address.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        bind: String,
+        /// Bytes of pre-faulted buffer to serve.
+        #[arg(long)]
+        len: usize,
+    },
 }
 
 #[derive(Subcommand, Debug)]
 enum Bench {
     /// The control plane: yuebing-rpc against stock tarpc and a raw TCP echo.
     Rpc(BenchRpcArgs),
+    /// The Transfer Engine between two processes against memcpy and raw loopback TCP.
+    Transfer(BenchTransferArgs),
+}
+
+#[derive(Args, Debug)]
+struct BenchTransferArgs {
+    /// write or read [default: write; config: bench.op].
+    #[arg(long, env = "YUEBING_BENCH_OP")]
+    op: Option<String>,
+    /// Block sizes, comma-separated [default: 4K,64K,1M,16M; config: bench.blocks].
+    #[arg(long, env = "YUEBING_BENCH_BLOCKS")]
+    blocks: Option<String>,
+    /// Requests per batch, comma-separated [default: 1,32; config: bench.batches].
+    #[arg(long, env = "YUEBING_BENCH_BATCHES")]
+    batches: Option<String>,
+    /// Concurrent initiating tasks [default: 1; config: bench.threads].
+    #[arg(long, env = "YUEBING_BENCH_THREADS")]
+    threads: Option<usize>,
+    /// Force a transport: local, tcp [default: the engine's choice].
+    #[arg(long, env = "YUEBING_BENCH_TRANSPORT")]
+    transport: Option<String>,
+    /// Repetitions [default: 3; config: bench.repeat].
+    #[arg(long, env = "YUEBING_BENCH_REPEAT")]
+    repeat: Option<u32>,
+    /// Measured milliseconds per measurement [default: 1000; config: bench.duration_ms].
+    #[arg(long, env = "YUEBING_BENCH_DURATION_MS")]
+    duration_ms: Option<u64>,
+    /// Warm-up milliseconds before each [default: 200; config: bench.warmup_ms].
+    #[arg(long, env = "YUEBING_BENCH_WARMUP_MS")]
+    warmup_ms: Option<u64>,
+    /// Also write the results as JSON to this file.
+    #[arg(long, env = "YUEBING_BENCH_JSON")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -60,6 +103,8 @@ enum CliError {
     Config(#[from] ConfigError),
     #[error("{0}")]
     Bench(String),
+    #[error("{0}")]
+    Usage(String),
     #[error("cannot write {path}: {reason}")]
     Output { path: String, reason: String },
 }
@@ -69,13 +114,14 @@ impl CliError {
         match self {
             CliError::Config(_) => "ConfigError",
             CliError::Bench(_) => "BenchFailed",
+            CliError::Usage(_) => "UsageError",
             CliError::Output { .. } => "OutputError",
         }
     }
 
     fn exit_code(&self) -> u8 {
         match self {
-            CliError::Config(_) => 2,
+            CliError::Config(_) | CliError::Usage(_) => 2,
             _ => 1,
         }
     }
@@ -118,8 +164,82 @@ async fn bench_rpc(file: &ConfigFile, args: BenchRpcArgs) -> Result<(), CliError
         cfg.repeat, cfg.duration
     );
     print!("{}", report::table(&rows));
-    if let Some(path) = args.json {
-        report::write_json(&path, "rpc", &rows).map_err(|e| CliError::Output {
+    write_json(args.json, "rpc", &rows)
+}
+
+fn list<T>(text: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, CliError> {
+    text.split(',')
+        .map(|p| parse(p.trim()))
+        .collect::<Result<Vec<T>, String>>()
+        .map_err(CliError::Usage)
+}
+
+async fn bench_transfer(file: &ConfigFile, args: BenchTransferArgs) -> Result<(), CliError> {
+    use yuebing::engine::{Opcode, TransportKind};
+    let op = match file
+        .resolve("bench", "op", args.op, "write".to_string())?
+        .as_str()
+    {
+        "write" => Opcode::Write,
+        "read" => Opcode::Read,
+        other => {
+            return Err(CliError::Usage(format!(
+                "--op {other:?}: expected write or read"
+            )))
+        }
+    };
+    let transport = match args.transport.as_deref() {
+        None => None,
+        Some("tcp") => Some(TransportKind::Tcp),
+        Some("local") => Some(TransportKind::Local),
+        Some(other) => {
+            return Err(CliError::Usage(format!(
+                "--transport {other:?}: expected tcp or local"
+            )))
+        }
+    };
+    let blocks = file.resolve("bench", "blocks", args.blocks, "4K,64K,1M,16M".to_string())?;
+    let batches = file.resolve("bench", "batches", args.batches, "1,32".to_string())?;
+    let cfg = transfer::TransferBenchConfig {
+        op,
+        blocks: list(&blocks, transfer::parse_size)?,
+        batches: list(&batches, |b| {
+            b.parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or(format!("bad batch {b:?}"))
+        })?,
+        threads: file.resolve("bench", "threads", args.threads, 1)?.max(1),
+        duration: Duration::from_millis(file.resolve(
+            "bench",
+            "duration_ms",
+            args.duration_ms,
+            1000,
+        )?),
+        warmup: Duration::from_millis(file.resolve("bench", "warmup_ms", args.warmup_ms, 200)?),
+        repeat: file.resolve("bench", "repeat", args.repeat, 3)?.max(1),
+        transport,
+    };
+    let total = u64::from(cfg.repeat) * (cfg.blocks.len() * cfg.batches.len() * 2) as u64;
+    let bar = progress(total);
+    let rows = transfer::run(&cfg, |what| {
+        bar.set_message(what.to_string());
+        bar.inc(1);
+    })
+    .await
+    .map_err(CliError::Bench)?;
+    bar.finish_and_clear();
+    println!(
+        "bench transfer: {} repetitions x {:?}; {} thread(s); medians, spread = max - min; CPU = initiator + target",
+        cfg.repeat, cfg.duration, cfg.threads
+    );
+    print!("{}", report::table(&rows));
+    write_json(args.json, "transfer", &rows)
+}
+
+fn write_json(path: Option<PathBuf>, bench: &str, rows: &[report::Row]) -> Result<(), CliError> {
+    if let Some(path) = path {
+        report::write_json(&path, bench, rows).map_err(|e| CliError::Output {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;
@@ -148,6 +268,10 @@ fn main() -> ExitCode {
         let file = ConfigFile::load(cli.config.as_deref())?;
         match cli.command {
             Command::Bench(Bench::Rpc(args)) => bench_rpc(&file, args).await,
+            Command::Bench(Bench::Transfer(args)) => bench_transfer(&file, args).await,
+            Command::BenchTarget { bind, len } => transfer::target::run(bind, len)
+                .await
+                .map_err(CliError::Bench),
         }
     });
     match result {

@@ -199,7 +199,15 @@ async fn reader(
                 Some(p) => p,
                 None => break,
             },
-            _ = rd.peek(&mut probe) => break,
+            peeked = rd.peek(&mut probe) => match peeked {
+                // A response raced past the check of the queue above; its entry is queued
+                // (entries are queued before their request is written).
+                Ok(n) if n > 0 => match pending.try_recv() {
+                    Ok(p) => p,
+                    Err(_) => break, // bytes nobody asked for: not a yuebing target
+                },
+                _ => break, // end of stream or error: the peer went away
+            },
         };
         let r = async {
             rd.read_exact(&mut header)

@@ -1,0 +1,121 @@
+//! The machine's limits, measured like for like in the same run: single-thread memcpy, a raw
+//! loopback TCP stream, and a raw loopback ping-pong (a block out, an 8-byte ack back).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use super::cpu::cpu_seconds;
+
+/// GB/s and CPU seconds per GB of one baseline measurement.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Measured {
+    /// Gigabytes (1e9) per second.
+    pub(super) gbps: f64,
+    /// CPU seconds (this process) per gigabyte moved.
+    pub(super) cpu_s_per_gb: f64,
+}
+
+fn measured(bytes: u64, elapsed: Duration, cpu: f64) -> Measured {
+    let gb = bytes as f64 / 1e9;
+    Measured {
+        gbps: gb / elapsed.as_secs_f64(),
+        cpu_s_per_gb: cpu / gb.max(1e-12),
+    }
+}
+
+/// Copies `block`-sized chunks between two pre-faulted regions of `region` bytes, one thread.
+pub(super) fn memcpy(block: usize, region: usize, duration: Duration) -> Measured {
+    let src = vec![0x5Au8; region.max(block)];
+    // Filled, not zeroed, so that every page is faulted in before the clock starts.
+    let mut dst = vec![0xA5u8; region.max(block)];
+    let chunks = (region / block).max(1);
+    let (t0, c0) = (Instant::now(), cpu_seconds(None).unwrap_or(0.0));
+    let mut bytes = 0u64;
+    let mut i = 0;
+    while t0.elapsed() < duration {
+        let off = (i % chunks) * block;
+        dst[off..off + block].copy_from_slice(&src[off..off + block]);
+        bytes += block as u64;
+        i += 1;
+    }
+    std::hint::black_box(&dst);
+    measured(bytes, t0.elapsed(), cpu_seconds(None).unwrap_or(0.0) - c0)
+}
+
+fn pair() -> std::io::Result<(TcpStream, TcpStream)> {
+    let l = TcpListener::bind("127.0.0.1:0")?;
+    let a = TcpStream::connect(l.local_addr()?)?;
+    let (b, _) = l.accept()?;
+    a.set_nodelay(true)?;
+    b.set_nodelay(true)?;
+    Ok((a, b))
+}
+
+/// One thread writes `block`-sized chunks as fast as it can, another reads them.
+pub(super) fn tcp_stream(block: usize, duration: Duration) -> std::io::Result<Measured> {
+    let (mut tx, mut rx) = pair()?;
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; block.max(1 << 16)];
+        let mut total = 0u64;
+        while let Ok(n) = rx.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+        }
+        total
+    });
+    let data = vec![0xA5u8; block];
+    let (t0, c0) = (Instant::now(), cpu_seconds(None).unwrap_or(0.0));
+    while t0.elapsed() < duration {
+        tx.write_all(&data)?;
+    }
+    drop(tx);
+    let bytes = reader.join().unwrap_or(0);
+    Ok(measured(
+        bytes,
+        t0.elapsed(),
+        cpu_seconds(None).unwrap_or(0.0) - c0,
+    ))
+}
+
+/// A block out, an 8-byte ack back, one at a time: the ceiling of a write that waits for its
+/// acknowledgement.
+pub(super) fn tcp_ping_pong(block: usize, duration: Duration) -> std::io::Result<Measured> {
+    let (mut tx, mut rx) = pair()?;
+    let echo = std::thread::spawn(move || {
+        let mut buf = vec![0u8; block];
+        while rx.read_exact(&mut buf).is_ok() {
+            if rx.write_all(&[0u8; 8]).is_err() {
+                break;
+            }
+        }
+    });
+    let data = vec![0xA5u8; block];
+    let mut ack = [0u8; 8];
+    let (t0, c0) = (Instant::now(), cpu_seconds(None).unwrap_or(0.0));
+    let mut bytes = 0u64;
+    while t0.elapsed() < duration {
+        tx.write_all(&data)?;
+        tx.read_exact(&mut ack)?;
+        bytes += block as u64;
+    }
+    let m = measured(bytes, t0.elapsed(), cpu_seconds(None).unwrap_or(0.0) - c0);
+    drop(tx);
+    let _ = echo.join();
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn baselines_move_bytes() {
+        let d = Duration::from_millis(30);
+        assert!(memcpy(4096, 1 << 20, d).gbps > 0.0);
+        assert!(tcp_stream(65536, d).unwrap().gbps > 0.0);
+        assert!(tcp_ping_pong(4096, d).unwrap().gbps > 0.0);
+    }
+}

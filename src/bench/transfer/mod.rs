@@ -1,0 +1,333 @@
+//! `yuebing bench transfer`: the Transfer Engine between two processes, the analogue of
+//! Mooncake's `transfer_engine_bench`, against the machine's limits measured in the same run.
+//!
+//! A target process (`yuebing bench-target`, started and killed by the bench) holds one
+//! pre-faulted buffer; this process initiates batches of `--batch` requests of `--block` bytes
+//! from `--threads` tasks. Per case it reports GB/s, batch latency p50/p99 and CPU seconds per
+//! GB (initiator + target), and, interleaved, single-thread memcpy, a raw loopback TCP stream
+//! (with its CPU seconds per GB) and a raw ping-pong (block out, 8-byte ack back).
+
+mod baseline;
+pub mod cpu;
+pub mod target;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use yuebing_engine::{
+    EngineConfig, Opcode, SegmentHandle, TransferEngine, TransferRequest, TransportKind,
+};
+
+use self::baseline::Measured;
+use self::cpu::cpu_seconds;
+use self::target::Announce;
+use super::harness::{closed_loop, median_spread};
+use super::report::Row;
+
+/// Settings of one run.
+#[derive(Debug, Clone)]
+pub struct TransferBenchConfig {
+    /// Read or write.
+    pub op: Opcode,
+    /// Block sizes in bytes.
+    pub blocks: Vec<usize>,
+    /// Requests per batch.
+    pub batches: Vec<usize>,
+    /// Concurrent initiating tasks.
+    pub threads: usize,
+    /// Measured time per measurement.
+    pub duration: Duration,
+    /// Unmeasured warm-up before each.
+    pub warmup: Duration,
+    /// Repetitions.
+    pub repeat: u32,
+    /// Forced transport (default: what the engine selects, tcp between processes).
+    pub transport: Option<TransportKind>,
+}
+
+/// Parses `4K`, `64KiB`, `1M`, `16MiB`, `512` into bytes.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim().to_ascii_uppercase();
+    let t = t.trim_end_matches("IB").trim_end_matches('B');
+    let (num, mult) = match t.chars().last() {
+        Some('K') => (&t[..t.len() - 1], 1usize << 10),
+        Some('M') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    let n: usize = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
+    n.checked_mul(mult)
+        .filter(|&v| v > 0)
+        .ok_or_else(|| format!("size out of range: {s:?}"))
+}
+
+fn size_label(n: usize) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{}MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{}KiB", n >> 10),
+        n => format!("{n}B"),
+    }
+}
+
+/// The target child process; killed and reaped when dropped.
+struct TargetProcess {
+    child: Child,
+    announce: Announce,
+}
+
+impl TargetProcess {
+    fn spawn(len: usize) -> Result<TargetProcess, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut child = Command::new(exe)
+            .args([
+                "bench-target",
+                "--bind",
+                "127.0.0.1:0",
+                "--len",
+                &len.to_string(),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot start the target process: {e}"))?;
+        let stdout = child.stdout.take().ok_or("target has no stdout")?;
+        let mut line = String::new();
+        let read = BufReader::new(stdout).read_line(&mut line);
+        let announce = match read {
+            Ok(n) if n > 0 => {
+                serde_json::from_str(&line).map_err(|e| format!("target said {line:?}: {e}"))
+            }
+            _ => Err("the target process exited before announcing itself".to_string()),
+        };
+        match announce {
+            Ok(announce) => Ok(TargetProcess { child, announce }),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for TargetProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Sample {
+    gbps: f64,
+    p50_us: f64,
+    p99_us: f64,
+    cpu_s_per_gb: f64,
+}
+
+struct Initiator {
+    engine: TransferEngine,
+    local: u64,
+    peer: SegmentHandle,
+    remote: u64,
+}
+
+async fn measure_engine(
+    init: &Arc<Initiator>,
+    cfg: &TransferBenchConfig,
+    target_pid: u32,
+    block: usize,
+    batch: usize,
+) -> Result<Sample, String> {
+    let op = cfg.op;
+    let one = {
+        let init = init.clone();
+        move |w: usize| {
+            let init = init.clone();
+            async move {
+                let e = &init.engine;
+                let id = e.allocate_batch(batch).map_err(|e| e.to_string())?;
+                let base = (w * batch * block) as u64;
+                let reqs: Vec<TransferRequest> = (0..batch as u64)
+                    .map(|i| {
+                        let off = base + i * block as u64;
+                        let mut r = TransferRequest::write(
+                            init.local + off,
+                            init.peer,
+                            init.remote + off,
+                            block as u64,
+                        );
+                        r.opcode = op;
+                        r
+                    })
+                    .collect();
+                e.submit(id, &reqs).map_err(|e| e.to_string())?;
+                let status = e.wait(id).await.map_err(|e| e.to_string())?;
+                e.free_batch(id).map_err(|e| e.to_string())?;
+                if status.completed != batch {
+                    return Err(format!(
+                        "batch ended {:?}: {:?}",
+                        status.state, status.error
+                    ));
+                }
+                Ok::<(), String>(())
+            }
+        }
+    };
+    closed_loop(cfg.threads, Duration::ZERO, cfg.warmup, one.clone()).await?;
+    let (c0, t0) = (
+        cpu_seconds(None).unwrap_or(0.0),
+        cpu_seconds(Some(target_pid)).unwrap_or(0.0),
+    );
+    let s = closed_loop(cfg.threads, Duration::ZERO, cfg.duration, one).await?;
+    let cpu =
+        cpu_seconds(None).unwrap_or(0.0) - c0 + cpu_seconds(Some(target_pid)).unwrap_or(0.0) - t0;
+    let bytes = s.ops as f64 * (batch * block) as f64;
+    Ok(Sample {
+        gbps: bytes / 1e9 / s.elapsed.as_secs_f64(),
+        p50_us: s.p50_us,
+        p99_us: s.p99_us,
+        cpu_s_per_gb: cpu / (bytes / 1e9).max(1e-12),
+    })
+}
+
+const ENGINE: &str = "yuebing-engine";
+const MEMCPY: &str = "memcpy-1thread";
+const STREAM: &str = "raw-tcp-stream";
+const PING: &str = "raw-tcp-pingpong";
+
+/// Runs the benchmark; `tick` is called after each measurement.
+pub async fn run(
+    cfg: &TransferBenchConfig,
+    mut tick: impl FnMut(&str),
+) -> Result<Vec<Row>, String> {
+    let max_block = cfg.blocks.iter().copied().max().ok_or("no block size")?;
+    let max_batch = cfg.batches.iter().copied().max().ok_or("no batch size")?;
+    let region = max_block * max_batch * cfg.threads.max(1);
+    let target = TargetProcess::spawn(region)?;
+    let engine = TransferEngine::start(EngineConfig {
+        transport: cfg.transport,
+        ..EngineConfig::default()
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    let local = engine.allocate(region, true).map_err(|e| e.to_string())?;
+    let peer = engine
+        .open_segment(&target.announce.name)
+        .await
+        .map_err(|e| e.to_string())?;
+    let init = Arc::new(Initiator {
+        local: local.addr(),
+        peer,
+        remote: target.announce.addr,
+        engine,
+    });
+    let mut engine_samples: HashMap<(usize, usize), Vec<Sample>> = HashMap::new();
+    let mut base: HashMap<(&str, usize, usize), Vec<Measured>> = HashMap::new();
+    for _ in 0..cfg.repeat {
+        for &block in &cfg.blocks {
+            for &batch in &cfg.batches {
+                let label = format!("{} {} batch={batch}", op_name(cfg.op), size_label(block));
+                let s = measure_engine(&init, cfg, target.announce.pid, block, batch).await?;
+                engine_samples.entry((block, batch)).or_default().push(s);
+                tick(&format!("{label} / {ENGINE}"));
+                let d = cfg.duration;
+                let m =
+                    tokio::task::spawn_blocking(move || baseline::memcpy(block, block * batch, d))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                base.entry((MEMCPY, block, batch)).or_default().push(m);
+                let (name, m) = if batch == 1 {
+                    (
+                        PING,
+                        tokio::task::spawn_blocking(move || baseline::tcp_ping_pong(block, d))
+                            .await,
+                    )
+                } else {
+                    (
+                        STREAM,
+                        tokio::task::spawn_blocking(move || baseline::tcp_stream(block, d)).await,
+                    )
+                };
+                let m = m.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
+                base.entry((name, block, batch)).or_default().push(m);
+                tick(&format!("{label} / baselines"));
+            }
+        }
+    }
+    drop(local);
+    drop(target);
+    Ok(rows(cfg, &engine_samples, &base))
+}
+
+fn op_name(op: Opcode) -> &'static str {
+    match op {
+        Opcode::Read => "read",
+        Opcode::Write => "write",
+    }
+}
+
+fn rows(
+    cfg: &TransferBenchConfig,
+    engine: &HashMap<(usize, usize), Vec<Sample>>,
+    base: &HashMap<(&str, usize, usize), Vec<Measured>>,
+) -> Vec<Row> {
+    let mut out = Vec::new();
+    for &block in &cfg.blocks {
+        for &batch in &cfg.batches {
+            let case = format!("{} {} batch={batch}", op_name(cfg.op), size_label(block));
+            let samples = &engine[&(block, batch)];
+            let stat = |f: &dyn Fn(&Sample) -> f64| {
+                median_spread(&samples.iter().map(f).collect::<Vec<_>>())
+            };
+            let bstat = |name: &str, f: &dyn Fn(&Measured) -> f64| {
+                base.get(&(name, block, batch))
+                    .map(|v| median_spread(&v.iter().map(f).collect::<Vec<_>>()))
+            };
+            let ceiling = if batch == 1 { PING } else { STREAM };
+            let gbps = Row::new(&case, ENGINE, "GB/s", stat(&|s| s.gbps));
+            match bstat(ceiling, &|m| m.gbps) {
+                Some(c) => out.push(gbps.against(ceiling, c.0)),
+                None => out.push(gbps),
+            }
+            out.push(Row::new(&case, ENGINE, "p50_us", stat(&|s| s.p50_us)));
+            out.push(Row::new(&case, ENGINE, "p99_us", stat(&|s| s.p99_us)));
+            let cpu = Row::new(&case, ENGINE, "cpu_s_per_GB", stat(&|s| s.cpu_s_per_gb));
+            match bstat(STREAM, &|m| m.cpu_s_per_gb) {
+                Some(c) => out.push(cpu.against(STREAM, c.0)),
+                None => out.push(cpu),
+            }
+            if let Some(m) = bstat(MEMCPY, &|m| m.gbps) {
+                out.push(Row::new(&case, MEMCPY, "GB/s", m));
+            }
+            if let Some(m) = bstat(ceiling, &|m| m.gbps) {
+                out.push(Row::new(&case, ceiling, "GB/s", m));
+            }
+            if let Some(m) = bstat(STREAM, &|m| m.cpu_s_per_gb) {
+                out.push(Row::new(&case, STREAM, "cpu_s_per_GB", m));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_and_print() {
+        assert_eq!(parse_size("4K").unwrap(), 4096);
+        assert_eq!(parse_size("64KiB").unwrap(), 65536);
+        assert_eq!(parse_size("1m").unwrap(), 1 << 20);
+        assert_eq!(parse_size("512").unwrap(), 512);
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("x").is_err());
+        assert_eq!(size_label(1 << 20), "1MiB");
+        assert_eq!(size_label(4096), "4KiB");
+        assert_eq!(size_label(100), "100B");
+    }
+}
