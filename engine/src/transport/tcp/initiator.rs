@@ -4,15 +4,15 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, RESPONSE_LEN};
-use super::{write_all_vectored, TcpConfig};
+use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, REQUEST_LEN, RESPONSE_LEN};
+use super::{write_all_vectored, TcpConfig, IO_BUFFER};
 use crate::error::Error;
 use crate::request::Opcode;
 
@@ -140,42 +140,62 @@ async fn open(endpoint: &str, cfg: &TcpConfig, handle: &Handle) -> Result<Conn, 
     Ok(Conn { tx, dead })
 }
 
+/// Most slices gathered into one `writev`.
+const GATHER: usize = 32;
+
 async fn writer(
     mut wr: OwnedWriteHalf,
     mut slices: mpsc::UnboundedReceiver<Slice>,
     pending: mpsc::UnboundedSender<Pending>,
     dead: CancellationToken,
 ) {
-    while let Some(Slice {
-        header,
-        local,
-        done,
-    }) = tokio::select! {
+    let mut batch: Vec<(RequestHeader, u64)> = Vec::with_capacity(GATHER);
+    while let Some(first) = tokio::select! {
         _ = dead.cancelled() => None,
         s = slices.recv() => s,
     } {
-        let p = Pending {
-            opcode: header.opcode,
-            req_id: header.req_id,
+        // Gather what is already queued, so that small slices share one syscall.
+        batch.clear();
+        let mut next = Some(first);
+        while let Some(Slice {
+            header,
             local,
-            len: header.len,
             done,
-        };
-        if pending.send(p).is_err() {
-            break;
-        }
-        let h = header.encode();
-        let r = match header.opcode {
-            Opcode::Write => {
-                // SAFETY: the engine checked that the local range is registered; registration's
-                // contract keeps it valid. The slice lives only while the socket reads it.
-                let src =
-                    unsafe { std::slice::from_raw_parts(local as *const u8, header.len as usize) };
-                write_all_vectored(&mut wr, &[&h, src]).await
+        }) = next
+        {
+            let entry = Pending {
+                opcode: header.opcode,
+                req_id: header.req_id,
+                local,
+                len: header.len,
+                done,
+            };
+            // Queued before the request is written: its response can never arrive first.
+            if pending.send(entry).is_err() {
+                dead.cancel();
+                return;
             }
-            Opcode::Read => wr.write_all(&h).await,
-        };
-        if r.is_err() {
+            batch.push((header, local));
+            next = if batch.len() < GATHER {
+                slices.try_recv().ok()
+            } else {
+                None
+            };
+        }
+        let headers: Vec<[u8; REQUEST_LEN]> = batch.iter().map(|(h, _)| h.encode()).collect();
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(batch.len() * 2);
+        for ((h, local), encoded) in batch.iter().zip(&headers) {
+            parts.push(encoded);
+            if h.opcode == Opcode::Write {
+                // SAFETY: the engine checked that the local range is registered;
+                // registration's contract keeps it valid. The slice lives only while the
+                // socket reads it.
+                parts.push(unsafe {
+                    std::slice::from_raw_parts(*local as *const u8, h.len as usize)
+                });
+            }
+        }
+        if write_all_vectored(&mut wr, &parts).await.is_err() {
             break;
         }
     }
@@ -183,25 +203,32 @@ async fn writer(
 }
 
 async fn reader(
-    mut rd: OwnedReadHalf,
+    rd: OwnedReadHalf,
     mut pending: mpsc::UnboundedReceiver<Pending>,
     dead: CancellationToken,
 ) {
+    let mut rd = BufReader::with_capacity(IO_BUFFER, rd);
     let mut header = [0u8; RESPONSE_LEN];
     let mut probe = [0u8; 1];
     loop {
         // While idle, watch the socket too, so that a peer that went away is noticed before
         // the next slice is sent to it. A pending entry is queued before its request is written,
         // so any response finds its entry first (`biased`).
+        let idle_watch = async {
+            if rd.buffer().is_empty() {
+                rd.get_mut().peek(&mut probe).await
+            } else {
+                Ok(rd.buffer().len())
+            }
+        };
         let p = tokio::select! {
             biased;
             p = pending.recv() => match p {
                 Some(p) => p,
                 None => break,
             },
-            peeked = rd.peek(&mut probe) => match peeked {
-                // A response raced past the check of the queue above; its entry is queued
-                // (entries are queued before their request is written).
+            peeked = idle_watch => match peeked {
+                // A response raced past the check of the queue above; its entry is queued.
                 Ok(n) if n > 0 => match pending.try_recv() {
                     Ok(p) => p,
                     Err(_) => break, // bytes nobody asked for: not a yuebing target

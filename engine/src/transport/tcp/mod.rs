@@ -33,12 +33,19 @@ use crate::memory::MemoryRegistry;
 use crate::request::TransportKind;
 use crate::segment::SegmentDescriptor;
 
+/// Size of the buffers that gather small requests and acks into one syscall.
+pub(crate) const IO_BUFFER: usize = 256 << 10;
+
+/// Smallest slice a task is cut into for spreading over connections.
+const MIN_SLICE: u64 = 256 << 10;
+
 /// Settings of the tcp transport.
 #[derive(Debug, Clone)]
 pub struct TcpConfig {
     /// Data connections per peer.
     pub connections: usize,
-    /// Largest slice of a task on the wire.
+    /// Largest slice of a task on the wire. A task is cut into at most `connections` slices of
+    /// at least 256 KiB each, up to this size.
     pub slice_size: u64,
     /// Bytes in flight to one peer at most.
     pub max_in_flight_bytes: u64,
@@ -63,7 +70,9 @@ impl Default for TcpConfig {
 struct Inner {
     config: TcpConfig,
     endpoint: String,
-    peers: tokio::sync::Mutex<HashMap<String, Arc<Peer>>>,
+    peers: std::sync::Mutex<HashMap<String, Arc<Peer>>>,
+    /// Held while connecting, so that one connect to a peer runs at a time.
+    connecting: tokio::sync::Mutex<()>,
     next_req: AtomicU64,
     handle: Handle,
 }
@@ -118,7 +127,8 @@ impl TcpTransport {
             inner: Arc::new(Inner {
                 config,
                 endpoint,
-                peers: tokio::sync::Mutex::new(HashMap::new()),
+                peers: std::sync::Mutex::new(HashMap::new()),
+                connecting: tokio::sync::Mutex::new(()),
                 next_req: AtomicU64::new(1),
                 handle,
             }),
@@ -145,13 +155,36 @@ impl Inner {
     /// The live connections to `endpoint`, opened now if there are none (one connect at a
     /// time).
     async fn peer(&self, endpoint: &str) -> Result<Arc<Peer>, Error> {
-        let mut peers = self.peers.lock().await;
-        if let Some(p) = peers.get(endpoint).filter(|p| p.is_alive()) {
-            return Ok(p.clone());
+        if let Some(p) = self.live_peer(endpoint) {
+            return Ok(p);
+        }
+        let _connecting = self.connecting.lock().await;
+        if let Some(p) = self.live_peer(endpoint) {
+            return Ok(p);
         }
         let p = Arc::new(Peer::connect(endpoint, &self.config, &self.handle).await?);
-        peers.insert(endpoint.to_string(), p.clone());
+        self.lock_peers().insert(endpoint.to_string(), p.clone());
         Ok(p)
+    }
+
+    /// The slice size for a task of `len` bytes: big enough to amortize headers, small enough
+    /// that one task alone keeps every connection busy (between [`MIN_SLICE`] and the
+    /// configured maximum).
+    fn slice_for(&self, len: u64) -> u64 {
+        let max = self.config.slice_size.max(1);
+        let spread = len.div_ceil(self.config.connections.max(1) as u64);
+        spread.clamp(MIN_SLICE.min(max), max)
+    }
+
+    fn lock_peers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Peer>>> {
+        self.peers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn live_peer(&self, endpoint: &str) -> Option<Arc<Peer>> {
+        self.lock_peers()
+            .get(endpoint)
+            .filter(|p| p.is_alive())
+            .cloned()
     }
 }
 
@@ -170,9 +203,7 @@ impl Transport for TcpTransport {
 
     fn forget(&self, segment: &SegmentDescriptor) {
         if let Some(ep) = endpoint_of(segment) {
-            if let Ok(mut peers) = self.inner.peers.try_lock() {
-                peers.remove(&ep);
-            }
+            self.inner.lock_peers().remove(&ep);
         }
     }
 
@@ -186,7 +217,7 @@ impl Transport for TcpTransport {
                 ))
             })?;
             let peer = inner.peer(&endpoint).await?;
-            let slice = inner.config.slice_size.max(1);
+            let slice = inner.slice_for(job.len);
             let slices = (0..job.len).step_by(slice as usize).map(|off| {
                 let header = RequestHeader {
                     opcode: job.opcode,

@@ -4,13 +4,13 @@
 use std::io;
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, REQUEST_LEN};
-use super::write_all_vectored;
+use super::IO_BUFFER;
 use crate::error::Error;
 use crate::memory::MemoryRegistry;
 use crate::request::Opcode;
@@ -76,9 +76,18 @@ async fn serve(mut s: TcpStream, target: &Target) -> io::Result<()> {
         tracing::warn!("refused a tcp data connection: bad magic or token");
         return Ok(());
     }
+    let (rd, wr) = s.split();
+    // Buffered both ways: small requests arrive many per read and their acks leave many per
+    // write; payloads larger than the buffer bypass it and land straight in registered memory.
+    let mut rd = BufReader::with_capacity(IO_BUFFER, rd);
+    let mut wr = BufWriter::with_capacity(IO_BUFFER, wr);
     let mut header = [0u8; REQUEST_LEN];
     loop {
-        match s.read_exact(&mut header).await {
+        if rd.buffer().len() < REQUEST_LEN {
+            // About to wait for the next request: send the acks gathered so far.
+            wr.flush().await?;
+        }
+        match rd.read_exact(&mut header).await {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
             Err(e) => return Err(e),
@@ -99,10 +108,13 @@ async fn serve(mut s: TcpStream, target: &Target) -> io::Result<()> {
         } else {
             target.memory.check_access(req.addr, req.len)
         };
-        let reply = |status: i32| ResponseHeader {
-            status,
-            req_id: req.req_id,
-            extra: target.instance,
+        let reply = |status: i32| {
+            ResponseHeader {
+                status,
+                req_id: req.req_id,
+                extra: target.instance,
+            }
+            .encode()
         };
         match (req.opcode, checked) {
             (Opcode::Write, Ok(_)) => {
@@ -112,22 +124,23 @@ async fn serve(mut s: TcpStream, target: &Target) -> io::Result<()> {
                 let dst = unsafe {
                     std::slice::from_raw_parts_mut(req.addr as *mut u8, req.len as usize)
                 };
-                s.read_exact(dst).await?;
-                // The ack leaves only after every byte landed in the destination.
-                s.write_all(&reply(0).encode()).await?;
+                rd.read_exact(dst).await?;
+                // The ack is queued only after every byte landed in the destination.
+                wr.write_all(&reply(0)).await?;
             }
             (Opcode::Write, Err(e)) => {
-                tokio::io::copy(&mut (&mut s).take(req.len), &mut tokio::io::sink()).await?;
-                s.write_all(&reply(e.code()).encode()).await?;
+                tokio::io::copy(&mut (&mut rd).take(req.len), &mut tokio::io::sink()).await?;
+                wr.write_all(&reply(e.code())).await?;
             }
             (Opcode::Read, Ok(_)) => {
                 // SAFETY: as for writes; the memory is only read while the socket sends it.
                 let src =
                     unsafe { std::slice::from_raw_parts(req.addr as *const u8, req.len as usize) };
-                write_all_vectored(&mut s, &[&reply(0).encode(), src]).await?;
+                wr.write_all(&reply(0)).await?;
+                wr.write_all(src).await?;
             }
             (Opcode::Read, Err(e)) => {
-                s.write_all(&reply(e.code()).encode()).await?;
+                wr.write_all(&reply(e.code())).await?;
             }
         }
     }
