@@ -39,5 +39,5 @@ pub use memory::{EngineBuffer, MemoryRegistry, RangeSpec, Region, RegionTable, R
 pub use metadata::{MetadataStore, P2pMetadata};
 pub use request::{Opcode, SegmentHandle, TransferRequest, TransportKind};
 pub use segment::{BufferDesc, SegmentDescriptor};
-pub use transfer_engine::{EngineConfig, TransferEngine};
+pub use transfer_engine::{EngineConfig, Notification, TransferEngine, MAX_NOTIFY_MESSAGE};
 pub use transport::{Job, TcpConfig, Transport};

@@ -44,14 +44,26 @@ impl P2pMetadata {
     /// # Panics
     /// Outside a tokio runtime.
     pub fn new(token: Option<String>) -> Self {
+        Self::with_registry(Self::registry(token, tokio::runtime::Handle::current()))
+    }
+
+    /// Looks peers up through `pools` (shared with the engine's other control calls).
+    pub fn with_registry(pools: PoolRegistry<EngineControlClient>) -> Self {
+        P2pMetadata { pools }
+    }
+
+    /// Pools of control-service clients on `handle`, presenting `token`; `descriptor` is
+    /// declared idempotent, `notify` is not.
+    pub fn registry(
+        token: Option<String>,
+        handle: tokio::runtime::Handle,
+    ) -> PoolRegistry<EngineControlClient> {
         let config = PoolConfig {
             token,
             max_connections: 1,
             ..PoolConfig::new(SERVICE).idempotent(["descriptor"])
         };
-        P2pMetadata {
-            pools: PoolRegistry::new(config, Duration::from_secs(60)),
-        }
+        PoolRegistry::new_on(config, Duration::from_secs(60), handle)
     }
 }
 

@@ -1,10 +1,12 @@
-//! The engine's control service on yuebing-rpc (what peers ask it besides data).
+//! The engine's control service on yuebing-rpc: what peers ask an engine besides data.
 
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use tarpc::context::Context;
 
+use crate::error::Error;
 use crate::segment::SegmentDescriptor;
+use crate::transfer_engine::Notification;
 
 /// The service name in the rpc preamble.
 pub const SERVICE: &str = "engine";
@@ -14,26 +16,51 @@ pub const SERVICE: &str = "engine";
 pub trait EngineControl {
     /// This engine's current segment descriptor, as JSON.
     async fn descriptor() -> Vec<u8>;
+    /// Delivers a notification from segment `from`; returns 0 or an engine error code
+    /// (−3506 when the receiver's queue is full).
+    async fn notify(from: String, message: Vec<u8>) -> i32;
 }
 
 yuebing_rpc::client!(EngineControlClient: EngineControlRequest => EngineControlResponse);
 
-/// Produces the engine's current descriptor.
-pub(crate) type DescriptorSource = dyn Fn() -> Option<SegmentDescriptor> + Send + Sync;
+/// What the control service asks of the engine it serves.
+pub(crate) trait ControlHandler: Send + Sync {
+    /// The engine's current descriptor.
+    fn descriptor(&self) -> SegmentDescriptor;
+    /// Queues a received notification.
+    fn notify(&self, notification: Notification) -> Result<(), Error>;
+}
 
-/// The server side of [`EngineControl`].
+/// The server side of [`EngineControl`]. It holds the engine weakly (the engine owns the
+/// server), set once the engine exists.
 #[derive(Clone)]
 pub(crate) struct ControlServer {
-    pub(crate) source: Arc<std::sync::OnceLock<Weak<DescriptorSource>>>,
+    pub(crate) engine: Arc<OnceLock<Weak<dyn ControlHandler>>>,
+}
+
+impl ControlServer {
+    fn engine(&self) -> Option<Arc<dyn ControlHandler>> {
+        self.engine.get().and_then(Weak::upgrade)
+    }
 }
 
 impl EngineControl for ControlServer {
     async fn descriptor(self, _: Context) -> Vec<u8> {
-        self.source
-            .get()
-            .and_then(Weak::upgrade)
-            .and_then(|f| f())
-            .map(|d| d.to_json())
+        self.engine()
+            .map(|e| e.descriptor().to_json())
             .unwrap_or_default()
+    }
+
+    async fn notify(self, _: Context, from: String, message: Vec<u8>) -> i32 {
+        match self.engine() {
+            Some(e) => match e.notify(Notification { from, message }) {
+                Ok(()) => 0,
+                Err(err) => err.code(),
+            },
+            None => Error::PeerFailed {
+                reason: "engine stopped".into(),
+            }
+            .code(),
+        }
     }
 }

@@ -218,3 +218,98 @@ async fn in_flight_bound_slices_big_requests_and_refuses_only_on_a_full_queue() 
     );
     assert_eq!(a.status(batch).unwrap_err().code(), -3502);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_arrive_without_polling_and_never_for_failed_batches() {
+    let a = start(EngineConfig::default()).await;
+    let b = start(EngineConfig {
+        notify_queue_len: 2,
+        ..EngineConfig::default()
+    })
+    .await;
+    let src = a.allocate(1 << 20, false).unwrap();
+    let dst = b.allocate(1 << 20, false).unwrap();
+    let peer = a.open_segment(b.name()).await.unwrap();
+    let data = pattern(1 << 20, 5);
+    src.write_at(0, &data).unwrap();
+
+    // Nobody on either side polls: the sender's tasks deliver it when the batch completes.
+    let batch = a.allocate_batch(4).unwrap();
+    let reqs: Vec<_> = (0..4u64)
+        .map(|i| {
+            TransferRequest::write(
+                src.addr() + (i << 18),
+                peer,
+                dst.addr() + (i << 18),
+                1 << 18,
+            )
+        })
+        .collect();
+    a.submit_with_notify(batch, &reqs, b"kv block 7 ready".to_vec())
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(5);
+    let mut got = Vec::new();
+    while got.is_empty() && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        got = b.take_notifications();
+    }
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].message, b"kv block 7 ready");
+    assert_eq!(got[0].from, a.name());
+    assert!(
+        read_back(&dst, 0, 1 << 20) == data,
+        "the data landed before the message"
+    );
+    let s = a.wait(batch).await.unwrap();
+    assert_eq!(s.notify_error, None);
+    a.free_batch(batch).unwrap();
+
+    // A batch with a failing task sends nothing.
+    let batch = a.allocate_batch(2).unwrap();
+    let mut bad = TransferRequest::write(src.addr(), peer, dst.addr() + (1 << 20) - 10, 100);
+    bad.skip_initiator_checks = true;
+    let good = TransferRequest::write(src.addr(), peer, dst.addr(), 100);
+    a.submit_with_notify(batch, &[good, bad], b"never".to_vec())
+        .unwrap();
+    a.wait(batch).await.unwrap();
+    a.free_batch(batch).unwrap();
+    assert!(b.take_notifications().is_empty());
+
+    // A full queue is the sender's typed error, not a silent drop.
+    let mut errors = Vec::new();
+    for i in 0..3u8 {
+        let batch = a.allocate_batch(1).unwrap();
+        a.submit_with_notify(
+            batch,
+            &[TransferRequest::write(src.addr(), peer, dst.addr(), 8)],
+            vec![i],
+        )
+        .unwrap();
+        errors.push(a.wait(batch).await.unwrap().notify_error);
+        a.free_batch(batch).unwrap();
+    }
+    assert_eq!(errors, vec![None, None, Some(Error::NotificationQueueFull)]);
+    assert_eq!(b.take_notifications().len(), 2);
+
+    // Bad notifying submits are refused up front.
+    let batch = a.allocate_batch(2).unwrap();
+    let own = a.own_segment();
+    let mixed = [
+        TransferRequest::write(src.addr(), peer, dst.addr(), 8),
+        TransferRequest::write(src.addr(), own, src.addr() + 4096, 8),
+    ];
+    assert_eq!(
+        a.submit_with_notify(batch, &mixed, vec![])
+            .unwrap_err()
+            .code(),
+        -3001
+    );
+    let big = vec![0u8; 4097];
+    assert_eq!(
+        a.submit_with_notify(batch, &mixed[..1], big)
+            .unwrap_err()
+            .code(),
+        -3001
+    );
+    assert_eq!(a.status(batch).unwrap().tasks, 0);
+}

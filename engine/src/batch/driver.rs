@@ -9,14 +9,39 @@ use tokio_util::sync::CancellationToken;
 
 use super::{BatchId, BatchStatus, BatchTable, Effect};
 use crate::error::Error;
+use crate::request::SegmentHandle;
 
-/// Per-batch wake-up and cancellation.
+/// Where a batch's notification stands.
+#[derive(Debug, Default)]
+pub(crate) enum NotifyState {
+    /// The batch carries none.
+    #[default]
+    None,
+    /// To be delivered to `segment` once the batch completed.
+    Pending {
+        segment: SegmentHandle,
+        message: Vec<u8>,
+    },
+    /// Being delivered.
+    Sending,
+    /// Delivered (or not sent, the batch having failed); the delivery error, if any.
+    Done(Option<Error>),
+}
+
+/// Per-batch wake-up, cancellation and notification.
 #[derive(Debug, Default)]
 pub(crate) struct BatchSignals {
-    /// Woken when the batch finishes.
+    /// Woken when the batch finishes (and again when its notification went out).
     pub(crate) finished: Notify,
     /// Cancelled by `cancel`; running tasks stop.
     pub(crate) cancel: CancellationToken,
+    notify: Mutex<NotifyState>,
+}
+
+impl BatchSignals {
+    pub(crate) fn notify(&self) -> MutexGuard<'_, NotifyState> {
+        self.notify.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// The engine's batches.
@@ -73,9 +98,16 @@ impl Batches {
             let notified = signals.finished.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let status = self.with(|t| t.status(id))?;
+            let mut status = self.with(|t| t.status(id))?;
             if status.state.is_final() {
-                return Ok(status);
+                match &*signals.notify() {
+                    NotifyState::None => return Ok(status),
+                    NotifyState::Done(e) => {
+                        status.notify_error = e.clone();
+                        return Ok(status);
+                    }
+                    NotifyState::Pending { .. } | NotifyState::Sending => {}
+                }
             }
             notified.await;
         }

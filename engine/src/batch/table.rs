@@ -71,6 +71,8 @@ pub struct BatchStatus {
     pub bytes: u64,
     /// The first error of the worst state, if any.
     pub error: Option<Error>,
+    /// Why the batch's notification could not be delivered (batches submitted with one).
+    pub notify_error: Option<Error>,
 }
 
 /// What the driver must act on.
@@ -349,6 +351,7 @@ impl BatchTable {
             completed,
             bytes,
             error,
+            notify_error: None,
         })
     }
 }

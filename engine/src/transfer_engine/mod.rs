@@ -1,24 +1,27 @@
 //! The engine facade: memory, segments, batches, and the transports behind them.
 
+mod notify;
+mod submit;
+
 use std::collections::HashMap;
-use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::runtime::Handle;
-use yuebing_rpc::{handler, Endpoint, RunningServer, Server, ServerConfig};
+use yuebing_rpc::{handler, Endpoint, PoolRegistry, RunningServer, Server, ServerConfig};
+
+use self::notify::NotificationQueue;
+pub use self::notify::{Notification, MAX_NOTIFY_MESSAGE};
 
 use crate::batch::driver::Batches;
-use crate::batch::{BatchId, BatchStatus, TaskState, TaskStatus};
-use crate::bounds::check_access;
 use crate::error::Error;
 use crate::memory::{EngineBuffer, MemoryRegistry, Region};
 use crate::metadata::{MetadataStore, P2pMetadata};
-use crate::request::{SegmentHandle, TransferRequest, TransportKind};
+use crate::request::{SegmentHandle, TransportKind};
 use crate::segment::{BufferDesc, SegmentDescriptor};
-use crate::service::{ControlServer, DescriptorSource, EngineControl, SERVICE};
-use crate::transport::{Job, LocalTransport, TcpConfig, TcpTransport, Transport};
+use crate::service::{ControlHandler, ControlServer, EngineControl, EngineControlClient, SERVICE};
+use crate::transport::{LocalTransport, TcpConfig, TcpTransport, Transport};
 
 /// Engine settings; `EngineConfig::default()` suits one box.
 #[derive(Debug, Clone)]
@@ -41,6 +44,9 @@ pub struct EngineConfig {
     /// Fixing it lets a restarted engine keep its data port, so that stale requests reach it
     /// and are refused by instance id rather than by a closed port.
     pub data_bind: Option<String>,
+    /// Notifications received and not yet taken, at most; past it senders get
+    /// `NotificationQueueFull`.
+    pub notify_queue_len: usize,
 }
 
 impl Default for EngineConfig {
@@ -53,6 +59,7 @@ impl Default for EngineConfig {
             token: None,
             tcp: TcpConfig::default(),
             data_bind: None,
+            notify_queue_len: 1024,
         }
     }
 }
@@ -70,8 +77,10 @@ struct Inner {
     segments: Mutex<HashMap<SegmentHandle, Arc<SegmentDescriptor>>>,
     next_segment: AtomicU64,
     metadata: Option<Arc<dyn MetadataStore>>,
-    /// Serves this engine's descriptor to peers (for the control service).
-    descriptor_fn: Arc<DescriptorSource>,
+    /// Clients of peers' control services (descriptors, notifications).
+    control: Option<PoolRegistry<EngineControlClient>>,
+    /// Notifications received from peers.
+    notifications: NotificationQueue,
     /// The control service; stops when the engine is dropped.
     _server: Option<RunningServer>,
 }
@@ -105,6 +114,22 @@ impl TransferEngine {
         Self::build(config, handle, None, None)
     }
 
+    /// The networked parts of an engine made by [`TransferEngine::start`].
+    fn build_networked(
+        config: EngineConfig,
+        handle: Handle,
+        control: PoolRegistry<EngineControlClient>,
+        server: RunningServer,
+    ) -> Self {
+        let metadata: Arc<dyn MetadataStore> =
+            Arc::new(P2pMetadata::with_registry(control.clone()));
+        let mut engine = Self::build(config, handle, Some(metadata), Some(server));
+        if let Some(inner) = Arc::get_mut(&mut engine.inner) {
+            inner.control = Some(control);
+        }
+        engine
+    }
+
     fn build(
         config: EngineConfig,
         handle: Handle,
@@ -114,24 +139,20 @@ impl TransferEngine {
         let memory = Arc::new(MemoryRegistry::default());
         let instance_id = SegmentDescriptor::new_instance_id();
         let local: Arc<dyn Transport> = Arc::new(LocalTransport::new(memory.clone(), instance_id));
-        let inner = Arc::new_cyclic(|me: &Weak<Inner>| {
-            let me = me.clone();
-            Inner {
-                config,
-                handle,
-                instance_id,
-                memory,
-                batches: Batches::default(),
-                transports: std::sync::RwLock::new(vec![local]),
-                segments: Mutex::new(HashMap::new()),
-                next_segment: AtomicU64::new(1),
-                metadata,
-                descriptor_fn: Arc::new(move || {
-                    me.upgrade()
-                        .map(|inner| TransferEngine { inner }.descriptor())
-                }),
-                _server: server,
-            }
+        let notifications = NotificationQueue::new(config.notify_queue_len);
+        let inner = Arc::new(Inner {
+            config,
+            handle,
+            instance_id,
+            memory,
+            batches: Batches::default(),
+            transports: std::sync::RwLock::new(vec![local]),
+            segments: Mutex::new(HashMap::new()),
+            next_segment: AtomicU64::new(1),
+            metadata,
+            control: None,
+            notifications,
+            _server: server,
         });
         let engine = TransferEngine { inner };
         engine.refresh_own_segment();
@@ -143,7 +164,7 @@ impl TransferEngine {
     /// segment is named by the control service's `host:port`.
     pub async fn start(mut config: EngineConfig) -> Result<TransferEngine, Error> {
         let handle = Handle::current();
-        let source: Arc<OnceLock<Weak<DescriptorSource>>> = Arc::default();
+        let source: Arc<OnceLock<Weak<dyn ControlHandler>>> = Arc::default();
         let for_server = source.clone();
         let bind: Endpoint = config.bind.parse()?;
         let server = Server::new(ServerConfig {
@@ -152,7 +173,7 @@ impl TransferEngine {
         })
         .service(SERVICE, move |_| {
             handler!(ControlServer {
-                source: for_server.clone()
+                engine: for_server.clone()
             }
             .serve())
         })
@@ -167,8 +188,8 @@ impl TransferEngine {
             .clone()
             .unwrap_or_else(|| format!("{}:0", addr.ip()));
         let tcp_config = config.tcp.clone();
-        let metadata: Arc<dyn MetadataStore> = Arc::new(P2pMetadata::new(config.token.clone()));
-        let engine = Self::build(config, handle.clone(), Some(metadata), Some(server));
+        let control = P2pMetadata::registry(config.token.clone(), handle.clone());
+        let engine = Self::build_networked(config, handle.clone(), control, server);
         let tcp = TcpTransport::start(
             engine.inner.memory.clone(),
             engine.inner.instance_id,
@@ -178,7 +199,8 @@ impl TransferEngine {
         )
         .await?;
         engine.add_transport(Arc::new(tcp));
-        let _ = source.set(Arc::downgrade(&engine.inner.descriptor_fn));
+        let handler: Arc<dyn ControlHandler> = engine.inner.clone();
+        let _ = source.set(Arc::downgrade(&handler));
         Ok(engine)
     }
 
@@ -270,32 +292,11 @@ impl TransferEngine {
 
     /// The descriptor this engine publishes.
     pub fn descriptor(&self) -> SegmentDescriptor {
-        let mut d = SegmentDescriptor::new(
-            self.inner.config.name.clone(),
-            self.inner.config.name.clone(),
-            self.inner.instance_id,
-        );
-        d.buffers = self
-            .inner
-            .memory
-            .regions()
-            .into_iter()
-            .map(BufferDesc::from)
-            .collect();
-        for t in self.transports().iter() {
-            if let Some(section) = t.publish() {
-                d.transports.insert(t.kind().name().into(), section);
-            }
-        }
-        d
+        self.inner.descriptor()
     }
 
     fn transports(&self) -> Vec<Arc<dyn Transport>> {
-        self.inner
-            .transports
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.inner.transports()
     }
 
     /// Adds a transport (tried after those added before it) and its registration hook, which
@@ -356,189 +357,43 @@ impl TransferEngine {
         self.refresh_own_segment();
         Ok(r)
     }
+}
 
-    /// A new batch with room for `capacity` requests.
-    pub fn allocate_batch(&self, capacity: usize) -> Result<BatchId, Error> {
-        self.inner.batches.allocate(capacity)
-    }
-
-    /// Frees a batch; [`Error::Busy`] while a task is unfinished.
-    pub fn free_batch(&self, batch: BatchId) -> Result<(), Error> {
-        self.inner.batches.free(batch)
-    }
-
-    fn transport_for(
-        &self,
-        segment: &SegmentDescriptor,
-        forced: Option<TransportKind>,
-    ) -> Result<Arc<dyn Transport>, Error> {
-        let wanted = forced.or(self.inner.config.transport);
-        self.transports()
-            .iter()
-            .find(|t| wanted.is_none_or(|k| t.kind() == k) && t.can_reach(segment))
-            .cloned()
-            .ok_or_else(|| {
-                Error::invalid(format!(
-                    "no transport{} reaches segment {:?}",
-                    wanted.map_or(String::new(), |k| format!(" of kind {}", k.name())),
-                    segment.name
-                ))
-            })
-    }
-
-    /// Validates every request, then starts them all; nothing starts if one is invalid.
-    /// Returns the indices of the new tasks in the batch.
-    pub fn submit(
-        &self,
-        batch: BatchId,
-        requests: &[TransferRequest],
-    ) -> Result<Range<usize>, Error> {
-        let now = Instant::now();
-        let mut planned = Vec::with_capacity(requests.len());
-        for (i, r) in requests.iter().enumerate() {
-            let bad = |why: String| Error::invalid(format!("request {i}: {why}"));
-            if r.length == 0 {
-                return Err(bad("length 0".into()));
-            }
-            if self.inner.memory.find(r.source, r.length).is_none() {
-                return Err(bad(format!(
-                    "local range {:#x}+{} is not registered",
-                    r.source, r.length
-                )));
-            }
-            let segment = self
-                .lock_segments()
-                .get(&r.target)
-                .cloned()
-                .ok_or_else(|| bad(format!("unknown segment {:?}", r.target)))?;
-            let transport = self.transport_for(&segment, r.transport)?;
-            let deadline = now + r.deadline.unwrap_or(self.inner.config.default_deadline);
-            let early = (!r.skip_initiator_checks)
-                .then(|| check_access(&segment.regions(), r.target_offset, r.length).err())
-                .flatten();
-            let job = Job {
-                opcode: r.opcode,
-                local: r.source,
-                remote: r.target_offset,
-                len: r.length,
-                segment,
-                deadline,
-            };
-            planned.push((job, transport, early));
-        }
-        let specs: Vec<(u64, Instant)> = planned
-            .iter()
-            .map(|(j, _, _)| (j.len, j.deadline))
-            .collect();
-        let tasks = self.inner.batches.with(|t| t.submit(batch, &specs))?;
-        let signals = self.inner.batches.signals(batch)?;
-        for (task, ((job, transport, early), target)) in tasks
+impl Inner {
+    fn transports(&self) -> Vec<Arc<dyn Transport>> {
+        self.transports
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
             .clone()
-            .zip(planned.into_iter().zip(requests.iter().map(|r| r.target)))
-        {
-            let engine = self.clone();
-            let cancel = signals.cancel.clone();
-            self.inner.handle.spawn(async move {
-                let outcome = match early {
-                    Some(e) => Err(e),
-                    None => {
-                        engine
-                            .inner
-                            .batches
-                            .with(|t| t.handle_started(batch, task))
-                            .ok();
-                        let until = tokio::time::Instant::from_std(job.deadline);
-                        tokio::select! {
-                            _ = cancel.cancelled() => Err(Error::Canceled),
-                            r = tokio::time::timeout_at(until, transport.transfer(job)) => {
-                                r.unwrap_or(Err(Error::Timeout))
-                            }
-                        }
-                    }
-                };
-                if let Err(Error::StaleSegment { .. } | Error::PeerFailed { .. }) = &outcome {
-                    // The peer may have restarted: later submits must reach the new instance.
-                    // This task is not resent (its offsets belonged to the old instance).
-                    if let Err(e) = engine.refresh_segment(target).await {
-                        tracing::warn!(error = %e, "could not refresh a restarted segment");
-                    }
-                }
-                engine
-                    .inner
-                    .batches
-                    .with(|t| match outcome {
-                        Ok(()) => t.handle_completed(batch, task),
-                        Err(e) => t.handle_failed(batch, task, e),
-                    })
-                    .ok();
-            });
-        }
-        Ok(tasks)
     }
 
-    /// Waits (without polling) until every task of the batch is final.
-    pub async fn wait(&self, batch: BatchId) -> Result<BatchStatus, Error> {
-        self.inner.batches.wait(batch).await
-    }
-
-    /// The batch's aggregate status now.
-    pub fn status(&self, batch: BatchId) -> Result<BatchStatus, Error> {
-        self.inner.batches.with(|t| t.status(batch))
-    }
-
-    /// One task's status now.
-    pub fn task_status(&self, batch: BatchId, task: usize) -> Result<TaskStatus, Error> {
-        self.inner.batches.with(|t| t.task_status(batch, task))
-    }
-
-    /// Cancels the batch's unfinished tasks; returns how many.
-    pub fn cancel(&self, batch: BatchId) -> Result<usize, Error> {
-        self.inner.batches.cancel(batch)
-    }
-
-    /// Runs one request in its own batch and returns when it is final: `Ok` only if Completed.
-    pub async fn transfer(&self, request: TransferRequest) -> Result<(), Error> {
-        let batch = self.allocate_batch(1)?;
-        let result = async {
-            self.submit(batch, std::slice::from_ref(&request))?;
-            let status = self.wait(batch).await?;
-            match status.state {
-                TaskState::Completed => Ok(()),
-                _ => Err(status.error.unwrap_or(Error::Canceled)),
+    fn descriptor(&self) -> SegmentDescriptor {
+        let mut d = SegmentDescriptor::new(
+            self.config.name.clone(),
+            self.config.name.clone(),
+            self.instance_id,
+        );
+        d.buffers = self
+            .memory
+            .regions()
+            .into_iter()
+            .map(BufferDesc::from)
+            .collect();
+        for t in self.transports().iter() {
+            if let Some(section) = t.publish() {
+                d.transports.insert(t.kind().name().into(), section);
             }
         }
-        .await;
-        // The batch is final (or was never submitted to), so freeing cannot be Busy.
-        let _ = self.free_batch(batch);
-        result
+        d
+    }
+}
+
+impl ControlHandler for Inner {
+    fn descriptor(&self) -> SegmentDescriptor {
+        Inner::descriptor(self)
     }
 
-    /// Writes `length` bytes from local `source` to `target_offset` in `target`.
-    pub async fn write(
-        &self,
-        source: u64,
-        target: SegmentHandle,
-        target_offset: u64,
-        length: u64,
-    ) -> Result<(), Error> {
-        self.transfer(TransferRequest::write(
-            source,
-            target,
-            target_offset,
-            length,
-        ))
-        .await
-    }
-
-    /// Reads `length` bytes from `target_offset` in `target` into local `source`.
-    pub async fn read(
-        &self,
-        source: u64,
-        target: SegmentHandle,
-        target_offset: u64,
-        length: u64,
-    ) -> Result<(), Error> {
-        self.transfer(TransferRequest::read(source, target, target_offset, length))
-            .await
+    fn notify(&self, notification: Notification) -> Result<(), Error> {
+        self.notifications.push(notification)
     }
 }

@@ -1,0 +1,202 @@
+//! Batches on the engine: submit (validate all, then start), wait, status, cancel, free, and
+//! the one-request conveniences.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::TransferEngine;
+use crate::batch::{BatchId, BatchStatus, TaskState, TaskStatus};
+use crate::bounds::check_access;
+use crate::error::Error;
+use crate::request::{SegmentHandle, TransferRequest, TransportKind};
+use crate::segment::SegmentDescriptor;
+use crate::transport::{Job, Transport};
+
+impl TransferEngine {
+    /// A new batch with room for `capacity` requests.
+    pub fn allocate_batch(&self, capacity: usize) -> Result<BatchId, Error> {
+        self.inner.batches.allocate(capacity)
+    }
+
+    /// Frees a batch; [`Error::Busy`] while a task is unfinished.
+    pub fn free_batch(&self, batch: BatchId) -> Result<(), Error> {
+        self.inner.batches.free(batch)
+    }
+
+    fn transport_for(
+        &self,
+        segment: &SegmentDescriptor,
+        forced: Option<TransportKind>,
+    ) -> Result<Arc<dyn Transport>, Error> {
+        let wanted = forced.or(self.inner.config.transport);
+        self.transports()
+            .iter()
+            .find(|t| wanted.is_none_or(|k| t.kind() == k) && t.can_reach(segment))
+            .cloned()
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "no transport{} reaches segment {:?}",
+                    wanted.map_or(String::new(), |k| format!(" of kind {}", k.name())),
+                    segment.name
+                ))
+            })
+    }
+
+    /// Validates every request, then starts them all; nothing starts if one is invalid.
+    /// Returns the indices of the new tasks in the batch.
+    pub fn submit(
+        &self,
+        batch: BatchId,
+        requests: &[TransferRequest],
+    ) -> Result<Range<usize>, Error> {
+        let now = Instant::now();
+        let mut planned = Vec::with_capacity(requests.len());
+        for (i, r) in requests.iter().enumerate() {
+            let bad = |why: String| Error::invalid(format!("request {i}: {why}"));
+            if r.length == 0 {
+                return Err(bad("length 0".into()));
+            }
+            if self.inner.memory.find(r.source, r.length).is_none() {
+                return Err(bad(format!(
+                    "local range {:#x}+{} is not registered",
+                    r.source, r.length
+                )));
+            }
+            let segment = self
+                .lock_segments()
+                .get(&r.target)
+                .cloned()
+                .ok_or_else(|| bad(format!("unknown segment {:?}", r.target)))?;
+            let transport = self.transport_for(&segment, r.transport)?;
+            let deadline = now + r.deadline.unwrap_or(self.inner.config.default_deadline);
+            let early = (!r.skip_initiator_checks)
+                .then(|| check_access(&segment.regions(), r.target_offset, r.length).err())
+                .flatten();
+            let job = Job {
+                opcode: r.opcode,
+                local: r.source,
+                remote: r.target_offset,
+                len: r.length,
+                segment,
+                deadline,
+            };
+            planned.push((job, transport, early));
+        }
+        let specs: Vec<(u64, Instant)> = planned
+            .iter()
+            .map(|(j, _, _)| (j.len, j.deadline))
+            .collect();
+        let tasks = self.inner.batches.with(|t| t.submit(batch, &specs))?;
+        let signals = self.inner.batches.signals(batch)?;
+        for (task, ((job, transport, early), target)) in tasks
+            .clone()
+            .zip(planned.into_iter().zip(requests.iter().map(|r| r.target)))
+        {
+            let engine = self.clone();
+            let cancel = signals.cancel.clone();
+            self.inner.handle.spawn(async move {
+                let outcome = match early {
+                    Some(e) => Err(e),
+                    None => {
+                        engine
+                            .inner
+                            .batches
+                            .with(|t| t.handle_started(batch, task))
+                            .ok();
+                        let until = tokio::time::Instant::from_std(job.deadline);
+                        tokio::select! {
+                            _ = cancel.cancelled() => Err(Error::Canceled),
+                            r = tokio::time::timeout_at(until, transport.transfer(job)) => {
+                                r.unwrap_or(Err(Error::Timeout))
+                            }
+                        }
+                    }
+                };
+                if let Err(Error::StaleSegment { .. } | Error::PeerFailed { .. }) = &outcome {
+                    // The peer may have restarted: later submits must reach the new instance.
+                    // This task is not resent (its offsets belonged to the old instance).
+                    if let Err(e) = engine.refresh_segment(target).await {
+                        tracing::warn!(error = %e, "could not refresh a restarted segment");
+                    }
+                }
+                engine
+                    .inner
+                    .batches
+                    .with(|t| match outcome {
+                        Ok(()) => t.handle_completed(batch, task),
+                        Err(e) => t.handle_failed(batch, task, e),
+                    })
+                    .ok();
+                engine.after_task(batch).await;
+            });
+        }
+        Ok(tasks)
+    }
+
+    /// Waits (without polling) until every task of the batch is final.
+    pub async fn wait(&self, batch: BatchId) -> Result<BatchStatus, Error> {
+        self.inner.batches.wait(batch).await
+    }
+
+    /// The batch's aggregate status now.
+    pub fn status(&self, batch: BatchId) -> Result<BatchStatus, Error> {
+        self.inner.batches.with(|t| t.status(batch))
+    }
+
+    /// One task's status now.
+    pub fn task_status(&self, batch: BatchId, task: usize) -> Result<TaskStatus, Error> {
+        self.inner.batches.with(|t| t.task_status(batch, task))
+    }
+
+    /// Cancels the batch's unfinished tasks; returns how many.
+    pub fn cancel(&self, batch: BatchId) -> Result<usize, Error> {
+        self.inner.batches.cancel(batch)
+    }
+
+    /// Runs one request in its own batch and returns when it is final: `Ok` only if Completed.
+    pub async fn transfer(&self, request: TransferRequest) -> Result<(), Error> {
+        let batch = self.allocate_batch(1)?;
+        let result = async {
+            self.submit(batch, std::slice::from_ref(&request))?;
+            let status = self.wait(batch).await?;
+            match status.state {
+                TaskState::Completed => Ok(()),
+                _ => Err(status.error.unwrap_or(Error::Canceled)),
+            }
+        }
+        .await;
+        // The batch is final (or was never submitted to), so freeing cannot be Busy.
+        let _ = self.free_batch(batch);
+        result
+    }
+
+    /// Writes `length` bytes from local `source` to `target_offset` in `target`.
+    pub async fn write(
+        &self,
+        source: u64,
+        target: SegmentHandle,
+        target_offset: u64,
+        length: u64,
+    ) -> Result<(), Error> {
+        self.transfer(TransferRequest::write(
+            source,
+            target,
+            target_offset,
+            length,
+        ))
+        .await
+    }
+
+    /// Reads `length` bytes from `target_offset` in `target` into local `source`.
+    pub async fn read(
+        &self,
+        source: u64,
+        target: SegmentHandle,
+        target_offset: u64,
+        length: u64,
+    ) -> Result<(), Error> {
+        self.transfer(TransferRequest::read(source, target, target_offset, length))
+            .await
+    }
+}
