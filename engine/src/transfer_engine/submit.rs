@@ -1,9 +1,12 @@
 //! Batches on the engine: submit (validate all, then start), wait, status, cancel, free, and
 //! the one-request conveniences.
 
+use std::future::Future;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
 
 use super::TransferEngine;
 use crate::batch::{BatchId, BatchStatus, TaskState, TaskStatus};
@@ -43,13 +46,8 @@ impl TransferEngine {
             })
     }
 
-    /// Validates every request, then starts them all; nothing starts if one is invalid.
-    /// Returns the indices of the new tasks in the batch.
-    pub fn submit(
-        &self,
-        batch: BatchId,
-        requests: &[TransferRequest],
-    ) -> Result<Range<usize>, Error> {
+    /// Checks every request and resolves it into a job for its transport.
+    fn plan(&self, requests: &[TransferRequest]) -> Result<Vec<Planned>, Error> {
         let now = Instant::now();
         let mut planned = Vec::with_capacity(requests.len());
         for (i, r) in requests.iter().enumerate() {
@@ -81,55 +79,47 @@ impl TransferEngine {
                 segment,
                 deadline,
             };
-            planned.push((job, transport, early));
+            planned.push(Planned {
+                job,
+                transport,
+                early,
+                target: r.target,
+            });
         }
+        Ok(planned)
+    }
+
+    /// Adds planned tasks to the batch and returns their indices and the futures that run
+    /// them (each ends with its task final).
+    fn enqueue(
+        &self,
+        batch: BatchId,
+        planned: Vec<Planned>,
+    ) -> Result<(Range<usize>, Vec<impl Future<Output = ()> + Send + 'static>), Error> {
         let specs: Vec<(u64, Instant)> = planned
             .iter()
-            .map(|(j, _, _)| (j.len, j.deadline))
+            .map(|p| (p.job.len, p.job.deadline))
             .collect();
         let tasks = self.inner.batches.with(|t| t.submit(batch, &specs))?;
         let signals = self.inner.batches.signals(batch)?;
-        for (task, ((job, transport, early), target)) in tasks
+        let runs = tasks
             .clone()
-            .zip(planned.into_iter().zip(requests.iter().map(|r| r.target)))
-        {
-            let engine = self.clone();
-            let cancel = signals.cancel.clone();
-            self.inner.handle.spawn(async move {
-                let outcome = match early {
-                    Some(e) => Err(e),
-                    None => {
-                        engine
-                            .inner
-                            .batches
-                            .with(|t| t.handle_started(batch, task))
-                            .ok();
-                        let until = tokio::time::Instant::from_std(job.deadline);
-                        tokio::select! {
-                            _ = cancel.cancelled() => Err(Error::Canceled),
-                            r = tokio::time::timeout_at(until, transport.transfer(job)) => {
-                                r.unwrap_or(Err(Error::Timeout))
-                            }
-                        }
-                    }
-                };
-                if let Err(Error::StaleSegment { .. } | Error::PeerFailed { .. }) = &outcome {
-                    // The peer may have restarted: later submits must reach the new instance.
-                    // This task is not resent (its offsets belonged to the old instance).
-                    if let Err(e) = engine.refresh_segment(target).await {
-                        tracing::warn!(error = %e, "could not refresh a restarted segment");
-                    }
-                }
-                engine
-                    .inner
-                    .batches
-                    .with(|t| match outcome {
-                        Ok(()) => t.handle_completed(batch, task),
-                        Err(e) => t.handle_failed(batch, task, e),
-                    })
-                    .ok();
-                engine.after_task(batch).await;
-            });
+            .zip(planned)
+            .map(|(task, p)| run_task(self.clone(), batch, task, p, signals.cancel.clone()))
+            .collect();
+        Ok((tasks, runs))
+    }
+
+    /// Validates every request, then starts them all; nothing starts if one is invalid.
+    /// Returns the indices of the new tasks in the batch.
+    pub fn submit(
+        &self,
+        batch: BatchId,
+        requests: &[TransferRequest],
+    ) -> Result<Range<usize>, Error> {
+        let (tasks, runs) = self.enqueue(batch, self.plan(requests)?)?;
+        for run in runs {
+            self.inner.handle.spawn(run);
         }
         Ok(tasks)
     }
@@ -155,10 +145,15 @@ impl TransferEngine {
     }
 
     /// Runs one request in its own batch and returns when it is final: `Ok` only if Completed.
+    /// The task runs on the caller's task (no spawn, no wake-up in between), which is what
+    /// single small transfers spend their time on.
     pub async fn transfer(&self, request: TransferRequest) -> Result<(), Error> {
         let batch = self.allocate_batch(1)?;
         let result = async {
-            self.submit(batch, std::slice::from_ref(&request))?;
+            let (_, runs) = self.enqueue(batch, self.plan(std::slice::from_ref(&request))?)?;
+            for run in runs {
+                run.await;
+            }
             let status = self.wait(batch).await?;
             match status.state {
                 TaskState::Completed => Ok(()),
@@ -199,4 +194,62 @@ impl TransferEngine {
         self.transfer(TransferRequest::read(source, target, target_offset, length))
             .await
     }
+}
+
+/// One request, checked and resolved.
+struct Planned {
+    job: Job,
+    transport: Arc<dyn Transport>,
+    /// The initiator's own check failed: the task fails without sending anything.
+    early: Option<Error>,
+    target: SegmentHandle,
+}
+
+/// Runs one task to its final state.
+async fn run_task(
+    engine: TransferEngine,
+    batch: BatchId,
+    task: usize,
+    p: Planned,
+    cancel: CancellationToken,
+) {
+    let Planned {
+        job,
+        transport,
+        early,
+        target,
+    } = p;
+    let outcome = match early {
+        Some(e) => Err(e),
+        None => {
+            engine
+                .inner
+                .batches
+                .with(|t| t.handle_started(batch, task))
+                .ok();
+            let until = tokio::time::Instant::from_std(job.deadline);
+            tokio::select! {
+                _ = cancel.cancelled() => Err(Error::Canceled),
+                r = tokio::time::timeout_at(until, transport.transfer(job)) => {
+                    r.unwrap_or(Err(Error::Timeout))
+                }
+            }
+        }
+    };
+    if let Err(Error::StaleSegment { .. } | Error::PeerFailed { .. }) = &outcome {
+        // The peer may have restarted: later submits must reach the new instance. This task
+        // is not resent (its offsets belonged to the old instance).
+        if let Err(e) = engine.refresh_segment(target).await {
+            tracing::warn!(error = %e, "could not refresh a restarted segment");
+        }
+    }
+    engine
+        .inner
+        .batches
+        .with(|t| match outcome {
+            Ok(()) => t.handle_completed(batch, task),
+            Err(e) => t.handle_failed(batch, task, e),
+        })
+        .ok();
+    engine.after_task(batch).await;
 }

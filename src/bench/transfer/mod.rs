@@ -149,8 +149,20 @@ async fn measure_engine(
             let init = init.clone();
             async move {
                 let e = &init.engine;
-                let id = e.allocate_batch(batch).map_err(|e| e.to_string())?;
                 let base = (w * batch * block) as u64;
+                if batch == 1 {
+                    // One request: the engine's single-transfer call (Mooncake's
+                    // transferSync), which runs on the caller's task.
+                    let mut r = TransferRequest::write(
+                        init.local + base,
+                        init.peer,
+                        init.remote + base,
+                        block as u64,
+                    );
+                    r.opcode = op;
+                    return e.transfer(r).await.map_err(|e| e.to_string());
+                }
+                let id = e.allocate_batch(batch).map_err(|e| e.to_string())?;
                 let reqs: Vec<TransferRequest> = (0..batch as u64)
                     .map(|i| {
                         let off = base + i * block as u64;
