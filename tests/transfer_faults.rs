@@ -137,3 +137,39 @@ async fn a_peer_killed_before_the_submit_fails_the_task() {
     );
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_shm_a_peer_killed_before_the_submit_gets_no_completed_write() {
+    let mut target = Target::start(1 << 20);
+    let engine = TransferEngine::start(EngineConfig::default())
+        .await
+        .unwrap();
+    let src = engine.allocate(1 << 20, true).unwrap();
+    let peer = engine.open_segment(&target.announce.name).await.unwrap();
+    assert_eq!(engine.selected_transport(peer).unwrap(), TransportKind::Shm);
+    engine
+        .write(src.addr(), peer, target.announce.addr, 1 << 20)
+        .await
+        .unwrap();
+    target.child.kill().unwrap();
+    target.child.wait().unwrap();
+    for attempt in 0..3 {
+        let req = TransferRequest::write(src.addr(), peer, target.announce.addr, 4096)
+            .via(TransportKind::Shm)
+            .with_deadline(Duration::from_secs(2));
+        let err = engine.transfer(req).await.unwrap_err();
+        if attempt == 0 {
+            // The mapping is still there; the liveness check refuses to call the copy done.
+            assert!(matches!(err, Error::PeerFailed { .. }), "{err:?}");
+        } else {
+            // Later the dead peer is unreachable over shm altogether.
+            assert!(
+                matches!(
+                    err,
+                    Error::PeerFailed { .. } | Error::InvalidArgument { .. }
+                ),
+                "{err:?}"
+            );
+        }
+    }
+}

@@ -42,6 +42,15 @@ pub enum TransportKind {
 }
 
 impl TransportKind {
+    /// Order of preference when several transports reach a segment (lower first).
+    pub fn preference(self) -> u8 {
+        match self {
+            TransportKind::Local => 0,
+            TransportKind::Shm => 1,
+            TransportKind::Tcp => 2,
+        }
+    }
+
     /// The transport's name as published in descriptors.
     pub fn name(self) -> &'static str {
         match self {

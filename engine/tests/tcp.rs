@@ -4,10 +4,15 @@
 use std::time::{Duration, Instant};
 
 use yuebing_engine::{
-    EngineBuffer, EngineConfig, Error, TcpConfig, TransferEngine, TransferRequest,
+    EngineBuffer, EngineConfig, Error, TcpConfig, TransferEngine, TransferRequest, TransportKind,
 };
 
+/// An engine whose requests go over tcp (same-host peers would otherwise use shm).
 async fn start(config: EngineConfig) -> TransferEngine {
+    let config = EngineConfig {
+        transport: Some(TransportKind::Tcp),
+        ..config
+    };
     TransferEngine::start(config).await.expect("engine starts")
 }
 
@@ -99,6 +104,7 @@ async fn a_restarted_peer_rejects_the_stale_request_and_the_next_reaches_it() {
     let config = EngineConfig {
         bind: name.clone(),
         data_bind: Some(data),
+        transport: Some(TransportKind::Tcp),
         ..EngineConfig::default()
     };
     let mut restarted = None;

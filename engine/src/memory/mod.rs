@@ -189,6 +189,20 @@ impl MemoryRegistry {
         self.find(addr, len).ok_or(Error::OutOfBounds { addr, len })
     }
 
+    /// The engine-allocated buffers (memfd-backed, so a same-host peer can map them), in
+    /// address order.
+    pub fn exported(&self) -> Vec<Arc<EngineBuffer>> {
+        let mut v: Vec<_> = self
+            .owned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        v.sort_by_key(|b| b.addr());
+        v
+    }
+
     /// Every registered range, in address order.
     pub fn regions(&self) -> Vec<Region> {
         self.table().registered()

@@ -21,7 +21,7 @@ use crate::metadata::{MetadataStore, P2pMetadata};
 use crate::request::{SegmentHandle, TransportKind};
 use crate::segment::{BufferDesc, SegmentDescriptor};
 use crate::service::{ControlHandler, ControlServer, EngineControl, EngineControlClient, SERVICE};
-use crate::transport::{LocalTransport, TcpConfig, TcpTransport, Transport};
+use crate::transport::{LocalTransport, ShmTransport, TcpConfig, TcpTransport, Transport};
 
 /// Engine settings; `EngineConfig::default()` suits one box.
 #[derive(Debug, Clone)]
@@ -47,6 +47,8 @@ pub struct EngineConfig {
     /// Notifications received and not yet taken, at most; past it senders get
     /// `NotificationQueueFull`.
     pub notify_queue_len: usize,
+    /// Serve and use the shm transport for same-host peers.
+    pub shm: bool,
 }
 
 impl Default for EngineConfig {
@@ -60,6 +62,7 @@ impl Default for EngineConfig {
             tcp: TcpConfig::default(),
             data_bind: None,
             notify_queue_len: 1024,
+            shm: true,
         }
     }
 }
@@ -199,6 +202,20 @@ impl TransferEngine {
         )
         .await?;
         engine.add_transport(Arc::new(tcp));
+        if engine.inner.config.shm {
+            match ShmTransport::start(
+                engine.inner.memory.clone(),
+                engine.inner.instance_id,
+                engine.inner.handle.clone(),
+            )
+            .await
+            {
+                Ok(shm) => engine.add_transport(Arc::new(shm)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "shm transport unavailable; same-host peers use tcp")
+                }
+            }
+        }
         let handler: Arc<dyn ControlHandler> = engine.inner.clone();
         let _ = source.set(Arc::downgrade(&handler));
         Ok(engine)
@@ -299,18 +316,28 @@ impl TransferEngine {
         self.inner.transports()
     }
 
-    /// Adds a transport (tried after those added before it) and its registration hook, which
-    /// applies to memory registered from now on.
+    /// Adds a transport and its registration hook (which applies to memory registered from now
+    /// on). Transports are tried in the order local, shm, tcp; among equals, in the order added.
     pub fn add_transport(&self, transport: Arc<dyn Transport>) {
         if let Some(hook) = transport.registration_hook() {
             self.inner.memory.add_hook(hook);
         }
-        self.inner
-            .transports
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(transport);
+        {
+            let mut ts = self
+                .inner
+                .transports
+                .write()
+                .unwrap_or_else(|p| p.into_inner());
+            ts.push(transport);
+            ts.sort_by_key(|t| t.kind().preference());
+        }
         self.refresh_own_segment();
+    }
+
+    /// The transport requests to `handle` take (unless a request or the engine forces one).
+    pub fn selected_transport(&self, handle: SegmentHandle) -> Result<TransportKind, Error> {
+        let segment = self.segment_descriptor(handle)?;
+        Ok(self.transport_for(&segment, None)?.kind())
     }
 
     fn refresh_own_segment(&self) {

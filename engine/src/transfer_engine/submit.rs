@@ -27,7 +27,7 @@ impl TransferEngine {
         self.inner.batches.free(batch)
     }
 
-    fn transport_for(
+    pub(super) fn transport_for(
         &self,
         segment: &SegmentDescriptor,
         forced: Option<TransportKind>,

@@ -7,6 +7,7 @@
 //! the future, so a transport must leave nothing half-owned when dropped.
 
 mod local;
+mod shm;
 mod tcp;
 
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use std::time::Instant;
 use futures::future::BoxFuture;
 
 pub use local::LocalTransport;
+pub use shm::ShmTransport;
 pub use tcp::{TcpConfig, TcpTransport};
 
 use crate::error::Error;

@@ -1,0 +1,433 @@
+//! The `shm` transport: same-host peers map each other's exported memory and copy directly.
+//!
+//! An engine exports its engine-allocated (memfd-backed) buffers over a Unix-socket side channel
+//! ([`channel`]). The importer checks each memfd is sealed against shrinking and growing and
+//! that its size is what was announced, then maps it. No code of the target runs on this path,
+//! so the initiator enforces the bounds and the instance id against the exported mappings, and
+//! reports a write Completed only if the peer is still alive after the copy (a pidfd that turns
+//! readable when it exits), so a dead peer's orphaned pages never count as delivered. A peer
+//! whose side channel cannot be reached (another host, another container) is not "same host":
+//! [`Transport::can_reach`] says no and the engine uses tcp.
+
+mod channel;
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use memmap2::{MmapOptions, MmapRaw};
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::fs::SealFlags;
+use tokio::net::UnixListener;
+use tokio::runtime::Handle;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use self::channel::{fetch_export, send_export, Export, MAX_FDS};
+use super::{Job, Transport};
+use crate::error::Error;
+use crate::memory::MemoryRegistry;
+use crate::request::{Opcode, TransportKind};
+use crate::segment::SegmentDescriptor;
+
+/// Copies of this size and more run on the blocking pool.
+const BLOCKING_COPY: u64 = 256 << 10;
+
+/// One exported buffer of a peer, mapped here.
+struct Mapping {
+    remote: u64,
+    len: u64,
+    map: MmapRaw,
+}
+
+/// A same-host peer: its instance, its liveness handles and its mapped buffers.
+struct ShmPeer {
+    instance: u64,
+    /// Turns readable when the peer's process exits.
+    pidfd: OwnedFd,
+    /// The side-channel connection, held open by the peer's engine while it lives: it turns
+    /// readable (end of stream) when the engine stops, even if its process goes on.
+    channel: std::os::unix::net::UnixStream,
+    maps: Vec<Mapping>,
+}
+
+impl ShmPeer {
+    fn connect(socket: &Path) -> Result<ShmPeer, Error> {
+        let failed = |e: std::io::Error| Error::PeerFailed {
+            reason: format!("shm side channel {}: {e}", socket.display()),
+        };
+        let (export, fds, pid, channel) = fetch_export(socket).map_err(failed)?;
+        let pid = rustix::process::Pid::from_raw(pid as i32).ok_or_else(|| Error::PeerFailed {
+            reason: "shm peer without a pid".into(),
+        })?;
+        let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+            .map_err(|e| failed(e.into()))?;
+        let mut maps = Vec::with_capacity(fds.len());
+        for ((remote, len), fd) in export.buffers.iter().copied().zip(fds) {
+            let seals = rustix::fs::fcntl_get_seals(&fd).map_err(|e| failed(e.into()))?;
+            if !seals.contains(SealFlags::SHRINK | SealFlags::GROW) {
+                return Err(Error::PeerFailed {
+                    reason: "shm buffer is not sealed against resizing".into(),
+                });
+            }
+            let file = File::from(fd);
+            let size = file.metadata().map_err(failed)?.len();
+            if size != len || len == 0 {
+                return Err(Error::PeerFailed {
+                    reason: format!("shm buffer is {size} bytes, announced {len}"),
+                });
+            }
+            let map = MmapOptions::new()
+                .len(len as usize)
+                .map_raw(&file)
+                .map_err(failed)?;
+            maps.push(Mapping { remote, len, map });
+        }
+        maps.sort_by_key(|m| m.remote);
+        Ok(ShmPeer {
+            instance: export.instance,
+            pidfd,
+            channel,
+            maps,
+        })
+    }
+
+    /// Whether the peer's engine has stopped or its process has exited.
+    fn exited(&self) -> bool {
+        let gone = PollFlags::IN | PollFlags::HUP | PollFlags::ERR;
+        let mut fds = [
+            PollFd::new(&self.pidfd, PollFlags::IN),
+            PollFd::new(&self.channel, PollFlags::IN | PollFlags::RDHUP),
+        ];
+        let now = rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        match poll(&mut fds, Some(&now)) {
+            Ok(0) => false,
+            Ok(_) => fds
+                .iter()
+                .any(|f| f.revents().intersects(gone | PollFlags::RDHUP)),
+            Err(_) => true,
+        }
+    }
+
+    /// The local address of `[remote, remote + len)` if one mapping holds it.
+    fn resolve(&self, remote: u64, len: u64) -> Option<u64> {
+        let end = remote.checked_add(len)?;
+        let i = self
+            .maps
+            .partition_point(|m| m.remote <= remote)
+            .checked_sub(1)?;
+        let m = &self.maps[i];
+        (len > 0 && end <= m.remote + m.len)
+            .then(|| m.map.as_mut_ptr() as u64 + (remote - m.remote))
+    }
+}
+
+struct Inner {
+    socket: PathBuf,
+    boot_id: String,
+    instance: u64,
+    memory: Arc<MemoryRegistry>,
+    /// Importers' side-channel connections, held open while this engine lives.
+    importers: Mutex<Vec<std::os::unix::net::UnixStream>>,
+    peers: Mutex<HashMap<PathBuf, Arc<ShmPeer>>>,
+    unreachable: Mutex<HashSet<PathBuf>>,
+}
+
+/// The shm transport of one engine: its side channel (exporting) and its mapped peers.
+pub struct ShmTransport {
+    inner: Arc<Inner>,
+    _stop: DropGuard,
+}
+
+impl std::fmt::Debug for ShmTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShmTransport")
+            .field("socket", &self.inner.socket)
+            .finish_non_exhaustive()
+    }
+}
+
+fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn socket_dir() -> std::io::Result<PathBuf> {
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let dir = base.join(format!("yuebing-{}", rustix::process::getuid().as_raw()));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    Ok(dir)
+}
+
+impl ShmTransport {
+    /// Opens the side channel that exports `memory`'s engine-allocated buffers of instance
+    /// `instance`; tasks run on `handle`.
+    pub async fn start(
+        memory: Arc<MemoryRegistry>,
+        instance: u64,
+        handle: Handle,
+    ) -> Result<ShmTransport, Error> {
+        let io = |e: std::io::Error| Error::Io {
+            reason: format!("shm side channel: {e}"),
+        };
+        let socket = socket_dir()
+            .map_err(io)?
+            .join(format!("shm-{instance:016x}.sock"));
+        let _ = std::fs::remove_file(&socket);
+        let listener = UnixListener::bind(&socket).map_err(io)?;
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+        let inner = Arc::new(Inner {
+            socket,
+            boot_id: boot_id(),
+            instance,
+            memory,
+            importers: Mutex::new(Vec::new()),
+            peers: Mutex::new(HashMap::new()),
+            unreachable: Mutex::new(HashSet::new()),
+        });
+        let stop = CancellationToken::new();
+        handle.spawn(export_loop(listener, inner.clone(), stop.clone()));
+        Ok(ShmTransport {
+            inner,
+            _stop: stop.drop_guard(),
+        })
+    }
+}
+
+impl Drop for ShmTransport {
+    fn drop(&mut self) {
+        // Close the importers' heartbeats now: from here on they must not count a copy into
+        // this engine's memory as delivered.
+        self.inner
+            .importers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// Hands the exported buffers to every same-user peer that connects.
+async fn export_loop(listener: UnixListener, inner: Arc<Inner>, stop: CancellationToken) {
+    loop {
+        let stream = tokio::select! {
+            _ = stop.cancelled() => return,
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "shm side channel accept failed");
+                    continue;
+                }
+            },
+        };
+        let inner = inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let result = stream.into_std().and_then(|s| {
+                s.set_nonblocking(false)?;
+                let buffers = inner.memory.exported();
+                let buffers = &buffers[..buffers.len().min(MAX_FDS)];
+                let export = Export {
+                    instance: inner.instance,
+                    buffers: buffers.iter().map(|b| (b.addr(), b.len() as u64)).collect(),
+                };
+                let fds: Vec<_> = buffers.iter().map(|b| b.fd()).collect();
+                send_export(&s, &export, &fds)?;
+                inner
+                    .importers
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(s);
+                Ok(())
+            });
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "shm export refused or failed");
+            }
+        });
+    }
+}
+
+fn section(segment: &SegmentDescriptor) -> Option<(PathBuf, String)> {
+    let s = segment.transports.get("shm")?;
+    let socket = PathBuf::from(s.get("socket")?.as_str()?);
+    let boot = s.get("boot_id")?.as_str()?.to_string();
+    Some((socket, boot))
+}
+
+impl Inner {
+    fn peer(&self, socket: &Path) -> Option<Arc<ShmPeer>> {
+        self.peers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(socket)
+            .cloned()
+    }
+
+    /// Connects (blocking: a local Unix socket) and caches the peer, or remembers that it is
+    /// unreachable.
+    fn connect(&self, socket: &Path) -> Result<Arc<ShmPeer>, Error> {
+        match ShmPeer::connect(socket) {
+            Ok(p) => {
+                let p = Arc::new(p);
+                self.peers
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(socket.to_path_buf(), p.clone());
+                Ok(p)
+            }
+            Err(e) => {
+                self.unreachable
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(socket.to_path_buf());
+                Err(e)
+            }
+        }
+    }
+}
+
+fn copy(src: u64, dst: u64, len: u64) {
+    // SAFETY: `src` and `dst` were resolved inside a registered local range and inside a
+    // size-checked, resize-sealed mapping of the peer's memfd; both stay valid for the copy
+    // (the mapping is held by the peer entry, registration's contract keeps the local range).
+    // Different processes' memory, so `copy` (memmove) for safety on overlap within one side.
+    unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len as usize) }
+}
+
+impl Transport for ShmTransport {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Shm
+    }
+
+    fn can_reach(&self, segment: &SegmentDescriptor) -> bool {
+        let Some((socket, boot)) = section(segment) else {
+            return false;
+        };
+        if boot != self.inner.boot_id || segment.instance_id == self.inner.instance {
+            return false;
+        }
+        if self.inner.peer(&socket).is_some() {
+            return true;
+        }
+        let unreachable = self
+            .inner
+            .unreachable
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&socket);
+        !unreachable && self.inner.connect(&socket).is_ok()
+    }
+
+    fn publish(&self) -> Option<serde_json::Value> {
+        Some(serde_json::json!({
+            "socket": self.inner.socket.display().to_string(),
+            "boot_id": self.inner.boot_id,
+        }))
+    }
+
+    fn forget(&self, segment: &SegmentDescriptor) {
+        if let Some((socket, _)) = section(segment) {
+            self.inner
+                .peers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&socket);
+        }
+    }
+
+    fn transfer(&self, job: Job) -> BoxFuture<'static, Result<(), Error>> {
+        let inner = self.inner.clone();
+        async move {
+            let (socket, _) = section(&job.segment).ok_or_else(|| {
+                Error::invalid(format!(
+                    "segment {:?} publishes no shm section",
+                    job.segment.name
+                ))
+            })?;
+            let mut peer = match inner.peer(&socket) {
+                Some(p) => p,
+                None => {
+                    let (i, s) = (inner.clone(), socket.clone());
+                    tokio::task::spawn_blocking(move || i.connect(&s))
+                        .await
+                        .map_err(|e| Error::Io {
+                            reason: e.to_string(),
+                        })??
+                }
+            };
+            if peer.exited() {
+                return Err(Error::PeerFailed {
+                    reason: "the shm peer's process has exited".into(),
+                });
+            }
+            if peer.instance != job.segment.instance_id {
+                return Err(Error::StaleSegment {
+                    segment: job.segment.name.clone(),
+                    expected: job.segment.instance_id,
+                    actual: peer.instance,
+                });
+            }
+            let mut remote = peer.resolve(job.remote, job.len);
+            if remote.is_none()
+                && crate::bounds::check_access(&job.segment.regions(), job.remote, job.len).is_ok()
+            {
+                // The peer exported a buffer after we mapped its others: map again.
+                let (i, s) = (inner.clone(), socket.clone());
+                peer = tokio::task::spawn_blocking(move || i.connect(&s))
+                    .await
+                    .map_err(|e| Error::Io {
+                        reason: e.to_string(),
+                    })??;
+                remote = peer.resolve(job.remote, job.len);
+            }
+            let remote = remote.ok_or(Error::OutOfBounds {
+                addr: job.remote,
+                len: job.len,
+            })?;
+            inner
+                .memory
+                .check_access(job.local, job.len)
+                .map_err(|_| Error::AddressNotRegistered { addr: job.local })?;
+            let (src, dst) = match job.opcode {
+                Opcode::Write => (job.local, remote),
+                Opcode::Read => (remote, job.local),
+            };
+            if job.len >= BLOCKING_COPY {
+                let keep = peer.clone();
+                tokio::task::spawn_blocking(move || {
+                    copy(src, dst, job.len);
+                    drop(keep);
+                })
+                .await
+                .map_err(|e| Error::Io {
+                    reason: e.to_string(),
+                })?;
+            } else {
+                copy(src, dst, job.len);
+            }
+            // A write counts only if the peer outlived it (the same process: the same instance).
+            if peer.exited() {
+                return Err(Error::PeerFailed {
+                    reason: "the shm peer exited during the transfer".into(),
+                });
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+}

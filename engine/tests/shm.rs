@@ -1,0 +1,122 @@
+//! Two engines of the same user on one host use the shm transport: mapped memfds, bounds and
+//! instance enforced by the initiator, liveness checked after every copy.
+
+use std::time::Duration;
+
+use yuebing_engine::{
+    EngineBuffer, EngineConfig, Error, TransferEngine, TransferRequest, TransportKind,
+};
+
+async fn start() -> TransferEngine {
+    TransferEngine::start(EngineConfig::default())
+        .await
+        .expect("engine starts")
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed))
+        .collect()
+}
+
+fn read_back(buf: &EngineBuffer, offset: usize, len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    buf.read_at(offset, &mut out).unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_host_peers_use_shm_byte_exact_from_1_byte_to_64_mib() {
+    let a = start().await;
+    let b = start().await;
+    let max = 64 << 20;
+    let src = a.allocate(max + 64, false).unwrap();
+    let back = a.allocate(max + 64, false).unwrap();
+    let dst = b.allocate(max + 64, false).unwrap();
+    let peer = a.open_segment(b.name()).await.unwrap();
+    assert_eq!(a.selected_transport(peer).unwrap(), TransportKind::Shm);
+    for (len, (so, doff)) in [1usize, 9, 4099, (1 << 20) + 7, max].into_iter().zip([
+        (3, 11),
+        (0, 1),
+        (7, 13),
+        (1, 63),
+        (9, 17),
+    ]) {
+        let data = pattern(len, len as u8);
+        src.write_at(so, &data).unwrap();
+        a.write(
+            src.addr() + so as u64,
+            peer,
+            dst.addr() + doff as u64,
+            len as u64,
+        )
+        .await
+        .unwrap();
+        assert!(read_back(&dst, doff, len) == data, "write of {len}");
+        a.read(back.addr() + 5, peer, dst.addr() + doff as u64, len as u64)
+            .await
+            .unwrap();
+        assert!(read_back(&back, 5, len) == data, "read of {len}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_initiator_enforces_bounds_and_a_buffer_exported_later_is_mapped() {
+    let a = start().await;
+    let b = start().await;
+    let src = a.allocate(1 << 16, false).unwrap();
+    let first = b.allocate(4096, false).unwrap();
+    let peer = a.open_segment(b.name()).await.unwrap();
+    a.write(src.addr(), peer, first.addr(), 4096).await.unwrap();
+    for (addr, len) in [
+        (first.addr() + 4000, 200),
+        (first.addr() - 8, 16),
+        (u64::MAX - 4, 8),
+    ] {
+        let mut req = TransferRequest::write(src.addr(), peer, addr, len);
+        req.skip_initiator_checks = true;
+        assert_eq!(
+            a.transfer(req).await.unwrap_err().code(),
+            -3504,
+            "{addr:#x}+{len}"
+        );
+    }
+    let later = b.allocate(8192, false).unwrap();
+    a.close_segment(peer).unwrap();
+    let peer = a.open_segment(b.name()).await.unwrap();
+    a.write(src.addr(), peer, later.addr() + 100, 1000)
+        .await
+        .unwrap();
+    assert!(read_back(&later, 100, 1000) == read_back(&src, 0, 1000));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_to_a_stopped_engine_is_never_completed() {
+    let a = start().await;
+    let b = start().await;
+    let src = a.allocate(1 << 20, false).unwrap();
+    let dst = b.allocate(1 << 20, false).unwrap();
+    let peer = a.open_segment(b.name()).await.unwrap();
+    a.write(src.addr(), peer, dst.addr(), 1 << 20)
+        .await
+        .unwrap();
+    let addr = dst.addr();
+    drop((dst, b));
+    let req =
+        TransferRequest::write(src.addr(), peer, addr, 4096).with_deadline(Duration::from_secs(2));
+    let err = a.transfer(req).await.unwrap_err();
+    assert!(matches!(err, Error::PeerFailed { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn an_engine_without_shm_is_reached_over_tcp() {
+    let a = start().await;
+    let b = TransferEngine::start(EngineConfig {
+        shm: false,
+        ..EngineConfig::default()
+    })
+    .await
+    .unwrap();
+    let peer = a.open_segment(b.name()).await.unwrap();
+    assert_eq!(a.selected_transport(peer).unwrap(), TransportKind::Tcp);
+}
