@@ -60,7 +60,8 @@ struct BenchTransferArgs {
     /// Concurrent initiating tasks [default: 1; config: bench.threads].
     #[arg(long, env = "YUEBING_BENCH_THREADS")]
     threads: Option<usize>,
-    /// Force a transport: local, tcp [default: the engine's choice].
+    /// Transports to measure, comma-separated: tcp, shm [default: tcp,shm; config:
+    /// bench.transports].
     #[arg(long, env = "YUEBING_BENCH_TRANSPORT")]
     transport: Option<String>,
     /// Repetitions [default: 3; config: bench.repeat].
@@ -188,16 +189,12 @@ async fn bench_transfer(file: &ConfigFile, args: BenchTransferArgs) -> Result<()
             )))
         }
     };
-    let transport = match args.transport.as_deref() {
-        None => None,
-        Some("tcp") => Some(TransportKind::Tcp),
-        Some("local") => Some(TransportKind::Local),
-        Some(other) => {
-            return Err(CliError::Usage(format!(
-                "--transport {other:?}: expected tcp or local"
-            )))
-        }
-    };
+    let transports = file.resolve("bench", "transports", args.transport, "tcp,shm".to_string())?;
+    let transports = list(&transports, |t| match t {
+        "tcp" => Ok(TransportKind::Tcp),
+        "shm" => Ok(TransportKind::Shm),
+        other => Err(format!("--transport {other:?}: expected tcp or shm")),
+    })?;
     let blocks = file.resolve("bench", "blocks", args.blocks, "4K,64K,1M,16M".to_string())?;
     let batches = file.resolve("bench", "batches", args.batches, "1,32".to_string())?;
     let cfg = transfer::TransferBenchConfig {
@@ -218,9 +215,10 @@ async fn bench_transfer(file: &ConfigFile, args: BenchTransferArgs) -> Result<()
         )?),
         warmup: Duration::from_millis(file.resolve("bench", "warmup_ms", args.warmup_ms, 200)?),
         repeat: file.resolve("bench", "repeat", args.repeat, 3)?.max(1),
-        transport,
+        transports,
     };
-    let total = u64::from(cfg.repeat) * (cfg.blocks.len() * cfg.batches.len() * 2) as u64;
+    let total = u64::from(cfg.repeat)
+        * (cfg.blocks.len() * cfg.batches.len() * (cfg.transports.len() + 1)) as u64;
     let bar = progress(total);
     let rows = transfer::run(&cfg, |what| {
         bar.set_message(what.to_string());

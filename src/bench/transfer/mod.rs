@@ -3,9 +3,10 @@
 //!
 //! A target process (`yuebing bench-target`, started and killed by the bench) holds one
 //! pre-faulted buffer; this process initiates batches of `--batch` requests of `--block` bytes
-//! from `--threads` tasks. Per case it reports GB/s, batch latency p50/p99 and CPU seconds per
-//! GB (initiator + target), and, interleaved, single-thread memcpy, a raw loopback TCP stream
-//! (with its CPU seconds per GB) and a raw ping-pong (block out, 8-byte ack back).
+//! from `--threads` tasks, over each transport of `--transport` (tcp and shm by default). Per
+//! case it reports GB/s, batch latency p50/p99 and CPU seconds per GB (initiator + target), and,
+//! interleaved, single-thread memcpy (shm's baseline), a raw loopback TCP stream with its CPU
+//! seconds per GB and a raw ping-pong (block out, 8-byte ack back) (tcp's baselines).
 
 mod baseline;
 pub mod cpu;
@@ -44,8 +45,8 @@ pub struct TransferBenchConfig {
     pub warmup: Duration,
     /// Repetitions.
     pub repeat: u32,
-    /// Forced transport (default: what the engine selects, tcp between processes).
-    pub transport: Option<TransportKind>,
+    /// Transports measured, each forced on every request (tcp, shm).
+    pub transports: Vec<TransportKind>,
 }
 
 /// Parses `4K`, `64KiB`, `1M`, `16MiB`, `512` into bytes.
@@ -141,6 +142,7 @@ async fn measure_engine(
     target_pid: u32,
     block: usize,
     batch: usize,
+    kind: TransportKind,
 ) -> Result<Sample, String> {
     let op = cfg.op;
     let one = {
@@ -160,7 +162,7 @@ async fn measure_engine(
                         block as u64,
                     );
                     r.opcode = op;
-                    return e.transfer(r).await.map_err(|e| e.to_string());
+                    return e.transfer(r.via(kind)).await.map_err(|e| e.to_string());
                 }
                 let id = e.allocate_batch(batch).map_err(|e| e.to_string())?;
                 let reqs: Vec<TransferRequest> = (0..batch as u64)
@@ -173,7 +175,7 @@ async fn measure_engine(
                             block as u64,
                         );
                         r.opcode = op;
-                        r
+                        r.via(kind)
                     })
                     .collect();
                 e.submit(id, &reqs).map_err(|e| e.to_string())?;
@@ -206,7 +208,9 @@ async fn measure_engine(
     })
 }
 
-const ENGINE: &str = "yuebing-engine";
+fn variant(kind: TransportKind) -> String {
+    format!("yuebing-{}", kind.name())
+}
 const MEMCPY: &str = "memcpy-1thread";
 const STREAM: &str = "raw-tcp-stream";
 const PING: &str = "raw-tcp-pingpong";
@@ -220,12 +224,9 @@ pub async fn run(
     let max_batch = cfg.batches.iter().copied().max().ok_or("no batch size")?;
     let region = max_block * max_batch * cfg.threads.max(1);
     let target = TargetProcess::spawn(region)?;
-    let engine = TransferEngine::start(EngineConfig {
-        transport: cfg.transport,
-        ..EngineConfig::default()
-    })
-    .await
-    .map_err(|e| e.to_string())?;
+    let engine = TransferEngine::start(EngineConfig::default())
+        .await
+        .map_err(|e| e.to_string())?;
     let local = engine.allocate(region, true).map_err(|e| e.to_string())?;
     let peer = engine
         .open_segment(&target.announce.name)
@@ -237,15 +238,21 @@ pub async fn run(
         remote: target.announce.addr,
         engine,
     });
-    let mut engine_samples: HashMap<(usize, usize), Vec<Sample>> = HashMap::new();
+    let mut engine_samples: HashMap<(TransportKind, usize, usize), Vec<Sample>> = HashMap::new();
     let mut base: HashMap<(&str, usize, usize), Vec<Measured>> = HashMap::new();
     for _ in 0..cfg.repeat {
         for &block in &cfg.blocks {
             for &batch in &cfg.batches {
                 let label = format!("{} {} batch={batch}", op_name(cfg.op), size_label(block));
-                let s = measure_engine(&init, cfg, target.announce.pid, block, batch).await?;
-                engine_samples.entry((block, batch)).or_default().push(s);
-                tick(&format!("{label} / {ENGINE}"));
+                for &kind in &cfg.transports {
+                    let s =
+                        measure_engine(&init, cfg, target.announce.pid, block, batch, kind).await?;
+                    engine_samples
+                        .entry((kind, block, batch))
+                        .or_default()
+                        .push(s);
+                    tick(&format!("{label} / {}", variant(kind)));
+                }
                 let d = cfg.duration;
                 let m =
                     tokio::task::spawn_blocking(move || baseline::memcpy(block, block * batch, d))
@@ -284,33 +291,43 @@ fn op_name(op: Opcode) -> &'static str {
 
 fn rows(
     cfg: &TransferBenchConfig,
-    engine: &HashMap<(usize, usize), Vec<Sample>>,
+    engine: &HashMap<(TransportKind, usize, usize), Vec<Sample>>,
     base: &HashMap<(&str, usize, usize), Vec<Measured>>,
 ) -> Vec<Row> {
     let mut out = Vec::new();
     for &block in &cfg.blocks {
         for &batch in &cfg.batches {
             let case = format!("{} {} batch={batch}", op_name(cfg.op), size_label(block));
-            let samples = &engine[&(block, batch)];
-            let stat = |f: &dyn Fn(&Sample) -> f64| {
-                median_spread(&samples.iter().map(f).collect::<Vec<_>>())
-            };
             let bstat = |name: &str, f: &dyn Fn(&Measured) -> f64| {
                 base.get(&(name, block, batch))
                     .map(|v| median_spread(&v.iter().map(f).collect::<Vec<_>>()))
             };
             let ceiling = if batch == 1 { PING } else { STREAM };
-            let gbps = Row::new(&case, ENGINE, "GB/s", stat(&|s| s.gbps));
-            match bstat(ceiling, &|m| m.gbps) {
-                Some(c) => out.push(gbps.against(ceiling, c.0)),
-                None => out.push(gbps),
-            }
-            out.push(Row::new(&case, ENGINE, "p50_us", stat(&|s| s.p50_us)));
-            out.push(Row::new(&case, ENGINE, "p99_us", stat(&|s| s.p99_us)));
-            let cpu = Row::new(&case, ENGINE, "cpu_s_per_GB", stat(&|s| s.cpu_s_per_gb));
-            match bstat(STREAM, &|m| m.cpu_s_per_gb) {
-                Some(c) => out.push(cpu.against(STREAM, c.0)),
-                None => out.push(cpu),
+            for &kind in &cfg.transports {
+                let Some(samples) = engine.get(&(kind, block, batch)) else {
+                    continue;
+                };
+                let stat = |f: &dyn Fn(&Sample) -> f64| {
+                    median_spread(&samples.iter().map(f).collect::<Vec<_>>())
+                };
+                let name = variant(kind);
+                // tcp is compared with raw loopback TCP, shm with a single-thread memcpy.
+                let (rate_base, cpu_base) = match kind {
+                    TransportKind::Tcp => (ceiling, Some(STREAM)),
+                    _ => (MEMCPY, None),
+                };
+                let gbps = Row::new(&case, &name, "GB/s", stat(&|s| s.gbps));
+                match bstat(rate_base, &|m| m.gbps) {
+                    Some(c) => out.push(gbps.against(rate_base, c.0)),
+                    None => out.push(gbps),
+                }
+                out.push(Row::new(&case, &name, "p50_us", stat(&|s| s.p50_us)));
+                out.push(Row::new(&case, &name, "p99_us", stat(&|s| s.p99_us)));
+                let cpu = Row::new(&case, &name, "cpu_s_per_GB", stat(&|s| s.cpu_s_per_gb));
+                match cpu_base.and_then(|b| bstat(b, &|m| m.cpu_s_per_gb).map(|c| (b, c))) {
+                    Some((b, c)) => out.push(cpu.against(b, c.0)),
+                    None => out.push(cpu),
+                }
             }
             if let Some(m) = bstat(MEMCPY, &|m| m.gbps) {
                 out.push(Row::new(&case, MEMCPY, "GB/s", m));

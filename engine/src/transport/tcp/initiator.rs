@@ -42,6 +42,7 @@ pub(crate) struct Peer {
     conns: Vec<Conn>,
     rr: AtomicUsize,
     in_flight: Arc<Semaphore>,
+    capacity: usize,
     waiting: AtomicUsize,
     queue_len: usize,
 }
@@ -63,15 +64,21 @@ impl Peer {
         for _ in 0..cfg.connections.max(1) {
             conns.push(open(endpoint, cfg, handle).await?);
         }
+        let capacity = cfg.max_in_flight_bytes.max(cfg.slice_size) as usize;
         Ok(Peer {
             conns,
             rr: AtomicUsize::new(0),
-            in_flight: Arc::new(Semaphore::new(
-                cfg.max_in_flight_bytes.max(cfg.slice_size) as usize
-            )),
+            in_flight: Arc::new(Semaphore::new(capacity)),
+            capacity,
             waiting: AtomicUsize::new(0),
             queue_len: cfg.queue_len,
         })
+    }
+
+    /// Bytes in flight to this peer now.
+    pub(crate) fn in_flight_bytes(&self) -> u64 {
+        self.capacity
+            .saturating_sub(self.in_flight.available_permits()) as u64
     }
 
     /// Whether every connection is still up.

@@ -167,13 +167,17 @@ impl Inner {
         Ok(p)
     }
 
-    /// The slice size for a task of `len` bytes: big enough to amortize headers, small enough
-    /// that one task alone keeps every connection busy (between [`MIN_SLICE`] and the
-    /// configured maximum).
-    fn slice_for(&self, len: u64) -> u64 {
+    /// The slice size for a task of `len` bytes to `peer`. When the peer already has enough in
+    /// flight to keep every connection busy, whole slices of the configured maximum (fewest
+    /// headers and completions); otherwise the task is spread over the connections itself, in
+    /// slices of at least [`MIN_SLICE`].
+    fn slice_for(&self, peer: &Peer, len: u64) -> u64 {
         let max = self.config.slice_size.max(1);
-        let spread = len.div_ceil(self.config.connections.max(1) as u64);
-        spread.clamp(MIN_SLICE.min(max), max)
+        let connections = self.config.connections.max(1) as u64;
+        if peer.in_flight_bytes() >= max.saturating_mul(connections) {
+            return max;
+        }
+        len.div_ceil(connections).clamp(MIN_SLICE.min(max), max)
     }
 
     fn lock_peers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Peer>>> {
@@ -217,7 +221,7 @@ impl Transport for TcpTransport {
                 ))
             })?;
             let peer = inner.peer(&endpoint).await?;
-            let slice = inner.slice_for(job.len);
+            let slice = inner.slice_for(&peer, job.len);
             let slices = (0..job.len).step_by(slice as usize).map(|off| {
                 let header = RequestHeader {
                     opcode: job.opcode,
