@@ -145,15 +145,12 @@ impl TransferEngine {
     }
 
     /// Runs one request in its own batch and returns when it is final: `Ok` only if Completed.
-    /// The task runs on the caller's task (no spawn, no wake-up in between), which is what
-    /// single small transfers spend their time on.
+    /// (Running the task on the caller's task instead of spawning it was measured slower at
+    /// 4 KiB: the spawned task runs on the other, awake worker.)
     pub async fn transfer(&self, request: TransferRequest) -> Result<(), Error> {
         let batch = self.allocate_batch(1)?;
         let result = async {
-            let (_, runs) = self.enqueue(batch, self.plan(std::slice::from_ref(&request))?)?;
-            for run in runs {
-                run.await;
-            }
+            self.submit(batch, std::slice::from_ref(&request))?;
             let status = self.wait(batch).await?;
             match status.state {
                 TaskState::Completed => Ok(()),

@@ -154,7 +154,7 @@ async fn measure_engine(
                 let base = (w * batch * block) as u64;
                 if batch == 1 {
                     // One request: the engine's single-transfer call (Mooncake's
-                    // transferSync), which runs on the caller's task.
+                    // transferSync).
                     let mut r = TransferRequest::write(
                         init.local + base,
                         init.peer,
