@@ -298,6 +298,11 @@ impl BatchTable {
             .min()
     }
 
+    /// How many tasks of the batch are not final yet.
+    pub fn unfinished(&self, id: BatchId) -> Result<usize, Error> {
+        Ok(self.batch(id)?.unfinished)
+    }
+
     /// The next effect to perform.
     pub fn poll_effect(&mut self) -> Option<Effect> {
         self.effects.pop_front()

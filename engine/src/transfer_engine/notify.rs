@@ -109,8 +109,8 @@ impl TransferEngine {
         self.inner.notifications.take_all()
     }
 
-    /// Called by each task once it is final: the task that finds its batch finished delivers
-    /// the batch's notification (if it completed) and wakes the waiters again.
+    /// Called by a task that found its batch finished: delivers the batch's notification (if
+    /// it completed; once, whoever calls first) and wakes the waiters again.
     pub(super) async fn after_task(&self, batch: BatchId) {
         let Ok(signals) = self.inner.batches.signals(batch) else {
             return;

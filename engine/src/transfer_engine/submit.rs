@@ -6,6 +6,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures::stream::{FuturesUnordered, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::TransferEngine;
@@ -117,9 +118,18 @@ impl TransferEngine {
         batch: BatchId,
         requests: &[TransferRequest],
     ) -> Result<Range<usize>, Error> {
-        let (tasks, runs) = self.enqueue(batch, self.plan(requests)?)?;
-        for run in runs {
-            self.inner.handle.spawn(run);
+        let (tasks, mut runs) = self.enqueue(batch, self.plan(requests)?)?;
+        // One task drives the whole submit: its transfers wait on I/O (or the blocking pool for
+        // big copies), so they need not be tasks each, and small transfers skip a spawn each.
+        if runs.len() == 1 {
+            if let Some(run) = runs.pop() {
+                self.inner.handle.spawn(run);
+            }
+        } else {
+            let mut all: FuturesUnordered<_> = runs.into_iter().collect();
+            self.inner
+                .handle
+                .spawn(async move { while all.next().await.is_some() {} });
         }
         Ok(tasks)
     }
@@ -240,13 +250,14 @@ async fn run_task(
             tracing::warn!(error = %e, "could not refresh a restarted segment");
         }
     }
-    engine
-        .inner
-        .batches
-        .with(|t| match outcome {
+    let finished = engine.inner.batches.with(|t| {
+        let _ = match outcome {
             Ok(()) => t.handle_completed(batch, task),
             Err(e) => t.handle_failed(batch, task, e),
-        })
-        .ok();
-    engine.after_task(batch).await;
+        };
+        t.unfinished(batch) == Ok(0)
+    });
+    if finished {
+        engine.after_task(batch).await;
+    }
 }
