@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 use futures::FutureExt;
 use yuebing_rpc::{CallOptions, Endpoint, PoolConfig, PoolRegistry};
 
@@ -30,6 +31,18 @@ pub trait MetadataStore: Send + Sync {
     ) -> BoxFuture<'a, Result<(), Error>>;
     /// Withdraws the segment `name`.
     fn remove<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// The descriptors the segment `name` takes from now on (`None`: it disappeared, e.g. its
+    /// lease expired), where the backend can watch (etcd can). `None` where it cannot: callers
+    /// then `get` again when a request fails with `StaleSegment` or `PeerFailed`, as the engine
+    /// does.
+    fn watch<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> Option<BoxStream<'a, Result<Option<SegmentDescriptor>, Error>>> {
+        let _ = name;
+        None
+    }
 }
 
 /// The embedded metadata: each engine serves its own descriptor; nothing is stored.
@@ -101,5 +114,27 @@ impl MetadataStore for P2pMetadata {
     fn remove<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(), Error>> {
         // A stopped engine stops answering: that is its removal.
         async { Ok(()) }.boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn p2p_lookup_of_a_dead_or_bad_name_is_segment_not_found() {
+        let md = P2pMetadata::new(None);
+        let dead = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().to_string()
+        };
+        for name in [dead.as_str(), "not a name"] {
+            let err = md.get(name).await.unwrap_err();
+            assert_eq!(err.code(), -3203, "{name}: {err}");
+        }
+        assert!(md.watch("x").is_none(), "P2P cannot watch");
+        let d = SegmentDescriptor::new("n", "127.0.0.1:1", 1);
+        md.put(&d, Duration::from_secs(1)).await.unwrap();
+        md.remove("n").await.unwrap();
     }
 }
