@@ -64,22 +64,13 @@ struct BenchTransferArgs {
     /// bench.transports].
     #[arg(long, env = "YUEBING_BENCH_TRANSPORT")]
     transport: Option<String>,
-    /// Repetitions [default: 3; config: bench.repeat].
-    #[arg(long, env = "YUEBING_BENCH_REPEAT")]
-    repeat: Option<u32>,
-    /// Measured milliseconds per measurement [default: 1000; config: bench.duration_ms].
-    #[arg(long, env = "YUEBING_BENCH_DURATION_MS")]
-    duration_ms: Option<u64>,
-    /// Warm-up milliseconds before each [default: 200; config: bench.warmup_ms].
-    #[arg(long, env = "YUEBING_BENCH_WARMUP_MS")]
-    warmup_ms: Option<u64>,
-    /// Also write the results as JSON to this file.
-    #[arg(long, env = "YUEBING_BENCH_JSON")]
-    json: Option<PathBuf>,
+    #[command(flatten)]
+    common: BenchCommon,
 }
 
+/// Settings every benchmark takes.
 #[derive(Args, Debug)]
-struct BenchRpcArgs {
+struct BenchCommon {
     /// Repetitions of every measurement [default: 3; config: bench.repeat].
     #[arg(long, env = "YUEBING_BENCH_REPEAT")]
     repeat: Option<u32>,
@@ -89,12 +80,29 @@ struct BenchRpcArgs {
     /// Warm-up milliseconds before each measurement [default: 200; config: bench.warmup_ms].
     #[arg(long, env = "YUEBING_BENCH_WARMUP_MS")]
     warmup_ms: Option<u64>,
-    /// Run only the measurements whose "case / variant" label contains this text.
-    #[arg(long)]
-    only: Option<String>,
     /// Also write the results as JSON to this file.
     #[arg(long, env = "YUEBING_BENCH_JSON")]
     json: Option<PathBuf>,
+}
+
+impl BenchCommon {
+    /// (repeat, duration, warm-up), resolved against the config file.
+    fn resolve(&self, file: &ConfigFile) -> Result<(u32, Duration, Duration), CliError> {
+        Ok((
+            file.resolve("bench", "repeat", self.repeat, 3)?.max(1),
+            Duration::from_millis(file.resolve("bench", "duration_ms", self.duration_ms, 1000)?),
+            Duration::from_millis(file.resolve("bench", "warmup_ms", self.warmup_ms, 200)?),
+        ))
+    }
+}
+
+#[derive(Args, Debug)]
+struct BenchRpcArgs {
+    /// Run only the measurements whose "case / variant" label contains this text.
+    #[arg(long)]
+    only: Option<String>,
+    #[command(flatten)]
+    common: BenchCommon,
 }
 
 /// Why a command failed: printed as one line with a name and a code.
@@ -140,32 +148,44 @@ fn progress(total: u64) -> ProgressBar {
 }
 
 async fn bench_rpc(file: &ConfigFile, args: BenchRpcArgs) -> Result<(), CliError> {
+    let (repeat, duration, warmup) = args.common.resolve(file)?;
     let cfg = rpc::RpcBenchConfig {
-        repeat: file.resolve("bench", "repeat", args.repeat, 3)?.max(1),
-        duration: Duration::from_millis(file.resolve(
-            "bench",
-            "duration_ms",
-            args.duration_ms,
-            1000,
-        )?),
-        warmup: Duration::from_millis(file.resolve("bench", "warmup_ms", args.warmup_ms, 200)?),
+        repeat,
+        duration,
+        warmup,
         only: args.only,
     };
     let per_repeat = 18;
     let bar = progress(u64::from(cfg.repeat) * per_repeat);
-    let rows = rpc::run(&cfg, |what| {
-        bar.set_message(what.to_string());
-        bar.inc(1);
-    })
-    .await
-    .map_err(CliError::Bench)?;
-    bar.finish_and_clear();
-    println!(
+    let rows = rpc::run(&cfg, ticker(&bar)).await;
+    let header = format!(
         "bench rpc: {} repetitions x {:?} each; medians, spread = max - min; GB/s counts payload one way",
         cfg.repeat, cfg.duration
     );
+    finish("rpc", &bar, rows, header, args.common.json)
+}
+
+/// Advances `bar` by one measurement, named `what`.
+fn ticker(bar: &ProgressBar) -> impl FnMut(&str) + '_ {
+    |what| {
+        bar.set_message(what.to_string());
+        bar.inc(1);
+    }
+}
+
+/// Clears the progress bar, prints the table and writes `--json`.
+fn finish(
+    bench: &str,
+    bar: &ProgressBar,
+    rows: Result<Vec<report::Row>, String>,
+    header: String,
+    json: Option<PathBuf>,
+) -> Result<(), CliError> {
+    bar.finish_and_clear();
+    let rows = rows.map_err(CliError::Bench)?;
+    println!("{header}");
     print!("{}", report::table(&rows));
-    write_json(args.json, "rpc", &rows)
+    write_json(json, bench, &rows)
 }
 
 fn list<T>(text: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, CliError> {
@@ -176,6 +196,7 @@ fn list<T>(text: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<
 }
 
 async fn bench_transfer(file: &ConfigFile, args: BenchTransferArgs) -> Result<(), CliError> {
+    let (repeat, duration, warmup) = args.common.resolve(file)?;
     use yuebing::engine::{Opcode, TransportKind};
     let op = match file
         .resolve("bench", "op", args.op, "write".to_string())?
@@ -207,32 +228,20 @@ async fn bench_transfer(file: &ConfigFile, args: BenchTransferArgs) -> Result<()
                 .ok_or(format!("bad batch {b:?}"))
         })?,
         threads: file.resolve("bench", "threads", args.threads, 1)?.max(1),
-        duration: Duration::from_millis(file.resolve(
-            "bench",
-            "duration_ms",
-            args.duration_ms,
-            1000,
-        )?),
-        warmup: Duration::from_millis(file.resolve("bench", "warmup_ms", args.warmup_ms, 200)?),
-        repeat: file.resolve("bench", "repeat", args.repeat, 3)?.max(1),
+        duration,
+        warmup,
+        repeat,
         transports,
     };
     let total = u64::from(cfg.repeat)
         * (cfg.blocks.len() * cfg.batches.len() * (cfg.transports.len() + 1)) as u64;
     let bar = progress(total);
-    let rows = transfer::run(&cfg, |what| {
-        bar.set_message(what.to_string());
-        bar.inc(1);
-    })
-    .await
-    .map_err(CliError::Bench)?;
-    bar.finish_and_clear();
-    println!(
+    let rows = transfer::run(&cfg, ticker(&bar)).await;
+    let header = format!(
         "bench transfer: {} repetitions x {:?}; {} thread(s); medians, spread = max - min; CPU = initiator + target",
         cfg.repeat, cfg.duration, cfg.threads
     );
-    print!("{}", report::table(&rows));
-    write_json(args.json, "transfer", &rows)
+    finish("transfer", &bar, rows, header, args.common.json)
 }
 
 fn write_json(path: Option<PathBuf>, bench: &str, rows: &[report::Row]) -> Result<(), CliError> {

@@ -68,3 +68,59 @@ fn settings_come_from_the_config_file_and_bad_files_fail_clearly() {
     );
     assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
 }
+
+#[test]
+fn bench_transfer_runs_both_transports_against_their_baselines() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("transfer.json");
+    let out = yuebing()
+        .args([
+            "bench",
+            "transfer",
+            "--repeat",
+            "1",
+            "--duration-ms",
+            "40",
+            "--warmup-ms",
+            "0",
+        ])
+        .args(["--blocks", "4K,64K", "--batches", "1,4"])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = doc["rows"].as_array().unwrap();
+    let has = |variant: &str, baseline: &str| {
+        rows.iter().any(|r| {
+            r["variant"] == variant
+                && r["metric"] == "GB/s"
+                && r["baseline"] == baseline
+                && r["value"].as_f64().unwrap() > 0.0
+        })
+    };
+    assert!(has("yuebing-tcp", "raw-tcp-pingpong"), "{stdout}");
+    assert!(has("yuebing-tcp", "raw-tcp-stream"), "{stdout}");
+    assert!(has("yuebing-shm", "memcpy-1thread"), "{stdout}");
+    assert!(rows
+        .iter()
+        .any(|r| r["metric"] == "cpu_s_per_GB" && r["baseline"] == "raw-tcp-stream"));
+}
+
+#[test]
+fn bad_bench_arguments_are_usage_errors() {
+    let out = yuebing()
+        .args(["bench", "transfer", "--blocks", "4Q"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("UsageError"), "{stderr}");
+}

@@ -1,53 +1,64 @@
 //! Fault tests of the Transfer Engine with a real target process (`yuebing bench-target`), made
 //! deterministic as conventions.md says: stop the peer, submit, then kill it.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use yuebing::bench::transfer::target::Announce;
-use yuebing::engine::{EngineConfig, Error, TransferEngine, TransferRequest, TransportKind};
+use yuebing::bench::transfer::target::TargetProcess;
+use yuebing::engine::{
+    EngineBuffer, EngineConfig, Error, SegmentHandle, TransferEngine, TransferRequest,
+    TransportKind,
+};
 
-/// The target process; killed and reaped when dropped, also when a test panics.
-struct Target {
-    child: Child,
-    announce: Announce,
-}
+/// The target process (killed and reaped when dropped, also when a test panics).
+struct Target(TargetProcess);
 
 impl Target {
     fn start(len: usize) -> Target {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_yuebing"))
-            .args([
-                "bench-target",
-                "--bind",
-                "127.0.0.1:0",
-                "--len",
-                &len.to_string(),
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the target");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let announce = serde_json::from_str(&line).expect("announce line");
-        Target { child, announce }
+        Target(
+            TargetProcess::spawn(Path::new(env!("CARGO_BIN_EXE_yuebing")), len)
+                .expect("target starts"),
+        )
     }
 
     fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on our own child's pid; no memory is involved.
-        let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
+        let rc = unsafe { libc::kill(self.0.child.id() as i32, sig) };
         assert_eq!(rc, 0, "kill({sig})");
+    }
+
+    fn kill(&mut self) {
+        self.0.child.kill().unwrap();
+        self.0.child.wait().unwrap();
     }
 }
 
-impl Drop for Target {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A target serving `len` bytes, an initiator (tcp forced unless `shm`), a buffer of `len`
+/// bytes, the opened peer, and one good write of 4 KiB already done.
+async fn setup(
+    len: usize,
+    shm: bool,
+) -> (
+    Target,
+    TransferEngine,
+    Arc<EngineBuffer>,
+    SegmentHandle,
+    u64,
+) {
+    let target = Target::start(len);
+    let engine = if shm {
+        TransferEngine::start(EngineConfig::default())
+            .await
+            .unwrap()
+    } else {
+        initiator().await
+    };
+    let src = engine.allocate(len, true).unwrap();
+    let peer = engine.open_segment(&target.0.announce.name).await.unwrap();
+    let remote = target.0.announce.addr;
+    engine.write(src.addr(), peer, remote, 4096).await.unwrap();
+    (target, engine, src, peer, remote)
 }
 
 async fn initiator() -> TransferEngine {
@@ -61,18 +72,11 @@ async fn initiator() -> TransferEngine {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_stopped_then_killed_mid_transfer_fails_or_times_out() {
-    let target = Target::start(8 << 20);
-    let engine = initiator().await;
-    let src = engine.allocate(8 << 20, true).unwrap();
-    let peer = engine.open_segment(&target.announce.name).await.unwrap();
-    engine
-        .write(src.addr(), peer, target.announce.addr, 4096)
-        .await
-        .unwrap();
+    let (target, engine, src, peer, remote) = setup(8 << 20, false).await;
 
     target.signal(libc::SIGSTOP);
     let started = Instant::now();
-    let req = TransferRequest::write(src.addr(), peer, target.announce.addr, 8 << 20)
+    let req = TransferRequest::write(src.addr(), peer, remote, 8 << 20)
         .with_deadline(Duration::from_secs(3));
     let call = tokio::spawn({
         let engine = engine.clone();
@@ -94,17 +98,10 @@ async fn a_peer_stopped_then_killed_mid_transfer_fails_or_times_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_peer_times_out_at_the_deadline() {
-    let target = Target::start(1 << 20);
-    let engine = initiator().await;
-    let src = engine.allocate(1 << 20, true).unwrap();
-    let peer = engine.open_segment(&target.announce.name).await.unwrap();
-    engine
-        .write(src.addr(), peer, target.announce.addr, 4096)
-        .await
-        .unwrap();
+    let (target, engine, src, peer, remote) = setup(1 << 20, false).await;
     target.signal(libc::SIGSTOP);
     let started = Instant::now();
-    let req = TransferRequest::write(src.addr(), peer, target.announce.addr, 4096)
+    let req = TransferRequest::write(src.addr(), peer, remote, 4096)
         .with_deadline(Duration::from_millis(300));
     assert_eq!(engine.transfer(req).await.unwrap_err(), Error::Timeout);
     assert!(
@@ -117,18 +114,10 @@ async fn a_stopped_peer_times_out_at_the_deadline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_killed_before_the_submit_fails_the_task() {
-    let mut target = Target::start(1 << 20);
-    let engine = initiator().await;
-    let src = engine.allocate(1 << 20, true).unwrap();
-    let peer = engine.open_segment(&target.announce.name).await.unwrap();
-    engine
-        .write(src.addr(), peer, target.announce.addr, 4096)
-        .await
-        .unwrap();
-    target.child.kill().unwrap();
-    target.child.wait().unwrap();
+    let (mut target, engine, src, peer, remote) = setup(1 << 20, false).await;
+    target.kill();
     let started = Instant::now();
-    let req = TransferRequest::write(src.addr(), peer, target.announce.addr, 4096)
+    let req = TransferRequest::write(src.addr(), peer, remote, 4096)
         .with_deadline(Duration::from_secs(3));
     let err = engine.transfer(req).await.unwrap_err();
     assert!(
@@ -140,21 +129,11 @@ async fn a_peer_killed_before_the_submit_fails_the_task() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_shm_a_peer_killed_before_the_submit_gets_no_completed_write() {
-    let mut target = Target::start(1 << 20);
-    let engine = TransferEngine::start(EngineConfig::default())
-        .await
-        .unwrap();
-    let src = engine.allocate(1 << 20, true).unwrap();
-    let peer = engine.open_segment(&target.announce.name).await.unwrap();
+    let (mut target, engine, src, peer, remote) = setup(1 << 20, true).await;
     assert_eq!(engine.selected_transport(peer).unwrap(), TransportKind::Shm);
-    engine
-        .write(src.addr(), peer, target.announce.addr, 1 << 20)
-        .await
-        .unwrap();
-    target.child.kill().unwrap();
-    target.child.wait().unwrap();
+    target.kill();
     for attempt in 0..3 {
-        let req = TransferRequest::write(src.addr(), peer, target.announce.addr, 4096)
+        let req = TransferRequest::write(src.addr(), peer, remote, 4096)
             .via(TransportKind::Shm)
             .with_deadline(Duration::from_secs(2));
         let err = engine.transfer(req).await.unwrap_err();

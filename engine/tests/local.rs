@@ -6,9 +6,11 @@ use std::time::{Duration, Instant};
 
 use futures::future::{join_all, BoxFuture};
 use futures::FutureExt;
+mod common;
+use common::*;
 use yuebing_engine::{
-    EngineBuffer, EngineConfig, Error, Job, SegmentDescriptor, SegmentHandle, TaskState,
-    TransferEngine, TransferRequest, Transport, TransportKind,
+    EngineConfig, Error, Job, SegmentDescriptor, SegmentHandle, TaskState, TransferEngine,
+    TransferRequest, Transport, TransportKind,
 };
 
 fn engine() -> TransferEngine {
@@ -20,49 +22,14 @@ fn unknown_segment() -> SegmentHandle {
     SegmentHandle::from_raw(u64::MAX)
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
-
-fn read_back(buf: &EngineBuffer, offset: usize, len: usize) -> Vec<u8> {
-    let mut out = vec![0u8; len];
-    buf.read_at(offset, &mut out).unwrap();
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn byte_exact_round_trips_from_1_byte_to_64_mib_at_unaligned_offsets() {
     let e = engine();
-    let max = 64 << 20;
-    let src = e.allocate(max + 64, false).unwrap();
-    let dst = e.allocate(max + 64, false).unwrap();
-    let back = e.allocate(max + 64, false).unwrap();
-    let own = e.own_segment();
-    for (len, (so, doff)) in [1usize, 7, 4099, (1 << 20) + 5, max].into_iter().zip([
-        (3, 11),
-        (1, 0),
-        (13, 7),
-        (5, 63),
-        (9, 17),
-    ]) {
-        let data = pattern(len, len as u8);
-        src.write_at(so, &data).unwrap();
-        e.write(
-            src.addr() + so as u64,
-            own,
-            dst.addr() + doff as u64,
-            len as u64,
-        )
-        .await
-        .unwrap();
-        assert!(read_back(&dst, doff, len) == data, "write of {len} bytes");
-        e.read(back.addr() + 1, own, dst.addr() + doff as u64, len as u64)
-            .await
-            .unwrap();
-        assert!(read_back(&back, 1, len) == data, "read of {len} bytes");
-    }
+    let size = (64 << 20) + 64;
+    let src = e.allocate(size, false).unwrap();
+    let dst = e.allocate(size, false).unwrap();
+    let back = e.allocate(size, false).unwrap();
+    round_trips(&e, e.own_segment(), &src, &dst, &back).await;
 }
 
 #[tokio::test]

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use yuebing_engine::{
-    EngineBuffer, EngineConfig, Error, TransferEngine, TransferRequest, TransportKind,
-};
+mod common;
+use common::*;
+use yuebing_engine::{EngineConfig, Error, TransferEngine, TransferRequest, TransportKind};
 
 async fn start() -> TransferEngine {
     TransferEngine::start(EngineConfig::default())
@@ -13,51 +13,17 @@ async fn start() -> TransferEngine {
         .expect("engine starts")
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed))
-        .collect()
-}
-
-fn read_back(buf: &EngineBuffer, offset: usize, len: usize) -> Vec<u8> {
-    let mut out = vec![0u8; len];
-    buf.read_at(offset, &mut out).unwrap();
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_host_peers_use_shm_byte_exact_from_1_byte_to_64_mib() {
     let a = start().await;
     let b = start().await;
-    let max = 64 << 20;
-    let src = a.allocate(max + 64, false).unwrap();
-    let back = a.allocate(max + 64, false).unwrap();
-    let dst = b.allocate(max + 64, false).unwrap();
+    let size = (64 << 20) + 64;
+    let src = a.allocate(size, false).unwrap();
+    let back = a.allocate(size, false).unwrap();
+    let dst = b.allocate(size, false).unwrap();
     let peer = a.open_segment(b.name()).await.unwrap();
     assert_eq!(a.selected_transport(peer).unwrap(), TransportKind::Shm);
-    for (len, (so, doff)) in [1usize, 9, 4099, (1 << 20) + 7, max].into_iter().zip([
-        (3, 11),
-        (0, 1),
-        (7, 13),
-        (1, 63),
-        (9, 17),
-    ]) {
-        let data = pattern(len, len as u8);
-        src.write_at(so, &data).unwrap();
-        a.write(
-            src.addr() + so as u64,
-            peer,
-            dst.addr() + doff as u64,
-            len as u64,
-        )
-        .await
-        .unwrap();
-        assert!(read_back(&dst, doff, len) == data, "write of {len}");
-        a.read(back.addr() + 5, peer, dst.addr() + doff as u64, len as u64)
-            .await
-            .unwrap();
-        assert!(read_back(&back, 5, len) == data, "read of {len}");
-    }
+    round_trips(&a, peer, &src, &dst, &back).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,8 +3,10 @@
 
 use std::time::{Duration, Instant};
 
+mod common;
+use common::*;
 use yuebing_engine::{
-    EngineBuffer, EngineConfig, Error, TcpConfig, TransferEngine, TransferRequest, TransportKind,
+    EngineConfig, Error, TcpConfig, TransferEngine, TransferRequest, TransportKind,
 };
 
 /// An engine whose requests go over tcp (same-host peers would otherwise use shm).
@@ -16,47 +18,17 @@ async fn start(config: EngineConfig) -> TransferEngine {
     TransferEngine::start(config).await.expect("engine starts")
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed))
-        .collect()
-}
-
-fn read_back(buf: &EngineBuffer, offset: usize, len: usize) -> Vec<u8> {
-    let mut out = vec![0u8; len];
-    buf.read_at(offset, &mut out).unwrap();
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn byte_exact_round_trips_over_tcp() {
     let a = start(EngineConfig::default()).await;
     let b = start(EngineConfig::default()).await;
-    let max = 64 << 20;
-    let src = a.allocate(max + 64, false).unwrap();
-    let back = a.allocate(max + 64, false).unwrap();
-    let dst = b.allocate(max + 64, false).unwrap();
+    let size = (64 << 20) + 64;
+    let src = a.allocate(size, false).unwrap();
+    let back = a.allocate(size, false).unwrap();
+    let dst = b.allocate(size, false).unwrap();
     let peer = a.open_segment(b.name()).await.unwrap();
-    for (len, (so, doff)) in [1usize, 5, 4097, (1 << 20) + 3, (3 << 20) + 1, max]
-        .into_iter()
-        .zip([(3, 11), (0, 1), (7, 13), (1, 63), (5, 2), (9, 17)])
-    {
-        let data = pattern(len, len as u8);
-        src.write_at(so, &data).unwrap();
-        a.write(
-            src.addr() + so as u64,
-            peer,
-            dst.addr() + doff as u64,
-            len as u64,
-        )
-        .await
-        .unwrap();
-        assert!(read_back(&dst, doff, len) == data, "write of {len}");
-        a.read(back.addr() + 3, peer, dst.addr() + doff as u64, len as u64)
-            .await
-            .unwrap();
-        assert!(read_back(&back, 3, len) == data, "read of {len}");
-    }
+    assert_eq!(a.selected_transport(peer).unwrap(), TransportKind::Tcp);
+    round_trips(&a, peer, &src, &dst, &back).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,8 +13,6 @@ pub mod cpu;
 pub mod target;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +22,7 @@ use yuebing_engine::{
 
 use self::baseline::Measured;
 use self::cpu::cpu_seconds;
-use self::target::Announce;
+use self::target::TargetProcess;
 use super::harness::{closed_loop, median_spread};
 use super::report::Row;
 
@@ -73,55 +71,6 @@ fn size_label(n: usize) -> String {
     }
 }
 
-/// The target child process; killed and reaped when dropped.
-struct TargetProcess {
-    child: Child,
-    announce: Announce,
-}
-
-impl TargetProcess {
-    fn spawn(len: usize) -> Result<TargetProcess, String> {
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let mut child = Command::new(exe)
-            .args([
-                "bench-target",
-                "--bind",
-                "127.0.0.1:0",
-                "--len",
-                &len.to_string(),
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("cannot start the target process: {e}"))?;
-        let stdout = child.stdout.take().ok_or("target has no stdout")?;
-        let mut line = String::new();
-        let read = BufReader::new(stdout).read_line(&mut line);
-        let announce = match read {
-            Ok(n) if n > 0 => {
-                serde_json::from_str(&line).map_err(|e| format!("target said {line:?}: {e}"))
-            }
-            _ => Err("the target process exited before announcing itself".to_string()),
-        };
-        match announce {
-            Ok(announce) => Ok(TargetProcess { child, announce }),
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                Err(e)
-            }
-        }
-    }
-}
-
-impl Drop for TargetProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 struct Sample {
     gbps: f64,
     p50_us: f64,
@@ -152,32 +101,23 @@ async fn measure_engine(
             async move {
                 let e = &init.engine;
                 let base = (w * batch * block) as u64;
-                if batch == 1 {
-                    // One request: the engine's single-transfer call (Mooncake's
-                    // transferSync).
+                let request = |i: u64| {
+                    let off = base + i * block as u64;
                     let mut r = TransferRequest::write(
-                        init.local + base,
+                        init.local + off,
                         init.peer,
-                        init.remote + base,
+                        init.remote + off,
                         block as u64,
                     );
                     r.opcode = op;
-                    return e.transfer(r.via(kind)).await.map_err(|e| e.to_string());
+                    r.via(kind)
+                };
+                if batch == 1 {
+                    // One request: the engine's single-transfer call (Mooncake's transferSync).
+                    return e.transfer(request(0)).await.map_err(|e| e.to_string());
                 }
                 let id = e.allocate_batch(batch).map_err(|e| e.to_string())?;
-                let reqs: Vec<TransferRequest> = (0..batch as u64)
-                    .map(|i| {
-                        let off = base + i * block as u64;
-                        let mut r = TransferRequest::write(
-                            init.local + off,
-                            init.peer,
-                            init.remote + off,
-                            block as u64,
-                        );
-                        r.opcode = op;
-                        r.via(kind)
-                    })
-                    .collect();
+                let reqs: Vec<TransferRequest> = (0..batch as u64).map(request).collect();
                 e.submit(id, &reqs).map_err(|e| e.to_string())?;
                 let status = e.wait(id).await.map_err(|e| e.to_string())?;
                 e.free_batch(id).map_err(|e| e.to_string())?;
@@ -223,7 +163,8 @@ pub async fn run(
     let max_block = cfg.blocks.iter().copied().max().ok_or("no block size")?;
     let max_batch = cfg.batches.iter().copied().max().ok_or("no batch size")?;
     let region = max_block * max_batch * cfg.threads.max(1);
-    let target = TargetProcess::spawn(region)?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let target = TargetProcess::spawn(&exe, region)?;
     let engine = TransferEngine::start(EngineConfig::default())
         .await
         .map_err(|e| e.to_string())?;

@@ -1,7 +1,9 @@
 //! The target process of `bench transfer`: an engine with one pre-faulted buffer, announced on
 //! stdout as one JSON line; it exits when its stdin closes (so it never outlives the bench).
 
-use std::io::Write as _;
+use std::io::{BufRead, BufReader, Write as _};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
@@ -45,4 +47,56 @@ pub async fn run(bind: String, len: usize) -> Result<(), String> {
     drop(buffer);
     drop(engine);
     Ok(())
+}
+
+/// A target process started with `exe bench-target`; killed and reaped when dropped (also
+/// when a test using it panics).
+pub struct TargetProcess {
+    /// The child process.
+    pub child: Child,
+    /// What it announced.
+    pub announce: Announce,
+}
+
+impl TargetProcess {
+    /// Starts `exe bench-target` serving `len` bytes and waits for its announcement.
+    pub fn spawn(exe: &Path, len: usize) -> Result<TargetProcess, String> {
+        let mut child = Command::new(exe)
+            .args([
+                "bench-target",
+                "--bind",
+                "127.0.0.1:0",
+                "--len",
+                &len.to_string(),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot start the target process: {e}"))?;
+        let stdout = child.stdout.take().ok_or("target has no stdout")?;
+        let mut line = String::new();
+        let read = BufReader::new(stdout).read_line(&mut line);
+        let announce = match read {
+            Ok(n) if n > 0 => {
+                serde_json::from_str(&line).map_err(|e| format!("target said {line:?}: {e}"))
+            }
+            _ => Err("the target process exited before announcing itself".to_string()),
+        };
+        match announce {
+            Ok(announce) => Ok(TargetProcess { child, announce }),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for TargetProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -1,0 +1,48 @@
+//! Helpers shared by the engine's integration tests.
+#![allow(dead_code, unreachable_pub)]
+
+use yuebing_engine::{EngineBuffer, SegmentHandle, TransferEngine};
+
+/// `len` bytes that differ from position to position and from seed to seed.
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// `len` bytes of `buf` at `offset`.
+pub fn read_back(buf: &EngineBuffer, offset: usize, len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    buf.read_at(offset, &mut out).unwrap();
+    out
+}
+
+/// Sizes from 1 byte to 64 MiB, each with an unaligned source and destination offset.
+pub const ROUND_TRIPS: [(usize, usize, usize); 6] = [
+    (1, 3, 11),
+    (7, 0, 1),
+    (4099, 13, 7),
+    ((1 << 20) + 5, 5, 63),
+    ((3 << 20) + 1, 1, 2),
+    (64 << 20, 9, 17),
+];
+
+/// Writes each size from `src` (local) to `dst` in `peer`, checks it landed, reads it back into
+/// `back` (local) and checks that too. All three buffers need 64 MiB + 64 bytes.
+pub async fn round_trips(
+    e: &TransferEngine,
+    peer: SegmentHandle,
+    src: &EngineBuffer,
+    dst: &EngineBuffer,
+    back: &EngineBuffer,
+) {
+    for (len, so, doff) in ROUND_TRIPS {
+        let data = pattern(len, len as u8);
+        src.write_at(so, &data).unwrap();
+        let (s, d) = (src.addr() + so as u64, dst.addr() + doff as u64);
+        e.write(s, peer, d, len as u64).await.unwrap();
+        assert!(read_back(dst, doff, len) == data, "write of {len} bytes");
+        e.read(back.addr() + 3, peer, d, len as u64).await.unwrap();
+        assert!(read_back(back, 3, len) == data, "read of {len} bytes");
+    }
+}
