@@ -1,6 +1,7 @@
 //! The initiating side of the tcp data plane: several pipelined connections per peer, a bound
 //! on the bytes in flight to the peer, and slices matched to their responses in order.
 
+use std::io::IoSlice;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -12,16 +13,33 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, REQUEST_LEN, RESPONSE_LEN};
-use super::{write_all_vectored, TcpConfig, IO_BUFFER};
+use super::{TcpConfig, IO_BUFFER};
 use crate::error::Error;
 use crate::request::Opcode;
 
-/// One slice of a task on the wire.
+/// One slice of a task on its way to the writer task.
 pub(crate) struct Slice {
     pub(crate) header: RequestHeader,
     /// Local address the bytes come from (write) or go to (read).
     pub(crate) local: u64,
-    pub(crate) done: oneshot::Sender<Result<(), Error>>,
+    /// Bytes of the frame already on the wire (a fast-path write that did not finish).
+    written: usize,
+    /// The answer's channel; `None` when its pending entry was queued already.
+    done: Option<oneshot::Sender<Result<(), Error>>>,
+}
+
+impl Slice {
+    /// The frame: the encoded header and, for a write, the payload.
+    fn frame<'a>(&self, header: &'a [u8; REQUEST_LEN]) -> [&'a [u8]; 2] {
+        let payload: &[u8] = if self.header.opcode == Opcode::Write {
+            // SAFETY: the engine checked that the local range is registered; registration's
+            // contract keeps it valid. The slice lives only while the socket reads it.
+            unsafe { std::slice::from_raw_parts(self.local as *const u8, self.header.len as usize) }
+        } else {
+            &[]
+        };
+        [header, payload]
+    }
 }
 
 struct Pending {
@@ -32,9 +50,77 @@ struct Pending {
     done: oneshot::Sender<Result<(), Error>>,
 }
 
+/// One data connection. Its write side is used directly by a caller when nothing is queued (a
+/// non-blocking write: no hop to another task), and by the writer task otherwise; `busy` says
+/// which, and every hand-over happens under that lock so the frames keep their order.
 struct Conn {
     tx: mpsc::UnboundedSender<Slice>,
+    wr: Arc<OwnedWriteHalf>,
+    pending: mpsc::UnboundedSender<Pending>,
+    busy: Arc<std::sync::Mutex<bool>>,
     dead: CancellationToken,
+}
+
+impl Conn {
+    /// With `direct` (a lone small slice): queues the answer's entry and writes the frame now
+    /// if the socket takes all of it, else hands the rest to the writer task. Otherwise, or
+    /// while the writer task owns the socket, hands the slice over, so that slices under load
+    /// are gathered into few syscalls.
+    fn send(
+        &self,
+        header: RequestHeader,
+        local: u64,
+        done: oneshot::Sender<Result<(), Error>>,
+        direct: bool,
+    ) -> Result<(), Error> {
+        let closed = || failed("connection closed");
+        let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        if *busy || !direct {
+            *busy = true;
+            let slice = Slice {
+                header,
+                local,
+                written: 0,
+                done: Some(done),
+            };
+            return self.tx.send(slice).map_err(|_| closed());
+        }
+        let entry = Pending {
+            opcode: header.opcode,
+            req_id: header.req_id,
+            local,
+            len: header.len,
+            done,
+        };
+        // Queued before the request is written: its response can never arrive first.
+        self.pending.send(entry).map_err(|_| closed())?;
+        let mut slice = Slice {
+            header,
+            local,
+            written: 0,
+            done: None,
+        };
+        let encoded = header.encode();
+        let parts = slice.frame(&encoded);
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let io = [IoSlice::new(parts[0]), IoSlice::new(parts[1])];
+        match self.wr.try_write_vectored(&io) {
+            Ok(n) if n == total => Ok(()),
+            Ok(n) => {
+                slice.written = n;
+                *busy = true;
+                self.tx.send(slice).map_err(|_| closed())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                *busy = true;
+                self.tx.send(slice).map_err(|_| closed())
+            }
+            Err(e) => {
+                self.dead.cancel();
+                Err(failed(e.to_string()))
+            }
+        }
+    }
 }
 
 /// The connections to one peer's data endpoint.
@@ -106,13 +192,9 @@ impl Peer {
         };
         let conn = &self.conns[self.rr.fetch_add(1, Ordering::Relaxed) % self.conns.len()];
         let (done, result) = oneshot::channel();
-        conn.tx
-            .send(Slice {
-                header,
-                local,
-                done,
-            })
-            .map_err(|_| failed("connection closed"))?;
+        // Alone in flight to this peer and small: nothing to gather, so skip the hop.
+        let direct = header.len <= DIRECT_MAX && self.in_flight_bytes() == u64::from(n);
+        conn.send(header, local, done, direct)?;
         let r = result
             .await
             .unwrap_or_else(|_| Err(failed("connection closed")));
@@ -139,74 +221,110 @@ async fn open(endpoint: &str, cfg: &TcpConfig, handle: &Handle) -> Result<Conn, 
         )));
     }
     let (rd, wr) = s.into_split();
+    let wr = Arc::new(wr);
     let (tx, rx) = mpsc::unbounded_channel();
     let (ptx, prx) = mpsc::unbounded_channel();
     let dead = CancellationToken::new();
-    handle.spawn(writer(wr, rx, ptx, dead.clone()));
+    let busy = Arc::new(std::sync::Mutex::new(false));
+    handle.spawn(writer(
+        wr.clone(),
+        rx,
+        ptx.clone(),
+        busy.clone(),
+        dead.clone(),
+    ));
     handle.spawn(reader(rd, prx, dead.clone()));
-    Ok(Conn { tx, dead })
+    Ok(Conn {
+        tx,
+        wr,
+        pending: ptx,
+        busy,
+        dead,
+    })
 }
+
+/// Largest slice a caller writes itself when it is alone in flight.
+const DIRECT_MAX: u64 = 256 << 10;
 
 /// Most slices gathered into one `writev`.
 const GATHER: usize = 32;
 
+/// Writes the slices handed over by callers (when the socket could not take them at once),
+/// gathering what is queued into one `writev`; gives the socket back to the callers when the
+/// queue is empty.
 async fn writer(
-    mut wr: OwnedWriteHalf,
+    wr: Arc<OwnedWriteHalf>,
     mut slices: mpsc::UnboundedReceiver<Slice>,
     pending: mpsc::UnboundedSender<Pending>,
+    busy: Arc<std::sync::Mutex<bool>>,
     dead: CancellationToken,
 ) {
-    let mut batch: Vec<(RequestHeader, u64)> = Vec::with_capacity(GATHER);
+    let mut batch: Vec<Slice> = Vec::with_capacity(GATHER);
     while let Some(first) = tokio::select! {
         _ = dead.cancelled() => None,
         s = slices.recv() => s,
     } {
-        // Gather what is already queued, so that small slices share one syscall.
         batch.clear();
         let mut next = Some(first);
-        while let Some(Slice {
-            header,
-            local,
-            done,
-        }) = next
-        {
-            let entry = Pending {
-                opcode: header.opcode,
-                req_id: header.req_id,
-                local,
-                len: header.len,
-                done,
-            };
-            // Queued before the request is written: its response can never arrive first.
-            if pending.send(entry).is_err() {
-                dead.cancel();
-                return;
+        while let Some(mut slice) = next {
+            if let Some(done) = slice.done.take() {
+                let entry = Pending {
+                    opcode: slice.header.opcode,
+                    req_id: slice.header.req_id,
+                    local: slice.local,
+                    len: slice.header.len,
+                    done,
+                };
+                // Queued before the request is written: its response can never arrive first.
+                if pending.send(entry).is_err() {
+                    dead.cancel();
+                    return;
+                }
             }
-            batch.push((header, local));
+            batch.push(slice);
             next = if batch.len() < GATHER {
                 slices.try_recv().ok()
             } else {
                 None
             };
         }
-        let headers: Vec<[u8; REQUEST_LEN]> = batch.iter().map(|(h, _)| h.encode()).collect();
+        let headers: Vec<[u8; REQUEST_LEN]> = batch.iter().map(|s| s.header.encode()).collect();
         let mut parts: Vec<&[u8]> = Vec::with_capacity(batch.len() * 2);
-        for ((h, local), encoded) in batch.iter().zip(&headers) {
-            parts.push(encoded);
-            if h.opcode == Opcode::Write {
-                // SAFETY: the engine checked that the local range is registered;
-                // registration's contract keeps it valid. The slice lives only while the
-                // socket reads it.
-                parts.push(unsafe {
-                    std::slice::from_raw_parts(*local as *const u8, h.len as usize)
-                });
+        for (slice, encoded) in batch.iter().zip(&headers) {
+            let mut skip = slice.written;
+            for part in slice.frame(encoded) {
+                let from = skip.min(part.len());
+                skip -= from;
+                if from < part.len() {
+                    parts.push(&part[from..]);
+                }
             }
         }
-        if write_all_vectored(&mut wr, &parts).await.is_err() {
+        if write_all_shared(&wr, &parts).await.is_err() {
             break;
+        }
+        let mut busy = busy.lock().unwrap_or_else(|p| p.into_inner());
+        if slices.is_empty() {
+            *busy = false;
         }
     }
     dead.cancel();
+}
+
+/// Writes all of `parts` through a shared write half.
+async fn write_all_shared(wr: &OwnedWriteHalf, parts: &[&[u8]]) -> std::io::Result<()> {
+    let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        wr.writable().await?;
+        match wr.try_write_vectored(rest) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut rest, n),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 async fn reader(

@@ -13,13 +13,11 @@ mod target;
 mod wire;
 
 use std::collections::HashMap;
-use std::io::IoSlice;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures::future::{try_join_all, BoxFuture};
 use futures::FutureExt;
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::runtime::Handle;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -247,21 +245,4 @@ impl Transport for TcpTransport {
         }
         .boxed()
     }
-}
-
-/// Writes all of `parts` with vectored writes.
-pub(crate) async fn write_all_vectored<W: AsyncWriteExt + Unpin>(
-    w: &mut W,
-    parts: &[&[u8]],
-) -> std::io::Result<()> {
-    let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
-    let mut rest = &mut slices[..];
-    while !rest.is_empty() {
-        let n = w.write_vectored(rest).await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        IoSlice::advance_slices(&mut rest, n);
-    }
-    Ok(())
 }
