@@ -1,0 +1,227 @@
+//! The one error type of yuebing-store and its stable codes.
+//!
+//! Codes live in −1 … −1999 and are Mooncake's store codes where the meaning matches
+//! (`OBJECT_NOT_FOUND` −704, `OBJECT_ALREADY_EXISTS` −705, `OBJECT_HAS_LEASE` −706, …); yuebing's
+//! own start at −1500. An rpc error wrapped here keeps its rpc code.
+
+/// Everything that can go wrong in the store.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A bug or broken invariant inside the store. Remedy: report it with the message.
+    #[error("internal error: {reason}")]
+    Internal {
+        /// What went wrong.
+        reason: String,
+    },
+    /// No mounted store space has that id. Remedy: mount it first, or use the id `mount` returned.
+    #[error("store space {mount} not found")]
+    SegmentNotFound {
+        /// The mount id.
+        mount: u32,
+    },
+    /// The store space overlaps space already mounted on that node. Remedy: mount disjoint ranges.
+    #[error("store space {node}@{base:#x}+{len} overlaps a mounted range")]
+    SegmentAlreadyExists {
+        /// The node.
+        node: String,
+        /// Start of the refused range.
+        base: u64,
+        /// Its length.
+        len: u64,
+    },
+    /// No node has room for a replica, even after evicting. Remedy: add store space, remove
+    /// objects, or put smaller values.
+    #[error("no store space for {size} bytes")]
+    NoAvailableHandle {
+        /// Bytes asked for.
+        size: u64,
+    },
+    /// A persisted file or log entry is of another format version. Remedy: run a yuebing that
+    /// reads it, or start with an empty `--data-dir`.
+    #[error("unsupported format version {found} (this build reads {supported})")]
+    InvalidVersion {
+        /// The version found.
+        found: u32,
+        /// The version this build reads.
+        supported: u32,
+    },
+    /// A parameter is out of its domain (size 0, empty or oversized key, replica count 0, …).
+    /// Nothing was changed. Remedy: fix the call.
+    #[error("invalid parameters: {reason}")]
+    InvalidParams {
+        /// What was wrong.
+        reason: String,
+    },
+    /// Another client started this write; only it may end or revoke it.
+    #[error("client is not the writer of {key:?}")]
+    IllegalClient {
+        /// The key.
+        key: String,
+    },
+    /// The write cannot be revoked or ended in its state (e.g. revoking a completed object).
+    #[error("invalid write on {key:?}: {reason}")]
+    InvalidWrite {
+        /// The key.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+    /// The object exists but has no readable replica yet (its put has not ended, or its nodes
+    /// have not remounted after a master restart). Remedy: retry later.
+    #[error("replica of {key:?} is not ready")]
+    ReplicaNotReady {
+        /// The key.
+        key: String,
+    },
+    /// No object has that key. Remedy: check the key; it may have been removed or evicted.
+    #[error("object {key:?} not found")]
+    ObjectNotFound {
+        /// The key.
+        key: String,
+    },
+    /// The key is taken by a completed object or by a put younger than the discard timeout.
+    /// The existing value is unchanged. Remedy: `remove` or `upsert` it, or use another key.
+    #[error("object {key:?} already exists")]
+    ObjectAlreadyExists {
+        /// The key.
+        key: String,
+    },
+    /// A reader holds a lease on the object, so it may not be removed without force.
+    /// Remedy: retry after the lease, or remove with force.
+    #[error("object {key:?} has a read lease")]
+    ObjectHasLease {
+        /// The key.
+        key: String,
+    },
+    /// The read lease ran out before the transfer finished; the bytes read may belong to a newer
+    /// object. Remedy: read again.
+    #[error("lease on {key:?} expired before the transfer completed")]
+    LeaseExpired {
+        /// The key.
+        key: String,
+    },
+    /// A write (put or upsert) of the object is in progress. Remedy: wait for it to end, or
+    /// force the removal.
+    #[error("a write of {key:?} is in progress")]
+    WriteInProgress {
+        /// The key.
+        key: String,
+    },
+    /// Reading or writing the master's data directory failed. Remedy: read the message (disk
+    /// full, permissions).
+    #[error("i/o error on {path}: {reason}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// A snapshot or log file is damaged beyond its last complete entry. Remedy: restore the
+    /// data directory from a backup or move it aside.
+    #[error("corrupt {path}: {reason}")]
+    Corrupt {
+        /// The file.
+        path: String,
+        /// What was found.
+        reason: String,
+    },
+    /// The control plane failed; the rpc code is kept.
+    #[error(transparent)]
+    Rpc(#[from] yuebing_rpc::Error),
+}
+
+/// Result alias for yuebing-store.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The stable numeric code (store range, or the rpc code of a wrapped rpc error).
+    pub fn code(&self) -> i32 {
+        match self {
+            Error::Internal { .. } => -1,
+            Error::SegmentNotFound { .. } => -101,
+            Error::SegmentAlreadyExists { .. } => -102,
+            Error::NoAvailableHandle { .. } => -200,
+            Error::InvalidVersion { .. } => -300,
+            Error::InvalidParams { .. } => -600,
+            Error::IllegalClient { .. } => -601,
+            Error::InvalidWrite { .. } => -700,
+            Error::ReplicaNotReady { .. } => -703,
+            Error::ObjectNotFound { .. } => -704,
+            Error::ObjectAlreadyExists { .. } => -705,
+            Error::ObjectHasLease { .. } => -706,
+            Error::LeaseExpired { .. } => -707,
+            Error::WriteInProgress { .. } => -714,
+            Error::Io { .. } => -1103,
+            Error::Corrupt { .. } => -1500,
+            Error::Rpc(e) => e.code(),
+        }
+    }
+
+    /// Whether trying the same call again later can succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::NoAvailableHandle { .. }
+            | Error::ReplicaNotReady { .. }
+            | Error::ObjectHasLease { .. }
+            | Error::LeaseExpired { .. }
+            | Error::WriteInProgress { .. } => true,
+            Error::Rpc(e) => e.is_retryable(),
+            _ => false,
+        }
+    }
+
+    /// The error's name as printed by the command line (`error[Name code]`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Error::Internal { .. } => "Internal",
+            Error::SegmentNotFound { .. } => "SegmentNotFound",
+            Error::SegmentAlreadyExists { .. } => "SegmentAlreadyExists",
+            Error::NoAvailableHandle { .. } => "NoAvailableHandle",
+            Error::InvalidVersion { .. } => "InvalidVersion",
+            Error::InvalidParams { .. } => "InvalidParams",
+            Error::IllegalClient { .. } => "IllegalClient",
+            Error::InvalidWrite { .. } => "InvalidWrite",
+            Error::ReplicaNotReady { .. } => "ReplicaNotReady",
+            Error::ObjectNotFound { .. } => "ObjectNotFound",
+            Error::ObjectAlreadyExists { .. } => "ObjectAlreadyExists",
+            Error::ObjectHasLease { .. } => "ObjectHasLease",
+            Error::LeaseExpired { .. } => "LeaseExpired",
+            Error::WriteInProgress { .. } => "WriteInProgress",
+            Error::Io { .. } => "Io",
+            Error::Corrupt { .. } => "Corrupt",
+            Error::Rpc(_) => "Rpc",
+        }
+    }
+
+    pub(crate) fn params(reason: impl Into<String>) -> Self {
+        Error::InvalidParams {
+            reason: reason.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_follow_mooncake_and_stay_in_the_store_range() {
+        let k = || "k".to_string();
+        assert_eq!(Error::ObjectNotFound { key: k() }.code(), -704);
+        assert_eq!(Error::ObjectAlreadyExists { key: k() }.code(), -705);
+        assert_eq!(Error::ObjectHasLease { key: k() }.code(), -706);
+        assert_eq!(Error::LeaseExpired { key: k() }.code(), -707);
+        assert_eq!(Error::NoAvailableHandle { size: 1 }.code(), -200);
+        for e in [
+            Error::params("x"),
+            Error::WriteInProgress { key: k() },
+            Error::Corrupt {
+                path: k(),
+                reason: k(),
+            },
+        ] {
+            assert!((-1999..=-1).contains(&e.code()), "{e}");
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Clients and their store space: mount, remount, unmount, ping, and expiry.
+
+use super::{ClientState, Master};
+use crate::error::{Error, Result};
+use crate::master::log::{Effect, Record};
+use crate::master::types::{ClientId, Millis, MountId, MountSpec, PingResult};
+
+impl Master {
+    /// Mounts ranges of a node's engine memory as store space owned by `client`, which counts
+    /// as live from now on. All or nothing: any bad range refuses the whole call.
+    ///
+    /// Errors: `InvalidParams` (empty node name, length 0, overflowing range),
+    /// `SegmentAlreadyExists` (overlap with a mounted range of the same node, or with another
+    /// range of this call).
+    pub fn mount(
+        &mut self,
+        client: ClientId,
+        now: Millis,
+        specs: &[MountSpec],
+    ) -> Result<Vec<MountId>> {
+        let now = self.tick(now);
+        self.check_specs(specs)?;
+        let ids = specs
+            .iter()
+            .map(|s| self.add_mount(client, now, s))
+            .collect();
+        let c = self.clients.entry(client).or_insert(ClientState {
+            last_ping: now,
+            need_remount: false,
+        });
+        c.last_ping = now;
+        Ok(ids)
+    }
+
+    /// Mounts the client's store space again after `NeedRemount`: ranges the master still
+    /// knows for this client (same node, base and length: restored from disk) become readable
+    /// again, new ones are added, and its ranges not listed are removed with their replicas.
+    pub fn remount(
+        &mut self,
+        client: ClientId,
+        now: Millis,
+        specs: &[MountSpec],
+    ) -> Result<Vec<MountId>> {
+        let now = self.tick(now);
+        let known = self.space.of_client(client);
+        let matches = |this: &Self, s: &MountSpec| {
+            known.iter().copied().find(|&id| {
+                this.space.get(id).is_some_and(|m| {
+                    this.space.node_name(m.node) == s.node && m.base == s.base && m.len == s.len
+                })
+            })
+        };
+        let fresh: Vec<MountSpec> = specs
+            .iter()
+            .filter(|s| matches(self, s).is_none())
+            .cloned()
+            .collect();
+        self.check_specs(&fresh)?;
+        let kept: Vec<Option<MountId>> = specs.iter().map(|s| matches(self, s)).collect();
+        for id in known.iter().filter(|id| !kept.contains(&Some(**id))) {
+            self.commit(now, Record::MountRemoved { mount: *id });
+        }
+        let mut ids = Vec::with_capacity(specs.len());
+        for (spec, kept) in specs.iter().zip(kept) {
+            ids.push(match kept {
+                Some(id) => {
+                    if let Some(m) = self.space.get_mut(id) {
+                        m.ready = true;
+                    }
+                    id
+                }
+                None => self.add_mount(client, now, spec),
+            });
+        }
+        self.clients.insert(
+            client,
+            ClientState {
+                last_ping: now,
+                need_remount: false,
+            },
+        );
+        Ok(ids)
+    }
+
+    /// Gracefully unmounts a range: no new replicas go there; its replicas stay readable for
+    /// the unmount grace period, then the range and they are removed. Repeating it is `Ok`.
+    ///
+    /// Errors: `SegmentNotFound`, `IllegalClient` (another client's range).
+    pub fn unmount(&mut self, client: ClientId, now: Millis, mount: MountId) -> Result<()> {
+        let now = self.tick(now);
+        let m = self
+            .space
+            .get(mount)
+            .ok_or(Error::SegmentNotFound { mount: mount.0 })?;
+        if m.client != client {
+            return Err(Error::IllegalClient {
+                key: format!("mount {}", mount.0),
+            });
+        }
+        if m.draining_until.is_none() {
+            let until = now + self.cfg.unmount_grace_ms;
+            self.commit(now, Record::UnmountBegin { mount, until });
+        }
+        Ok(())
+    }
+
+    /// A client's heartbeat: `Ok` for a live client, `NeedRemount` for one the master does not
+    /// know (or knows only from restored store space).
+    pub fn ping(&mut self, client: ClientId, now: Millis) -> PingResult {
+        let now = self.tick(now);
+        match self.clients.get_mut(&client) {
+            Some(c) if !c.need_remount => {
+                c.last_ping = now;
+                PingResult::Ok
+            }
+            _ => PingResult::NeedRemount,
+        }
+    }
+
+    /// Expires clients that missed their pings for the TTL: their store space is removed
+    /// (objects left with no replica go with it) and their writes in progress are revoked.
+    pub(crate) fn expire_clients(&mut self, now: Millis) {
+        let ttl = self.cfg.client_ttl_ms;
+        let mut dead: Vec<ClientId> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.last_ping + ttl <= now)
+            .map(|(&id, _)| id)
+            .collect();
+        dead.sort();
+        for client in dead {
+            self.clients.remove(&client);
+            let mounts = self.space.of_client(client);
+            for &mount in &mounts {
+                self.commit(now, Record::MountRemoved { mount });
+            }
+            let mut writes: Vec<Box<str>> = self
+                .writes
+                .iter()
+                .filter(|(_, w)| w.client == client)
+                .map(|(k, _)| k.clone())
+                .collect();
+            writes.sort();
+            let n = writes.len();
+            for key in writes {
+                self.commit(now, Record::WriteRevoke { key, hold: false });
+            }
+            tracing::info!(%client, mounts = mounts.len(), writes = n, "client expired");
+            self.effects.push_back(Effect::ClientExpired {
+                client,
+                mounts: mounts.len(),
+                writes: n,
+            });
+        }
+    }
+
+    fn check_specs(&self, specs: &[MountSpec]) -> Result<()> {
+        for (i, s) in specs.iter().enumerate() {
+            if s.node.is_empty() {
+                return Err(Error::params("empty node name"));
+            }
+            if s.len == 0 || s.base.checked_add(s.len).is_none() {
+                return Err(Error::params(format!(
+                    "range {:#x}+{} is empty or overflows",
+                    s.base, s.len
+                )));
+            }
+            let clash = specs[..i]
+                .iter()
+                .any(|o| o.node == s.node && s.base < o.base + o.len && o.base < s.base + s.len);
+            if clash || self.space.overlaps(s) {
+                return Err(Error::SegmentAlreadyExists {
+                    node: s.node.clone(),
+                    base: s.base,
+                    len: s.len,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn add_mount(&mut self, client: ClientId, now: Millis, spec: &MountSpec) -> MountId {
+        let mount = MountId(self.space.next_mount);
+        self.commit(
+            now,
+            Record::Mount {
+                client,
+                mount,
+                node: spec.node.clone(),
+                base: spec.base,
+                len: spec.len,
+            },
+        );
+        mount
+    }
+}

@@ -1,0 +1,82 @@
+//! A full consistency check of the core, for tests and debugging (it scans everything).
+
+use std::collections::HashMap;
+
+use super::Master;
+use crate::master::types::MountId;
+
+impl Master {
+    /// Checks that no two allocations overlap, every allocation lies inside a mounted range,
+    /// the allocators' used bytes equal the replicas, writes and held space they back, and
+    /// objects and writes agree. Returns the first violation found.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut extents: HashMap<MountId, Vec<(u64, u64, String)>> = HashMap::new();
+        let mut add = |r: &crate::master::Replica, size: u64, what: String| {
+            let len = self.space.align_up(size);
+            extents
+                .entry(r.mount)
+                .or_default()
+                .push((r.offset, len, what));
+        };
+        for (k, o) in &self.objects {
+            if o.replicas.is_empty() {
+                return Err(format!("object {k:?} has no replica"));
+            }
+            o.replicas
+                .iter()
+                .for_each(|r| add(r, o.size, format!("object {k:?}")));
+            if o.writing != self.writes.contains_key(k) {
+                return Err(format!("object {k:?}: writing flag disagrees with writes"));
+            }
+        }
+        for (k, w) in &self.writes {
+            if w.in_place && !self.objects.contains_key(k) {
+                return Err(format!("in-place write {k:?} without its object"));
+            }
+            w.replicas
+                .iter()
+                .for_each(|r| add(r, w.size, format!("write {k:?}")));
+        }
+        for h in &self.held {
+            add(&h.replica, h.size, "held".into());
+        }
+        let mut total = 0;
+        for (mount, mut list) in extents {
+            let m = self
+                .space
+                .get(mount)
+                .ok_or_else(|| format!("an allocation on unknown mount {}", mount.0))?;
+            list.sort();
+            let mut end = 0;
+            let mut used = 0;
+            for (off, len, what) in &list {
+                if *off < end {
+                    return Err(format!(
+                        "{what} overlaps another allocation on mount {}",
+                        mount.0
+                    ));
+                }
+                end = off + len;
+                used += len;
+            }
+            if end > m.alloc.capacity() {
+                return Err(format!("an allocation runs past mount {}", mount.0));
+            }
+            if used != m.alloc.used() {
+                return Err(format!(
+                    "mount {}: allocator says {} used, allocations sum to {used}",
+                    mount.0,
+                    m.alloc.used()
+                ));
+            }
+            total += used;
+        }
+        if total != self.space.used() {
+            return Err(format!(
+                "used bytes {} differ from the allocations' {total}",
+                self.space.used()
+            ));
+        }
+        Ok(())
+    }
+}

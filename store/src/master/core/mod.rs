@@ -1,0 +1,195 @@
+//! The master core: a pure state machine over objects, store space, clients and leases.
+//!
+//! No sockets, no clocks, no spawning. Every input takes `now` (a [`Millis`] master timestamp);
+//! `handle_*` methods return the response; effects (log appends, expiries) are drained with
+//! [`Master::poll_effect`]; [`Master::poll_timeout`] says when [`Master::handle_timeout`] is due.
+//!
+//! Every durable change goes through one [`Record`] applied by `apply`, and is appended to the
+//! operation log as an [`Effect::Append`] when logging is on, so replaying the log (after a
+//! snapshot) rebuilds the same state. Leases, pings and access times refreshed by reads are soft
+//! state: not logged, not in snapshots.
+//!
+//! # The rule against starved eviction (Mooncake #2187)
+//! `exist` (and `batch_exist`, `get_size`) neither grants a lease nor refreshes the access
+//! time: only `get_replica_list` does, because only a reader about to transfer needs the bytes
+//! pinned. Polling for existence therefore never keeps an object from eviction.
+
+mod apply;
+mod clients;
+mod evict;
+mod invariants;
+mod read;
+mod write;
+
+use std::collections::{HashMap, VecDeque};
+
+use foldhash::fast::RandomState;
+
+pub(crate) use self::apply::Mode;
+use super::config::MasterConfig;
+use super::log::{Effect, LogEntry, Record};
+use super::object::{Held, Object, PendingWrite};
+use super::space::Space;
+use super::types::{ClientId, Millis};
+use crate::error::{Error, Result};
+
+/// What the master knows of a live client (soft state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ClientState {
+    pub(crate) last_ping: Millis,
+    /// Known only from restored store space: it must `remount` before it counts as live.
+    pub(crate) need_remount: bool,
+}
+
+/// The master's metadata core. One lock around it serves all callers.
+#[derive(Debug)]
+pub struct Master {
+    pub(crate) cfg: MasterConfig,
+    pub(crate) objects: HashMap<Box<str>, Object, RandomState>,
+    pub(crate) writes: HashMap<Box<str>, PendingWrite, RandomState>,
+    pub(crate) space: Space,
+    pub(crate) clients: HashMap<ClientId, ClientState>,
+    pub(crate) held: Vec<Held>,
+    pub(crate) effects: VecDeque<Effect>,
+    pub(crate) seq: u64,
+    pub(crate) epoch: u64,
+    pub(crate) logging: bool,
+    pub(crate) rng: fastrand::Rng,
+    pub(crate) eviction_due: bool,
+    pub(crate) evicted_total: u64,
+    pub(crate) last_now: Millis,
+}
+
+impl Master {
+    /// An empty master. With `logging`, every durable change is also an [`Effect::Append`].
+    pub fn new(cfg: MasterConfig, logging: bool) -> Self {
+        let rng = fastrand::Rng::with_seed(cfg.seed);
+        let space = Space::new(cfg.alignment);
+        Master {
+            cfg,
+            objects: HashMap::default(),
+            writes: HashMap::default(),
+            space,
+            clients: HashMap::new(),
+            held: Vec::new(),
+            effects: VecDeque::new(),
+            seq: 0,
+            epoch: 1,
+            logging,
+            rng,
+            eviction_due: false,
+            evicted_total: 0,
+            last_now: 0,
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &MasterConfig {
+        &self.cfg
+    }
+
+    /// Sequence number of the last durable change.
+    pub fn last_seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The next effect for the driver, oldest first.
+    pub fn poll_effect(&mut self) -> Option<Effect> {
+        self.effects.pop_front()
+    }
+
+    /// Makes `record` durable state: numbers it, queues its log entry, applies it.
+    pub(crate) fn commit(&mut self, now: Millis, record: Record) {
+        self.seq += 1;
+        if self.logging {
+            self.effects.push_back(Effect::Append(LogEntry {
+                seq: self.seq,
+                epoch: self.epoch,
+                now,
+                record: record.clone(),
+            }));
+        }
+        if let Err(e) = self.apply(now, record, Mode::Live) {
+            // Handlers only commit records they checked against this state.
+            debug_assert!(false, "a live record did not apply: {e}");
+            tracing::error!(error = %e, "a live record did not apply");
+        }
+    }
+
+    /// Moves the clock forward (it never goes back, even if a caller's does).
+    pub(crate) fn tick(&mut self, now: Millis) -> Millis {
+        self.last_now = self.last_now.max(now);
+        self.last_now
+    }
+
+    /// When [`Master::handle_timeout`] should next be called, if anything is pending.
+    pub fn poll_timeout(&self) -> Option<Millis> {
+        if self.eviction_due {
+            return Some(self.last_now);
+        }
+        let clients = self
+            .clients
+            .values()
+            .map(|c| c.last_ping + self.cfg.client_ttl_ms);
+        let drains = self.space.iter().filter_map(|(_, m)| m.draining_until);
+        let writes = self
+            .writes
+            .values()
+            .map(|w| w.started + self.cfg.put_release_ms);
+        let held = self.held.iter().map(|h| h.until);
+        clients.chain(drains).chain(writes).chain(held).min()
+    }
+
+    /// Runs what is due at `now`: client expiry, the end of graceful unmounts, release of stale
+    /// writes and held space, and eviction above the high watermark.
+    pub fn handle_timeout(&mut self, now: Millis) {
+        let now = self.tick(now);
+        self.expire_clients(now);
+        let drained: Vec<_> = self
+            .space
+            .iter()
+            .filter(|(_, m)| m.draining_until.is_some_and(|t| t <= now))
+            .map(|(id, _)| id)
+            .collect();
+        for mount in drained {
+            self.commit(now, Record::MountRemoved { mount });
+        }
+        let mut stale: Vec<Box<str>> = self
+            .writes
+            .iter()
+            .filter(|(_, w)| w.started + self.cfg.put_release_ms <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        stale.sort();
+        for key in stale {
+            self.commit(now, Record::WriteRevoke { key, hold: false });
+        }
+        if self.held.iter().any(|h| h.until <= now) {
+            self.commit(now, Record::Release);
+        }
+        if self.eviction_due || self.above_watermark() {
+            self.eviction_due = false;
+            self.evict(now, 0);
+        }
+    }
+
+    fn above_watermark(&self) -> bool {
+        let cap = self.space.capacity();
+        cap > 0 && self.space.used() as f64 > self.cfg.high_watermark * cap as f64
+    }
+
+    /// Checks a key: not empty, not over the configured length.
+    pub(crate) fn check_key(&self, key: &str) -> Result<()> {
+        if key.is_empty() {
+            return Err(Error::params("empty key"));
+        }
+        if key.len() > self.cfg.max_key_len {
+            return Err(Error::params(format!(
+                "key of {} bytes is longer than {}",
+                key.len(),
+                self.cfg.max_key_len
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,185 @@
+//! Reads and removals: replica lists with leases, existence, sizes, remove, list and stats.
+
+use super::Master;
+use crate::error::{Error, Result};
+use crate::master::log::Record;
+use crate::master::types::{ListedObject, Millis, ReplicaList, Stats};
+
+impl Master {
+    /// The readable replicas of `key`, granting (or extending) a read lease of the configured
+    /// TTL, which also refreshes the object's access time and soft pin.
+    ///
+    /// Errors: `ObjectNotFound`; `ReplicaNotReady` (its put has not ended, an in-place upsert
+    /// runs, or none of its nodes has remounted since a master restart).
+    pub fn get_replica_list(&mut self, now: Millis, key: &str) -> Result<ReplicaList> {
+        let now = self.tick(now);
+        self.check_key(key)?;
+        let lease_ttl = self.cfg.lease_ttl_ms;
+        let Some(o) = self.objects.get_mut(key) else {
+            return Err(if self.writes.contains_key(key) {
+                Error::ReplicaNotReady { key: key.into() }
+            } else {
+                Error::ObjectNotFound { key: key.into() }
+            });
+        };
+        if o.writing && self.writes.get(key).is_some_and(|w| w.in_place) {
+            return Err(Error::ReplicaNotReady { key: key.into() });
+        }
+        let replicas: Vec<_> = o
+            .replicas
+            .iter()
+            .filter(|r| self.space.readable(r))
+            .filter_map(|r| self.space.describe(r, o.size))
+            .collect();
+        if replicas.is_empty() {
+            return Err(Error::ReplicaNotReady { key: key.into() });
+        }
+        o.lease_until = o.lease_until.max(now + lease_ttl);
+        Ok(ReplicaList {
+            size: o.size,
+            replicas,
+            lease_ms: lease_ttl,
+        })
+    }
+
+    /// `get_replica_list` for each key, in order, one result each.
+    pub fn batch_get_replica_list(
+        &mut self,
+        now: Millis,
+        keys: &[String],
+    ) -> Vec<Result<ReplicaList>> {
+        keys.iter().map(|k| self.get_replica_list(now, k)).collect()
+    }
+
+    /// Whether a completed object has this key. Grants no lease and does not refresh the
+    /// access time (see the module's rule against starved eviction).
+    pub fn exist(&self, key: &str) -> Result<bool> {
+        self.check_key(key)?;
+        Ok(self.objects.contains_key(key))
+    }
+
+    /// `exist` for each key, in order.
+    pub fn batch_exist(&self, keys: &[String]) -> Vec<Result<bool>> {
+        keys.iter().map(|k| self.exist(k)).collect()
+    }
+
+    /// The size of a completed object (no lease).
+    pub fn get_size(&self, key: &str) -> Result<u64> {
+        self.check_key(key)?;
+        match self.objects.get(key) {
+            Some(o) => Ok(o.size),
+            None if self.writes.contains_key(key) => {
+                Err(Error::ReplicaNotReady { key: key.into() })
+            }
+            None => Err(Error::ObjectNotFound { key: key.into() }),
+        }
+    }
+
+    /// Where a completed object's replicas are (an operator's view: no lease is granted).
+    pub fn placement(&self, key: &str) -> Option<Vec<crate::master::Replica>> {
+        self.objects.get(key).map(|o| o.replicas.to_vec())
+    }
+
+    /// Removes `key`. Without `force`, a read lease (`ObjectHasLease`) or a write in progress
+    /// (`WriteInProgress`) refuses it. With `force`, leased replicas stay out of use until the
+    /// lease ends and a running write's space until its release time, so no reader or writer
+    /// still in flight touches reused memory.
+    pub fn remove(&mut self, now: Millis, key: &str, force: bool) -> Result<()> {
+        let now = self.tick(now);
+        self.check_key(key)?;
+        match self.objects.get(key) {
+            Some(o) => {
+                if !force && o.leased(now) {
+                    return Err(Error::ObjectHasLease { key: key.into() });
+                }
+                if !force && o.writing {
+                    return Err(Error::WriteInProgress { key: key.into() });
+                }
+                let hold_until = o.lease_until;
+                self.commit(
+                    now,
+                    Record::Remove {
+                        key: key.into(),
+                        evicted: false,
+                        hold_until,
+                    },
+                );
+                Ok(())
+            }
+            None if self.writes.contains_key(key) => {
+                if !force {
+                    return Err(Error::WriteInProgress { key: key.into() });
+                }
+                self.commit(
+                    now,
+                    Record::WriteRevoke {
+                        key: key.into(),
+                        hold: true,
+                    },
+                );
+                Ok(())
+            }
+            None => Err(Error::ObjectNotFound { key: key.into() }),
+        }
+    }
+
+    /// Removes every completed object (without `force`: those with no lease and no write in
+    /// progress). Returns how many were removed. Writes of new keys are left alone.
+    pub fn remove_all(&mut self, now: Millis, force: bool) -> u64 {
+        let now = self.tick(now);
+        let mut keys: Vec<(Box<str>, Millis)> = self
+            .objects
+            .iter()
+            .filter(|(_, o)| force || (!o.leased(now) && !o.writing))
+            .map(|(k, o)| (k.clone(), o.lease_until))
+            .collect();
+        keys.sort();
+        let n = keys.len() as u64;
+        for (key, hold_until) in keys {
+            self.commit(
+                now,
+                Record::Remove {
+                    key,
+                    evicted: false,
+                    hold_until,
+                },
+            );
+        }
+        n
+    }
+
+    /// Completed objects whose key starts with `prefix`, sorted, at most `limit`. An admin call:
+    /// it scans every key.
+    pub fn list(&self, prefix: &str, limit: usize) -> Vec<ListedObject> {
+        let mut out: Vec<ListedObject> = self
+            .objects
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(k, o)| ListedObject {
+                key: k.to_string(),
+                size: o.size,
+                replicas: o.replicas.len() as u32,
+            })
+            .collect();
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        out.truncate(limit);
+        out
+    }
+
+    /// Counts for operators.
+    pub fn stats(&self) -> Stats {
+        let t = self.space.totals();
+        Stats {
+            objects: self.objects.len() as u64,
+            pending_writes: self.writes.len() as u64,
+            bytes_used: self.space.used(),
+            bytes_capacity: self.space.capacity(),
+            nodes: self.space.node_count() as u64,
+            mounts: self.space.mount_count() as u64,
+            clients: self.clients.values().filter(|c| !c.need_remount).count() as u64,
+            evicted: self.evicted_total,
+            fragmentation: t.fragmentation(),
+            last_seq: self.seq,
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! The two-phase write: put and upsert, start / end / revoke, one key or a batch.
+
+use super::Master;
+use crate::error::{Error, Result};
+use crate::master::log::Record;
+use crate::master::object::{Pin, Replicas};
+use crate::master::types::{ClientId, Millis, PutConfig, ReplicaDesc};
+
+impl Master {
+    /// Starts a put: places `min(replica_num, nodes with room)` replicas on distinct nodes and
+    /// returns where to write them. The key is taken until `put_end` or `put_revoke`.
+    ///
+    /// Errors: `InvalidParams` (empty key, size 0, replica_num 0), `ObjectAlreadyExists` (the key
+    /// is completed, or its put is younger than the discard timeout — an older one is
+    /// pre-empted, its space held until its release time), `NoAvailableHandle` (no room even
+    /// after evicting).
+    pub fn put_start(
+        &mut self,
+        client: ClientId,
+        now: Millis,
+        key: &str,
+        size: u64,
+        cfg: &PutConfig,
+    ) -> Result<Vec<ReplicaDesc>> {
+        let now = self.tick(now);
+        self.check_write(key, size, cfg)?;
+        if self.objects.contains_key(key) {
+            return Err(Error::ObjectAlreadyExists { key: key.into() });
+        }
+        self.preempt_stale(key, now, false)?;
+        let replicas = self.allocate(now, size, cfg)?;
+        let descs = self.describe_all(&replicas, size);
+        self.start(client, now, key, size, replicas, false, cfg);
+        Ok(descs)
+    }
+
+    /// Ends the caller's put (or upsert) of `key`: the object becomes readable and its access
+    /// time is stamped. A repeated end is `Ok`.
+    ///
+    /// Errors: `IllegalClient` (another client's write), `ObjectNotFound`.
+    pub fn put_end(&mut self, client: ClientId, now: Millis, key: &str) -> Result<()> {
+        let now = self.tick(now);
+        match self.writes.get(key) {
+            Some(w) if w.client != client => Err(Error::IllegalClient { key: key.into() }),
+            Some(_) => {
+                let old_until = self.objects.get(key).map_or(0, |o| o.lease_until);
+                self.commit(
+                    now,
+                    Record::WriteEnd {
+                        key: key.into(),
+                        old_until,
+                    },
+                );
+                Ok(())
+            }
+            None if self.objects.contains_key(key) => Ok(()),
+            None => Err(Error::ObjectNotFound { key: key.into() }),
+        }
+    }
+
+    /// Revokes the caller's put (or upsert) of `key` and frees its space. Revoking an in-place
+    /// upsert removes the object, whose bytes may be half overwritten.
+    ///
+    /// Errors: `IllegalClient`, `InvalidWrite` (the object is completed), `ObjectNotFound`.
+    pub fn put_revoke(&mut self, client: ClientId, now: Millis, key: &str) -> Result<()> {
+        let now = self.tick(now);
+        match self.writes.get(key) {
+            Some(w) if w.client != client => Err(Error::IllegalClient { key: key.into() }),
+            Some(_) => {
+                self.commit(
+                    now,
+                    Record::WriteRevoke {
+                        key: key.into(),
+                        hold: false,
+                    },
+                );
+                Ok(())
+            }
+            None if self.objects.contains_key(key) => Err(Error::InvalidWrite {
+                key: key.into(),
+                reason: "the object is completed".into(),
+            }),
+            None => Err(Error::ObjectNotFound { key: key.into() }),
+        }
+    }
+
+    /// Starts an upsert: a missing key is put; a completed object of the same size with no
+    /// read lease is overwritten in place (unreadable until the end); otherwise new space is
+    /// allocated and the old replicas stay readable until the end (then held until their lease
+    /// ends).
+    ///
+    /// Errors: as `put_start`, and `WriteInProgress` while a younger write of the key runs.
+    pub fn upsert_start(
+        &mut self,
+        client: ClientId,
+        now: Millis,
+        key: &str,
+        size: u64,
+        cfg: &PutConfig,
+    ) -> Result<Vec<ReplicaDesc>> {
+        let now = self.tick(now);
+        self.check_write(key, size, cfg)?;
+        self.preempt_stale(key, now, true)?;
+        if let Some(o) = self.objects.get(key) {
+            if o.size == size && !o.leased(now) {
+                let descs = self.describe_all(&o.replicas, size);
+                self.start(client, now, key, size, Replicas::new(), true, cfg);
+                return Ok(descs);
+            }
+        }
+        let replicas = self.allocate(now, size, cfg)?;
+        let descs = self.describe_all(&replicas, size);
+        self.start(client, now, key, size, replicas, false, cfg);
+        Ok(descs)
+    }
+
+    /// Ends an upsert; the same as [`Master::put_end`].
+    pub fn upsert_end(&mut self, client: ClientId, now: Millis, key: &str) -> Result<()> {
+        self.put_end(client, now, key)
+    }
+
+    /// Revokes an upsert; the same as [`Master::put_revoke`].
+    pub fn upsert_revoke(&mut self, client: ClientId, now: Millis, key: &str) -> Result<()> {
+        self.put_revoke(client, now, key)
+    }
+
+    /// `put_start` for each `(key, size)`, in order, one result each.
+    pub fn batch_put_start(
+        &mut self,
+        client: ClientId,
+        now: Millis,
+        items: &[(String, u64)],
+        cfg: &PutConfig,
+    ) -> Vec<Result<Vec<ReplicaDesc>>> {
+        items
+            .iter()
+            .map(|(k, s)| self.put_start(client, now, k, *s, cfg))
+            .collect()
+    }
+
+    /// `put_end` for each key, in order.
+    pub fn batch_put_end(
+        &mut self,
+        client: ClientId,
+        now: Millis,
+        keys: &[String],
+    ) -> Vec<Result<()>> {
+        keys.iter().map(|k| self.put_end(client, now, k)).collect()
+    }
+
+    /// `put_revoke` for each key, in order.
+    pub fn batch_put_revoke(
+        &mut self,
+        client: ClientId,
+        now: Millis,
+        keys: &[String],
+    ) -> Vec<Result<()>> {
+        keys.iter()
+            .map(|k| self.put_revoke(client, now, k))
+            .collect()
+    }
+
+    /// `upsert_start` for each `(key, size)`, in order.
+    pub fn batch_upsert_start(
+        &mut self,
+        client: ClientId,
+        now: Millis,
+        items: &[(String, u64)],
+        cfg: &PutConfig,
+    ) -> Vec<Result<Vec<ReplicaDesc>>> {
+        items
+            .iter()
+            .map(|(k, s)| self.upsert_start(client, now, k, *s, cfg))
+            .collect()
+    }
+
+    /// `upsert_end` for each key, in order.
+    pub fn batch_upsert_end(
+        &mut self,
+        client: ClientId,
+        now: Millis,
+        keys: &[String],
+    ) -> Vec<Result<()>> {
+        keys.iter()
+            .map(|k| self.upsert_end(client, now, k))
+            .collect()
+    }
+
+    /// `upsert_revoke` for each key, in order.
+    pub fn batch_upsert_revoke(
+        &mut self,
+        client: ClientId,
+        now: Millis,
+        keys: &[String],
+    ) -> Vec<Result<()>> {
+        keys.iter()
+            .map(|k| self.upsert_revoke(client, now, k))
+            .collect()
+    }
+
+    fn check_write(&self, key: &str, size: u64, cfg: &PutConfig) -> Result<()> {
+        self.check_key(key)?;
+        if size == 0 {
+            return Err(Error::params("size 0"));
+        }
+        if cfg.replica_num == 0 {
+            return Err(Error::params("replica_num 0"));
+        }
+        Ok(())
+    }
+
+    /// A write of `key` younger than the discard timeout blocks a new one; an older one is
+    /// pre-empted (revoked, its space held until its release time).
+    fn preempt_stale(&mut self, key: &str, now: Millis, upsert: bool) -> Result<()> {
+        let Some(w) = self.writes.get(key) else {
+            return Ok(());
+        };
+        if now < w.started + self.cfg.put_discard_ms {
+            return Err(if upsert {
+                Error::WriteInProgress { key: key.into() }
+            } else {
+                Error::ObjectAlreadyExists { key: key.into() }
+            });
+        }
+        self.commit(
+            now,
+            Record::WriteRevoke {
+                key: key.into(),
+                hold: true,
+            },
+        );
+        Ok(())
+    }
+
+    /// Places the replicas; when fewer nodes than wanted had room, evicts once and retries.
+    fn allocate(&mut self, now: Millis, size: u64, cfg: &PutConfig) -> Result<Replicas> {
+        if self.space.align_up(size) < size {
+            return Err(Error::params(format!("size {size} is too large")));
+        }
+        let want = cfg.replica_num as usize;
+        let strategy = self.cfg.placement;
+        let mut placed = self
+            .space
+            .place(size, want, &cfg.preferred, strategy, &mut self.rng);
+        if placed.len() < want && placed.len() < self.space.node_count() {
+            for r in placed.drain(..) {
+                self.space.free(r, size);
+            }
+            self.evict(now, self.space.align_up(size));
+            placed = self
+                .space
+                .place(size, want, &cfg.preferred, strategy, &mut self.rng);
+        }
+        if placed.is_empty() {
+            return Err(Error::NoAvailableHandle { size });
+        }
+        Ok(placed.into_iter().collect())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn start(
+        &mut self,
+        client: ClientId,
+        now: Millis,
+        key: &str,
+        size: u64,
+        replicas: Replicas,
+        in_place: bool,
+        cfg: &PutConfig,
+    ) {
+        let pin = if cfg.hard_pin {
+            Pin::Hard
+        } else if cfg.soft_pin {
+            Pin::Soft
+        } else {
+            Pin::None
+        };
+        self.commit(
+            now,
+            Record::WriteStart {
+                client,
+                key: key.into(),
+                size,
+                replicas,
+                in_place,
+                pin,
+            },
+        );
+        if !self.eviction_due && self.above_watermark() {
+            self.eviction_due = true;
+        }
+    }
+
+    pub(crate) fn describe_all(&self, replicas: &Replicas, size: u64) -> Vec<ReplicaDesc> {
+        replicas
+            .iter()
+            .filter_map(|r| self.space.describe(r, size))
+            .collect()
+    }
+}

@@ -1,0 +1,29 @@
+//! The store master: the metadata of every object (which nodes hold which replicas), never
+//! the bytes.
+//!
+//! - [`core`]: the pure state machine ([`Master`]) — put/get/remove rules, leases, eviction,
+//!   client expiry; inputs take `now`, effects are drained.
+//! - [`alloc`]: offsets inside one mounted range.
+//! - [`log`]: durable [`Record`]s, [`LogEntry`]s and [`Effect`]s.
+//! - [`snapshot`]: the durable state as a value, and replay of snapshot + log.
+//! - [`config`], [`types`]: settings and the words of the interface.
+
+pub mod alloc;
+pub mod config;
+pub mod core;
+pub mod log;
+mod object;
+pub mod snapshot;
+mod space;
+pub mod types;
+
+pub use self::config::{MasterConfig, PlacementStrategy};
+pub use self::core::Master;
+pub use self::log::{Effect, LogEntry, Record, FORMAT_VERSION};
+pub use self::object::{Pin, Replicas};
+pub use self::snapshot::Snapshot;
+pub use self::space::Replica;
+pub use self::types::{
+    ClientId, ListedObject, Millis, MountId, MountSpec, PingResult, PutConfig, ReplicaDesc,
+    ReplicaList, Stats,
+};

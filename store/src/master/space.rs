@@ -1,0 +1,302 @@
+//! Store space: the ranges nodes mounted, grouped by node, and where replicas go.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use super::alloc::{RangeAllocator, SpaceReport};
+use super::config::PlacementStrategy;
+use super::types::{ClientId, MountId, MountSpec, ReplicaDesc};
+
+/// One replica's place: a mounted range and an offset inside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Replica {
+    /// The range.
+    pub mount: MountId,
+    /// Offset from the range's base.
+    pub offset: u64,
+}
+
+/// One mounted range.
+#[derive(Debug, Clone)]
+pub(crate) struct Mount {
+    pub(crate) client: ClientId,
+    pub(crate) node: u32,
+    pub(crate) base: u64,
+    pub(crate) len: u64,
+    pub(crate) alloc: RangeAllocator,
+    /// Set by a graceful unmount: no new allocations; removed at this time.
+    pub(crate) draining_until: Option<u64>,
+    /// False for ranges restored from disk until their node remounts them.
+    pub(crate) ready: bool,
+}
+
+impl Mount {
+    fn allocatable(&self) -> bool {
+        self.ready && self.draining_until.is_none()
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Node {
+    name: String,
+    mounts: Vec<MountId>,
+}
+
+/// All mounted ranges.
+#[derive(Debug, Clone)]
+pub(crate) struct Space {
+    mounts: BTreeMap<MountId, Mount>,
+    nodes: Vec<Node>,
+    by_name: HashMap<String, u32>,
+    pub(crate) next_mount: u32,
+    align: u64,
+    used: u64,
+    capacity: u64,
+}
+
+impl Space {
+    pub(crate) fn new(align: u64) -> Self {
+        Space {
+            mounts: BTreeMap::new(),
+            nodes: Vec::new(),
+            by_name: HashMap::new(),
+            next_mount: 1,
+            align,
+            used: 0,
+            capacity: 0,
+        }
+    }
+
+    pub(crate) fn get(&self, id: MountId) -> Option<&Mount> {
+        self.mounts.get(&id)
+    }
+
+    pub(crate) fn get_mut(&mut self, id: MountId) -> Option<&mut Mount> {
+        self.mounts.get_mut(&id)
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (MountId, &Mount)> {
+        self.mounts.iter().map(|(&id, m)| (id, m))
+    }
+
+    pub(crate) fn node_name(&self, node: u32) -> &str {
+        &self.nodes[node as usize].name
+    }
+
+    /// Whether `spec` overlaps a range already mounted on its node.
+    pub(crate) fn overlaps(&self, spec: &MountSpec) -> bool {
+        let Some(&n) = self.by_name.get(&spec.node) else {
+            return false;
+        };
+        self.nodes[n as usize].mounts.iter().any(|id| {
+            let m = &self.mounts[id];
+            spec.base < m.base.saturating_add(m.len) && m.base < spec.base.saturating_add(spec.len)
+        })
+    }
+
+    /// Adds a range under a given id (ids come from the log so that replay rebuilds the same).
+    pub(crate) fn add(&mut self, id: MountId, client: ClientId, spec: &MountSpec, ready: bool) {
+        let node = match self.by_name.get(&spec.node) {
+            Some(&n) => n,
+            None => {
+                let n = self.nodes.len() as u32;
+                self.nodes.push(Node {
+                    name: spec.node.clone(),
+                    mounts: Vec::new(),
+                });
+                self.by_name.insert(spec.node.clone(), n);
+                n
+            }
+        };
+        self.nodes[node as usize].mounts.push(id);
+        let alloc = RangeAllocator::new(spec.len, self.align);
+        self.capacity += alloc.capacity();
+        self.mounts.insert(
+            id,
+            Mount {
+                client,
+                node,
+                base: spec.base,
+                len: spec.len,
+                alloc,
+                draining_until: None,
+                ready,
+            },
+        );
+        self.next_mount = self.next_mount.max(id.0 + 1);
+    }
+
+    pub(crate) fn remove(&mut self, id: MountId) -> Option<Mount> {
+        let m = self.mounts.remove(&id)?;
+        self.nodes[m.node as usize].mounts.retain(|&x| x != id);
+        self.capacity -= m.alloc.capacity();
+        self.used -= m.alloc.used();
+        Some(m)
+    }
+
+    /// The mounts a client owns.
+    pub(crate) fn of_client(&self, client: ClientId) -> Vec<MountId> {
+        self.mounts
+            .iter()
+            .filter(|(_, m)| m.client == client)
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    /// Places up to `n` replicas of `size` bytes on distinct nodes: `preferred` nodes first (in
+    /// order), then by `strategy`. Returns fewer (possibly none) when fewer nodes have room.
+    pub(crate) fn place(
+        &mut self,
+        size: u64,
+        n: usize,
+        preferred: &[String],
+        strategy: PlacementStrategy,
+        rng: &mut fastrand::Rng,
+    ) -> Vec<Replica> {
+        let mut chosen: Vec<u32> = Vec::with_capacity(n);
+        for name in preferred {
+            if chosen.len() == n {
+                break;
+            }
+            if let Some(&node) = self.by_name.get(name) {
+                if !chosen.contains(&node) && self.node_fits(node, size) {
+                    chosen.push(node);
+                }
+            }
+        }
+        if chosen.len() < n {
+            let mut rest: Vec<u32> = (0..self.nodes.len() as u32)
+                .filter(|x| !chosen.contains(x) && self.node_fits(*x, size))
+                .collect();
+            match strategy {
+                PlacementStrategy::Random => {
+                    // A partial Fisher–Yates: only the first picks need shuffling.
+                    let want = (n - chosen.len()).min(rest.len());
+                    for i in 0..want {
+                        let j = rng.usize(i..rest.len());
+                        rest.swap(i, j);
+                    }
+                    rest.truncate(want);
+                }
+                PlacementStrategy::FreeRatioFirst => {
+                    let ratio = |x: u32| {
+                        let (cap, used) = self.node_usage(x);
+                        (cap - used) as f64 / cap.max(1) as f64
+                    };
+                    rest.sort_by(|a, b| ratio(*b).total_cmp(&ratio(*a)).then(a.cmp(b)));
+                    rest.truncate(n - chosen.len());
+                }
+            }
+            chosen.extend(rest);
+        }
+        chosen
+            .into_iter()
+            .filter_map(|node| self.allocate_on(node, size))
+            .collect()
+    }
+
+    fn node_fits(&self, node: u32, size: u64) -> bool {
+        self.nodes[node as usize].mounts.iter().any(|id| {
+            let m = &self.mounts[id];
+            m.allocatable() && m.alloc.fits(size)
+        })
+    }
+
+    fn node_usage(&self, node: u32) -> (u64, u64) {
+        self.nodes[node as usize]
+            .mounts
+            .iter()
+            .map(|id| &self.mounts[id])
+            .filter(|m| m.allocatable())
+            .fold((0, 0), |(c, u), m| {
+                (c + m.alloc.capacity(), u + m.alloc.used())
+            })
+    }
+
+    fn allocate_on(&mut self, node: u32, size: u64) -> Option<Replica> {
+        let footprint = self.align_up(size);
+        let ids = &self.nodes[node as usize].mounts;
+        for &id in ids {
+            let m = self.mounts.get_mut(&id)?;
+            if m.allocatable() {
+                if let Some(offset) = m.alloc.allocate(size) {
+                    self.used += footprint;
+                    return Some(Replica { mount: id, offset });
+                }
+            }
+        }
+        None
+    }
+
+    /// Frees a replica's range (nothing if its mount is gone).
+    pub(crate) fn free(&mut self, r: Replica, size: u64) {
+        if let Some(m) = self.mounts.get_mut(&r.mount) {
+            m.alloc.free(r.offset, size);
+            self.used -= self.align_up(size);
+        }
+    }
+
+    /// Takes a replica's exact range again (replay); false when it is not free.
+    pub(crate) fn reserve(&mut self, r: Replica, size: u64) -> bool {
+        let ok = self
+            .mounts
+            .get_mut(&r.mount)
+            .is_some_and(|m| m.alloc.reserve(r.offset, size));
+        if ok {
+            self.used += self.align_up(size);
+        }
+        ok
+    }
+
+    /// Bytes a replica of `size` takes (aligned).
+    pub(crate) fn align_up(&self, size: u64) -> u64 {
+        size.div_ceil(self.align) * self.align
+    }
+
+    /// Bytes handed out over all ranges.
+    pub(crate) fn used(&self) -> u64 {
+        self.used
+    }
+
+    /// Bytes of all ranges.
+    pub(crate) fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// Whether a replica can be read now (its range is mounted and its node has remounted).
+    pub(crate) fn readable(&self, r: &Replica) -> bool {
+        self.mounts.get(&r.mount).is_some_and(|m| m.ready)
+    }
+
+    pub(crate) fn describe(&self, r: &Replica, size: u64) -> Option<ReplicaDesc> {
+        let m = self.mounts.get(&r.mount)?;
+        Some(ReplicaDesc {
+            node: self.nodes[m.node as usize].name.clone(),
+            addr: m.base + r.offset,
+            len: size,
+        })
+    }
+
+    /// Capacity, used bytes, and the summed report of all ranges.
+    pub(crate) fn totals(&self) -> SpaceReport {
+        self.mounts.values().fold(SpaceReport::default(), |a, m| {
+            let r = m.alloc.report();
+            SpaceReport {
+                capacity: a.capacity + r.capacity,
+                used: a.used + r.used,
+                largest_free: a.largest_free + r.largest_free,
+                free_extents: a.free_extents + r.free_extents,
+            }
+        })
+    }
+
+    /// Nodes with at least one mounted range.
+    pub(crate) fn node_count(&self) -> usize {
+        self.nodes.iter().filter(|n| !n.mounts.is_empty()).count()
+    }
+
+    pub(crate) fn mount_count(&self) -> usize {
+        self.mounts.len()
+    }
+}

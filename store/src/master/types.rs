@@ -1,0 +1,125 @@
+//! The words of the master's interface: ids, put settings, replica descriptions, results.
+
+use serde::{Deserialize, Serialize};
+
+/// A master timestamp: milliseconds since the Unix epoch as read by the driver, never going
+/// backwards. It can be saved and compared across restarts.
+pub type Millis = u64;
+
+/// A client (one store client process), chosen by the client at random when it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ClientId(pub u128);
+
+impl std::fmt::Display for ClientId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+/// A mounted range of store space, numbered by the master.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct MountId(pub u32);
+
+/// A range of a node's engine memory offered as store space.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountSpec {
+    /// The node: its engine segment name (with embedded metadata, the engine's `host:port`).
+    pub node: String,
+    /// Start address of the range in the node's engine.
+    pub base: u64,
+    /// Its length in bytes.
+    pub len: u64,
+}
+
+/// How an object is stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PutConfig {
+    /// Replicas wanted, on distinct nodes (fewer when fewer nodes have room). Default 1.
+    pub replica_num: u32,
+    /// Nodes to use first, in order.
+    pub preferred: Vec<String>,
+    /// Evict after unpinned objects, for as long as it is accessed within the soft-pin TTL.
+    pub soft_pin: bool,
+    /// Never evict.
+    pub hard_pin: bool,
+}
+
+impl Default for PutConfig {
+    fn default() -> Self {
+        PutConfig {
+            replica_num: 1,
+            preferred: Vec::new(),
+            soft_pin: false,
+            hard_pin: false,
+        }
+    }
+}
+
+/// Where one replica's bytes live: a range of a node's engine memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaDesc {
+    /// The node's engine segment name.
+    pub node: String,
+    /// Start address in that engine.
+    pub addr: u64,
+    /// Length: the object's size.
+    pub len: u64,
+}
+
+/// A readable object: its replicas and the lease granted on them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaList {
+    /// The object's size in bytes.
+    pub size: u64,
+    /// Readable replicas, in placement order.
+    pub replicas: Vec<ReplicaDesc>,
+    /// How long the read lease lasts from the master's `now` (milliseconds). A reader must
+    /// finish its transfer within this, counted from when it sent the request.
+    pub lease_ms: u64,
+}
+
+/// The answer to a ping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PingResult {
+    /// The master knows this client and its store space.
+    Ok,
+    /// The master does not know this client (it restarted, or expired the client): mount the
+    /// store space again with `remount`.
+    NeedRemount,
+}
+
+/// The operator's view of the master.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Completed objects.
+    pub objects: u64,
+    /// Writes (puts, upserts) in progress.
+    pub pending_writes: u64,
+    /// Bytes allocated (replicas, writes in progress, and space held back for stale writers).
+    pub bytes_used: u64,
+    /// Bytes of mounted store space.
+    pub bytes_capacity: u64,
+    /// Nodes with mounted space.
+    pub nodes: u64,
+    /// Mounted ranges.
+    pub mounts: u64,
+    /// Live clients.
+    pub clients: u64,
+    /// Objects evicted since the master started.
+    pub evicted: u64,
+    /// `1 − largest free extent / free bytes`, over all ranges.
+    pub fragmentation: f64,
+    /// Sequence number of the last durable mutation.
+    pub last_seq: u64,
+}
+
+/// One key of a listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListedObject {
+    /// The key.
+    pub key: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Replicas it has.
+    pub replicas: u32,
+}

@@ -1,0 +1,107 @@
+//! Store space and clients: mount errors, graceful unmount, expiry, remount.
+
+use yuebing_store::master::{Effect, PingResult, PutConfig};
+
+use super::*;
+
+fn on(nodes: &[&str], n: u32) -> PutConfig {
+    PutConfig {
+        replica_num: n,
+        preferred: nodes.iter().map(|s| s.to_string()).collect(),
+        ..PutConfig::default()
+    }
+}
+
+#[test]
+fn mount_errors_are_typed_and_change_nothing() {
+    let mut fx = Fx::new(cfg());
+    fx.m.mount(A, 0, &[spec("n1", 0x1000, 4096)]).unwrap();
+    let seq = fx.m.last_seq();
+    let e = fx.m.mount(A, 0, &[spec("n1", 0x1800, 4096)]).unwrap_err();
+    assert_eq!((e.name(), e.code()), ("SegmentAlreadyExists", -102));
+    let e =
+        fx.m.mount(A, 0, &[spec("n2", 0, 100), spec("n2", 50, 100)])
+            .unwrap_err();
+    assert_eq!(e.code(), -102, "overlap inside one call");
+    assert_eq!(
+        fx.m.mount(A, 0, &[spec("n2", 0, 0)]).unwrap_err().code(),
+        -600
+    );
+    assert_eq!(
+        fx.m.mount(A, 0, &[spec("", 0, 10)]).unwrap_err().code(),
+        -600
+    );
+    assert_eq!(
+        fx.m.mount(A, 0, &[spec("n2", u64::MAX, 10)])
+            .unwrap_err()
+            .code(),
+        -600
+    );
+    assert_eq!(fx.m.last_seq(), seq);
+    fx.m.mount(A, 0, &[spec("n1", 0x2000, 4096)])
+        .expect("adjacent is fine");
+    assert_eq!(fx.m.unmount(A, 1, MountId(99)).unwrap_err().code(), -101);
+    assert_eq!(fx.m.unmount(B, 1, MountId(1)).unwrap_err().code(), -601);
+}
+
+#[test]
+fn a_graceful_unmount_takes_no_new_replicas_and_drops_its_own_after_the_grace() {
+    let mut fx = three_nodes();
+    fx.m.put_start(A, 0, "k", 100, &on(&["n1"], 1)).unwrap();
+    fx.m.put_end(A, 0, "k").unwrap();
+    fx.m.unmount(A, 10, MountId(1)).unwrap();
+    fx.m.unmount(A, 11, MountId(1)).expect("repeat is Ok");
+    let r = fx.m.put_start(A, 20, "new", 100, &on(&["n1"], 1)).unwrap();
+    assert_ne!(r[0].node, "n1");
+    ping_all(&mut fx, 500);
+    fx.m.handle_timeout(509);
+    assert_eq!(
+        fx.m.get_replica_list(509, "k").unwrap().replicas[0].node,
+        "n1"
+    );
+    fx.m.handle_timeout(510);
+    assert_eq!(fx.m.get_replica_list(510, "k").unwrap_err().code(), -704);
+    fx.check();
+}
+
+#[test]
+fn an_expired_client_loses_its_space_objects_and_writes_then_must_remount() {
+    let mut fx = three_nodes();
+    fx.m.put_start(B, 0, "solo", 100, &on(&["n1"], 1)).unwrap();
+    fx.m.put_end(B, 0, "solo").unwrap();
+    fx.m.put_start(B, 0, "pair", 100, &on(&["n1", "n2"], 2))
+        .unwrap();
+    fx.m.put_end(B, 0, "pair").unwrap();
+    fx.m.put_start(A, 0, "wip", 100, &on(&["n2"], 1)).unwrap();
+    fx.m.get_replica_list(900, "solo").unwrap();
+    fx.drain();
+    // B and C keep pinging; A (node n1) goes silent.
+    fx.m.ping(B, 900);
+    fx.m.ping(C, 900);
+    assert_eq!(fx.m.poll_timeout(), Some(1_000));
+    fx.m.handle_timeout(999);
+    assert!(fx.m.exist("solo").unwrap());
+    fx.m.handle_timeout(1_000);
+    fx.check();
+    let effects = fx.drain();
+    assert!(effects.contains(&Effect::ClientExpired {
+        client: A,
+        mounts: 1,
+        writes: 1
+    }));
+    assert_eq!(
+        fx.m.get_replica_list(1_001, "solo").unwrap_err().code(),
+        -704,
+        "its only node is gone, lease or not"
+    );
+    let pair = fx.m.get_replica_list(1_001, "pair").unwrap();
+    assert_eq!(pair.replicas.len(), 1);
+    assert_eq!(pair.replicas[0].node, "n2");
+    assert_eq!(fx.m.put_end(A, 1_001, "wip").unwrap_err().code(), -704);
+    assert_eq!(fx.m.ping(A, 1_002), PingResult::NeedRemount);
+    assert_eq!(fx.m.ping(B, 1_002), PingResult::Ok);
+    fx.m.remount(A, 1_003, &[spec("n1", 0x10, MIB)]).unwrap();
+    assert_eq!(fx.m.ping(A, 1_004), PingResult::Ok);
+    assert_eq!(fx.m.stats().clients, 3);
+    fx.check();
+}
