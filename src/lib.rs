@@ -6,11 +6,15 @@
 //! # Layout
 //! - [`rpc`]: the control plane (`yuebing-rpc`).
 //! - [`engine`]: the Transfer Engine (`yuebing-engine`).
+//! - [`store`]: the object store (`yuebing-store`): the master so far.
 //! - [`bench`]: the benchmark programs behind `yuebing bench …`.
+//! - [`cli`]: subcommands such as `yuebing master`.
 //! - [`config`]: settings from flags, `YUEBING_*` variables and a TOML file.
 
 pub use yuebing_engine as engine;
 pub use yuebing_rpc as rpc;
+pub use yuebing_store as store;
 
 pub mod bench;
+pub mod cli;
 pub mod config;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use yuebing::bench::{report, rpc, transfer};
+use yuebing::cli::master::{self, MasterArgs};
 use yuebing::config::{ConfigError, ConfigFile};
 
 /// yuebing: move and cache large byte objects between processes and machines.
@@ -23,6 +24,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// The store master: object metadata, leases, eviction (RPC service).
+    Master(MasterArgs),
     /// Benchmark programs that print a table (and `--json`).
     #[command(subcommand)]
     Bench(Bench),
@@ -116,6 +119,8 @@ enum CliError {
     Usage(String),
     #[error("cannot write {path}: {reason}")]
     Output { path: String, reason: String },
+    #[error(transparent)]
+    Store(#[from] yuebing::store::Error),
 }
 
 impl CliError {
@@ -125,6 +130,15 @@ impl CliError {
             CliError::Bench(_) => "BenchFailed",
             CliError::Usage(_) => "UsageError",
             CliError::Output { .. } => "OutputError",
+            CliError::Store(e) => e.name(),
+        }
+    }
+
+    /// The numeric code printed with the name: the error's own code where it has one.
+    fn code(&self) -> i32 {
+        match self {
+            CliError::Store(e) => e.code(),
+            e => i32::from(e.exit_code()),
         }
     }
 
@@ -274,6 +288,10 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         let file = ConfigFile::load(cli.config.as_deref())?;
         match cli.command {
+            Command::Master(args) => {
+                let (cfg, endpoint) = args.resolve(&file)?;
+                Ok(master::serve(cfg, endpoint).await?)
+            }
             Command::Bench(Bench::Rpc(args)) => bench_rpc(&file, args).await,
             Command::Bench(Bench::Transfer(args)) => bench_transfer(&file, args).await,
             Command::BenchTarget { bind, len } => transfer::target::run(bind, len)
@@ -284,7 +302,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error[{} {}]: {e}", e.name(), e.exit_code());
+            eprintln!("error[{} {}]: {e}", e.name(), e.code());
             ExitCode::from(e.exit_code())
         }
     }

@@ -126,9 +126,30 @@ pub enum Error {
         /// What was found.
         reason: String,
     },
+    /// An error the master reported that this side cannot rebuild field by field; its code and
+    /// message are kept.
+    #[error("{message}")]
+    Remote {
+        /// The code the master sent.
+        code: i32,
+        /// Its message.
+        message: String,
+    },
     /// The control plane failed; the rpc code is kept.
     #[error(transparent)]
     Rpc(#[from] yuebing_rpc::Error),
+}
+
+/// An error as it crosses the wire: its numeric code, its message, and its main field (the key,
+/// or the reason) so the receiver can rebuild the variant. Never a serde enum index.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WireError {
+    /// [`Error::code`].
+    pub code: i32,
+    /// The error's message.
+    pub message: String,
+    /// The key (or reason) it names.
+    pub detail: String,
 }
 
 /// Result alias for yuebing-store.
@@ -154,6 +175,7 @@ impl Error {
             Error::WriteInProgress { .. } => -714,
             Error::Io { .. } => -1103,
             Error::Corrupt { .. } => -1500,
+            Error::Remote { code, .. } => *code,
             Error::Rpc(e) => e.code(),
         }
     }
@@ -166,6 +188,7 @@ impl Error {
             | Error::ObjectHasLease { .. }
             | Error::LeaseExpired { .. }
             | Error::WriteInProgress { .. } => true,
+            Error::Remote { code, .. } => matches!(code, -200 | -703 | -706 | -707 | -714),
             Error::Rpc(e) => e.is_retryable(),
             _ => false,
         }
@@ -190,7 +213,66 @@ impl Error {
             Error::WriteInProgress { .. } => "WriteInProgress",
             Error::Io { .. } => "Io",
             Error::Corrupt { .. } => "Corrupt",
+            Error::Remote { .. } => "Remote",
             Error::Rpc(_) => "Rpc",
+        }
+    }
+
+    /// Encodes this error for the wire.
+    pub fn to_wire(&self) -> WireError {
+        let detail = match self {
+            Error::Internal { reason } | Error::InvalidParams { reason } => reason.clone(),
+            Error::SegmentNotFound { mount } => mount.to_string(),
+            Error::NoAvailableHandle { size } => size.to_string(),
+            Error::IllegalClient { key }
+            | Error::ReplicaNotReady { key }
+            | Error::ObjectNotFound { key }
+            | Error::ObjectAlreadyExists { key }
+            | Error::ObjectHasLease { key }
+            | Error::LeaseExpired { key }
+            | Error::WriteInProgress { key }
+            | Error::InvalidWrite { key, .. } => key.clone(),
+            _ => String::new(),
+        };
+        WireError {
+            code: self.code(),
+            message: self.to_string(),
+            detail,
+        }
+    }
+
+    /// Rebuilds an error from the wire: the same variant where its fields travel, else
+    /// [`Error::Remote`] with the same code.
+    pub fn from_wire(w: WireError) -> Error {
+        let key = || w.detail.clone();
+        match w.code {
+            -1 => Error::Internal { reason: key() },
+            -101 => match w.detail.parse() {
+                Ok(mount) => Error::SegmentNotFound { mount },
+                Err(_) => Error::Remote {
+                    code: w.code,
+                    message: w.message,
+                },
+            },
+            -200 => Error::NoAvailableHandle {
+                size: w.detail.parse().unwrap_or(0),
+            },
+            -600 => Error::InvalidParams { reason: key() },
+            -601 => Error::IllegalClient { key: key() },
+            -700 => Error::InvalidWrite {
+                key: key(),
+                reason: w.message,
+            },
+            -703 => Error::ReplicaNotReady { key: key() },
+            -704 => Error::ObjectNotFound { key: key() },
+            -705 => Error::ObjectAlreadyExists { key: key() },
+            -706 => Error::ObjectHasLease { key: key() },
+            -707 => Error::LeaseExpired { key: key() },
+            -714 => Error::WriteInProgress { key: key() },
+            code => Error::Remote {
+                code,
+                message: w.message,
+            },
         }
     }
 
@@ -223,5 +305,24 @@ mod tests {
         ] {
             assert!((-1999..=-1).contains(&e.code()), "{e}");
         }
+    }
+
+    #[test]
+    fn wire_round_trip_keeps_code_and_key() {
+        for e in [
+            Error::ObjectNotFound { key: "a/b".into() },
+            Error::ObjectHasLease { key: "k".into() },
+            Error::params("size 0"),
+            Error::SegmentNotFound { mount: 7 },
+            Error::NoAvailableHandle { size: 42 },
+        ] {
+            assert_eq!(Error::from_wire(e.to_wire()), e);
+        }
+        let io = Error::Io {
+            path: "p".into(),
+            reason: "r".into(),
+        };
+        let back = Error::from_wire(io.to_wire());
+        assert_eq!((back.code(), back.to_string()), (io.code(), io.to_string()));
     }
 }

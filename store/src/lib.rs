@@ -7,4 +7,4 @@
 pub mod error;
 pub mod master;
 
-pub use error::{Error, Result};
+pub use error::{Error, Result, WireError};

@@ -99,7 +99,7 @@ impl RangeAllocator {
         let Some(size) = self.rounded(size).filter(|&s| s > 0) else {
             return false;
         };
-        if offset % self.align != 0 {
+        if !offset.is_multiple_of(self.align) {
             return false;
         }
         let Some((&ext_off, &ext_len)) = self.by_offset.range(..=offset).next_back() else {

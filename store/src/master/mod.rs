@@ -7,20 +7,31 @@
 //! - [`log`]: durable [`Record`]s, [`LogEntry`]s and [`Effect`]s.
 //! - [`snapshot`]: the durable state as a value, and replay of snapshot + log.
 //! - [`config`], [`types`]: settings and the words of the interface.
+//! - `disk`: the data directory — log segments with group-commit fsync, snapshots, recovery.
+//! - [`service`]: the tarpc [`MasterService`] and its wire types; [`server`]: a running
+//!   master (core behind one lock, log, driver); [`client`]: [`MasterClient`].
 
 pub mod alloc;
+pub mod client;
 pub mod config;
 pub mod core;
+mod disk;
 pub mod log;
 mod object;
+pub mod server;
+pub mod service;
 pub mod snapshot;
 mod space;
 pub mod types;
 
+pub use self::client::MasterClient;
 pub use self::config::{MasterConfig, PlacementStrategy};
 pub use self::core::Master;
+pub use self::disk::Recovery;
 pub use self::log::{Effect, LogEntry, Record, FORMAT_VERSION};
 pub use self::object::{Pin, Replicas};
+pub use self::server::{wall_ms, MasterServerConfig, RunningMaster};
+pub use self::service::{Health, MasterService, SERVICE};
 pub use self::snapshot::Snapshot;
 pub use self::space::Replica;
 pub use self::types::{

@@ -1,0 +1,172 @@
+//! `yuebing master`: settings (flags > `YUEBING_*` > `[master]` in the TOML file > default) and
+//! the serving loop.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use yuebing_rpc::Endpoint;
+use yuebing_store::master::{MasterConfig, MasterServerConfig, PlacementStrategy, RunningMaster};
+
+use crate::config::{ConfigError, ConfigFile};
+
+/// Flags of `yuebing master`. Each default is written once, in [`MasterArgs::resolve`] (from
+/// [`MasterConfig::default`] for the rules).
+#[derive(Args, Debug, Default)]
+pub struct MasterArgs {
+    /// Address to listen on [default: 127.0.0.1; config: master.bind].
+    #[arg(long, env = "YUEBING_MASTER_BIND")]
+    pub bind: Option<String>,
+    /// Port (0: any free port, reported on stdout) [default: 50051; config: master.port].
+    #[arg(long, env = "YUEBING_MASTER_PORT")]
+    pub port: Option<u16>,
+    /// Directory for the operation log and snapshots; without it the master keeps everything
+    /// in memory [config: master.data_dir].
+    #[arg(long, env = "YUEBING_MASTER_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Log entries between snapshots [default: 1000000; config: master.snapshot_every].
+    #[arg(long, env = "YUEBING_MASTER_SNAPSHOT_EVERY")]
+    pub snapshot_every: Option<u64>,
+    /// Cluster token clients must present [config: master.token].
+    #[arg(long, env = "YUEBING_MASTER_TOKEN")]
+    pub token: Option<String>,
+    /// Read lease, ms [default: 10000; config: master.lease_ttl_ms].
+    #[arg(long, env = "YUEBING_MASTER_LEASE_TTL_MS")]
+    pub lease_ttl_ms: Option<u64>,
+    /// Client TTL (missed pings), ms [default: 10000; config: master.client_ttl_ms].
+    #[arg(long, env = "YUEBING_MASTER_CLIENT_TTL_MS")]
+    pub client_ttl_ms: Option<u64>,
+    /// Age after which a put may be pre-empted, ms [default: 30000; config: master.put_discard_ms].
+    #[arg(long, env = "YUEBING_MASTER_PUT_DISCARD_MS")]
+    pub put_discard_ms: Option<u64>,
+    /// Age after which an unfinished put is revoked and its space released, ms [default:
+    /// 600000; config: master.put_release_ms].
+    #[arg(long, env = "YUEBING_MASTER_PUT_RELEASE_MS")]
+    pub put_release_ms: Option<u64>,
+    /// Eviction starts above this fraction of capacity [default: 0.90; config:
+    /// master.high_watermark].
+    #[arg(long, env = "YUEBING_MASTER_HIGH_WATERMARK")]
+    pub high_watermark: Option<f64>,
+    /// Fraction of capacity one eviction frees [default: 0.05; config: master.eviction_ratio].
+    #[arg(long, env = "YUEBING_MASTER_EVICTION_RATIO")]
+    pub eviction_ratio: Option<f64>,
+    /// Soft pin TTL after the last access, ms [default: 1800000; config: master.soft_pin_ttl_ms].
+    #[arg(long, env = "YUEBING_MASTER_SOFT_PIN_TTL_MS")]
+    pub soft_pin_ttl_ms: Option<u64>,
+    /// Grace of a graceful unmount, ms [default: 30000; config: master.unmount_grace_ms].
+    #[arg(long, env = "YUEBING_MASTER_UNMOUNT_GRACE_MS")]
+    pub unmount_grace_ms: Option<u64>,
+    /// Alignment of offsets in store space, bytes [default: 64; config: master.alignment].
+    #[arg(long, env = "YUEBING_MASTER_ALIGNMENT")]
+    pub alignment: Option<u64>,
+    /// Longest key, bytes [default: 4096; config: master.max_key_len].
+    #[arg(long, env = "YUEBING_MASTER_MAX_KEY_LEN")]
+    pub max_key_len: Option<usize>,
+    /// Replica placement: random or free-ratio-first [default: random; config:
+    /// master.placement].
+    #[arg(long, env = "YUEBING_MASTER_PLACEMENT")]
+    pub placement: Option<PlacementStrategy>,
+}
+
+impl MasterArgs {
+    /// The server settings and the endpoint to bind.
+    pub fn resolve(self, file: &ConfigFile) -> Result<(MasterServerConfig, Endpoint), ConfigError> {
+        let d = MasterConfig::default();
+        let s = "master";
+        let core = MasterConfig {
+            lease_ttl_ms: file.resolve(s, "lease_ttl_ms", self.lease_ttl_ms, d.lease_ttl_ms)?,
+            client_ttl_ms: file.resolve(s, "client_ttl_ms", self.client_ttl_ms, d.client_ttl_ms)?,
+            put_discard_ms: file.resolve(
+                s,
+                "put_discard_ms",
+                self.put_discard_ms,
+                d.put_discard_ms,
+            )?,
+            put_release_ms: file.resolve(
+                s,
+                "put_release_ms",
+                self.put_release_ms,
+                d.put_release_ms,
+            )?,
+            high_watermark: file.resolve(
+                s,
+                "high_watermark",
+                self.high_watermark,
+                d.high_watermark,
+            )?,
+            eviction_ratio: file.resolve(
+                s,
+                "eviction_ratio",
+                self.eviction_ratio,
+                d.eviction_ratio,
+            )?,
+            soft_pin_ttl_ms: file.resolve(
+                s,
+                "soft_pin_ttl_ms",
+                self.soft_pin_ttl_ms,
+                d.soft_pin_ttl_ms,
+            )?,
+            unmount_grace_ms: file.resolve(
+                s,
+                "unmount_grace_ms",
+                self.unmount_grace_ms,
+                d.unmount_grace_ms,
+            )?,
+            alignment: file.resolve(s, "alignment", self.alignment, d.alignment)?,
+            max_key_len: file.resolve(s, "max_key_len", self.max_key_len, d.max_key_len)?,
+            placement: file.resolve(s, "placement", self.placement, d.placement)?,
+            seed: d.seed,
+        };
+        core.validate().map_err(|reason| ConfigError {
+            path: "master settings".into(),
+            reason,
+        })?;
+        let mut server = MasterServerConfig {
+            core,
+            data_dir: Some(file.resolve(s, "data_dir", self.data_dir, PathBuf::new())?)
+                .filter(|p| !p.as_os_str().is_empty()),
+            snapshot_every: file.resolve(s, "snapshot_every", self.snapshot_every, 1_000_000)?,
+            ..MasterServerConfig::default()
+        };
+        server.rpc.token = file
+            .resolve(s, "token", self.token, String::new())
+            .map(|t| (!t.is_empty()).then_some(t))?;
+        let bind: String = file.resolve(s, "bind", self.bind, "127.0.0.1".to_string())?;
+        let port: u16 = file.resolve(s, "port", self.port, 50051)?;
+        let endpoint = format!("{bind}:{port}")
+            .parse::<Endpoint>()
+            .map_err(|e| ConfigError {
+                path: "master.bind".into(),
+                reason: format!("{bind}:{port}: {e}"),
+            })?;
+        Ok((server, endpoint))
+    }
+}
+
+/// Serves until SIGINT or SIGTERM, then shuts down gracefully. Prints one line
+/// `yuebing master ready on ADDR` to stdout once it accepts calls.
+pub async fn serve(cfg: MasterServerConfig, endpoint: Endpoint) -> yuebing_store::Result<()> {
+    let master = RunningMaster::start(cfg, &endpoint).await?;
+    let r = master.recovery();
+    if r.snapshot_seq > 0 || r.replayed > 0 {
+        eprintln!(
+            "restored: snapshot at {}, {} log entries replayed, {} torn bytes cut",
+            r.snapshot_seq, r.replayed, r.truncated_bytes
+        );
+    }
+    println!("yuebing master ready on {}", master.local_endpoint());
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| yuebing_store::Error::Io {
+            path: "signal handler".into(),
+            reason: e.to_string(),
+        })?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    let report = master.shutdown(Duration::from_secs(5)).await;
+    eprintln!("master stopped: {report:?}");
+    Ok(())
+}

@@ -1,0 +1,4 @@
+//! Subcommands of the `yuebing` tool that live in the library (so tests and the bench can reuse
+//! their settings resolution).
+
+pub mod master;

@@ -1,0 +1,226 @@
+//! The master's data directory: operation-log segments and snapshots.
+//!
+//! ```text
+//! <data-dir>/LOCK                            held (flock) by the running master
+//! <data-dir>/snapshot-<seq>.ysnap            the durable state up to <seq>
+//! <data-dir>/log-<first seq>.ylog            entries from <first seq> on
+//! ```
+//! On start the newest readable snapshot is loaded and every later log entry replayed; a torn
+//! entry at the very end of the last segment (a crash mid-append: it was never acknowledged) is
+//! cut off, damage anywhere else is `Corrupt`. Writing a snapshot at `S` starts a new segment at
+//! `S + 1`, after which older segments and snapshots are deleted.
+
+mod frame;
+mod writer;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use self::frame::{io_err, read_frame, read_header, write_frame, write_header, Frame};
+use self::frame::{LOG_MAGIC, SNAPSHOT_MAGIC};
+pub(crate) use self::writer::{Durable, LogWriter};
+use super::log::LogEntry;
+use super::snapshot::Snapshot;
+use super::types::Millis;
+use super::{Master, MasterConfig};
+use crate::error::{Error, Result};
+
+/// An opened data directory (it stays locked while this value lives).
+#[derive(Debug)]
+pub(crate) struct DataDir {
+    dir: PathBuf,
+    lock: std::sync::Mutex<Option<File>>,
+}
+
+/// What opening a data directory found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Sequence number of the snapshot loaded (0: none).
+    pub snapshot_seq: u64,
+    /// Log entries replayed after it.
+    pub replayed: u64,
+    /// Bytes of a torn final entry that were cut off.
+    pub truncated_bytes: u64,
+}
+
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_err(dir, e))
+}
+
+fn numbered(dir: &Path, prefix: &str, suffix: &str) -> Result<Vec<(u64, PathBuf)>> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).map_err(|e| io_err(dir, e))? {
+        let entry = entry.map_err(|e| io_err(dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some(n) = name
+            .strip_prefix(prefix)
+            .and_then(|s| s.strip_suffix(suffix))
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            out.push((n, entry.path()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+impl DataDir {
+    /// Opens (creating it if needed) and locks `dir`, rebuilds the master from it at `now`,
+    /// and starts the log writer after the last entry.
+    pub(crate) fn open(
+        dir: &Path,
+        cfg: MasterConfig,
+        now: Millis,
+    ) -> Result<(DataDir, Master, LogWriter, Recovery)> {
+        fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
+        let lock_path = dir.join("LOCK");
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| io_err(&lock_path, e))?;
+        lock.try_lock().map_err(|e| Error::Io {
+            path: lock_path.display().to_string(),
+            reason: format!("another master holds this data directory ({e})"),
+        })?;
+        let data = DataDir {
+            dir: dir.to_path_buf(),
+            lock: std::sync::Mutex::new(Some(lock)),
+        };
+        let mut recovery = Recovery::default();
+        let snapshot = data.load_snapshot()?;
+        recovery.snapshot_seq = snapshot.as_ref().map_or(0, |s| s.seq);
+        let (entries, truncated) = data.read_log()?;
+        recovery.truncated_bytes = truncated;
+        recovery.replayed = entries
+            .iter()
+            .filter(|e| e.seq > recovery.snapshot_seq)
+            .count() as u64;
+        let master = Master::restore(cfg, true, snapshot, entries, now)?;
+        let writer = LogWriter::start(dir, master.last_seq() + 1)?;
+        Ok((data, master, writer, recovery))
+    }
+
+    /// Releases the directory lock (after the master stopped writing), so another master may
+    /// open it.
+    pub(crate) fn release(&self) {
+        self.lock.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    fn load_snapshot(&self) -> Result<Option<Snapshot>> {
+        for (seq, path) in numbered(&self.dir, "snapshot-", ".ysnap")?
+            .into_iter()
+            .rev()
+        {
+            let shown = path.display().to_string();
+            let file = File::open(&path).map_err(|e| io_err(&path, e))?;
+            let mut r = BufReader::new(file);
+            let loaded = read_header(&mut r, SNAPSHOT_MAGIC, &shown).and_then(|full| {
+                if !full {
+                    return Err(Error::Corrupt {
+                        path: shown.clone(),
+                        reason: "empty".into(),
+                    });
+                }
+                match read_frame::<Snapshot>(&mut r).map_err(|e| io_err(&path, e))? {
+                    Frame::Value(s, _) if s.seq == seq => Ok(s),
+                    Frame::Value(s, _) => Err(Error::Corrupt {
+                        path: shown.clone(),
+                        reason: format!("holds seq {} under the name of {seq}", s.seq),
+                    }),
+                    Frame::End => Err(Error::Corrupt {
+                        path: shown.clone(),
+                        reason: "no state".into(),
+                    }),
+                    Frame::Torn(why) => Err(Error::Corrupt {
+                        path: shown.clone(),
+                        reason: why,
+                    }),
+                }
+            });
+            match loaded {
+                Ok(s) => return Ok(Some(s)),
+                Err(e @ Error::InvalidVersion { .. }) => return Err(e),
+                Err(e) => tracing::warn!(error = %e, "skipping an unreadable snapshot"),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Every entry of every segment, in order; a torn tail of the last segment is cut off.
+    fn read_log(&self) -> Result<(Vec<LogEntry>, u64)> {
+        let segments = numbered(&self.dir, "log-", ".ylog")?;
+        let mut entries = Vec::new();
+        let mut truncated = 0;
+        let count = segments.len();
+        for (i, (_, path)) in segments.into_iter().enumerate() {
+            let shown = path.display().to_string();
+            let file = File::open(&path).map_err(|e| io_err(&path, e))?;
+            let total = file.metadata().map_err(|e| io_err(&path, e))?.len();
+            let mut r = BufReader::new(file);
+            if !read_header(&mut r, LOG_MAGIC, &shown)? {
+                continue;
+            }
+            let mut good = 12u64;
+            loop {
+                match read_frame::<LogEntry>(&mut r).map_err(|e| io_err(&path, e))? {
+                    Frame::Value(e, n) => {
+                        entries.push(e);
+                        good += n as u64;
+                    }
+                    Frame::End => break,
+                    Frame::Torn(why) if i + 1 == count => {
+                        tracing::warn!(file = %shown, offset = good, reason = %why, "cutting a torn log tail");
+                        let f = OpenOptions::new()
+                            .write(true)
+                            .open(&path)
+                            .map_err(|e| io_err(&path, e))?;
+                        f.set_len(good).map_err(|e| io_err(&path, e))?;
+                        f.sync_all().map_err(|e| io_err(&path, e))?;
+                        truncated = total - good;
+                        break;
+                    }
+                    Frame::Torn(why) => {
+                        return Err(Error::Corrupt {
+                            path: shown,
+                            reason: format!("at offset {good}: {why}"),
+                        })
+                    }
+                }
+            }
+        }
+        Ok((entries, truncated))
+    }
+
+    /// Writes `snapshot` durably (temporary file, fsync, rename), then deletes the segments and
+    /// snapshots it makes unnecessary. Blocking: run it off the async runtime.
+    pub(crate) fn write_snapshot(&self, snapshot: &Snapshot) -> Result<()> {
+        let name = format!("snapshot-{:020}.ysnap", snapshot.seq);
+        let tmp = self.dir.join(format!("{name}.tmp"));
+        let fin = self.dir.join(&name);
+        let file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        write_header(&mut w, SNAPSHOT_MAGIC).map_err(|e| io_err(&tmp, e))?;
+        write_frame(&mut w, snapshot).map_err(|e| io_err(&tmp, e))?;
+        w.flush().map_err(|e| io_err(&tmp, e))?;
+        w.get_ref().sync_all().map_err(|e| io_err(&tmp, e))?;
+        fs::rename(&tmp, &fin).map_err(|e| io_err(&fin, e))?;
+        sync_dir(&self.dir)?;
+        for (seq, path) in numbered(&self.dir, "snapshot-", ".ysnap")? {
+            if seq < snapshot.seq {
+                let _ = fs::remove_file(path);
+            }
+        }
+        for (first, path) in numbered(&self.dir, "log-", ".ylog")? {
+            if first <= snapshot.seq {
+                let _ = fs::remove_file(path);
+            }
+        }
+        sync_dir(&self.dir)
+    }
+}

@@ -1,0 +1,276 @@
+//! A running master: the core behind one lock, the operation log (with `data_dir`), the rpc
+//! server, and a driver task that feeds timeouts and performs effects.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::runtime::Handle;
+use tokio_util::sync::{CancellationToken, DropGuard};
+use yuebing_rpc::{handler, Endpoint, RunningServer, Server, ServerConfig, ShutdownReport};
+
+use super::disk::{DataDir, Durable, LogWriter, Recovery};
+use super::log::Effect;
+use super::service::{Health, MasterHandler, MasterService, SERVICE};
+use super::types::Millis;
+use super::{Master, MasterConfig};
+use crate::error::{Error, Result};
+
+/// Everything `yuebing master` can be told.
+#[derive(Debug, Clone)]
+pub struct MasterServerConfig {
+    /// The core's rules.
+    pub core: MasterConfig,
+    /// Where the operation log and snapshots live; `None` keeps everything in memory.
+    pub data_dir: Option<PathBuf>,
+    /// Write a snapshot after this many log entries. Default 1,000,000.
+    pub snapshot_every: u64,
+    /// The rpc server's limits.
+    pub rpc: ServerConfig,
+}
+
+impl Default for MasterServerConfig {
+    fn default() -> Self {
+        MasterServerConfig {
+            core: MasterConfig::default(),
+            data_dir: None,
+            snapshot_every: 1_000_000,
+            rpc: ServerConfig::default(),
+        }
+    }
+}
+
+/// The master's clock: milliseconds since the Unix epoch (the core never lets it go back).
+pub fn wall_ms() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// State shared by the service handlers and the driver.
+pub(crate) struct Shared {
+    core: Mutex<Master>,
+    log: Option<LogWriter>,
+    data: Option<Arc<DataDir>>,
+    snapshot_every: u64,
+    last_snapshot: AtomicU64,
+    snapshotting: Arc<AtomicBool>,
+    ready: AtomicBool,
+    closed: AtomicBool,
+    handle: Handle,
+}
+
+impl Shared {
+    /// Runs `f` on the core at the current time, hands its effects to the log, and returns once
+    /// every entry made so far is durable.
+    pub(crate) async fn run<T>(&self, f: impl FnOnce(&mut Master, Millis) -> T) -> Result<T> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Internal {
+                reason: "the master is shut down".into(),
+            });
+        }
+        if let Some(Durable::Failed(reason)) = self.log.as_ref().map(LogWriter::durable) {
+            return Err(Error::Io {
+                path: "operation log".into(),
+                reason,
+            });
+        }
+        let (out, seq) = {
+            let mut core = self.core.lock().unwrap_or_else(|p| p.into_inner());
+            let out = f(&mut core, wall_ms());
+            self.perform_effects(&mut core);
+            self.maybe_snapshot(&core);
+            (out, core.last_seq())
+        };
+        if let Some(log) = &self.log {
+            log.wait(seq).await?;
+        }
+        Ok(out)
+    }
+
+    fn perform_effects(&self, core: &mut Master) {
+        let mut entries = Vec::new();
+        while let Some(effect) = core.poll_effect() {
+            match effect {
+                Effect::Append(e) => entries.push(e),
+                Effect::ClientExpired {
+                    client,
+                    mounts,
+                    writes,
+                } => tracing::info!(%client, mounts, writes, "client expired"),
+                Effect::Evicted { objects, bytes } => tracing::info!(objects, bytes, "evicted"),
+                Effect::MountRemoved {
+                    mount,
+                    objects_lost,
+                } => tracing::info!(mount = mount.0, objects_lost, "store space removed"),
+            }
+        }
+        if let (Some(log), false) = (&self.log, entries.is_empty()) {
+            log.append(entries);
+        }
+    }
+
+    /// Starts writing a snapshot when enough entries have accumulated (one at a time).
+    fn maybe_snapshot(&self, core: &Master) {
+        let (Some(data), Some(log)) = (&self.data, &self.log) else {
+            return;
+        };
+        let seq = core.last_seq();
+        if seq < self.last_snapshot.load(Ordering::Relaxed) + self.snapshot_every
+            || self.snapshotting.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        self.last_snapshot.store(seq, Ordering::Relaxed);
+        let snapshot = core.snapshot();
+        log.rotate(seq + 1);
+        let (data, busy) = (data.clone(), self.snapshotting.clone());
+        self.handle.spawn_blocking(move || {
+            match data.write_snapshot(&snapshot) {
+                Ok(()) => tracing::info!(seq, "snapshot written"),
+                Err(e) => tracing::error!(error = %e, "snapshot failed; the log keeps everything"),
+            }
+            busy.store(false, Ordering::Release);
+        });
+    }
+
+    pub(crate) fn health(&self) -> Health {
+        let last_seq = self
+            .core
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last_seq();
+        let (durable_seq, failure) = match self.log.as_ref().map(LogWriter::durable) {
+            None => (last_seq, None),
+            Some(Durable::Upto(s)) => (s, None),
+            Some(Durable::Failed(r)) => (0, Some(r)),
+        };
+        Health {
+            ready: self.ready.load(Ordering::Acquire) && failure.is_none(),
+            persistent: self.log.is_some(),
+            last_seq,
+            durable_seq,
+            failure,
+        }
+    }
+
+    /// Feeds timeouts to the core until `stop`.
+    async fn drive(self: Arc<Self>, stop: CancellationToken) {
+        loop {
+            let due = self
+                .core
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .poll_timeout();
+            let now = wall_ms();
+            // Wake at the next deadline, and at least every 250 ms (new clients and puts add
+            // deadlines without waking the driver).
+            let wait = due.map_or(250, |t| t.saturating_sub(now).min(250));
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
+            }
+            if let Err(e) = self.run(|m, now| m.handle_timeout(now)).await {
+                tracing::error!(error = %e, "timeouts could not be made durable");
+            }
+        }
+    }
+}
+
+/// A master serving on an endpoint. Dropping it stops the driver; call
+/// [`RunningMaster::shutdown`] for a graceful stop.
+pub struct RunningMaster {
+    server: RunningServer,
+    shared: Arc<Shared>,
+    recovery: Recovery,
+    driver: tokio::task::JoinHandle<()>,
+    stop: DropGuard,
+}
+
+impl RunningMaster {
+    /// Restores the state (from `data_dir` if set), binds `endpoint` and starts serving.
+    pub async fn start(cfg: MasterServerConfig, endpoint: &Endpoint) -> Result<RunningMaster> {
+        cfg.core.validate().map_err(Error::params)?;
+        let now = wall_ms();
+        let (core, log, data, recovery) = match &cfg.data_dir {
+            Some(dir) => {
+                let dir = dir.clone();
+                let core_cfg = cfg.core.clone();
+                let (data, core, log, recovery) =
+                    tokio::task::spawn_blocking(move || DataDir::open(&dir, core_cfg, now))
+                        .await
+                        .map_err(|e| Error::Internal {
+                            reason: e.to_string(),
+                        })??;
+                (core, Some(log), Some(Arc::new(data)), recovery)
+            }
+            None => (
+                Master::new(cfg.core.clone(), false),
+                None,
+                None,
+                Recovery::default(),
+            ),
+        };
+        let last = core.last_seq();
+        let shared = Arc::new(Shared {
+            core: Mutex::new(core),
+            log,
+            data,
+            snapshot_every: cfg.snapshot_every.max(1),
+            last_snapshot: AtomicU64::new(last),
+            snapshotting: Arc::new(AtomicBool::new(false)),
+            ready: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            handle: Handle::current(),
+        });
+        let handler = MasterHandler {
+            shared: shared.clone(),
+        };
+        let server = Server::new(cfg.rpc.clone())
+            .service(SERVICE, move |_conn| handler!(handler.clone().serve()))
+            .bind(endpoint)
+            .await?;
+        let stop = CancellationToken::new();
+        let driver = tokio::spawn(shared.clone().drive(stop.clone()));
+        shared.ready.store(true, Ordering::Release);
+        tracing::info!(endpoint = %server.local_endpoint(), snapshot = recovery.snapshot_seq,
+            replayed = recovery.replayed, "master ready");
+        Ok(RunningMaster {
+            server,
+            shared,
+            recovery,
+            driver,
+            stop: stop.drop_guard(),
+        })
+    }
+
+    /// The bound endpoint (with the real port when 0 was asked for).
+    pub fn local_endpoint(&self) -> &Endpoint {
+        self.server.local_endpoint()
+    }
+
+    /// What restoring from the data directory found.
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+
+    /// Readiness and log position.
+    pub fn health(&self) -> Health {
+        self.shared.health()
+    }
+
+    /// Stops accepting, lets calls in flight finish within `grace`, stops the driver, and
+    /// releases the data directory (every answered mutation is already durable).
+    pub async fn shutdown(self, grace: Duration) -> ShutdownReport {
+        self.shared.ready.store(false, Ordering::Release);
+        let report = self.server.shutdown(grace).await;
+        self.stop.disarm().cancel();
+        let _ = self.driver.await;
+        self.shared.closed.store(true, Ordering::Release);
+        if let Some(data) = &self.shared.data {
+            data.release();
+        }
+        report
+    }
+}

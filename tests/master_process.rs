@@ -1,0 +1,112 @@
+//! `yuebing master` as a real process on 127.0.0.1: readiness on stdout, the service, and a
+//! crash (SIGKILL) and restart with `--data-dir`.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use yuebing::rpc::Endpoint;
+use yuebing::store::master::{ClientId, MasterClient, MountSpec, PingResult, PutConfig};
+
+/// A master process, killed and reaped on drop (also when a test panics).
+struct MasterProcess {
+    child: Child,
+    endpoint: Endpoint,
+}
+
+impl MasterProcess {
+    fn start(data_dir: &Path, extra: &[&str]) -> MasterProcess {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_yuebing"))
+            .args([
+                "master",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--client-ttl-ms",
+                "60000",
+            ])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("yuebing master starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("yuebing master ready on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        let endpoint = addr.parse().unwrap();
+        MasterProcess { child, endpoint }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for MasterProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn space() -> Vec<MountSpec> {
+    vec![MountSpec {
+        node: "127.0.0.1:7000".into(),
+        base: 0x7000_0000,
+        len: 1 << 30,
+    }]
+}
+
+#[tokio::test]
+async fn committed_objects_are_back_after_a_crash_and_readable_once_their_node_remounts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut master = MasterProcess::start(dir.path(), &["--snapshot-every", "40"]);
+    let c = MasterClient::new(master.endpoint.clone(), ClientId(42));
+    assert!(c.health().await.unwrap().ready);
+    c.mount(space()).await.unwrap();
+    for i in 0..100u64 {
+        let key = format!("kv/{i}");
+        c.put_start(&key, 1000 + i, &PutConfig::default())
+            .await
+            .unwrap();
+        c.put_end(&key).await.unwrap();
+    }
+    c.put_start("never-ended", 10, &PutConfig::default())
+        .await
+        .unwrap();
+    let where_ = c.get_replica_list("kv/7").await.unwrap().replicas;
+    // Every answered put is durable: a crash now loses none of them.
+    master.kill();
+
+    let master = MasterProcess::start(dir.path(), &[]);
+    let c = MasterClient::new(master.endpoint.clone(), ClientId(42));
+    assert_eq!(c.stats().await.unwrap().objects, 100);
+    assert!(!c.exist("never-ended").await.unwrap());
+    assert_eq!(c.get_replica_list("kv/7").await.unwrap_err().code(), -703);
+    assert_eq!(c.ping().await.unwrap(), PingResult::NeedRemount);
+    c.remount(space()).await.unwrap();
+    assert_eq!(c.get_replica_list("kv/7").await.unwrap().replicas, where_);
+    assert_eq!(c.get_size("kv/99").await.unwrap(), 1099);
+}
+
+#[test]
+fn bad_settings_fail_with_a_named_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_yuebing"))
+        .args(["master", "--port", "0", "--high-watermark", "1.5"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("error[ConfigError") && err.contains("high_watermark"),
+        "{err}"
+    );
+}
