@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use yuebing::bench::{report, rpc, transfer};
+use yuebing::bench::{master as master_bench, report, rpc, transfer};
 use yuebing::cli::master::{self, MasterArgs};
 use yuebing::config::{ConfigError, ConfigFile};
 
@@ -47,6 +47,20 @@ enum Bench {
     Rpc(BenchRpcArgs),
     /// The Transfer Engine between two processes against memcpy and raw loopback TCP.
     Transfer(BenchTransferArgs),
+    /// The store master: core and RPC rates with many objects resident, memory per object.
+    Master(BenchMasterArgs),
+}
+
+#[derive(Args, Debug)]
+struct BenchMasterArgs {
+    /// Objects resident while measuring [default: 1000000; config: bench.objects].
+    #[arg(long, env = "YUEBING_BENCH_OBJECTS")]
+    objects: Option<usize>,
+    /// Concurrent callers over RPC [default: 32; config: bench.inflight].
+    #[arg(long, env = "YUEBING_BENCH_INFLIGHT")]
+    inflight: Option<usize>,
+    #[command(flatten)]
+    common: BenchCommon,
 }
 
 #[derive(Args, Debug)]
@@ -179,6 +193,24 @@ async fn bench_rpc(file: &ConfigFile, args: BenchRpcArgs) -> Result<(), CliError
     finish("rpc", &bar, rows, header, args.common.json)
 }
 
+async fn bench_master(file: &ConfigFile, args: BenchMasterArgs) -> Result<(), CliError> {
+    let (repeat, duration, warmup) = args.common.resolve(file)?;
+    let cfg = master_bench::MasterBenchConfig {
+        objects: file.resolve("bench", "objects", args.objects, 1_000_000)?,
+        inflight: file.resolve("bench", "inflight", args.inflight, 32)?.max(1),
+        duration,
+        warmup,
+        repeat,
+    };
+    let bar = progress(2 + 3 * u64::from(cfg.repeat));
+    let rows = master_bench::run(&cfg, ticker(&bar)).await;
+    let header = format!(
+        "bench master: {} objects resident, 64-byte keys, {} repetitions x {:?}; medians, spread = max - min; rpc with {} callers",
+        cfg.objects, cfg.repeat, cfg.duration, cfg.inflight
+    );
+    finish("master", &bar, rows, header, args.common.json)
+}
+
 /// Advances `bar` by one measurement, named `what`.
 fn ticker(bar: &ProgressBar) -> impl FnMut(&str) + '_ {
     |what| {
@@ -294,6 +326,7 @@ fn main() -> ExitCode {
             }
             Command::Bench(Bench::Rpc(args)) => bench_rpc(&file, args).await,
             Command::Bench(Bench::Transfer(args)) => bench_transfer(&file, args).await,
+            Command::Bench(Bench::Master(args)) => bench_master(&file, args).await,
             Command::BenchTarget { bind, len } => transfer::target::run(bind, len)
                 .await
                 .map_err(CliError::Bench),

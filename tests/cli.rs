@@ -124,3 +124,35 @@ fn bad_bench_arguments_are_usage_errors() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("UsageError"), "{stderr}");
 }
+
+#[test]
+fn bench_master_reports_rates_memory_and_ratios() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("master.json");
+    let out = yuebing()
+        .args(["bench", "master", "--objects", "20000", "--repeat", "1"])
+        .args(["--duration-ms", "50", "--warmup-ms", "0", "--inflight", "4"])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["bench"], "master");
+    let rows = doc["rows"].as_array().unwrap();
+    let find = |variant: &str, metric: &str| {
+        rows.iter()
+            .find(|r| r["variant"] == variant && r["metric"] == metric)
+            .unwrap_or_else(|| panic!("no {variant} {metric} row"))
+    };
+    assert!(find("core (1 thread)", "ops/s")["ratio"].as_f64().unwrap() > 0.0);
+    assert!(find("rpc+data-dir", "ops/s")["baseline"] == "rpc-in-memory");
+    assert!(find("core", "bytes/object")["value"].as_f64().unwrap() > 0.0);
+    assert!(rows.iter().all(|r| r["value"].as_f64().unwrap() > 0.0));
+}

@@ -4,6 +4,7 @@
 //! and compares each against a baseline measured in the same run, as ratios.
 
 pub mod harness;
+pub mod master;
 pub mod report;
 pub mod rpc;
 pub mod transfer;

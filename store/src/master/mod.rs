@@ -16,6 +16,7 @@ pub mod client;
 pub mod config;
 pub mod core;
 mod disk;
+mod keymap;
 pub mod log;
 mod object;
 pub mod server;

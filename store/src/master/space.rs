@@ -3,9 +3,11 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
 use super::alloc::{RangeAllocator, SpaceReport};
 use super::config::PlacementStrategy;
+use super::object::Replicas;
 use super::types::{ClientId, MountId, MountSpec, ReplicaDesc};
 
 /// One replica's place: a mounted range and an offset inside it.
@@ -53,6 +55,7 @@ pub(crate) struct Space {
     align: u64,
     used: u64,
     capacity: u64,
+    scratch: Vec<u32>,
 }
 
 impl Space {
@@ -65,6 +68,7 @@ impl Space {
             align,
             used: 0,
             capacity: 0,
+            scratch: Vec::new(),
         }
     }
 
@@ -153,8 +157,8 @@ impl Space {
         preferred: &[String],
         strategy: PlacementStrategy,
         rng: &mut fastrand::Rng,
-    ) -> Vec<Replica> {
-        let mut chosen: Vec<u32> = Vec::with_capacity(n);
+    ) -> Replicas {
+        let mut chosen: SmallVec<[u32; 4]> = SmallVec::new();
         for name in preferred {
             if chosen.len() == n {
                 break;
@@ -166,18 +170,21 @@ impl Space {
             }
         }
         if chosen.len() < n {
-            let mut rest: Vec<u32> = (0..self.nodes.len() as u32)
-                .filter(|x| !chosen.contains(x) && self.node_fits(*x, size))
-                .collect();
+            // Reused between calls: placing must not allocate on the hot path.
+            let mut rest = std::mem::take(&mut self.scratch);
+            rest.clear();
+            rest.extend(
+                (0..self.nodes.len() as u32)
+                    .filter(|x| !chosen.contains(x) && self.node_fits(*x, size)),
+            );
+            let want = (n - chosen.len()).min(rest.len());
             match strategy {
                 PlacementStrategy::Random => {
                     // A partial Fisher–Yates: only the first picks need shuffling.
-                    let want = (n - chosen.len()).min(rest.len());
                     for i in 0..want {
                         let j = rng.usize(i..rest.len());
                         rest.swap(i, j);
                     }
-                    rest.truncate(want);
                 }
                 PlacementStrategy::FreeRatioFirst => {
                     let ratio = |x: u32| {
@@ -185,10 +192,10 @@ impl Space {
                         (cap - used) as f64 / cap.max(1) as f64
                     };
                     rest.sort_by(|a, b| ratio(*b).total_cmp(&ratio(*a)).then(a.cmp(b)));
-                    rest.truncate(n - chosen.len());
                 }
             }
-            chosen.extend(rest);
+            chosen.extend(rest[..want].iter().copied());
+            self.scratch = rest;
         }
         chosen
             .into_iter()

@@ -18,6 +18,17 @@ impl Master {
     /// Applies `record` made at `now`. Fails only on a record that does not fit the state (a
     /// damaged or foreign log); the state is then unchanged.
     pub(crate) fn apply(&mut self, now: Millis, record: Record, mode: Mode) -> Result<(), String> {
+        self.apply_hinted(now, record, mode, None)
+    }
+
+    /// [`Master::apply`] with the hash of the record's key, if known (it saves hashing again).
+    pub(crate) fn apply_hinted(
+        &mut self,
+        now: Millis,
+        record: Record,
+        mode: Mode,
+        hash: Option<u64>,
+    ) -> Result<(), String> {
         match record {
             Record::Mount {
                 client,
@@ -48,10 +59,11 @@ impl Master {
                 in_place,
                 pin,
             } => {
-                if self.writes.contains_key(&key) {
+                let h = hash.unwrap_or_else(|| self.objects.hash(&key));
+                if self.writes.contains_key_h(h, &key) {
                     return Err(format!("second write of {key:?}"));
                 }
-                match self.objects.get_mut(&key) {
+                match self.objects.get_mut_h(h, &key) {
                     Some(o) => o.writing = true,
                     None if in_place => return Err(format!("in-place write of missing {key:?}")),
                     None => {}
@@ -60,14 +72,15 @@ impl Master {
                     for (i, r) in replicas.iter().enumerate() {
                         if !self.space.reserve(*r, size) {
                             replicas[..i].iter().for_each(|r| self.space.free(*r, size));
-                            if let Some(o) = self.objects.get_mut(&key) {
+                            if let Some(o) = self.objects.get_mut_h(h, &key) {
                                 o.writing = false;
                             }
                             return Err(format!("replica of {key:?} overlaps used space"));
                         }
                     }
                 }
-                self.writes.insert(
+                self.writes.insert_h(
+                    h,
                     key,
                     PendingWrite {
                         client,
@@ -80,11 +93,12 @@ impl Master {
                 );
             }
             Record::WriteEnd { key, old_until } => {
-                let w = self
+                let h = hash.unwrap_or_else(|| self.objects.hash(&key));
+                let (key, w) = self
                     .writes
-                    .remove(&key)
+                    .remove_entry_h(h, &key)
                     .ok_or_else(|| format!("end of unknown write {key:?}"))?;
-                match self.objects.get_mut(&key) {
+                match self.objects.get_mut_h(h, &key) {
                     Some(o) if w.in_place => {
                         o.writing = false;
                         o.stamped = now;
@@ -102,7 +116,8 @@ impl Master {
                     }
                     None if w.in_place => return Err(format!("in-place end of missing {key:?}")),
                     None => {
-                        self.objects.insert(
+                        self.objects.insert_h(
+                            h,
                             key,
                             Object {
                                 size: w.size,

@@ -18,7 +18,7 @@ impl Master {
                 .or_default()
                 .push((r.offset, len, what));
         };
-        for (k, o) in &self.objects {
+        for (k, o) in self.objects.iter() {
             if o.replicas.is_empty() {
                 return Err(format!("object {k:?} has no replica"));
             }
@@ -29,7 +29,7 @@ impl Master {
                 return Err(format!("object {k:?}: writing flag disagrees with writes"));
             }
         }
-        for (k, w) in &self.writes {
+        for (k, w) in self.writes.iter() {
             if w.in_place && !self.objects.contains_key(k) {
                 return Err(format!("in-place write {k:?} without its object"));
             }

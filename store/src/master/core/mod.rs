@@ -23,10 +23,9 @@ mod write;
 
 use std::collections::{HashMap, VecDeque};
 
-use foldhash::fast::RandomState;
-
 pub(crate) use self::apply::Mode;
 use super::config::MasterConfig;
+use super::keymap::{KeyHasher, KeyMap};
 use super::log::{Effect, LogEntry, Record};
 use super::object::{Held, Object, PendingWrite};
 use super::space::Space;
@@ -45,8 +44,8 @@ pub(crate) struct ClientState {
 #[derive(Debug)]
 pub struct Master {
     pub(crate) cfg: MasterConfig,
-    pub(crate) objects: HashMap<Box<str>, Object, RandomState>,
-    pub(crate) writes: HashMap<Box<str>, PendingWrite, RandomState>,
+    pub(crate) objects: KeyMap<Object>,
+    pub(crate) writes: KeyMap<PendingWrite>,
     pub(crate) space: Space,
     pub(crate) clients: HashMap<ClientId, ClientState>,
     pub(crate) held: Vec<Held>,
@@ -65,10 +64,11 @@ impl Master {
     pub fn new(cfg: MasterConfig, logging: bool) -> Self {
         let rng = fastrand::Rng::with_seed(cfg.seed);
         let space = Space::new(cfg.alignment);
+        let hasher = KeyHasher::default();
         Master {
             cfg,
-            objects: HashMap::default(),
-            writes: HashMap::default(),
+            objects: KeyMap::new(hasher.clone()),
+            writes: KeyMap::new(hasher),
             space,
             clients: HashMap::new(),
             held: Vec::new(),
@@ -100,6 +100,11 @@ impl Master {
 
     /// Makes `record` durable state: numbers it, queues its log entry, applies it.
     pub(crate) fn commit(&mut self, now: Millis, record: Record) {
+        self.commit_hinted(now, record, None);
+    }
+
+    /// [`Master::commit`] with the hash of the record's key when the caller has it.
+    pub(crate) fn commit_hinted(&mut self, now: Millis, record: Record, hash: Option<u64>) {
         self.seq += 1;
         if self.logging {
             self.effects.push_back(Effect::Append(LogEntry {
@@ -109,7 +114,7 @@ impl Master {
                 record: record.clone(),
             }));
         }
-        if let Err(e) = self.apply(now, record, Mode::Live) {
+        if let Err(e) = self.apply_hinted(now, record, Mode::Live, hash) {
             // Handlers only commit records they checked against this state.
             debug_assert!(false, "a live record did not apply: {e}");
             tracing::error!(error = %e, "a live record did not apply");
@@ -134,8 +139,8 @@ impl Master {
         let drains = self.space.iter().filter_map(|(_, m)| m.draining_until);
         let writes = self
             .writes
-            .values()
-            .map(|w| w.started + self.cfg.put_release_ms);
+            .iter()
+            .map(|(_, w)| w.started + self.cfg.put_release_ms);
         let held = self.held.iter().map(|h| h.until);
         clients.chain(drains).chain(writes).chain(held).min()
     }

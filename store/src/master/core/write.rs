@@ -24,13 +24,14 @@ impl Master {
     ) -> Result<Vec<ReplicaDesc>> {
         let now = self.tick(now);
         self.check_write(key, size, cfg)?;
-        if self.objects.contains_key(key) {
+        let h = self.objects.hash(key);
+        if self.objects.contains_key_h(h, key) {
             return Err(Error::ObjectAlreadyExists { key: key.into() });
         }
-        self.preempt_stale(key, now, false)?;
+        self.preempt_stale(h, key, now, false)?;
         let replicas = self.allocate(now, size, cfg)?;
         let descs = self.describe_all(&replicas, size);
-        self.start(client, now, key, size, replicas, false, cfg);
+        self.start(client, now, (h, key), size, replicas, false, cfg);
         Ok(descs)
     }
 
@@ -40,20 +41,19 @@ impl Master {
     /// Errors: `IllegalClient` (another client's write), `ObjectNotFound`.
     pub fn put_end(&mut self, client: ClientId, now: Millis, key: &str) -> Result<()> {
         let now = self.tick(now);
-        match self.writes.get(key) {
+        let h = self.objects.hash(key);
+        match self.writes.get_h(h, key) {
             Some(w) if w.client != client => Err(Error::IllegalClient { key: key.into() }),
             Some(_) => {
-                let old_until = self.objects.get(key).map_or(0, |o| o.lease_until);
-                self.commit(
-                    now,
-                    Record::WriteEnd {
-                        key: key.into(),
-                        old_until,
-                    },
-                );
+                let old_until = self.objects.get_h(h, key).map_or(0, |o| o.lease_until);
+                let record = Record::WriteEnd {
+                    key: key.into(),
+                    old_until,
+                };
+                self.commit_hinted(now, record, Some(h));
                 Ok(())
             }
-            None if self.objects.contains_key(key) => Ok(()),
+            None if self.objects.contains_key_h(h, key) => Ok(()),
             None => Err(Error::ObjectNotFound { key: key.into() }),
         }
     }
@@ -100,17 +100,18 @@ impl Master {
     ) -> Result<Vec<ReplicaDesc>> {
         let now = self.tick(now);
         self.check_write(key, size, cfg)?;
-        self.preempt_stale(key, now, true)?;
-        if let Some(o) = self.objects.get(key) {
+        let h = self.objects.hash(key);
+        self.preempt_stale(h, key, now, true)?;
+        if let Some(o) = self.objects.get_h(h, key) {
             if o.size == size && !o.leased(now) {
                 let descs = self.describe_all(&o.replicas, size);
-                self.start(client, now, key, size, Replicas::new(), true, cfg);
+                self.start(client, now, (h, key), size, Replicas::new(), true, cfg);
                 return Ok(descs);
             }
         }
         let replicas = self.allocate(now, size, cfg)?;
         let descs = self.describe_all(&replicas, size);
-        self.start(client, now, key, size, replicas, false, cfg);
+        self.start(client, now, (h, key), size, replicas, false, cfg);
         Ok(descs)
     }
 
@@ -211,8 +212,8 @@ impl Master {
 
     /// A write of `key` younger than the discard timeout blocks a new one; an older one is
     /// pre-empted (revoked, its space held until its release time).
-    fn preempt_stale(&mut self, key: &str, now: Millis, upsert: bool) -> Result<()> {
-        let Some(w) = self.writes.get(key) else {
+    fn preempt_stale(&mut self, h: u64, key: &str, now: Millis, upsert: bool) -> Result<()> {
+        let Some(w) = self.writes.get_h(h, key) else {
             return Ok(());
         };
         if now < w.started + self.cfg.put_discard_ms {
@@ -254,7 +255,7 @@ impl Master {
         if placed.is_empty() {
             return Err(Error::NoAvailableHandle { size });
         }
-        Ok(placed.into_iter().collect())
+        Ok(placed)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -262,7 +263,7 @@ impl Master {
         &mut self,
         client: ClientId,
         now: Millis,
-        key: &str,
+        (hash, key): (u64, &str),
         size: u64,
         replicas: Replicas,
         in_place: bool,
@@ -275,17 +276,15 @@ impl Master {
         } else {
             Pin::None
         };
-        self.commit(
-            now,
-            Record::WriteStart {
-                client,
-                key: key.into(),
-                size,
-                replicas,
-                in_place,
-                pin,
-            },
-        );
+        let record = Record::WriteStart {
+            client,
+            key: key.into(),
+            size,
+            replicas,
+            in_place,
+            pin,
+        };
+        self.commit_hinted(now, record, Some(hash));
         if !self.eviction_due && self.above_watermark() {
             self.eviction_due = true;
         }
