@@ -72,6 +72,23 @@ impl<V> KeyMap<V> {
         }
     }
 
+    /// Inserts a key that must be absent; gives the pair back if it is present.
+    pub(crate) fn try_insert_h(
+        &mut self,
+        h: u64,
+        key: Box<str>,
+        value: V,
+    ) -> Result<(), (Box<str>, V)> {
+        let hasher = &self.hasher;
+        match self.table.entry(h, |e| e.0 == key, |e| hasher.hash(&e.0)) {
+            Entry::Occupied(_) => Err((key, value)),
+            Entry::Vacant(v) => {
+                v.insert((key, value));
+                Ok(())
+            }
+        }
+    }
+
     pub(crate) fn insert(&mut self, key: Box<str>, value: V) -> Option<V> {
         let h = self.hash(&key);
         self.insert_h(h, key, value)

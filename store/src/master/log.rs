@@ -49,6 +49,8 @@ pub enum Record {
         replicas: Replicas,
         /// Writes into the existing object's replicas.
         in_place: bool,
+        /// A completed object of the key exists and this write replaces it.
+        replaces: bool,
         /// The object's pin once completed.
         pin: Pin,
     },

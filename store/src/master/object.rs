@@ -55,6 +55,8 @@ pub(crate) struct PendingWrite {
     /// Newly allocated replicas; empty for an in-place upsert (which writes into the object's).
     pub(crate) replicas: Replicas,
     pub(crate) in_place: bool,
+    /// A completed object of the key exists and this write replaces it (an upsert).
+    pub(crate) replaces: bool,
     pub(crate) pin: Pin,
 }
 

@@ -303,6 +303,14 @@ impl Space {
         self.nodes.iter().filter(|n| !n.mounts.is_empty()).count()
     }
 
+    /// Nodes that can take new replicas now (a mounted, ready, not draining range).
+    pub(crate) fn allocatable_node_count(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| n.mounts.iter().any(|id| self.mounts[id].allocatable()))
+            .count()
+    }
+
     pub(crate) fn mount_count(&self) -> usize {
         self.mounts.len()
     }

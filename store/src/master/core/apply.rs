@@ -57,79 +57,24 @@ impl Master {
                 size,
                 replicas,
                 in_place,
+                replaces,
                 pin,
             } => {
                 let h = hash.unwrap_or_else(|| self.objects.hash(&key));
-                if self.writes.contains_key_h(h, &key) {
-                    return Err(format!("second write of {key:?}"));
-                }
-                match self.objects.get_mut_h(h, &key) {
-                    Some(o) => o.writing = true,
-                    None if in_place => return Err(format!("in-place write of missing {key:?}")),
-                    None => {}
-                }
-                if mode == Mode::Replay {
-                    for (i, r) in replicas.iter().enumerate() {
-                        if !self.space.reserve(*r, size) {
-                            replicas[..i].iter().for_each(|r| self.space.free(*r, size));
-                            if let Some(o) = self.objects.get_mut_h(h, &key) {
-                                o.writing = false;
-                            }
-                            return Err(format!("replica of {key:?} overlaps used space"));
-                        }
-                    }
-                }
-                self.writes.insert_h(
-                    h,
-                    key,
-                    PendingWrite {
-                        client,
-                        started: now,
-                        size,
-                        replicas,
-                        in_place,
-                        pin,
-                    },
-                );
+                let w = PendingWrite {
+                    client,
+                    started: now,
+                    size,
+                    replicas,
+                    in_place,
+                    replaces,
+                    pin,
+                };
+                self.apply_write_start(h, key, w, mode)?;
             }
             Record::WriteEnd { key, old_until } => {
                 let h = hash.unwrap_or_else(|| self.objects.hash(&key));
-                let (key, w) = self
-                    .writes
-                    .remove_entry_h(h, &key)
-                    .ok_or_else(|| format!("end of unknown write {key:?}"))?;
-                match self.objects.get_mut_h(h, &key) {
-                    Some(o) if w.in_place => {
-                        o.writing = false;
-                        o.stamped = now;
-                        o.pin = w.pin;
-                    }
-                    Some(o) => {
-                        let old = std::mem::replace(&mut o.replicas, w.replicas);
-                        let old_size = o.size;
-                        o.size = w.size;
-                        o.writing = false;
-                        o.stamped = now;
-                        o.lease_until = 0;
-                        o.pin = w.pin;
-                        self.hold_or_free(&old, old_size, old_until, now);
-                    }
-                    None if w.in_place => return Err(format!("in-place end of missing {key:?}")),
-                    None => {
-                        self.objects.insert_h(
-                            h,
-                            key,
-                            Object {
-                                size: w.size,
-                                replicas: w.replicas,
-                                stamped: now,
-                                lease_until: 0,
-                                pin: w.pin,
-                                writing: false,
-                            },
-                        );
-                    }
-                }
+                self.apply_write_end(h, &key, old_until, now)?;
             }
             Record::WriteRevoke { key, hold } => {
                 let w = self
@@ -171,6 +116,108 @@ impl Master {
                     self.space.free(h.replica, h.size);
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// A write starts. Live records come from a handler that checked the key (`replaces` says
+    /// whether a completed object exists), so only replay probes the objects to verify it.
+    fn apply_write_start(
+        &mut self,
+        h: u64,
+        key: Box<str>,
+        w: PendingWrite,
+        mode: Mode,
+    ) -> Result<(), String> {
+        if mode == Mode::Replay {
+            if self.writes.contains_key_h(h, &key) {
+                return Err(format!("second write of {key:?}"));
+            }
+            if self.objects.contains_key_h(h, &key) != w.replaces || (w.in_place && !w.replaces) {
+                return Err(format!("write of {key:?} does not match its object"));
+            }
+            for (i, r) in w.replicas.iter().enumerate() {
+                if !self.space.reserve(*r, w.size) {
+                    w.replicas[..i]
+                        .iter()
+                        .for_each(|r| self.space.free(*r, w.size));
+                    return Err(format!("replica of {key:?} overlaps used space"));
+                }
+            }
+        }
+        if w.replaces {
+            if let Some(o) = self.objects.get_mut_h(h, &key) {
+                o.writing = true;
+            }
+        }
+        self.writes.insert_h(h, key, w);
+        Ok(())
+    }
+
+    /// A write ends: a new object is inserted with one probe of the big table; a replacing
+    /// write updates its object (an in-place one keeps the replicas, another holds the old ones
+    /// until `old_until`).
+    fn apply_write_end(
+        &mut self,
+        h: u64,
+        key: &str,
+        old_until: Millis,
+        now: Millis,
+    ) -> Result<(), String> {
+        let (key, w) = self
+            .writes
+            .remove_entry_h(h, key)
+            .ok_or_else(|| format!("end of unknown write {key:?}"))?;
+        if !w.replaces {
+            let PendingWrite {
+                client,
+                started,
+                size,
+                replicas,
+                in_place,
+                replaces,
+                pin,
+            } = w;
+            let object = Object {
+                size,
+                replicas,
+                stamped: now,
+                lease_until: 0,
+                pin,
+                writing: false,
+            };
+            return self
+                .objects
+                .try_insert_h(h, key, object)
+                .map_err(|(key, o)| {
+                    // Put the write back: a failed record leaves the state unchanged.
+                    let msg = format!("end of {key:?} over an existing object");
+                    let w = PendingWrite {
+                        client,
+                        started,
+                        size: o.size,
+                        replicas: o.replicas,
+                        in_place,
+                        replaces,
+                        pin: o.pin,
+                    };
+                    self.writes.insert_h(h, key, w);
+                    msg
+                });
+        }
+        let Some(o) = self.objects.get_mut_h(h, &key) else {
+            let msg = format!("end of {key:?}: its object is gone");
+            self.writes.insert_h(h, key, w);
+            return Err(msg);
+        };
+        o.writing = false;
+        o.stamped = now;
+        o.pin = w.pin;
+        if !w.in_place {
+            let old = std::mem::replace(&mut o.replicas, w.replicas);
+            let old_size = std::mem::replace(&mut o.size, w.size);
+            o.lease_until = 0;
+            self.hold_or_free(&old, old_size, old_until, now);
         }
         Ok(())
     }
@@ -228,9 +275,15 @@ impl Master {
             true
         });
         let objects_lost = lost.len() as u64;
-        for (key, writing) in lost {
-            if writing && self.writes.get(&key).is_some_and(|w| w.in_place) {
-                self.writes.remove(&key);
+        for (key, _) in lost.into_iter().filter(|(_, writing)| *writing) {
+            // An in-place write has nothing left to write into; another write now creates the
+            // object instead of replacing it.
+            match self.writes.get_mut(&key) {
+                Some(w) if w.in_place => {
+                    self.writes.remove(&key);
+                }
+                Some(w) => w.replaces = false,
+                None => {}
             }
         }
         let broken: Vec<Box<str>> = self

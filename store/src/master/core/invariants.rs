@@ -30,8 +30,10 @@ impl Master {
             }
         }
         for (k, w) in self.writes.iter() {
-            if w.in_place && !self.objects.contains_key(k) {
-                return Err(format!("in-place write {k:?} without its object"));
+            if w.replaces != self.objects.contains_key(k) || (w.in_place && !w.replaces) {
+                return Err(format!(
+                    "write {k:?}: replaces/in_place disagree with the objects"
+                ));
             }
             w.replicas
                 .iter()

@@ -31,7 +31,7 @@ impl Master {
         self.preempt_stale(h, key, now, false)?;
         let replicas = self.allocate(now, size, cfg)?;
         let descs = self.describe_all(&replicas, size);
-        self.start(client, now, (h, key), size, replicas, false, cfg);
+        self.start(client, now, (h, key), size, (replicas, false, false), cfg);
         Ok(descs)
     }
 
@@ -44,8 +44,11 @@ impl Master {
         let h = self.objects.hash(key);
         match self.writes.get_h(h, key) {
             Some(w) if w.client != client => Err(Error::IllegalClient { key: key.into() }),
-            Some(_) => {
-                let old_until = self.objects.get_h(h, key).map_or(0, |o| o.lease_until);
+            Some(w) => {
+                let old_until = match w.replaces {
+                    true => self.objects.get_h(h, key).map_or(0, |o| o.lease_until),
+                    false => 0,
+                };
                 let record = Record::WriteEnd {
                     key: key.into(),
                     old_until,
@@ -105,13 +108,29 @@ impl Master {
         if let Some(o) = self.objects.get_h(h, key) {
             if o.size == size && !o.leased(now) {
                 let descs = self.describe_all(&o.replicas, size);
-                self.start(client, now, (h, key), size, Replicas::new(), true, cfg);
+                self.start(
+                    client,
+                    now,
+                    (h, key),
+                    size,
+                    (Replicas::new(), true, true),
+                    cfg,
+                );
                 return Ok(descs);
             }
         }
         let replicas = self.allocate(now, size, cfg)?;
+        // After allocating: an eviction inside it may have taken the old object.
+        let replaces = self.objects.contains_key_h(h, key);
         let descs = self.describe_all(&replicas, size);
-        self.start(client, now, (h, key), size, replicas, false, cfg);
+        self.start(
+            client,
+            now,
+            (h, key),
+            size,
+            (replicas, false, replaces),
+            cfg,
+        );
         Ok(descs)
     }
 
@@ -243,7 +262,7 @@ impl Master {
         let mut placed = self
             .space
             .place(size, want, &cfg.preferred, strategy, &mut self.rng);
-        if placed.len() < want && placed.len() < self.space.node_count() {
+        if placed.len() < want && placed.len() < self.space.allocatable_node_count() {
             for r in placed.drain(..) {
                 self.space.free(r, size);
             }
@@ -258,15 +277,14 @@ impl Master {
         Ok(placed)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Commits a write's start; `(replicas, in_place, replaces)` describe where it goes.
     fn start(
         &mut self,
         client: ClientId,
         now: Millis,
         (hash, key): (u64, &str),
         size: u64,
-        replicas: Replicas,
-        in_place: bool,
+        (replicas, in_place, replaces): (Replicas, bool, bool),
         cfg: &PutConfig,
     ) {
         let pin = if cfg.hard_pin {
@@ -282,6 +300,7 @@ impl Master {
             size,
             replicas,
             in_place,
+            replaces,
             pin,
         };
         self.commit_hinted(now, record, Some(hash));
