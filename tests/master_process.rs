@@ -110,3 +110,31 @@ fn bad_settings_fail_with_a_named_error() {
         "{err}"
     );
 }
+
+/// Runs `yuebing --config CFG master` with the extra environment; returns its status and stderr.
+fn master_with(cfg: &Path, env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_yuebing"))
+        .envs(env.iter().copied())
+        .arg("--config")
+        .arg(cfg)
+        .arg("master")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn settings_come_from_the_environment_and_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("y.toml");
+    std::fs::write(&cfg, "[master]\nport = 0\neviction_ratio = 2.0\n").unwrap();
+    let (code, err) = master_with(&cfg, &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("eviction_ratio 2"), "{err}");
+    // A flag (here through its YUEBING_* variable) wins over the file.
+    let (_, err) = master_with(&cfg, &[("YUEBING_MASTER_EVICTION_RATIO", "0")]);
+    assert!(err.contains("eviction_ratio 0 "), "{err}");
+}
