@@ -205,7 +205,7 @@ async fn bench_master(file: &ConfigFile, args: BenchMasterArgs) -> Result<(), Cl
     let bar = progress(2 + 3 * u64::from(cfg.repeat));
     let rows = master_bench::run(&cfg, ticker(&bar)).await;
     let header = format!(
-        "bench master: {} objects resident, 64-byte keys, {} repetitions x {:?}; medians, spread = max - min; rpc with {} callers",
+        "bench master: {} objects resident, 64-byte keys, {} repetitions; core: objects/2 puts and gets each, rpc: {:?} with {} callers; medians, spread = max - min",
         cfg.objects, cfg.repeat, cfg.duration, cfg.inflight
     );
     finish("master", &bar, rows, header, args.common.json)

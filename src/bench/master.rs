@@ -2,7 +2,9 @@
 //!
 //! With `--objects` (default 1M) one-replica objects resident, 64-byte keys:
 //! - puts (put_start + put_end = one put) and get_replica_list per second on the core alone (one
-//!   thread), beside a std `HashMap` insert and lookup of the same keys, interleaved;
+//!   thread), beside a std `HashMap` insert and lookup of the same keys, interleaved; each side
+//!   does the same fixed work (objects/2 new keys, objects/2 lookups), so neither table crosses a
+//!   resize inside the timed part;
 //! - the same two calls over RPC (an in-process master on 127.0.0.1, `--inflight` callers);
 //! - master memory per object: the RSS growth while loading the objects, divided by their count;
 //! - puts per second over RPC with a data directory (group-committed log) against without.
@@ -71,43 +73,38 @@ fn core_with(keys: &[String]) -> Master {
     m
 }
 
-/// Runs `op` over `keys` until `duration` passes or the keys run out; ops per second.
-fn timed(keys: &[String], duration: Duration, mut op: impl FnMut(&str)) -> f64 {
+/// Runs `op` over every key; ops per second.
+fn timed(keys: &[String], mut op: impl FnMut(&str)) -> f64 {
     let start = Instant::now();
-    let mut done = 0usize;
-    for chunk in keys.chunks(1024) {
-        chunk.iter().for_each(|k| op(k));
-        done += chunk.len();
-        if start.elapsed() >= duration {
-            break;
-        }
-    }
-    done as f64 / start.elapsed().as_secs_f64()
+    keys.iter().for_each(|k| op(k));
+    keys.len() as f64 / start.elapsed().as_secs_f64()
 }
 
 /// One repetition of the single-thread comparison: (core put, map insert, core get, map get).
-fn core_round(resident: &[String], fresh: &[String], duration: Duration) -> [f64; 4] {
+/// Each side does the same fixed work: `fresh` new keys (half the resident count, so neither
+/// table crosses a resize in the timed part) and as many lookups of random resident keys.
+fn core_round(resident: &[String], fresh: &[String]) -> [f64; 4] {
     let cfg = PutConfig::default();
     let mut m = core_with(resident);
     let mut now = 2;
-    let put = timed(fresh, duration, |k| {
+    let put = timed(fresh, |k| {
         now += 1;
         let _ = m.put_start(CLIENT, now / 1024, k, VALUE, &cfg);
         let _ = m.put_end(CLIENT, now / 1024, k);
     });
     let mut rng = fastrand::Rng::with_seed(7);
-    let probes: Vec<String> = (0..fresh.len().min(4_000_000))
+    let probes: Vec<String> = (0..fresh.len())
         .map(|_| resident[rng.usize(..resident.len())].clone())
         .collect();
-    let get = timed(&probes, duration, |k| {
+    let get = timed(&probes, |k| {
         let _ = std::hint::black_box(m.get_replica_list(now / 1024, k));
     });
     drop(m);
     let mut map: HashMap<String, u64> = resident.iter().map(|k| (k.clone(), VALUE)).collect();
-    let insert = timed(fresh, duration, |k| {
+    let insert = timed(fresh, |k| {
         map.insert(k.to_string(), VALUE);
     });
-    let lookup = timed(&probes, duration, |k| {
+    let lookup = timed(&probes, |k| {
         std::hint::black_box(map.get(k));
     });
     [put, insert, get, lookup]
@@ -221,15 +218,13 @@ pub async fn run(cfg: &MasterBenchConfig, mut tick: impl FnMut(&str)) -> Result<
     let per_object = after.saturating_sub(before) as f64 / n as f64;
     drop(core);
     tick("memory");
-    // Enough fresh keys for `duration` at 3M puts/s (the timed loops stop early otherwise).
-    let extra = ((cfg.duration.as_secs_f64() * 3e6) as usize).max(100_000);
-    let fresh: Vec<String> = (n..n + extra).map(key).collect();
+    let fresh: Vec<String> = (n..n + n.div_ceil(2)).map(key).collect();
     let (resident, fresh) = (Arc::new(resident), Arc::new(fresh));
     // The single-thread comparison first, while the process holds nothing else.
     let mut core_s: Vec<[f64; 4]> = Vec::new();
     for _ in 0..cfg.repeat {
-        let (r, f, d) = (resident.clone(), fresh.clone(), cfg.duration);
-        let s = tokio::task::spawn_blocking(move || core_round(&r, &f, d))
+        let (r, f) = (resident.clone(), fresh.clone());
+        let s = tokio::task::spawn_blocking(move || core_round(&r, &f))
             .await
             .map_err(|e| e.to_string())?;
         core_s.push(s);
