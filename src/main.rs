@@ -8,7 +8,11 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use yuebing::bench::{master as master_bench, report, rpc, transfer};
+use yuebing::cli::client_args::ClientArgs;
+use yuebing::cli::demo::{self, DemoArgs};
 use yuebing::cli::master::{self, MasterArgs};
+use yuebing::cli::node::{self, NodeArgs};
+use yuebing::cli::store::{self, StoreCmd};
 use yuebing::config::{ConfigError, ConfigFile};
 
 /// yuebing: move and cache large byte objects between processes and machines.
@@ -24,8 +28,19 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// The main job: a master, three nodes, 1000 objects put, read back, a node killed.
+    Demo(DemoArgs),
     /// The store master: object metadata, leases, eviction (RPC service).
     Master(MasterArgs),
+    /// A store node: contributes store space and serves transfers.
+    Node(NodeArgs),
+    /// Operator commands against a running master.
+    Store {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(subcommand)]
+        cmd: StoreCmd,
+    },
     /// Benchmark programs that print a table (and `--json`).
     #[command(subcommand)]
     Bench(Bench),
@@ -131,6 +146,8 @@ enum CliError {
     Bench(String),
     #[error("{0}")]
     Usage(String),
+    #[error("{0}")]
+    Demo(String),
     #[error("cannot write {path}: {reason}")]
     Output { path: String, reason: String },
     #[error(transparent)]
@@ -143,6 +160,7 @@ impl CliError {
             CliError::Config(_) => "ConfigError",
             CliError::Bench(_) => "BenchFailed",
             CliError::Usage(_) => "UsageError",
+            CliError::Demo(_) => "DemoFailed",
             CliError::Output { .. } => "OutputError",
             CliError::Store(e) => e.name(),
         }
@@ -320,6 +338,14 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         let file = ConfigFile::load(cli.config.as_deref())?;
         match cli.command {
+            Command::Demo(args) => {
+                let bar = progress(0);
+                let summary = demo::run(args, bar).await.map_err(CliError::Demo)?;
+                print!("{summary}");
+                Ok(())
+            }
+            Command::Node(args) => Ok(node::run(args.resolve(&file)?).await?),
+            Command::Store { client, cmd } => Ok(store::run(client.resolve(&file)?, cmd).await?),
             Command::Master(args) => {
                 let (cfg, endpoint) = args.resolve(&file)?;
                 Ok(master::serve(cfg, endpoint).await?)

@@ -157,15 +157,7 @@ pub async fn serve(cfg: MasterServerConfig, endpoint: Endpoint) -> yuebing_store
     println!("yuebing master ready on {}", master.local_endpoint());
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| yuebing_store::Error::Io {
-            path: "signal handler".into(),
-            reason: e.to_string(),
-        })?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
+    super::wait_for_signal().await?;
     let report = master.shutdown(Duration::from_secs(5)).await;
     eprintln!("master stopped: {report:?}");
     Ok(())

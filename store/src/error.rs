@@ -126,6 +126,13 @@ pub enum Error {
         /// What was found.
         reason: String,
     },
+    /// The call's deadline passed before it finished. Remedy: raise the deadline, or check the
+    /// master and the nodes holding the object.
+    #[error("the call's deadline passed")]
+    Timeout,
+    /// A transfer failed in the Transfer Engine; the engine's code is kept.
+    #[error(transparent)]
+    Engine(#[from] yuebing_engine::Error),
     /// An error the master reported that this side cannot rebuild field by field; its code and
     /// message are kept.
     #[error("{message}")]
@@ -175,6 +182,8 @@ impl Error {
             Error::WriteInProgress { .. } => -714,
             Error::Io { .. } => -1103,
             Error::Corrupt { .. } => -1500,
+            Error::Timeout => -1501,
+            Error::Engine(e) => e.code(),
             Error::Remote { code, .. } => *code,
             Error::Rpc(e) => e.code(),
         }
@@ -187,7 +196,9 @@ impl Error {
             | Error::ReplicaNotReady { .. }
             | Error::ObjectHasLease { .. }
             | Error::LeaseExpired { .. }
-            | Error::WriteInProgress { .. } => true,
+            | Error::WriteInProgress { .. }
+            | Error::Timeout => true,
+            Error::Engine(e) => e.is_retryable(),
             Error::Remote { code, .. } => matches!(code, -200 | -703 | -706 | -707 | -714),
             Error::Rpc(e) => e.is_retryable(),
             _ => false,
@@ -213,6 +224,8 @@ impl Error {
             Error::WriteInProgress { .. } => "WriteInProgress",
             Error::Io { .. } => "Io",
             Error::Corrupt { .. } => "Corrupt",
+            Error::Timeout => "Timeout",
+            Error::Engine(_) => "Transfer",
             Error::Remote { .. } => "Remote",
             Error::Rpc(_) => "Rpc",
         }

@@ -247,7 +247,7 @@ async fn run_task(
         // The peer may have restarted: later submits must reach the new instance. This task
         // is not resent (its offsets belonged to the old instance).
         if let Err(e) = engine.refresh_segment(target).await {
-            tracing::warn!(error = %e, "could not refresh a restarted segment");
+            tracing::debug!(error = %e, "could not refresh a restarted segment");
         }
     }
     let finished = engine.inner.batches.with(|t| {

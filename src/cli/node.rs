@@ -1,0 +1,53 @@
+//! `yuebing node`: a store client that contributes store space and serves transfers until it
+//! is stopped.
+
+use clap::Args;
+use yuebing_store::{Client, ClientConfig};
+
+use super::client_args::ClientArgs;
+use crate::bench::transfer::parse_size;
+use crate::config::{ConfigError, ConfigFile};
+
+/// Flags of `yuebing node`.
+#[derive(Args, Debug, Default)]
+pub struct NodeArgs {
+    /// Master addresses and transfer settings.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Store space to contribute, e.g. 2G [default: 1G; config: node.store_size].
+    #[arg(long, env = "YUEBING_NODE_STORE_SIZE")]
+    pub store_size: Option<String>,
+    /// Ping interval in ms [default: 1000; config: node.heartbeat_ms].
+    #[arg(long, env = "YUEBING_NODE_HEARTBEAT_MS")]
+    pub heartbeat_ms: Option<u64>,
+}
+
+impl NodeArgs {
+    /// The client configuration of the node.
+    pub fn resolve(&self, file: &ConfigFile) -> Result<ClientConfig, ConfigError> {
+        let mut cfg = self.client.resolve(file)?;
+        let size: String =
+            file.resolve("node", "store_size", self.store_size.clone(), "1G".into())?;
+        cfg.store_size = parse_size(&size).map_err(|reason| ConfigError {
+            path: "node.store_size".into(),
+            reason,
+        })? as u64;
+        cfg.heartbeat = std::time::Duration::from_millis(
+            file.resolve("node", "heartbeat_ms", self.heartbeat_ms, 1000)?
+                .max(1),
+        );
+        Ok(cfg)
+    }
+}
+
+/// Runs a node until SIGINT or SIGTERM. Prints `yuebing node ready NAME` once its store space
+/// is mounted (NAME: its engine's segment name, which the master hands out in replicas).
+pub async fn run(cfg: ClientConfig) -> yuebing_store::Result<()> {
+    let client = Client::start(cfg).await?;
+    println!("yuebing node ready {}", client.engine().name());
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    super::wait_for_signal().await?;
+    drop(client);
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! `yuebing store put|get|exist|remove|ls|stats`: operator commands against a running master,
+//! like redis-cli. Each runs a pure client (no store space).
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use clap::Subcommand;
+use yuebing_store::master::PutConfig;
+use yuebing_store::{Client, ClientConfig, Options};
+
+/// One operator command.
+#[derive(Subcommand, Debug)]
+pub enum StoreCmd {
+    /// Store FILE (or standard input for `-`) under KEY.
+    Put {
+        /// The key.
+        key: String,
+        /// A file, or `-` for standard input.
+        file: String,
+        /// Replicas on distinct nodes.
+        #[arg(long, default_value_t = 1)]
+        replicas: u32,
+    },
+    /// Write KEY's value to FILE (or standard output).
+    Get {
+        /// The key.
+        key: String,
+        /// Where to write; standard output if absent.
+        file: Option<PathBuf>,
+    },
+    /// Print whether KEY exists.
+    Exist {
+        /// The key.
+        key: String,
+    },
+    /// Remove KEY.
+    Remove {
+        /// The key.
+        key: String,
+        /// Even while a reader holds a lease.
+        #[arg(long)]
+        force: bool,
+    },
+    /// List keys starting with PREFIX: key, size, replicas.
+    Ls {
+        /// The prefix (all keys if absent).
+        #[arg(default_value = "")]
+        prefix: String,
+        /// At most this many.
+        #[arg(long, default_value_t = 1000)]
+        limit: u64,
+    },
+    /// Print the master's counts.
+    Stats,
+}
+
+fn io(path: &str, e: std::io::Error) -> yuebing_store::Error {
+    yuebing_store::Error::Io {
+        path: path.into(),
+        reason: e.to_string(),
+    }
+}
+
+/// Runs one command; what it prints goes to standard output.
+pub async fn run(mut cfg: ClientConfig, cmd: StoreCmd) -> yuebing_store::Result<()> {
+    cfg.staging_size = 0;
+    let client = Client::start(cfg).await?;
+    let opts = Options::default();
+    let mut out = std::io::stdout().lock();
+    match cmd {
+        StoreCmd::Put {
+            key,
+            file,
+            replicas,
+        } => {
+            let mut value = Vec::new();
+            match file.as_str() {
+                "-" => std::io::stdin().read_to_end(&mut value).map(|_| ()),
+                f => std::fs::read(f).map(|v| value = v),
+            }
+            .map_err(|e| io(&file, e))?;
+            let put = Options::put(PutConfig {
+                replica_num: replicas,
+                ..PutConfig::default()
+            });
+            client.put(&key, &value, &put).await?;
+            writeln!(out, "stored {key} ({} bytes)", value.len()).map_err(|e| io("stdout", e))?;
+        }
+        StoreCmd::Get { key, file } => {
+            let value = client.get(&key, &opts).await?;
+            match file {
+                Some(f) => {
+                    std::fs::write(&f, &value).map_err(|e| io(&f.display().to_string(), e))?
+                }
+                None => out.write_all(&value).map_err(|e| io("stdout", e))?,
+            }
+        }
+        StoreCmd::Exist { key } => {
+            let yes = client.exist(&key, &opts).await?;
+            writeln!(out, "{yes}").map_err(|e| io("stdout", e))?;
+        }
+        StoreCmd::Remove { key, force } => {
+            client.remove(&key, force, &opts).await?;
+            writeln!(out, "removed {key}").map_err(|e| io("stdout", e))?;
+        }
+        StoreCmd::Ls { prefix, limit } => {
+            for o in client.list(&prefix, limit, &opts).await? {
+                writeln!(out, "{}\t{}\t{}", o.key, o.size, o.replicas)
+                    .map_err(|e| io("stdout", e))?;
+            }
+        }
+        StoreCmd::Stats => {
+            let s = client.stats(&opts).await?;
+            let text = format!(
+                "objects\t{}\npending_writes\t{}\nbytes_used\t{}\nbytes_capacity\t{}\nnodes\t{}\nmounts\t{}\nclients\t{}\nevicted\t{}\nfragmentation\t{:.4}\nlast_seq\t{}\n",
+                s.objects, s.pending_writes, s.bytes_used, s.bytes_capacity, s.nodes, s.mounts,
+                s.clients, s.evicted, s.fragmentation, s.last_seq
+            );
+            out.write_all(text.as_bytes())
+                .map_err(|e| io("stdout", e))?;
+        }
+    }
+    Ok(())
+}

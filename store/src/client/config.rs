@@ -1,0 +1,53 @@
+//! The store client's settings, one documented default each.
+
+use std::time::Duration;
+
+use yuebing_engine::EngineConfig;
+use yuebing_rpc::Endpoint;
+
+use crate::master::PutConfig;
+
+/// Settings of a [`Client`](super::Client).
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Master addresses, tried in order (failover, not load balancing).
+    pub masters: Vec<Endpoint>,
+    /// Bytes of engine memory mounted as store space (0: a pure client). Default 0.
+    pub store_size: u64,
+    /// Pre-fault the store space at start. Default true.
+    pub prefault: bool,
+    /// Registered staging memory for `put` and `get` of plain byte slices (larger values get a
+    /// temporary buffer). Default 64 MiB.
+    pub staging_size: u64,
+    /// The client's Transfer Engine.
+    pub engine: EngineConfig,
+    /// Interval between pings to the master. Default 1 s (the master's TTL defaults to 10 s).
+    pub heartbeat: Duration,
+    /// Deadline of a call that sets none. Default 30 s.
+    pub deadline: Duration,
+    /// Safety margin taken off a read lease: a transfer must end this long before the lease
+    /// does, or the get fails with `LeaseExpired`. Default 100 ms (at most a quarter of the
+    /// lease).
+    pub lease_margin: Duration,
+    /// A node whose transfer just failed is tried last for this long. Default 2 s.
+    pub avoid_failed_for: Duration,
+    /// Replica settings of `put` when the caller gives none.
+    pub put: PutConfig,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            masters: Vec::new(),
+            store_size: 0,
+            prefault: true,
+            staging_size: 64 << 20,
+            engine: EngineConfig::default(),
+            heartbeat: Duration::from_secs(1),
+            deadline: Duration::from_secs(30),
+            lease_margin: Duration::from_millis(100),
+            avoid_failed_for: Duration::from_secs(2),
+            put: PutConfig::default(),
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! Several master addresses, tried in order: failover, not load balancing.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use yuebing_rpc::Endpoint;
+
+use crate::error::{Error, Result};
+use crate::master::{ClientId, MasterClient};
+
+/// The masters a client knows, and which one answered last.
+#[derive(Debug)]
+pub(crate) struct Masters {
+    clients: Vec<MasterClient>,
+    current: AtomicUsize,
+}
+
+impl Masters {
+    pub(crate) fn new(endpoints: &[Endpoint], id: ClientId) -> Result<Masters> {
+        if endpoints.is_empty() {
+            return Err(Error::params("no master address"));
+        }
+        Ok(Masters {
+            clients: endpoints
+                .iter()
+                .map(|e| MasterClient::new(e.clone(), id))
+                .collect(),
+            current: AtomicUsize::new(0),
+        })
+    }
+
+    /// Runs `f` on the current master; if the call certainly did not run there (the master is
+    /// unreachable, refusing, shutting down), on the next one, and so on once around.
+    pub(crate) async fn call<T, F, Fut>(&self, f: F) -> Result<T>
+    where
+        F: Fn(MasterClient) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let n = self.clients.len();
+        let first = self.current.load(Ordering::Relaxed);
+        let mut last = None;
+        for i in 0..n {
+            let at = (first + i) % n;
+            match f(self.clients[at].clone()).await {
+                Err(Error::Rpc(e)) if e.never_executed() => {
+                    tracing::debug!(master = at, error = %e, "master unreachable, trying the next");
+                    last = Some(Error::Rpc(e));
+                }
+                other => {
+                    if at != first {
+                        self.current.store(at, Ordering::Relaxed);
+                        tracing::info!(master = at, "failed over to another master");
+                    }
+                    return other;
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::params("no master address")))
+    }
+}

@@ -1,0 +1,430 @@
+//! The store client: put a value under a key on some nodes, get it from any of them.
+//!
+//! A put is `put_start` at the master (which places the replicas), a transfer to each replica,
+//! then `put_end` (or `put_revoke` if a transfer failed). A get is `get_replica_list` (which
+//! grants a read lease), a transfer from the nearest replica (same process, same host, remote;
+//! a failed one makes way for the next within the call's deadline), and a check that the
+//! transfer ended inside the lease. Every call has a deadline.
+//!
+//! - `config`: [`ClientConfig`]. `masters`: failover over master addresses. `staging`: registered
+//!   scratch memory for plain byte slices. `peers`: segment handles, replica order, back-off.
+//! - `ops`: batch operations; `heartbeat`: pings and remounts.
+
+mod config;
+mod heartbeat;
+mod masters;
+mod ops;
+mod peers;
+mod staging;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use yuebing_engine::{EngineBuffer, TransferEngine, TransferRequest};
+
+pub use self::config::ClientConfig;
+use self::masters::Masters;
+use self::peers::Peers;
+use self::staging::Staging;
+use crate::error::{Error, Result};
+use crate::master::{
+    ClientId, ListedObject, MasterClient, MountSpec, PutConfig, ReplicaDesc, ReplicaList, Stats,
+};
+
+/// Per-call settings.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Deadline of the whole call; default [`ClientConfig::deadline`].
+    pub deadline: Option<Duration>,
+    /// Replica settings of a put or upsert; default [`ClientConfig::put`].
+    pub put: Option<PutConfig>,
+}
+
+impl Options {
+    /// Options with this deadline.
+    pub fn deadline(d: Duration) -> Self {
+        Options {
+            deadline: Some(d),
+            put: None,
+        }
+    }
+
+    /// Options with these replica settings.
+    pub fn put(cfg: PutConfig) -> Self {
+        Options {
+            deadline: None,
+            put: Some(cfg),
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) cfg: ClientConfig,
+    pub(crate) id: ClientId,
+    pub(crate) engine: TransferEngine,
+    pub(crate) masters: Masters,
+    pub(crate) staging: Staging,
+    pub(crate) peers: Peers,
+    pub(crate) specs: Vec<MountSpec>,
+    _space: Option<Arc<EngineBuffer>>,
+}
+
+/// A store client. Cheap to clone; its heartbeat stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+    _heartbeat: Arc<heartbeat::Heartbeat>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.inner.id)
+            .field("engine", &self.inner.engine.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Starts a client with its own Transfer Engine, mounts its store space and starts its
+    /// heartbeat.
+    pub async fn start(cfg: ClientConfig) -> Result<Client> {
+        let engine = TransferEngine::start(cfg.engine.clone()).await?;
+        Client::with_engine(cfg, engine).await
+    }
+
+    /// Starts a client on an existing engine (shared with other users of it).
+    pub async fn with_engine(cfg: ClientConfig, engine: TransferEngine) -> Result<Client> {
+        let id = ClientId(u128::from(fastrand::u64(..)) << 64 | u128::from(fastrand::u64(..)));
+        let masters = Masters::new(&cfg.masters, id)?;
+        let staging = Staging::new(&engine, cfg.staging_size)?;
+        let space = match cfg.store_size {
+            0 => None,
+            n => Some(engine.allocate(n as usize, cfg.prefault)?),
+        };
+        let specs: Vec<MountSpec> = space
+            .iter()
+            .map(|b| MountSpec {
+                node: engine.name().to_string(),
+                base: b.addr(),
+                len: b.len() as u64,
+            })
+            .collect();
+        masters
+            .call(|m| {
+                let specs = specs.clone();
+                async move { m.remount(specs).await }
+            })
+            .await?;
+        let inner = Arc::new(Inner {
+            peers: Peers::new(engine.clone(), cfg.avoid_failed_for),
+            cfg,
+            id,
+            engine,
+            masters,
+            staging,
+            specs,
+            _space: space,
+        });
+        let heartbeat = heartbeat::Heartbeat::start(Arc::downgrade(&inner));
+        Ok(Client {
+            inner,
+            _heartbeat: Arc::new(heartbeat),
+        })
+    }
+
+    /// The client's id at the master.
+    pub fn id(&self) -> ClientId {
+        self.inner.id
+    }
+
+    /// The client's Transfer Engine (register memory here for `put_from` / `get_into`).
+    pub fn engine(&self) -> &TransferEngine {
+        &self.inner.engine
+    }
+
+    /// Stores `value` under `key`. An existing key is `ObjectAlreadyExists`, its value unchanged.
+    pub async fn put(&self, key: &str, value: &[u8], opts: &Options) -> Result<()> {
+        let until = self.until(opts);
+        let scratch = self
+            .inner
+            .staging
+            .get(&self.inner.engine, value.len() as u64)?;
+        scratch.fill(value)?;
+        self.put_from_until(key, scratch.addr(), value.len() as u64, opts, until, false)
+            .await
+    }
+
+    /// Stores `len` bytes of registered memory at `addr` under `key`, without a copy.
+    pub async fn put_from(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<()> {
+        self.put_from_until(key, addr, len, opts, self.until(opts), false)
+            .await
+    }
+
+    /// Stores `value` under `key`, replacing an existing value.
+    pub async fn upsert(&self, key: &str, value: &[u8], opts: &Options) -> Result<()> {
+        let until = self.until(opts);
+        let scratch = self
+            .inner
+            .staging
+            .get(&self.inner.engine, value.len() as u64)?;
+        scratch.fill(value)?;
+        self.put_from_until(key, scratch.addr(), value.len() as u64, opts, until, true)
+            .await
+    }
+
+    /// The value of `key`.
+    pub async fn get(&self, key: &str, opts: &Options) -> Result<Vec<u8>> {
+        let until = self.until(opts);
+        let sent = Instant::now();
+        let list = self
+            .master(
+                until,
+                |m, k| async move { m.get_replica_list(&k).await },
+                key,
+            )
+            .await?;
+        let scratch = self.inner.staging.get(&self.inner.engine, list.size)?;
+        self.read_object(key, &list, sent, scratch.addr(), until)
+            .await?;
+        let mut out = vec![0u8; list.size as usize];
+        scratch.read(&mut out)?;
+        Ok(out)
+    }
+
+    /// Reads `key` into registered memory at `addr` (room for `len` bytes), without a copy;
+    /// returns the object's size. A buffer smaller than the object is `InvalidParams` and
+    /// nothing is written.
+    pub async fn get_into(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<u64> {
+        let until = self.until(opts);
+        let sent = Instant::now();
+        let list = self
+            .master(
+                until,
+                |m, k| async move { m.get_replica_list(&k).await },
+                key,
+            )
+            .await?;
+        if list.size > len {
+            return Err(Error::params(format!(
+                "buffer of {len} bytes is smaller than {key:?} ({} bytes)",
+                list.size
+            )));
+        }
+        self.read_object(key, &list, sent, addr, until).await?;
+        Ok(list.size)
+    }
+
+    /// Whether `key` exists (completed).
+    pub async fn exist(&self, key: &str, opts: &Options) -> Result<bool> {
+        self.master(
+            self.until(opts),
+            |m, k| async move { m.exist(&k).await },
+            key,
+        )
+        .await
+    }
+
+    /// The size of `key`.
+    pub async fn get_size(&self, key: &str, opts: &Options) -> Result<u64> {
+        self.master(
+            self.until(opts),
+            |m, k| async move { m.get_size(&k).await },
+            key,
+        )
+        .await
+    }
+
+    /// Removes `key` (`force`: even while a reader holds a lease).
+    pub async fn remove(&self, key: &str, force: bool, opts: &Options) -> Result<()> {
+        self.master(
+            self.until(opts),
+            |m, k| async move { m.remove(&k, force).await },
+            key,
+        )
+        .await
+    }
+
+    /// Removes every object (`force`: leased ones too); returns how many.
+    pub async fn remove_all(&self, force: bool, opts: &Options) -> Result<u64> {
+        self.master(
+            self.until(opts),
+            |m, _| async move { m.remove_all(force).await },
+            "",
+        )
+        .await
+    }
+
+    /// Keys starting with `prefix`, sorted, at most `limit`.
+    pub async fn list(
+        &self,
+        prefix: &str,
+        limit: u64,
+        opts: &Options,
+    ) -> Result<Vec<ListedObject>> {
+        self.master(
+            self.until(opts),
+            |m, p| async move { m.list(&p, limit).await },
+            prefix,
+        )
+        .await
+    }
+
+    /// The master's counts.
+    pub async fn stats(&self, opts: &Options) -> Result<Stats> {
+        self.master(self.until(opts), |m, _| async move { m.stats().await }, "")
+            .await
+    }
+
+    pub(crate) fn until(&self, opts: &Options) -> Instant {
+        Instant::now() + opts.deadline.unwrap_or(self.inner.cfg.deadline)
+    }
+
+    /// One master call (with failover) bounded by `until`; `arg` is handed to it owned.
+    pub(crate) async fn master<T, F, Fut>(&self, until: Instant, f: F, arg: &str) -> Result<T>
+    where
+        F: Fn(MasterClient, String) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let call = self.inner.masters.call(|m| f(m, arg.to_string()));
+        bounded(until, call).await
+    }
+
+    async fn put_from_until(
+        &self,
+        key: &str,
+        addr: u64,
+        len: u64,
+        opts: &Options,
+        until: Instant,
+        upsert: bool,
+    ) -> Result<()> {
+        let cfg = opts
+            .put
+            .clone()
+            .unwrap_or_else(|| self.inner.cfg.put.clone());
+        let descs = self
+            .master(
+                until,
+                |m, k| {
+                    let cfg = cfg.clone();
+                    async move {
+                        match upsert {
+                            true => m.upsert_start(&k, len, &cfg).await,
+                            false => m.put_start(&k, len, &cfg).await,
+                        }
+                    }
+                },
+                key,
+            )
+            .await?;
+        match self.write_replicas(addr, len, &descs, until).await {
+            Ok(()) => {
+                self.master(until, |m, k| async move { m.put_end(&k).await }, key)
+                    .await
+            }
+            Err(e) => {
+                let _ = self
+                    .master(until, |m, k| async move { m.put_revoke(&k).await }, key)
+                    .await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes `len` bytes at `src` to every replica at once; the first failure is the result.
+    pub(crate) async fn write_replicas(
+        &self,
+        src: u64,
+        len: u64,
+        descs: &[ReplicaDesc],
+        until: Instant,
+    ) -> Result<()> {
+        let writes = descs.iter().map(|d| async move {
+            let r = self.transfer_one(d, src, len, until, true).await;
+            if r.is_err() {
+                self.inner.peers.failed(&d.node);
+            }
+            r
+        });
+        futures::future::join_all(writes)
+            .await
+            .into_iter()
+            .collect()
+    }
+
+    /// Reads an object into `dst` from its replicas in order; each gets an equal share of the
+    /// time left. The transfer must end inside the lease (counted from `sent`, minus the
+    /// margin), or the bytes may belong to a newer object: `LeaseExpired`.
+    pub(crate) async fn read_object(
+        &self,
+        key: &str,
+        list: &ReplicaList,
+        sent: Instant,
+        dst: u64,
+        until: Instant,
+    ) -> Result<()> {
+        let lease = Duration::from_millis(list.lease_ms);
+        let margin = self.inner.cfg.lease_margin.min(lease / 4);
+        let lease_end = sent + lease - margin;
+        let order = self.inner.peers.order(&list.replicas);
+        let mut last = None;
+        for (i, d) in order.iter().enumerate() {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            let share = (until - now) / (order.len() - i) as u32;
+            match self
+                .transfer_one(d, dst, list.size, now + share, false)
+                .await
+            {
+                Ok(()) if Instant::now() > lease_end => {
+                    return Err(Error::LeaseExpired { key: key.into() })
+                }
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    tracing::debug!(key, node = %d.node, error = %e, "replica failed, trying the next");
+                    self.inner.peers.failed(&d.node);
+                    last = Some(e);
+                }
+            }
+        }
+        Err(match last {
+            _ if Instant::now() >= until => Error::Timeout,
+            Some(e) => e,
+            None => Error::ReplicaNotReady { key: key.into() },
+        })
+    }
+
+    async fn transfer_one(
+        &self,
+        d: &ReplicaDesc,
+        local: u64,
+        len: u64,
+        until: Instant,
+        write: bool,
+    ) -> Result<()> {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Error::Timeout);
+        }
+        let handle = self.inner.peers.handle(&d.node, until).await?;
+        let req = match write {
+            true => TransferRequest::write(local, handle, d.addr, len),
+            false => TransferRequest::read(local, handle, d.addr, len),
+        };
+        bounded(until, async {
+            Ok(self.inner.engine.transfer(req.with_deadline(left)).await?)
+        })
+        .await
+    }
+}
+
+/// Runs `f` until `until`; `Timeout` after.
+pub(crate) async fn bounded<T>(until: Instant, f: impl Future<Output = Result<T>>) -> Result<T> {
+    tokio::time::timeout_at(until.into(), f)
+        .await
+        .unwrap_or(Err(Error::Timeout))
+}

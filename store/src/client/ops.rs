@@ -1,0 +1,159 @@
+//! Batch operations: one master call for the whole batch, transfers in parallel, a result per
+//! key. A batch get checks every key's lease, like a single get.
+
+use std::time::Instant;
+
+use super::{Client, Options};
+use crate::error::{Error, Result};
+
+impl Client {
+    /// Stores each `(key, value)`; one result per item, in order.
+    pub async fn batch_put(
+        &self,
+        items: &[(&str, &[u8])],
+        opts: &Options,
+    ) -> Result<Vec<Result<()>>> {
+        let until = self.until(opts);
+        let cfg = opts
+            .put
+            .clone()
+            .unwrap_or_else(|| self.inner.cfg.put.clone());
+        let starts: Vec<(String, u64)> = items
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.len() as u64))
+            .collect();
+        let placed = self
+            .master(
+                until,
+                |m, _| {
+                    let (starts, cfg) = (starts.clone(), cfg.clone());
+                    async move { m.batch_put_start(starts, &cfg).await }
+                },
+                "",
+            )
+            .await?;
+        let engine = &self.inner.engine;
+        let writes = items
+            .iter()
+            .zip(placed)
+            .map(|((_, value), descs)| async move {
+                let descs = match descs {
+                    Ok(d) => d,
+                    Err(e) => return Outcome::NotStarted(e),
+                };
+                let len = value.len() as u64;
+                let written = async {
+                    let scratch = self.inner.staging.get(engine, len)?;
+                    scratch.fill(value)?;
+                    self.write_replicas(scratch.addr(), len, &descs, until)
+                        .await
+                };
+                match written.await {
+                    Ok(()) => Outcome::Written,
+                    Err(e) => Outcome::Failed(e),
+                }
+            });
+        let outcomes = futures::future::join_all(writes).await;
+        let keys_where = |want: fn(&Outcome) -> bool| -> Vec<String> {
+            items
+                .iter()
+                .zip(&outcomes)
+                .filter(|(_, o)| want(o))
+                .map(|((k, _), _)| k.to_string())
+                .collect()
+        };
+        let done = keys_where(|o| matches!(o, Outcome::Written));
+        let failed = keys_where(|o| matches!(o, Outcome::Failed(_)));
+        let mut ends = self.batch_call(until, done, true).await?.into_iter();
+        if !failed.is_empty() {
+            let _ = self.batch_call(until, failed, false).await;
+        }
+        Ok(outcomes
+            .into_iter()
+            .map(|o| match o {
+                Outcome::Written => ends.next().unwrap_or(Err(Error::Internal {
+                    reason: "the master answered fewer ends than asked".into(),
+                })),
+                Outcome::NotStarted(e) | Outcome::Failed(e) => Err(e),
+            })
+            .collect())
+    }
+
+    /// The value of each key; one result per key, in order.
+    pub async fn batch_get(&self, keys: &[&str], opts: &Options) -> Result<Vec<Result<Vec<u8>>>> {
+        let until = self.until(opts);
+        let sent = Instant::now();
+        let owned: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        let lists = self
+            .master(
+                until,
+                |m, _| {
+                    let owned = owned.clone();
+                    async move { m.batch_get_replica_list(owned).await }
+                },
+                "",
+            )
+            .await?;
+        let engine = &self.inner.engine;
+        let reads = keys.iter().zip(lists).map(|(key, list)| async move {
+            let list = list?;
+            let scratch = self.inner.staging.get(engine, list.size)?;
+            self.read_object(key, &list, sent, scratch.addr(), until)
+                .await?;
+            let mut out = vec![0u8; list.size as usize];
+            scratch.read(&mut out)?;
+            Ok(out)
+        });
+        Ok(futures::future::join_all(reads).await)
+    }
+
+    /// Whether each key exists; one result per key.
+    pub async fn batch_exist(&self, keys: &[&str], opts: &Options) -> Result<Vec<Result<bool>>> {
+        let owned: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        self.master(
+            self.until(opts),
+            |m, _| {
+                let owned = owned.clone();
+                async move { m.batch_exist(owned).await }
+            },
+            "",
+        )
+        .await
+    }
+
+    /// `batch_put_end` (`end`) or `batch_put_revoke` of `keys`.
+    async fn batch_call(
+        &self,
+        until: Instant,
+        keys: Vec<String>,
+        end: bool,
+    ) -> Result<Vec<Result<()>>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.master(
+            until,
+            |m, _| {
+                let keys = keys.clone();
+                async move {
+                    match end {
+                        true => m.batch_put_end(keys).await,
+                        false => m.batch_put_revoke(keys).await,
+                    }
+                }
+            },
+            "",
+        )
+        .await
+    }
+}
+
+/// What happened to one item of a batch put.
+enum Outcome {
+    /// Refused by the master at the start: nothing to end or revoke.
+    NotStarted(Error),
+    /// Started, then a transfer failed: it must be revoked.
+    Failed(Error),
+    /// Written to every replica: it must be ended.
+    Written,
+}

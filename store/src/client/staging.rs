@@ -1,0 +1,106 @@
+//! Registered scratch memory for values passed as plain byte slices: a slice of one staging
+//! buffer when it has room, else a temporary engine buffer.
+
+use std::sync::{Arc, Mutex};
+
+use yuebing_engine::{EngineBuffer, TransferEngine};
+
+use crate::error::Result;
+use crate::master::alloc::RangeAllocator;
+
+/// The staging buffer and its free space.
+pub(crate) struct Staging {
+    buf: Option<Arc<EngineBuffer>>,
+    free: Mutex<RangeAllocator>,
+}
+
+/// Registered memory of at least `len` bytes, returned on drop.
+pub(crate) struct Scratch<'a> {
+    staging: &'a Staging,
+    engine: &'a TransferEngine,
+    kind: Kind,
+    len: u64,
+}
+
+enum Kind {
+    Slice { buf: Arc<EngineBuffer>, offset: u64 },
+    Owned(Arc<EngineBuffer>),
+}
+
+impl Staging {
+    pub(crate) fn new(engine: &TransferEngine, size: u64) -> Result<Staging> {
+        let buf = match size {
+            0 => None,
+            n => Some(engine.allocate(n as usize, true)?),
+        };
+        Ok(Staging {
+            buf,
+            free: Mutex::new(RangeAllocator::new(size, 64)),
+        })
+    }
+
+    /// Registered memory for `len` bytes.
+    pub(crate) fn get<'a>(&'a self, engine: &'a TransferEngine, len: u64) -> Result<Scratch<'a>> {
+        let slot = self
+            .free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .allocate(len);
+        let kind = match (slot, &self.buf) {
+            (Some(offset), Some(buf)) => Kind::Slice {
+                buf: buf.clone(),
+                offset,
+            },
+            _ => Kind::Owned(engine.allocate(len as usize, false)?),
+        };
+        Ok(Scratch {
+            staging: self,
+            engine,
+            kind,
+            len,
+        })
+    }
+}
+
+impl Scratch<'_> {
+    /// Address of the memory.
+    pub(crate) fn addr(&self) -> u64 {
+        let (b, off) = self.buffer();
+        b.addr() + off as u64
+    }
+
+    fn buffer(&self) -> (&EngineBuffer, usize) {
+        match &self.kind {
+            Kind::Slice { buf, offset } => (buf, *offset as usize),
+            Kind::Owned(b) => (b, 0),
+        }
+    }
+
+    /// Copies `data` in.
+    pub(crate) fn fill(&self, data: &[u8]) -> Result<()> {
+        let (b, off) = self.buffer();
+        Ok(b.write_at(off, data)?)
+    }
+
+    /// Copies the first `out.len()` bytes out.
+    pub(crate) fn read(&self, out: &mut [u8]) -> Result<()> {
+        let (b, off) = self.buffer();
+        Ok(b.read_at(off, out)?)
+    }
+}
+
+impl Drop for Scratch<'_> {
+    fn drop(&mut self) {
+        match &self.kind {
+            Kind::Slice { offset, .. } => self
+                .staging
+                .free
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .free(*offset, self.len),
+            Kind::Owned(b) => {
+                let _ = self.engine.unregister(b.addr());
+            }
+        }
+    }
+}
