@@ -1,60 +1,20 @@
 //! `yuebing master` as a real process on 127.0.0.1: readiness on stdout, the service, and a
 //! crash (SIGKILL) and restart with `--data-dir`.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+mod common;
 
-use yuebing::rpc::Endpoint;
+use std::path::Path;
+use std::process::Command;
+
+use common::Process;
 use yuebing::store::master::{ClientId, MasterClient, MountSpec, PingResult, PutConfig};
 
-/// A master process, killed and reaped on drop (also when a test panics).
-struct MasterProcess {
-    child: Child,
-    endpoint: Endpoint,
-}
-
-impl MasterProcess {
-    fn start(data_dir: &Path, extra: &[&str]) -> MasterProcess {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_yuebing"))
-            .args([
-                "master",
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--client-ttl-ms",
-                "60000",
-            ])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("yuebing master starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("yuebing master ready on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        let endpoint = addr.parse().unwrap();
-        MasterProcess { child, endpoint }
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for MasterProcess {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// A master on any port with a long client TTL and `--data-dir`.
+fn start_master(data_dir: &Path, extra: &[&str]) -> Process {
+    let dir = data_dir.to_str().expect("utf-8 temp dir");
+    let mut args = vec!["--client-ttl-ms", "60000", "--data-dir", dir];
+    args.extend_from_slice(extra);
+    Process::master(0, &args)
 }
 
 fn space() -> Vec<MountSpec> {
@@ -68,8 +28,8 @@ fn space() -> Vec<MountSpec> {
 #[tokio::test]
 async fn committed_objects_are_back_after_a_crash_and_readable_once_their_node_remounts() {
     let dir = tempfile::tempdir().unwrap();
-    let mut master = MasterProcess::start(dir.path(), &["--snapshot-every", "40"]);
-    let c = MasterClient::new(master.endpoint.clone(), ClientId(42));
+    let mut master = start_master(dir.path(), &["--snapshot-every", "40"]);
+    let c = MasterClient::new(master.endpoint(), ClientId(42));
     assert!(c.health().await.unwrap().ready);
     c.mount(space()).await.unwrap();
     for i in 0..100u64 {
@@ -86,8 +46,8 @@ async fn committed_objects_are_back_after_a_crash_and_readable_once_their_node_r
     // Every answered put is durable: a crash now loses none of them.
     master.kill();
 
-    let master = MasterProcess::start(dir.path(), &[]);
-    let c = MasterClient::new(master.endpoint.clone(), ClientId(42));
+    let master = start_master(dir.path(), &[]);
+    let c = MasterClient::new(master.endpoint(), ClientId(42));
     assert_eq!(c.stats().await.unwrap().objects, 100);
     assert!(!c.exist("never-ended").await.unwrap());
     assert_eq!(c.get_replica_list("kv/7").await.unwrap_err().code(), -703);

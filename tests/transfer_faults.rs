@@ -152,3 +152,37 @@ async fn over_shm_a_peer_killed_before_the_submit_gets_no_completed_write() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_answer_after_a_timeout_never_lands_in_local_memory() {
+    let len = 1 << 20;
+    let (target, engine, src, peer, remote) = setup(len, false).await;
+    src.write_at(0, &vec![0xaa; len]).unwrap();
+    engine
+        .write(src.addr(), peer, remote, len as u64)
+        .await
+        .unwrap();
+    let dst = engine.allocate(len, true).unwrap();
+    dst.write_at(0, &vec![0x55; len]).unwrap();
+    // The read is sent to a stopped peer and given up at its deadline ...
+    target.signal(libc::SIGSTOP);
+    let req = TransferRequest::read(dst.addr(), peer, remote, len as u64)
+        .with_deadline(Duration::from_millis(200));
+    assert_eq!(engine.transfer(req).await.unwrap_err(), Error::Timeout);
+    // ... so the caller may reuse (or free) the memory: the answer arriving later is dropped.
+    target.signal(libc::SIGCONT);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut back = vec![0u8; len];
+    dst.read_at(0, &mut back).unwrap();
+    assert!(
+        back.iter().all(|&b| b == 0x55),
+        "late bytes landed after the timeout"
+    );
+    // The connection stayed in step: the next read completes with the right bytes.
+    engine
+        .read(dst.addr(), peer, remote, len as u64)
+        .await
+        .unwrap();
+    dst.read_at(0, &mut back).unwrap();
+    assert!(back.iter().all(|&b| b == 0xaa));
+}

@@ -68,11 +68,7 @@ impl Transport for LocalTransport {
         async move {
             let (src, dst) = checked?;
             if job.len >= BLOCKING_COPY {
-                tokio::task::spawn_blocking(move || copy(src, dst, job.len))
-                    .await
-                    .map_err(|e| Error::Io {
-                        reason: format!("copy task failed: {e}"),
-                    })?;
+                super::copy_off_runtime(move || copy(src, dst, job.len)).await?;
             } else {
                 copy(src, dst, job.len);
             }

@@ -152,13 +152,20 @@ impl Client {
             .staging
             .get(&self.inner.engine, value.len() as u64)?;
         scratch.fill(value)?;
-        self.put_from_until(key, scratch.addr(), value.len() as u64, opts, until, false)
-            .await
+        let keep = Some(scratch.clone());
+        self.put_from_until(
+            key,
+            (scratch.addr(), value.len() as u64, keep),
+            opts,
+            until,
+            false,
+        )
+        .await
     }
 
     /// Stores `len` bytes of registered memory at `addr` under `key`, without a copy.
     pub async fn put_from(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<()> {
-        self.put_from_until(key, addr, len, opts, self.until(opts), false)
+        self.put_from_until(key, (addr, len, None), opts, self.until(opts), false)
             .await
     }
 
@@ -170,8 +177,15 @@ impl Client {
             .staging
             .get(&self.inner.engine, value.len() as u64)?;
         scratch.fill(value)?;
-        self.put_from_until(key, scratch.addr(), value.len() as u64, opts, until, true)
-            .await
+        let keep = Some(scratch.clone());
+        self.put_from_until(
+            key,
+            (scratch.addr(), value.len() as u64, keep),
+            opts,
+            until,
+            true,
+        )
+        .await
     }
 
     /// The value of `key`.
@@ -186,8 +200,15 @@ impl Client {
             )
             .await?;
         let scratch = self.inner.staging.get(&self.inner.engine, list.size)?;
-        self.read_object(key, &list, sent, scratch.addr(), until)
-            .await?;
+        self.read_object(
+            key,
+            &list,
+            sent,
+            scratch.addr(),
+            until,
+            Some(scratch.clone()),
+        )
+        .await?;
         let mut out = vec![0u8; list.size as usize];
         scratch.read(&mut out)?;
         Ok(out)
@@ -212,7 +233,8 @@ impl Client {
                 list.size
             )));
         }
-        self.read_object(key, &list, sent, addr, until).await?;
+        self.read_object(key, &list, sent, addr, until, None)
+            .await?;
         Ok(list.size)
     }
 
@@ -291,11 +313,11 @@ impl Client {
         bounded(until, call).await
     }
 
+    /// A put (or upsert) of `(addr, len)`, keeping `keep` alive while transfers may touch it.
     async fn put_from_until(
         &self,
         key: &str,
-        addr: u64,
-        len: u64,
+        (addr, len, keep): (u64, u64, Option<Arc<staging::Scratch>>),
         opts: &Options,
         until: Instant,
         upsert: bool,
@@ -319,7 +341,7 @@ impl Client {
                 key,
             )
             .await?;
-        match self.write_replicas(addr, len, &descs, until).await {
+        match self.write_replicas(addr, len, &descs, until, keep).await {
             Ok(()) => {
                 self.master(until, |m, k| async move { m.put_end(&k).await }, key)
                     .await
@@ -340,13 +362,17 @@ impl Client {
         len: u64,
         descs: &[ReplicaDesc],
         until: Instant,
+        keep: Option<Arc<staging::Scratch>>,
     ) -> Result<()> {
-        let writes = descs.iter().map(|d| async move {
-            let r = self.transfer_one(d, src, len, until, true).await;
-            if r.is_err() {
-                self.inner.peers.failed(&d.node);
+        let writes = descs.iter().map(|d| {
+            let keep = keep.clone();
+            async move {
+                let r = self.transfer_one(d, src, len, until, true, keep).await;
+                if r.is_err() {
+                    self.inner.peers.failed(&d.node);
+                }
+                r
             }
-            r
         });
         futures::future::join_all(writes)
             .await
@@ -364,6 +390,7 @@ impl Client {
         sent: Instant,
         dst: u64,
         until: Instant,
+        keep: Option<Arc<staging::Scratch>>,
     ) -> Result<()> {
         let lease = Duration::from_millis(list.lease_ms);
         let margin = self.inner.cfg.lease_margin.min(lease / 4);
@@ -377,7 +404,7 @@ impl Client {
             }
             let share = (until - now) / (order.len() - i) as u32;
             match self
-                .transfer_one(d, dst, list.size, now + share, false)
+                .transfer_one(d, dst, list.size, now + share, false, keep.clone())
                 .await
             {
                 Ok(()) if Instant::now() > lease_end => {
@@ -398,6 +425,9 @@ impl Client {
         })
     }
 
+    /// Moves one replica's bytes. The engine enforces the deadline (so the task is final when
+    /// this returns); if this future is dropped first, a background task waits for the engine
+    /// task to become final before `keep` (the scratch memory) is released.
     async fn transfer_one(
         &self,
         d: &ReplicaDesc,
@@ -405,6 +435,7 @@ impl Client {
         len: u64,
         until: Instant,
         write: bool,
+        keep: Option<Arc<staging::Scratch>>,
     ) -> Result<()> {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -415,10 +446,44 @@ impl Client {
             true => TransferRequest::write(local, handle, d.addr, len),
             false => TransferRequest::read(local, handle, d.addr, len),
         };
-        bounded(until, async {
-            Ok(self.inner.engine.transfer(req.with_deadline(left)).await?)
-        })
-        .await
+        let engine = &self.inner.engine;
+        let batch = engine.allocate_batch(1)?;
+        let mut guard = InFlight {
+            engine: engine.clone(),
+            batch: Some(batch),
+            keep,
+        };
+        engine.submit(batch, &[req.with_deadline(left)])?;
+        let status = engine.wait(batch).await;
+        guard.batch = None;
+        let _ = engine.free_batch(batch);
+        let status = status?;
+        match status.error {
+            None if status.completed == 1 => Ok(()),
+            Some(e) => Err(e.into()),
+            None => Err(Error::Engine(yuebing_engine::Error::Canceled)),
+        }
+    }
+}
+
+/// A submitted transfer whose waiter may be dropped: then a background task waits for it to
+/// become final, frees its batch, and only then drops the memory it kept.
+struct InFlight {
+    engine: TransferEngine,
+    batch: Option<yuebing_engine::BatchId>,
+    keep: Option<Arc<staging::Scratch>>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(batch) = self.batch.take() {
+            let (engine, keep) = (self.engine.clone(), self.keep.take());
+            tokio::spawn(async move {
+                let _ = engine.wait(batch).await;
+                let _ = engine.free_batch(batch);
+                drop(keep);
+            });
+        }
     }
 }
 

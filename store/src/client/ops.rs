@@ -45,7 +45,7 @@ impl Client {
                 let written = async {
                     let scratch = self.inner.staging.get(engine, len)?;
                     scratch.fill(value)?;
-                    self.write_replicas(scratch.addr(), len, &descs, until)
+                    self.write_replicas(scratch.addr(), len, &descs, until, Some(scratch.clone()))
                         .await
                 };
                 match written.await {
@@ -98,8 +98,15 @@ impl Client {
         let reads = keys.iter().zip(lists).map(|(key, list)| async move {
             let list = list?;
             let scratch = self.inner.staging.get(engine, list.size)?;
-            self.read_object(key, &list, sent, scratch.addr(), until)
-                .await?;
+            self.read_object(
+                key,
+                &list,
+                sent,
+                scratch.addr(),
+                until,
+                Some(scratch.clone()),
+            )
+            .await?;
             let mut out = vec![0u8; list.size as usize];
             scratch.read(&mut out)?;
             Ok(out)

@@ -8,16 +8,19 @@ use yuebing_engine::{EngineBuffer, TransferEngine};
 use crate::error::Result;
 use crate::master::alloc::RangeAllocator;
 
-/// The staging buffer and its free space.
-pub(crate) struct Staging {
+/// The staging buffer and its free space (shared with the scratch slices handed out).
+pub(crate) struct Staging(Arc<Shared>);
+
+struct Shared {
     buf: Option<Arc<EngineBuffer>>,
     free: Mutex<RangeAllocator>,
 }
 
-/// Registered memory of at least `len` bytes, returned on drop.
-pub(crate) struct Scratch<'a> {
-    staging: &'a Staging,
-    engine: &'a TransferEngine,
+/// Registered memory of at least `len` bytes, returned on drop. It owns what it needs, so a
+/// transfer abandoned by a dropped future can keep it alive until the transfer is final.
+pub(crate) struct Scratch {
+    staging: Arc<Shared>,
+    engine: TransferEngine,
     kind: Kind,
     len: u64,
 }
@@ -33,36 +36,37 @@ impl Staging {
             0 => None,
             n => Some(engine.allocate(n as usize, true)?),
         };
-        Ok(Staging {
+        Ok(Staging(Arc::new(Shared {
             buf,
             free: Mutex::new(RangeAllocator::new(size, 64)),
-        })
+        })))
     }
 
     /// Registered memory for `len` bytes.
-    pub(crate) fn get<'a>(&'a self, engine: &'a TransferEngine, len: u64) -> Result<Scratch<'a>> {
+    pub(crate) fn get(&self, engine: &TransferEngine, len: u64) -> Result<Arc<Scratch>> {
         let slot = self
+            .0
             .free
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .allocate(len);
-        let kind = match (slot, &self.buf) {
+        let kind = match (slot, &self.0.buf) {
             (Some(offset), Some(buf)) => Kind::Slice {
                 buf: buf.clone(),
                 offset,
             },
             _ => Kind::Owned(engine.allocate(len as usize, false)?),
         };
-        Ok(Scratch {
-            staging: self,
-            engine,
+        Ok(Arc::new(Scratch {
+            staging: self.0.clone(),
+            engine: engine.clone(),
             kind,
             len,
-        })
+        }))
     }
 }
 
-impl Scratch<'_> {
+impl Scratch {
     /// Address of the memory.
     pub(crate) fn addr(&self) -> u64 {
         let (b, off) = self.buffer();
@@ -89,7 +93,7 @@ impl Scratch<'_> {
     }
 }
 
-impl Drop for Scratch<'_> {
+impl Drop for Scratch {
     fn drop(&mut self) {
         match &self.kind {
             Kind::Slice { offset, .. } => self

@@ -409,14 +409,11 @@ impl Transport for ShmTransport {
             };
             if job.len >= BLOCKING_COPY {
                 let keep = peer.clone();
-                tokio::task::spawn_blocking(move || {
+                super::copy_off_runtime(move || {
                     copy(src, dst, job.len);
                     drop(keep);
                 })
-                .await
-                .map_err(|e| Error::Io {
-                    reason: e.to_string(),
-                })?;
+                .await?;
             } else {
                 copy(src, dst, job.len);
             }

@@ -5,7 +5,7 @@ use std::io::IoSlice;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::runtime::Handle;
@@ -17,6 +17,32 @@ use super::{TcpConfig, IO_BUFFER};
 use crate::error::Error;
 use crate::request::Opcode;
 
+/// Whether a slice's local memory may still be touched. Its waiter gives it up (on completion,
+/// deadline or cancel) under the lock; the connection tasks touch the memory only while holding
+/// the lock and seeing it live, so once the waiter has given it up, no byte of that memory is
+/// read or written again, and the caller may free or reuse it.
+#[derive(Debug)]
+pub(crate) struct Claim(std::sync::Mutex<bool>);
+
+impl Claim {
+    fn new() -> Arc<Claim> {
+        Arc::new(Claim(std::sync::Mutex::new(true)))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, bool> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Gives the claim up when the waiter stops waiting, for whatever reason.
+struct GiveUp(Arc<Claim>);
+
+impl Drop for GiveUp {
+    fn drop(&mut self) {
+        *self.0.lock() = false;
+    }
+}
+
 /// One slice of a task on its way to the writer task.
 pub(crate) struct Slice {
     pub(crate) header: RequestHeader,
@@ -26,6 +52,7 @@ pub(crate) struct Slice {
     written: usize,
     /// The answer's channel; `None` when its pending entry was queued already.
     done: Option<oneshot::Sender<Result<(), Error>>>,
+    claim: Arc<Claim>,
 }
 
 impl Slice {
@@ -48,6 +75,7 @@ struct Pending {
     local: u64,
     len: u64,
     done: oneshot::Sender<Result<(), Error>>,
+    claim: Arc<Claim>,
 }
 
 /// One data connection. Its write side is used directly by a caller when nothing is queued (a
@@ -71,6 +99,7 @@ impl Conn {
         header: RequestHeader,
         local: u64,
         done: oneshot::Sender<Result<(), Error>>,
+        claim: Arc<Claim>,
         direct: bool,
     ) -> Result<(), Error> {
         let closed = || failed("connection closed");
@@ -82,6 +111,7 @@ impl Conn {
                 local,
                 written: 0,
                 done: Some(done),
+                claim,
             };
             return self.tx.send(slice).map_err(|_| closed());
         }
@@ -91,6 +121,7 @@ impl Conn {
             local,
             len: header.len,
             done,
+            claim: claim.clone(),
         };
         // Queued before the request is written: its response can never arrive first.
         self.pending.send(entry).map_err(|_| closed())?;
@@ -99,6 +130,7 @@ impl Conn {
             local,
             written: 0,
             done: None,
+            claim,
         };
         let encoded = header.encode();
         let parts = slice.frame(&encoded);
@@ -192,9 +224,13 @@ impl Peer {
         };
         let conn = &self.conns[self.rr.fetch_add(1, Ordering::Relaxed) % self.conns.len()];
         let (done, result) = oneshot::channel();
+        let claim = Claim::new();
+        // Dropped when this future ends or is dropped (deadline, cancel): from then on the
+        // connection tasks leave `local` alone.
+        let _give_up = GiveUp(claim.clone());
         // Alone in flight to this peer and small: nothing to gather, so skip the hop.
         let direct = header.len <= DIRECT_MAX && self.in_flight_bytes() == u64::from(n);
-        conn.send(header, local, done, direct)?;
+        conn.send(header, local, done, claim, direct)?;
         let r = result
             .await
             .unwrap_or_else(|_| Err(failed("connection closed")));
@@ -267,6 +303,12 @@ async fn writer(
         batch.clear();
         let mut next = Some(first);
         while let Some(mut slice) = next {
+            let unsent = slice.written == 0;
+            if unsent && !*slice.claim.lock() {
+                // Given up before any byte went out: drop it, nobody waits for its answer.
+                next = slices.try_recv().ok();
+                continue;
+            }
             if let Some(done) = slice.done.take() {
                 let entry = Pending {
                     opcode: slice.header.opcode,
@@ -274,6 +316,7 @@ async fn writer(
                     local: slice.local,
                     len: slice.header.len,
                     done,
+                    claim: slice.claim.clone(),
                 };
                 // Queued before the request is written: its response can never arrive first.
                 if pending.send(entry).is_err() {
@@ -300,7 +343,15 @@ async fn writer(
                 }
             }
         }
-        if write_all_shared(&wr, &parts).await.is_err() {
+        if batch.is_empty() {
+            let mut busy = busy.lock().unwrap_or_else(|p| p.into_inner());
+            if slices.is_empty() {
+                *busy = false;
+            }
+            continue;
+        }
+        let claims: Vec<&Claim> = batch.iter().map(|s| &*s.claim).collect();
+        if write_all_shared(&wr, &parts, &claims).await.is_err() {
             break;
         }
         let mut busy = busy.lock().unwrap_or_else(|p| p.into_inner());
@@ -311,12 +362,22 @@ async fn writer(
     dead.cancel();
 }
 
-/// Writes all of `parts` through a shared write half.
-async fn write_all_shared(wr: &OwnedWriteHalf, parts: &[&[u8]]) -> std::io::Result<()> {
+/// Writes all of `parts` through a shared write half. Each syscall runs while holding the claims
+/// of the slices whose payloads it reads; if one was given up meanwhile, its frame can no longer
+/// be completed, so the connection is given up (an error).
+async fn write_all_shared(
+    wr: &OwnedWriteHalf,
+    parts: &[&[u8]],
+    claims: &[&Claim],
+) -> std::io::Result<()> {
     let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
     let mut rest = &mut slices[..];
     while !rest.is_empty() {
         wr.writable().await?;
+        let held: Vec<_> = claims.iter().map(|c| c.lock()).collect();
+        if held.iter().any(|live| !**live) {
+            return Err(std::io::Error::other("a slice was given up mid-write"));
+        }
         match wr.try_write_vectored(rest) {
             Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
             Ok(n) => IoSlice::advance_slices(&mut rest, n),
@@ -373,13 +434,7 @@ async fn reader(
                 return Ok(Err(status_error(h.status, h.extra)));
             }
             if p.opcode == Opcode::Read {
-                // SAFETY: the engine checked that the local range is registered; the slice lives
-                // only while the socket fills it.
-                let dst =
-                    unsafe { std::slice::from_raw_parts_mut(p.local as *mut u8, p.len as usize) };
-                rd.read_exact(dst)
-                    .await
-                    .map_err(|e| failed(e.to_string()))?;
+                read_payload(&mut rd, &p).await?;
             }
             Ok(Ok(()))
         }
@@ -400,6 +455,63 @@ async fn reader(
         }
     }
     dead.cancel();
+}
+
+/// Reads a READ answer's payload into the slice's local memory, copying only while its claim
+/// is live (so a waiter that gave up can free the memory at once); after that the rest of the
+/// payload is read and dropped, to keep the stream in step.
+async fn read_payload(rd: &mut BufReader<OwnedReadHalf>, p: &Pending) -> Result<(), Error> {
+    let len = p.len as usize;
+    let mut pos = 0;
+    let mut sink: Vec<u8> = Vec::new();
+    while pos < len {
+        let want = len - pos;
+        if !rd.buffer().is_empty() {
+            let n = rd.buffer().len().min(want);
+            {
+                let live = p.claim.lock();
+                if *live {
+                    // SAFETY: the claim is live and held: the waiter still owns `local..+len`,
+                    // registered memory the engine checked; [pos, pos+n) lies inside it.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            rd.buffer().as_ptr(),
+                            (p.local as *mut u8).add(pos),
+                            n,
+                        )
+                    };
+                }
+            }
+            rd.consume(n);
+            pos += n;
+            continue;
+        }
+        rd.get_ref()
+            .readable()
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let got = {
+            let live = p.claim.lock();
+            if *live {
+                // SAFETY: as above; the socket writes at most `want` bytes into [pos, len) while
+                // the claim is held (a non-blocking read: no await under the lock).
+                let dst =
+                    unsafe { std::slice::from_raw_parts_mut((p.local as *mut u8).add(pos), want) };
+                rd.get_ref().try_read(dst)
+            } else {
+                drop(live);
+                sink.resize(want.min(IO_BUFFER), 0);
+                rd.get_ref().try_read(&mut sink)
+            }
+        };
+        match got {
+            Ok(0) => return Err(failed("connection closed mid-payload")),
+            Ok(n) => pos += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(failed(e.to_string())),
+        }
+    }
+    Ok(())
 }
 
 /// The error a target's status code stands for. `extra` is the target's instance id.

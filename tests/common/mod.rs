@@ -1,0 +1,110 @@
+//! Real `yuebing` processes for integration tests: started on 127.0.0.1, read until ready, and
+//! killed and reaped when dropped (also when a test panics).
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use yuebing::rpc::Endpoint;
+
+/// A child process that printed `<prefix><value>` as its first line.
+pub(crate) struct Process {
+    pub(crate) child: Child,
+    /// What followed the ready prefix (an address or a segment name).
+    pub(crate) ready: String,
+}
+
+impl Process {
+    /// Runs `yuebing ARGS` and waits for its first line, which must start with `prefix`.
+    pub(crate) fn start(args: &[&str], prefix: &str) -> Process {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_yuebing"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("yuebing starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped stdout"))
+            .read_line(&mut line)
+            .expect("a first line");
+        let ready = line
+            .trim()
+            .strip_prefix(prefix)
+            .unwrap_or_else(|| panic!("unexpected first line {line:?} of {args:?}"))
+            .to_string();
+        Process { child, ready }
+    }
+
+    /// A master: `yuebing master --port PORT ARGS`.
+    pub(crate) fn master(port: u16, extra: &[&str]) -> Process {
+        let port = port.to_string();
+        let mut args = vec!["master", "--bind", "127.0.0.1", "--port", &port];
+        args.extend_from_slice(extra);
+        Process::start(&args, "yuebing master ready on ")
+    }
+
+    /// A node with `size` of store space and tcp forced.
+    pub(crate) fn node(master: &Endpoint, size: &str) -> Process {
+        let m = master.to_string();
+        let args = [
+            "node",
+            "--master",
+            &m,
+            "--store-size",
+            size,
+            "--transport",
+            "tcp",
+        ];
+        Process::start(&args, "yuebing node ready ")
+    }
+
+    /// The address it printed.
+    pub(crate) fn endpoint(&self) -> Endpoint {
+        self.ready.parse().expect("an address")
+    }
+
+    /// Sends a signal.
+    pub(crate) fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
+        assert_eq!(rc, 0, "kill({sig})");
+    }
+
+    /// SIGKILL and reap.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A port that was free a moment ago (for a process restarted on the same address).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Polls `check` every 50 ms until it returns `Some`, or panics after `ceiling`.
+pub(crate) async fn eventually<T, F, Fut>(ceiling: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(start.elapsed() < ceiling, "{what}: not within {ceiling:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
