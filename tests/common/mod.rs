@@ -45,7 +45,7 @@ impl Process {
         Process::start(&args, "yuebing master ready on ")
     }
 
-    /// A node with `size` of store space and tcp forced.
+    /// A node with `size` of store space, tcp forced, pinging every 100 ms (short TTLs in tests).
     pub(crate) fn node(master: &Endpoint, size: &str) -> Process {
         let m = master.to_string();
         let args = [
@@ -56,6 +56,8 @@ impl Process {
             size,
             "--transport",
             "tcp",
+            "--heartbeat-ms",
+            "100",
         ];
         Process::start(&args, "yuebing node ready ")
     }

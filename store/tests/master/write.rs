@@ -208,7 +208,14 @@ fn revoking_an_in_place_upsert_removes_the_torn_object() {
     fx.m.upsert_revoke(A, 3, "k").unwrap();
     fx.check();
     assert!(!fx.m.exist("k").unwrap());
+    // Held until the write's release time (started at 2, 3 s): late bytes may still land.
+    assert_eq!(fx.used(), 128);
+    ping_all(&mut fx, 2_500);
+    fx.m.handle_timeout(3_001);
+    assert_eq!(fx.used(), 128);
+    fx.m.handle_timeout(3_002);
     assert_eq!(fx.used(), 0);
+    fx.check();
 }
 
 #[test]

@@ -332,14 +332,17 @@ async fn writer(
             };
         }
         let headers: Vec<[u8; REQUEST_LEN]> = batch.iter().map(|s| s.header.encode()).collect();
-        let mut parts: Vec<&[u8]> = Vec::with_capacity(batch.len() * 2);
+        // Each part with the claim guarding it: a write's payload reads caller memory; headers
+        // (and reads' empty payloads) read nothing of the caller's.
+        let mut parts: Vec<(&[u8], Option<&Claim>)> = Vec::with_capacity(batch.len() * 2);
         for (slice, encoded) in batch.iter().zip(&headers) {
             let mut skip = slice.written;
-            for part in slice.frame(encoded) {
+            for (i, part) in slice.frame(encoded).into_iter().enumerate() {
                 let from = skip.min(part.len());
                 skip -= from;
                 if from < part.len() {
-                    parts.push(&part[from..]);
+                    let guard = (i == 1).then_some(&*slice.claim);
+                    parts.push((&part[from..], guard));
                 }
             }
         }
@@ -350,8 +353,7 @@ async fn writer(
             }
             continue;
         }
-        let claims: Vec<&Claim> = batch.iter().map(|s| &*s.claim).collect();
-        if write_all_shared(&wr, &parts, &claims).await.is_err() {
+        if write_all_shared(&wr, &parts).await.is_err() {
             break;
         }
         let mut busy = busy.lock().unwrap_or_else(|p| p.into_inner());
@@ -362,25 +364,46 @@ async fn writer(
     dead.cancel();
 }
 
-/// Writes all of `parts` through a shared write half. Each syscall runs while holding the claims
-/// of the slices whose payloads it reads; if one was given up meanwhile, its frame can no longer
-/// be completed, so the connection is given up (an error).
+/// Writes all of `parts` through a shared write half. Each syscall runs while holding the
+/// claims of the payloads it still has to read; if one was given up meanwhile, its frame can no
+/// longer be completed, so the connection is given up (an error).
 async fn write_all_shared(
     wr: &OwnedWriteHalf,
-    parts: &[&[u8]],
-    claims: &[&Claim],
+    parts: &[(&[u8], Option<&Claim>)],
 ) -> std::io::Result<()> {
-    let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
-    let mut rest = &mut slices[..];
-    while !rest.is_empty() {
+    let (mut first, mut offset) = (0usize, 0usize);
+    while first < parts.len() {
         wr.writable().await?;
-        let held: Vec<_> = claims.iter().map(|c| c.lock()).collect();
+        let held: Vec<_> = parts[first..]
+            .iter()
+            .filter_map(|(_, c)| c.map(Claim::lock))
+            .collect();
         if held.iter().any(|live| !**live) {
             return Err(std::io::Error::other("a slice was given up mid-write"));
         }
-        match wr.try_write_vectored(rest) {
+        let io: Vec<IoSlice<'_>> = std::iter::once(IoSlice::new(&parts[first].0[offset..]))
+            .chain(parts[first + 1..].iter().map(|(p, _)| IoSlice::new(p)))
+            .collect();
+        match wr.try_write_vectored(&io) {
             Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => IoSlice::advance_slices(&mut rest, n),
+            Ok(mut n) => {
+                // Advance past what went out.
+                while n > 0 {
+                    let left = parts[first].0.len() - offset;
+                    if n >= left {
+                        n -= left;
+                        first += 1;
+                        offset = 0;
+                    } else {
+                        offset += n;
+                        n = 0;
+                    }
+                }
+                while first < parts.len() && parts[first].0.len() == offset {
+                    first += 1;
+                    offset = 0;
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e),
         }
@@ -413,6 +436,8 @@ async fn reader(
                 Some(p) => p,
                 None => break,
             },
+            // The writer gave the connection up: nothing queued will be answered.
+            _ = dead.cancelled() => break,
             peeked = idle_watch => match peeked {
                 // A response raced past the check of the queue above; its entry is queued.
                 Ok(n) if n > 0 => match pending.try_recv() {
@@ -422,7 +447,7 @@ async fn reader(
                 _ => break, // end of stream or error: the peer went away
             },
         };
-        let r = async {
+        let answer = async {
             rd.read_exact(&mut header)
                 .await
                 .map_err(|e| failed(e.to_string()))?;
@@ -437,8 +462,11 @@ async fn reader(
                 read_payload(&mut rd, &p).await?;
             }
             Ok(Ok(()))
-        }
-        .await;
+        };
+        let r = tokio::select! {
+            r = answer => r,
+            _ = dead.cancelled() => Err(failed("connection given up")),
+        };
         match r {
             Ok(outcome) => {
                 let _ = p.done.send(outcome);

@@ -61,8 +61,11 @@ impl Master {
         }
     }
 
-    /// Revokes the caller's put (or upsert) of `key` and frees its space. Revoking an in-place
-    /// upsert removes the object, whose bytes may be half overwritten.
+    /// Revokes the caller's put (or upsert) of `key`. Its space stays out of use until the
+    /// write's release time: a writer revokes after a failed transfer, and bytes of that
+    /// transfer may still land (a stalled node resumes and applies what was in its socket), so
+    /// reusing the space at once could corrupt the next object placed there. Revoking an
+    /// in-place upsert removes the object, whose bytes may be half overwritten.
     ///
     /// Errors: `IllegalClient`, `InvalidWrite` (the object is completed), `ObjectNotFound`.
     pub fn put_revoke(&mut self, client: ClientId, now: Millis, key: &str) -> Result<()> {
@@ -74,7 +77,7 @@ impl Master {
                     now,
                     Record::WriteRevoke {
                         key: key.into(),
-                        hold: false,
+                        hold: true,
                     },
                 );
                 Ok(())
