@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use yuebing::bench::{master as master_bench, report, rpc, transfer};
+use yuebing::bench::{master as master_bench, report, rpc, store as store_bench, transfer};
 use yuebing::cli::client_args::ClientArgs;
 use yuebing::cli::demo::{self, DemoArgs};
 use yuebing::cli::master::{self, MasterArgs};
@@ -64,6 +64,33 @@ enum Bench {
     Transfer(BenchTransferArgs),
     /// The store master: core and RPC rates with many objects resident, memory per object.
     Master(BenchMasterArgs),
+    /// The store's data path: one node process and a pure client (like Mooncake's store bench).
+    Store(BenchStoreArgs),
+}
+
+#[derive(Args, Debug)]
+struct BenchStoreArgs {
+    /// Value sizes, comma-separated [default: 4K,64K,1M,16M; config: bench.sizes].
+    #[arg(long, env = "YUEBING_BENCH_SIZES")]
+    sizes: Option<String>,
+    /// Items per batch call [default: 32; config: bench.batch].
+    #[arg(long, env = "YUEBING_BENCH_BATCH")]
+    batch: Option<usize>,
+    /// The node's store space [default: 512M; config: bench.segment].
+    #[arg(long, env = "YUEBING_BENCH_SEGMENT")]
+    segment: Option<String>,
+    /// Calls per measurement, at most [default: 1000; config: bench.max_calls].
+    #[arg(long, env = "YUEBING_BENCH_MAX_CALLS")]
+    max_calls: Option<usize>,
+    /// Transports, comma-separated: shm, tcp [default: shm,tcp; config: bench.transports].
+    #[arg(long, env = "YUEBING_BENCH_TRANSPORT")]
+    transport: Option<String>,
+    /// Repetitions [default: 3; config: bench.repeat].
+    #[arg(long, env = "YUEBING_BENCH_REPEAT")]
+    repeat: Option<u32>,
+    /// Also write the results as JSON to this file.
+    #[arg(long, env = "YUEBING_BENCH_JSON")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -229,6 +256,46 @@ async fn bench_master(file: &ConfigFile, args: BenchMasterArgs) -> Result<(), Cl
     finish("master", &bar, rows, header, args.common.json)
 }
 
+async fn bench_store(file: &ConfigFile, args: BenchStoreArgs) -> Result<(), CliError> {
+    let list = |s: String| -> Result<Vec<usize>, CliError> {
+        s.split(',')
+            .map(|x| transfer::parse_size(x).map_err(CliError::Usage))
+            .collect()
+    };
+    let transports = file
+        .resolve("bench", "transports", args.transport, "shm,tcp".to_string())?
+        .split(',')
+        .map(|t| match t.trim() {
+            "shm" => Ok(yuebing::engine::TransportKind::Shm),
+            "tcp" => Ok(yuebing::engine::TransportKind::Tcp),
+            other => Err(CliError::Usage(format!(
+                "unknown transport {other:?} (shm, tcp)"
+            ))),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let cfg = store_bench::StoreBenchConfig {
+        sizes: list(file.resolve("bench", "sizes", args.sizes, "4K,64K,1M,16M".to_string())?)?,
+        batch: file.resolve("bench", "batch", args.batch, 32)?.max(1),
+        segment: list(file.resolve("bench", "segment", args.segment, "512M".to_string())?)?
+            .first()
+            .copied()
+            .unwrap_or(512 << 20),
+        max_calls: file
+            .resolve("bench", "max_calls", args.max_calls, 1000)?
+            .max(1),
+        repeat: file.resolve("bench", "repeat", args.repeat, 3)?.max(1),
+        transports,
+    };
+    let total = u64::from(cfg.repeat) * cfg.transports.len() as u64 * (cfg.sizes.len() as u64 + 1);
+    let bar = progress(total);
+    let rows = store_bench::run(&cfg, ticker(&bar)).await;
+    let header = format!(
+        "bench store: one node ({} store space) + a pure client, 1 replica, one call at a time; {} repetitions, medians, spread = max - min",
+        cfg.segment, cfg.repeat
+    );
+    finish("store", &bar, rows, header, args.json)
+}
+
 /// Advances `bar` by one measurement, named `what`.
 fn ticker(bar: &ProgressBar) -> impl FnMut(&str) + '_ {
     |what| {
@@ -353,6 +420,7 @@ fn main() -> ExitCode {
             Command::Bench(Bench::Rpc(args)) => bench_rpc(&file, args).await,
             Command::Bench(Bench::Transfer(args)) => bench_transfer(&file, args).await,
             Command::Bench(Bench::Master(args)) => bench_master(&file, args).await,
+            Command::Bench(Bench::Store(args)) => bench_store(&file, args).await,
             Command::BenchTarget { bind, len } => transfer::target::run(bind, len)
                 .await
                 .map_err(CliError::Bench),

@@ -156,3 +156,40 @@ fn bench_master_reports_rates_memory_and_ratios() {
     assert!(find("core", "bytes/object")["value"].as_f64().unwrap() > 0.0);
     assert!(rows.iter().all(|r| r["value"].as_f64().unwrap() > 0.0));
 }
+
+#[test]
+fn bench_store_runs_a_node_and_reports_every_operation() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("store.json");
+    let out = yuebing()
+        .args(["bench", "store", "--sizes", "4K,64K", "--batch", "4"])
+        .args(["--segment", "16M", "--max-calls", "16", "--repeat", "1"])
+        .args(["--transport", "tcp"])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = doc["rows"].as_array().unwrap();
+    for case in [
+        "put_from 4KiB",
+        "get_into 64KiB",
+        "batch_get(bytes) 64KiB x4",
+        "exist(miss) 1KiB",
+        "batch_exist 1KiB x4",
+    ] {
+        assert!(
+            rows.iter()
+                .any(|r| r["case"] == case && r["variant"] == "yuebing-tcp"),
+            "no row for {case}"
+        );
+    }
+    assert!(rows.iter().all(|r| r["value"].as_f64().unwrap() > 0.0));
+}

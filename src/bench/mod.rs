@@ -7,4 +7,5 @@ pub mod harness;
 pub mod master;
 pub mod report;
 pub mod rpc;
+pub mod store;
 pub mod transfer;

@@ -1,0 +1,350 @@
+//! `yuebing bench store`: the store's data path, shaped like the Mooncake peer's
+//! `mooncake_store_bench.py` so the numbers compare: one `yuebing node` process holding the store
+//! space and a pure client (store size 0) in this process issuing the calls, one replica, one call
+//! at a time. Per value size: put_from / get_into (registered memory, zero copy), put / get
+//! (bytes), batch put / get; on 1 KiB values the small operations (put_from, get_into, exist
+//! hit and miss, batch exist). `--transport shm|tcp` forces how client and node talk.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use yuebing_engine::{EngineBuffer, EngineConfig, TransportKind};
+use yuebing_rpc::Endpoint;
+use yuebing_store::master::{MasterServerConfig, RunningMaster};
+use yuebing_store::{Client, ClientConfig, Options};
+
+use super::harness::median_spread;
+use super::report::Row;
+
+/// Settings of one run.
+#[derive(Debug, Clone)]
+pub struct StoreBenchConfig {
+    /// Value sizes in bytes.
+    pub sizes: Vec<usize>,
+    /// Items per batch call.
+    pub batch: usize,
+    /// Store space of the node (bytes); at most 80 % of it is filled.
+    pub segment: usize,
+    /// Calls per measurement, at most (fewer for large values: see `keys_for`).
+    pub max_calls: usize,
+    /// Repetitions.
+    pub repeat: u32,
+    /// Transports measured.
+    pub transports: Vec<TransportKind>,
+}
+
+/// The node process, killed when dropped.
+struct Node(Child);
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The node serves both transports; only this process's client forces one (the client
+/// initiates every transfer).
+fn spawn_node(master: &Endpoint, segment: usize) -> Result<Node, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut child = Command::new(exe)
+        .args(["node", "--master", &master.to_string()])
+        .args(["--store-size", &segment.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("cannot start the node: {e}"))?;
+    let mut line = String::new();
+    let out = child.stdout.take().ok_or("node without stdout")?;
+    BufReader::new(out)
+        .read_line(&mut line)
+        .map_err(|e| e.to_string())?;
+    if !line.starts_with("yuebing node ready ") {
+        let _ = child.kill();
+        return Err(format!("node did not start: {line:?}"));
+    }
+    Ok(Node(child))
+}
+
+/// One measurement: items moved, bytes, wall time and per-call latency.
+struct Sample {
+    items: u64,
+    bytes: u64,
+    elapsed: Duration,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+/// Times `calls` sequential calls of `op` (each moving `items` items of `size` bytes).
+async fn timed<F, Fut>(calls: usize, items: usize, size: usize, mut op: F) -> Result<Sample, String>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let mut hist =
+        Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 3).map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    for i in 0..calls {
+        let t = Instant::now();
+        op(i).await?;
+        hist.saturating_record(t.elapsed().as_nanos() as u64);
+    }
+    Ok(Sample {
+        items: (calls * items) as u64,
+        bytes: (calls * items * size) as u64,
+        elapsed: start.elapsed(),
+        p50_us: hist.value_at_quantile(0.5) as f64 / 1000.0,
+        p99_us: hist.value_at_quantile(0.99) as f64 / 1000.0,
+    })
+}
+
+/// Keys per measurement for `size`: at most `max_calls`, and no more than 80 % of the segment.
+fn keys_for(cfg: &StoreBenchConfig, size: usize) -> usize {
+    (cfg.segment / 5 * 4 / size).clamp(1, cfg.max_calls)
+}
+
+fn err(e: yuebing_store::Error) -> String {
+    format!("{e} (code {})", e.code())
+}
+
+/// The measurements of one size (and the small operations when `size` is 1 KiB) for one round.
+async fn round(
+    c: &Client,
+    src: &EngineBuffer,
+    dst: &EngineBuffer,
+    cfg: &StoreBenchConfig,
+    size: usize,
+    tag: &str,
+    out: &mut Vec<(String, Sample)>,
+) -> Result<(), String> {
+    let o = &Options::default();
+    let n = keys_for(cfg, size);
+    let batch = cfg.batch.min(n).max(1);
+    let key = |kind: &str, i: usize| format!("{tag}/{kind}/{size}/{i}");
+    let value = vec![0x5au8; size];
+    let clear = || drain(c);
+    let s = timed(n, 1, size, |i| {
+        let k = key("p", i);
+        async move {
+            c.put_from(&k, src.addr(), size as u64, o)
+                .await
+                .map_err(err)
+        }
+    })
+    .await?;
+    out.push((format!("put_from {}", label(size)), s));
+    let s = timed(n, 1, size, |i| {
+        let k = key("p", i);
+        async move {
+            c.get_into(&k, dst.addr(), size as u64, o)
+                .await
+                .map(|_| ())
+                .map_err(err)
+        }
+    })
+    .await?;
+    out.push((format!("get_into {}", label(size)), s));
+    let s = timed(n, 1, size, |i| {
+        let k = key("p", i);
+        async move { c.get(&k, o).await.map(|_| ()).map_err(err) }
+    })
+    .await?;
+    out.push((format!("get(bytes) {}", label(size)), s));
+    clear().await?;
+    let s = timed(n, 1, size, |i| {
+        let (k, v) = (key("b", i), &value);
+        async move { c.put(&k, v, o).await.map_err(err) }
+    })
+    .await?;
+    out.push((format!("put(bytes) {}", label(size)), s));
+    clear().await?;
+    if batch > 1 {
+        let calls = (n / batch).max(1);
+        let s = timed(calls, batch, size, |j| {
+            let keys: Vec<String> = (0..batch).map(|b| key("bb", j * batch + b)).collect();
+            let v = &value;
+            async move {
+                let items: Vec<(&str, &[u8])> = keys.iter().map(|k| (k.as_str(), &v[..])).collect();
+                check_all(c.batch_put(&items, o).await.map_err(err)?)
+            }
+        })
+        .await?;
+        out.push((format!("batch_put(bytes) {} x{batch}", label(size)), s));
+        let s = timed(calls, batch, size, |j| {
+            let keys: Vec<String> = (0..batch).map(|b| key("bb", j * batch + b)).collect();
+            async move {
+                let refs: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
+                check_all(c.batch_get(&refs, o).await.map_err(err)?)
+            }
+        })
+        .await?;
+        out.push((format!("batch_get(bytes) {} x{batch}", label(size)), s));
+        clear().await?;
+    }
+    Ok(())
+}
+
+/// exist (hit and miss) and batch exist on 1 KiB values.
+async fn small_ops(
+    c: &Client,
+    src: &EngineBuffer,
+    cfg: &StoreBenchConfig,
+    tag: &str,
+    out: &mut Vec<(String, Sample)>,
+) -> Result<(), String> {
+    let o = &Options::default();
+    let n = cfg.max_calls;
+    let key = |i: usize| format!("{tag}/small/{i}");
+    for i in 0..n {
+        c.put_from(&key(i), src.addr(), 1024, o)
+            .await
+            .map_err(err)?;
+    }
+    for (name, miss) in [("exist(hit) 1KiB", false), ("exist(miss) 1KiB", true)] {
+        let s = timed(n, 1, 0, |i| {
+            let k = if miss {
+                format!("{tag}/absent/{i}")
+            } else {
+                key(i)
+            };
+            async move {
+                match c.exist(&k, o).await.map_err(err)? {
+                    found if found != miss => Ok(()),
+                    _ => Err(format!("exist({k}) gave the wrong answer")),
+                }
+            }
+        })
+        .await?;
+        out.push((name.to_string(), s));
+    }
+    let b = cfg.batch.max(1);
+    let s = timed((n / b).max(1), b, 0, |j| {
+        let keys: Vec<String> = (0..b).map(|x| key((j * b + x) % n)).collect();
+        async move {
+            let refs: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
+            check_all(c.batch_exist(&refs, o).await.map_err(err)?)
+        }
+    })
+    .await?;
+    out.push((format!("batch_exist 1KiB x{b}"), s));
+    drain(c).await
+}
+
+/// Removes everything (untimed) and waits until the space held for leases is free again, so
+/// that the next measurement starts on an empty store and never triggers eviction.
+async fn drain(c: &Client) -> Result<(), String> {
+    let o = &Options::default();
+    c.remove_all(true, o).await.map_err(err)?;
+    let start = Instant::now();
+    while c.stats(o).await.map_err(err)?.bytes_used > 0 {
+        if start.elapsed() > Duration::from_secs(30) {
+            return Err("store space still held 30 s after remove_all".into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+fn check_all<T>(results: Vec<yuebing_store::Result<T>>) -> Result<(), String> {
+    results
+        .into_iter()
+        .try_for_each(|r| r.map(|_| ()).map_err(err))
+}
+
+fn label(n: usize) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{}MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{}KiB", n >> 10),
+        n => format!("{n}B"),
+    }
+}
+
+/// Runs the benchmark; `tick` is called after each size of each round.
+pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<Vec<Row>, String> {
+    let ep: Endpoint = "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?;
+    // Short leases: a forced remove_all holds leased space until the lease ends, and each
+    // measurement waits for the store to be empty before it starts.
+    let mut mcfg = MasterServerConfig::default();
+    mcfg.core.lease_ttl_ms = 2_000;
+    let master = RunningMaster::start(mcfg, &ep)
+        .await
+        .map_err(|e| e.to_string())?;
+    let addr = master.local_endpoint().clone();
+    let biggest = cfg.sizes.iter().copied().max().unwrap_or(1 << 20) * cfg.batch.max(1);
+    let mut samples: Vec<(String, String, Sample)> = Vec::new();
+    let _node = spawn_node(&addr, cfg.segment)?;
+    for &kind in &cfg.transports {
+        let client = Client::start(ClientConfig {
+            masters: vec![addr.clone()],
+            engine: EngineConfig {
+                transport: Some(kind),
+                ..EngineConfig::default()
+            },
+            ..ClientConfig::default()
+        })
+        .await
+        .map_err(err)?;
+        let src = client
+            .engine()
+            .allocate(biggest, true)
+            .map_err(|e| e.to_string())?;
+        let dst = client
+            .engine()
+            .allocate(biggest, true)
+            .map_err(|e| e.to_string())?;
+        let variant = format!("yuebing-{}", kind.name());
+        for rep in 0..cfg.repeat {
+            for &size in &cfg.sizes {
+                let mut out = Vec::new();
+                round(&client, &src, &dst, cfg, size, &format!("r{rep}"), &mut out).await?;
+                samples.extend(out.into_iter().map(|(case, s)| (case, variant.clone(), s)));
+                tick(&format!("{variant} {}", label(size)));
+            }
+            let mut out = Vec::new();
+            small_ops(&client, &src, cfg, &format!("r{rep}"), &mut out).await?;
+            samples.extend(out.into_iter().map(|(case, s)| (case, variant.clone(), s)));
+            tick(&format!("{variant} small operations"));
+        }
+    }
+    master.shutdown(Duration::from_secs(1)).await;
+    Ok(rows(&samples))
+}
+
+fn rows(samples: &[(String, String, Sample)]) -> Vec<Row> {
+    let mut keys: Vec<(&str, &str)> = Vec::new();
+    for (case, variant, _) in samples {
+        if !keys.contains(&(case.as_str(), variant.as_str())) {
+            keys.push((case, variant));
+        }
+    }
+    let mut out = Vec::new();
+    for (case, variant) in keys {
+        let of: Vec<&Sample> = samples
+            .iter()
+            .filter(|(c, v, _)| c == case && v == variant)
+            .map(|(_, _, s)| s)
+            .collect();
+        let stat = |f: &dyn Fn(&Sample) -> f64| {
+            median_spread(&of.iter().map(|s| f(s)).collect::<Vec<_>>())
+        };
+        if of.iter().any(|s| s.bytes > 0) {
+            out.push(Row::new(
+                case,
+                variant,
+                "GB/s",
+                stat(&|s| s.bytes as f64 / 1e9 / s.elapsed.as_secs_f64()),
+            ));
+        }
+        out.push(Row::new(
+            case,
+            variant,
+            "ops/s",
+            stat(&|s| s.items as f64 / s.elapsed.as_secs_f64()),
+        ));
+        out.push(Row::new(case, variant, "p50_us", stat(&|s| s.p50_us)));
+        out.push(Row::new(case, variant, "p99_us", stat(&|s| s.p99_us)));
+    }
+    out
+}
