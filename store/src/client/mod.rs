@@ -146,21 +146,7 @@ impl Client {
 
     /// Stores `value` under `key`. An existing key is `ObjectAlreadyExists`, its value unchanged.
     pub async fn put(&self, key: &str, value: &[u8], opts: &Options) -> Result<()> {
-        let until = self.until(opts);
-        let scratch = self
-            .inner
-            .staging
-            .get(&self.inner.engine, value.len() as u64)?;
-        scratch.fill(value)?;
-        let keep = Some(scratch.clone());
-        self.put_from_until(
-            key,
-            (scratch.addr(), value.len() as u64, keep),
-            opts,
-            until,
-            false,
-        )
-        .await
+        self.put_bytes(key, value, opts, false).await
     }
 
     /// Stores `len` bytes of registered memory at `addr` under `key`, without a copy.
@@ -171,21 +157,7 @@ impl Client {
 
     /// Stores `value` under `key`, replacing an existing value.
     pub async fn upsert(&self, key: &str, value: &[u8], opts: &Options) -> Result<()> {
-        let until = self.until(opts);
-        let scratch = self
-            .inner
-            .staging
-            .get(&self.inner.engine, value.len() as u64)?;
-        scratch.fill(value)?;
-        let keep = Some(scratch.clone());
-        self.put_from_until(
-            key,
-            (scratch.addr(), value.len() as u64, keep),
-            opts,
-            until,
-            true,
-        )
-        .await
+        self.put_bytes(key, value, opts, true).await
     }
 
     /// The value of `key`.
@@ -199,19 +171,7 @@ impl Client {
                 key,
             )
             .await?;
-        let scratch = self.inner.staging.get(&self.inner.engine, list.size)?;
-        self.read_object(
-            key,
-            &list,
-            sent,
-            scratch.addr(),
-            until,
-            Some(scratch.clone()),
-        )
-        .await?;
-        let mut out = vec![0u8; list.size as usize];
-        scratch.read(&mut out)?;
-        Ok(out)
+        self.read_to_vec(key, &list, sent, until).await
     }
 
     /// Reads `key` into registered memory at `addr` (room for `len` bytes), without a copy;
@@ -311,6 +271,33 @@ impl Client {
     {
         let call = self.inner.masters.call(|m| f(m, arg.to_string()));
         bounded(until, call).await
+    }
+
+    /// A put (or upsert) of plain bytes, through registered scratch memory.
+    async fn put_bytes(&self, key: &str, value: &[u8], opts: &Options, upsert: bool) -> Result<()> {
+        let until = self.until(opts);
+        let len = value.len() as u64;
+        let scratch = self.inner.staging.get(&self.inner.engine, len)?;
+        scratch.fill(value)?;
+        let place = (scratch.addr(), len, Some(scratch.clone()));
+        self.put_from_until(key, place, opts, until, upsert).await
+    }
+
+    /// Reads an object into scratch memory and returns a copy of its bytes.
+    pub(crate) async fn read_to_vec(
+        &self,
+        key: &str,
+        list: &ReplicaList,
+        sent: Instant,
+        until: Instant,
+    ) -> Result<Vec<u8>> {
+        let scratch = self.inner.staging.get(&self.inner.engine, list.size)?;
+        let keep = Some(scratch.clone());
+        self.read_object(key, list, sent, scratch.addr(), until, keep)
+            .await?;
+        let mut out = vec![0u8; list.size as usize];
+        scratch.read(&mut out)?;
+        Ok(out)
     }
 
     /// A put (or upsert) of `(addr, len)`, keeping `keep` alive while transfers may touch it.

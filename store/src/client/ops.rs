@@ -94,23 +94,10 @@ impl Client {
                 "",
             )
             .await?;
-        let engine = &self.inner.engine;
-        let reads = keys.iter().zip(lists).map(|(key, list)| async move {
-            let list = list?;
-            let scratch = self.inner.staging.get(engine, list.size)?;
-            self.read_object(
-                key,
-                &list,
-                sent,
-                scratch.addr(),
-                until,
-                Some(scratch.clone()),
-            )
-            .await?;
-            let mut out = vec![0u8; list.size as usize];
-            scratch.read(&mut out)?;
-            Ok(out)
-        });
+        let reads = keys
+            .iter()
+            .zip(lists)
+            .map(|(key, list)| async move { self.read_to_vec(key, &list?, sent, until).await });
         Ok(futures::future::join_all(reads).await)
     }
 
