@@ -181,7 +181,8 @@ fn bench_store_runs_a_node_and_reports_every_operation() {
     for case in [
         "put_from 4KiB",
         "get_into 64KiB",
-        "batch_get(bytes) 64KiB x4",
+        "batch_get_into 64KiB x4",
+        "batch_put_from 4KiB x4",
         "exist(miss) 1KiB",
         "batch_exist 1KiB x4",
     ] {

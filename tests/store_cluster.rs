@@ -107,6 +107,37 @@ async fn put_on_one_client_get_on_another_byte_exact_with_typed_errors() {
         (ex[0].clone().unwrap(), ex[1].clone().unwrap()),
         (true, false)
     );
+    // The zero-copy batch forms, with per-key results too.
+    let src = w.engine().allocate(3 * 4096, true).unwrap();
+    let data = pattern(3 * 4096, 77);
+    src.write_at(0, &data).unwrap();
+    let a = src.addr();
+    let items = [
+        ("z0", a, 4096),
+        ("k0", a + 4096, 4096),
+        ("z2", a + 8192, 4096),
+    ];
+    let res = w.batch_put_from(&items, NONE).await.unwrap();
+    let codes: Vec<i32> = res
+        .iter()
+        .map(|x| x.as_ref().map_or_else(|e| e.code(), |_| 0))
+        .collect();
+    assert_eq!(codes, [0, -705, 0]);
+    let dst = r.engine().allocate(8192, true).unwrap();
+    let d = dst.addr();
+    let got = r
+        .batch_get_into(&[("z2", d, 4096), ("z0", d + 4096, 100)], NONE)
+        .await
+        .unwrap();
+    assert_eq!(*got[0].as_ref().unwrap(), 4096);
+    assert_eq!(
+        got[1].as_ref().unwrap_err().code(),
+        -600,
+        "buffer too small"
+    );
+    let mut back = vec![0u8; 4096];
+    dst.read_at(0, &mut back).unwrap();
+    assert_eq!(back, data[8192..]);
     assert_eq!(r.get_size("k3", NONE).await.unwrap(), 5 << 20);
     w.upsert("b1", b"ONE!", NONE).await.unwrap();
     assert_eq!(r.get("b1", NONE).await.unwrap(), b"ONE!");

@@ -2,7 +2,7 @@
 //! `mooncake_store_bench.py` so the numbers compare: one `yuebing node` process holding the store
 //! space and a pure client (store size 0) in this process issuing the calls, one replica, one call
 //! at a time. Per value size: put_from / get_into (registered memory, zero copy), put / get
-//! (bytes), batch put / get; on 1 KiB values the small operations (put_from, get_into, exist
+//! (bytes), batch_put_from / batch_get_into; on 1 KiB values the small operations (put_from, get_into, exist
 //! hit and miss, batch exist). `--transport shm|tcp` forces how client and node talk.
 
 use std::io::{BufRead, BufReader};
@@ -162,25 +162,34 @@ async fn round(
     clear().await?;
     if batch > 1 {
         let calls = (n / batch).max(1);
-        let s = timed(calls, batch, size, |j| {
-            let keys: Vec<String> = (0..batch).map(|b| key("bb", j * batch + b)).collect();
-            let v = &value;
-            async move {
-                let items: Vec<(&str, &[u8])> = keys.iter().map(|k| (k.as_str(), &v[..])).collect();
-                check_all(c.batch_put(&items, o).await.map_err(err)?)
-            }
-        })
-        .await?;
-        out.push((format!("batch_put(bytes) {} x{batch}", label(size)), s));
+        // Item b of a batch comes from (goes to) src (dst) + b * size, like the peer's bench.
+        let at = |base: u64, b: usize| base + (b * size) as u64;
         let s = timed(calls, batch, size, |j| {
             let keys: Vec<String> = (0..batch).map(|b| key("bb", j * batch + b)).collect();
             async move {
-                let refs: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
-                check_all(c.batch_get(&refs, o).await.map_err(err)?)
+                let items: Vec<(&str, u64, u64)> = keys
+                    .iter()
+                    .enumerate()
+                    .map(|(b, k)| (k.as_str(), at(src.addr(), b), size as u64))
+                    .collect();
+                check_all(c.batch_put_from(&items, o).await.map_err(err)?)
             }
         })
         .await?;
-        out.push((format!("batch_get(bytes) {} x{batch}", label(size)), s));
+        out.push((format!("batch_put_from {} x{batch}", label(size)), s));
+        let s = timed(calls, batch, size, |j| {
+            let keys: Vec<String> = (0..batch).map(|b| key("bb", j * batch + b)).collect();
+            async move {
+                let items: Vec<(&str, u64, u64)> = keys
+                    .iter()
+                    .enumerate()
+                    .map(|(b, k)| (k.as_str(), at(dst.addr(), b), size as u64))
+                    .collect();
+                check_all(c.batch_get_into(&items, o).await.map_err(err)?)
+            }
+        })
+        .await?;
+        out.push((format!("batch_get_into {} x{batch}", label(size)), s));
         clear().await?;
     }
     Ok(())

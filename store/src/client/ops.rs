@@ -13,6 +13,30 @@ impl Client {
         items: &[(&str, &[u8])],
         opts: &Options,
     ) -> Result<Vec<Result<()>>> {
+        let items: Vec<(&str, Source<'_>)> =
+            items.iter().map(|(k, v)| (*k, Source::Bytes(v))).collect();
+        self.batch_put_sources(&items, opts).await
+    }
+
+    /// Stores each `(key, addr, len)` of registered memory, without a copy; one result per
+    /// item, in order.
+    pub async fn batch_put_from(
+        &self,
+        items: &[(&str, u64, u64)],
+        opts: &Options,
+    ) -> Result<Vec<Result<()>>> {
+        let items: Vec<(&str, Source<'_>)> = items
+            .iter()
+            .map(|&(k, addr, len)| (k, Source::Registered(addr, len)))
+            .collect();
+        self.batch_put_sources(&items, opts).await
+    }
+
+    async fn batch_put_sources(
+        &self,
+        items: &[(&str, Source<'_>)],
+        opts: &Options,
+    ) -> Result<Vec<Result<()>>> {
         let until = self.until(opts);
         let cfg = opts
             .put
@@ -20,7 +44,7 @@ impl Client {
             .unwrap_or_else(|| self.inner.cfg.put.clone());
         let starts: Vec<(String, u64)> = items
             .iter()
-            .map(|(k, v)| (k.to_string(), v.len() as u64))
+            .map(|(k, src)| (k.to_string(), src.len()))
             .collect();
         let placed = self
             .master(
@@ -36,17 +60,25 @@ impl Client {
         let writes = items
             .iter()
             .zip(placed)
-            .map(|((_, value), descs)| async move {
+            .map(|((_, source), descs)| async move {
                 let descs = match descs {
                     Ok(d) => d,
                     Err(e) => return Outcome::NotStarted(e),
                 };
-                let len = value.len() as u64;
+                let len = source.len();
                 let written = async {
-                    let scratch = self.inner.staging.get(engine, len)?;
-                    scratch.fill(value)?;
-                    self.write_replicas(scratch.addr(), len, &descs, until, Some(scratch.clone()))
-                        .await
+                    match source {
+                        Source::Bytes(value) => {
+                            let scratch = self.inner.staging.get(engine, len)?;
+                            scratch.fill(value)?;
+                            let keep = Some(scratch.clone());
+                            self.write_replicas(scratch.addr(), len, &descs, until, keep)
+                                .await
+                        }
+                        Source::Registered(addr, _) => {
+                            self.write_replicas(*addr, len, &descs, until, None).await
+                        }
+                    }
                 };
                 match written.await {
                     Ok(()) => Outcome::Written,
@@ -101,6 +133,45 @@ impl Client {
         Ok(futures::future::join_all(reads).await)
     }
 
+    /// Reads each `(key, addr, len)` into registered memory, without a copy; one result per key
+    /// (the object's size), in order. A buffer smaller than its object is `InvalidParams` for
+    /// that key and nothing is written there.
+    pub async fn batch_get_into(
+        &self,
+        items: &[(&str, u64, u64)],
+        opts: &Options,
+    ) -> Result<Vec<Result<u64>>> {
+        let until = self.until(opts);
+        let sent = Instant::now();
+        let owned: Vec<String> = items.iter().map(|(k, _, _)| k.to_string()).collect();
+        let lists = self
+            .master(
+                until,
+                |m, _| {
+                    let owned = owned.clone();
+                    async move { m.batch_get_replica_list(owned).await }
+                },
+                "",
+            )
+            .await?;
+        let reads = items
+            .iter()
+            .zip(lists)
+            .map(|(&(key, addr, len), list)| async move {
+                let list = list?;
+                if list.size > len {
+                    return Err(Error::params(format!(
+                        "buffer of {len} bytes is smaller than {key:?} ({} bytes)",
+                        list.size
+                    )));
+                }
+                self.read_object(key, &list, sent, addr, until, None)
+                    .await?;
+                Ok(list.size)
+            });
+        Ok(futures::future::join_all(reads).await)
+    }
+
     /// Whether each key exists; one result per key.
     pub async fn batch_exist(&self, keys: &[&str], opts: &Options) -> Result<Vec<Result<bool>>> {
         let owned: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
@@ -139,6 +210,23 @@ impl Client {
             "",
         )
         .await
+    }
+}
+
+/// Where one item of a batch put comes from.
+enum Source<'a> {
+    /// Plain bytes, copied into registered scratch memory first.
+    Bytes(&'a [u8]),
+    /// Registered memory: address and length.
+    Registered(u64, u64),
+}
+
+impl Source<'_> {
+    fn len(&self) -> u64 {
+        match self {
+            Source::Bytes(v) => v.len() as u64,
+            Source::Registered(_, len) => *len,
+        }
     }
 }
 
