@@ -187,12 +187,7 @@ impl Client {
                 key,
             )
             .await?;
-        if list.size > len {
-            return Err(Error::params(format!(
-                "buffer of {len} bytes is smaller than {key:?} ({} bytes)",
-                list.size
-            )));
-        }
+        fits(key, &list, len)?;
         self.read_object(key, &list, sent, addr, until, None)
             .await?;
         Ok(list.size)
@@ -472,6 +467,17 @@ impl Drop for InFlight {
             });
         }
     }
+}
+
+/// A buffer of `len` bytes must hold the whole object, or nothing is read into it.
+pub(crate) fn fits(key: &str, list: &ReplicaList, len: u64) -> Result<()> {
+    if list.size > len {
+        return Err(Error::params(format!(
+            "buffer of {len} bytes is smaller than {key:?} ({} bytes)",
+            list.size
+        )));
+    }
+    Ok(())
 }
 
 /// Runs `f` until `until`; `Timeout` after.

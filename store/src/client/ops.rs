@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use super::{Client, Options};
 use crate::error::{Error, Result};
+use crate::master::ReplicaList;
 
 impl Client {
     /// Stores each `(key, value)`; one result per item, in order.
@@ -114,18 +115,7 @@ impl Client {
     /// The value of each key; one result per key, in order.
     pub async fn batch_get(&self, keys: &[&str], opts: &Options) -> Result<Vec<Result<Vec<u8>>>> {
         let until = self.until(opts);
-        let sent = Instant::now();
-        let owned: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-        let lists = self
-            .master(
-                until,
-                |m, _| {
-                    let owned = owned.clone();
-                    async move { m.batch_get_replica_list(owned).await }
-                },
-                "",
-            )
-            .await?;
+        let (sent, lists) = self.replica_lists(keys.iter().copied(), until).await?;
         let reads = keys
             .iter()
             .zip(lists)
@@ -142,8 +132,30 @@ impl Client {
         opts: &Options,
     ) -> Result<Vec<Result<u64>>> {
         let until = self.until(opts);
+        let (sent, lists) = self
+            .replica_lists(items.iter().map(|(k, _, _)| *k), until)
+            .await?;
+        let reads = items
+            .iter()
+            .zip(lists)
+            .map(|(&(key, addr, len), list)| async move {
+                let list = list?;
+                super::fits(key, &list, len)?;
+                self.read_object(key, &list, sent, addr, until, None)
+                    .await?;
+                Ok(list.size)
+            });
+        Ok(futures::future::join_all(reads).await)
+    }
+
+    /// One `batch_get_replica_list` for `keys` (granting their leases), and when it was sent.
+    async fn replica_lists<'k>(
+        &self,
+        keys: impl Iterator<Item = &'k str>,
+        until: Instant,
+    ) -> Result<(Instant, Vec<Result<ReplicaList>>)> {
         let sent = Instant::now();
-        let owned: Vec<String> = items.iter().map(|(k, _, _)| k.to_string()).collect();
+        let owned: Vec<String> = keys.map(str::to_string).collect();
         let lists = self
             .master(
                 until,
@@ -154,22 +166,7 @@ impl Client {
                 "",
             )
             .await?;
-        let reads = items
-            .iter()
-            .zip(lists)
-            .map(|(&(key, addr, len), list)| async move {
-                let list = list?;
-                if list.size > len {
-                    return Err(Error::params(format!(
-                        "buffer of {len} bytes is smaller than {key:?} ({} bytes)",
-                        list.size
-                    )));
-                }
-                self.read_object(key, &list, sent, addr, until, None)
-                    .await?;
-                Ok(list.size)
-            });
-        Ok(futures::future::join_all(reads).await)
+        Ok((sent, lists))
     }
 
     /// Whether each key exists; one result per key.
