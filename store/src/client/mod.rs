@@ -460,11 +460,18 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         if let Some(batch) = self.batch.take() {
             let (engine, keep) = (self.engine.clone(), self.keep.take());
-            tokio::spawn(async move {
-                let _ = engine.wait(batch).await;
-                let _ = engine.free_batch(batch);
-                drop(keep);
-            });
+            match tokio::runtime::Handle::try_current() {
+                Ok(handle) => {
+                    handle.spawn(async move {
+                        let _ = engine.wait(batch).await;
+                        let _ = engine.free_batch(batch);
+                        drop(keep);
+                    });
+                }
+                // No runtime to wait on (dropped during shutdown): leak the scratch memory
+                // rather than free it under a transfer that may still be running.
+                Err(_) => std::mem::forget(keep),
+            }
         }
     }
 }
