@@ -6,34 +6,39 @@ fn yuebing() -> Command {
     Command::new(env!("CARGO_BIN_EXE_yuebing"))
 }
 
-#[test]
-fn bench_rpc_writes_the_table_and_json() {
+/// Runs `yuebing ARGS --json FILE`, asserts success, and returns its stdout and the JSON.
+fn bench_json(args: &[&str]) -> (String, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("rpc.json");
+    let json = dir.path().join("bench.json");
     let out = yuebing()
-        .args([
-            "bench",
-            "rpc",
-            "--repeat",
-            "1",
-            "--duration-ms",
-            "30",
-            "--warmup-ms",
-            "0",
-        ])
+        .args(args)
         .arg("--json")
         .arg(&json)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let doc = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (stdout, doc)
+}
+
+#[test]
+fn bench_rpc_writes_the_table_and_json() {
+    let (stdout, doc) = bench_json(&[
+        "bench",
+        "rpc",
+        "--repeat",
+        "1",
+        "--duration-ms",
+        "30",
+        "--warmup-ms",
+        "0",
+    ]);
     assert!(stdout.contains("yuebing-pool(1)+attachment"), "{stdout}");
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(doc["bench"], "rpc");
     let rows = doc["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 22, "every case and variant, attachments twice");
@@ -71,32 +76,20 @@ fn settings_come_from_the_config_file_and_bad_files_fail_clearly() {
 
 #[test]
 fn bench_transfer_runs_both_transports_against_their_baselines() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("transfer.json");
-    let out = yuebing()
-        .args([
-            "bench",
-            "transfer",
-            "--repeat",
-            "1",
-            "--duration-ms",
-            "40",
-            "--warmup-ms",
-            "0",
-        ])
-        .args(["--blocks", "4K,64K", "--batches", "1,4"])
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (stdout, doc) = bench_json(&[
+        "bench",
+        "transfer",
+        "--repeat",
+        "1",
+        "--duration-ms",
+        "40",
+        "--warmup-ms",
+        "0",
+        "--blocks",
+        "4K,64K",
+        "--batches",
+        "1,4",
+    ]);
     let rows = doc["rows"].as_array().unwrap();
     let has = |variant: &str, baseline: &str| {
         rows.iter().any(|r| {
@@ -127,23 +120,20 @@ fn bad_bench_arguments_are_usage_errors() {
 
 #[test]
 fn bench_master_reports_rates_memory_and_ratios() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("master.json");
-    let out = yuebing()
-        .args(["bench", "master", "--objects", "20000", "--repeat", "1"])
-        .args(["--duration-ms", "50", "--warmup-ms", "0", "--inflight", "4"])
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (_, doc) = bench_json(&[
+        "bench",
+        "master",
+        "--objects",
+        "20000",
+        "--repeat",
+        "1",
+        "--duration-ms",
+        "50",
+        "--warmup-ms",
+        "0",
+        "--inflight",
+        "4",
+    ]);
     assert_eq!(doc["bench"], "master");
     let rows = doc["rows"].as_array().unwrap();
     let find = |variant: &str, metric: &str| {
@@ -159,24 +149,22 @@ fn bench_master_reports_rates_memory_and_ratios() {
 
 #[test]
 fn bench_store_runs_a_node_and_reports_every_operation() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("store.json");
-    let out = yuebing()
-        .args(["bench", "store", "--sizes", "4K,64K", "--batch", "4"])
-        .args(["--segment", "16M", "--max-calls", "16", "--repeat", "1"])
-        .args(["--transport", "tcp"])
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (_, doc) = bench_json(&[
+        "bench",
+        "store",
+        "--sizes",
+        "4K,64K",
+        "--batch",
+        "4",
+        "--segment",
+        "16M",
+        "--max-calls",
+        "16",
+        "--repeat",
+        "1",
+        "--transport",
+        "tcp",
+    ]);
     let rows = doc["rows"].as_array().unwrap();
     for case in [
         "put_from 4KiB",

@@ -162,29 +162,21 @@ async fn round(
     clear().await?;
     if batch > 1 {
         let calls = (n / batch).max(1);
-        // Item b of a batch comes from (goes to) src (dst) + b * size, like the peer's bench.
-        let at = |base: u64, b: usize| base + (b * size) as u64;
+        let keys =
+            |j: usize| -> Vec<String> { (0..batch).map(|b| key("bb", j * batch + b)).collect() };
         let s = timed(calls, batch, size, |j| {
-            let keys: Vec<String> = (0..batch).map(|b| key("bb", j * batch + b)).collect();
+            let keys = keys(j);
             async move {
-                let items: Vec<(&str, u64, u64)> = keys
-                    .iter()
-                    .enumerate()
-                    .map(|(b, k)| (k.as_str(), at(src.addr(), b), size as u64))
-                    .collect();
+                let items = at_offsets(&keys, src.addr(), size);
                 check_all(c.batch_put_from(&items, o).await.map_err(err)?)
             }
         })
         .await?;
         out.push((format!("batch_put_from {} x{batch}", label(size)), s));
         let s = timed(calls, batch, size, |j| {
-            let keys: Vec<String> = (0..batch).map(|b| key("bb", j * batch + b)).collect();
+            let keys = keys(j);
             async move {
-                let items: Vec<(&str, u64, u64)> = keys
-                    .iter()
-                    .enumerate()
-                    .map(|(b, k)| (k.as_str(), at(dst.addr(), b), size as u64))
-                    .collect();
+                let items = at_offsets(&keys, dst.addr(), size);
                 check_all(c.batch_get_into(&items, o).await.map_err(err)?)
             }
         })
@@ -254,6 +246,14 @@ async fn drain(c: &Client) -> Result<(), String> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Ok(())
+}
+
+/// Item b of a batch comes from (goes to) `base + b * size`, like the peer's bench.
+fn at_offsets(keys: &[String], base: u64, size: usize) -> Vec<(&str, u64, u64)> {
+    keys.iter()
+        .enumerate()
+        .map(|(b, k)| (k.as_str(), base + (b * size) as u64, size as u64))
+        .collect()
 }
 
 fn check_all<T>(results: Vec<yuebing_store::Result<T>>) -> Result<(), String> {

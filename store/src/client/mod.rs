@@ -163,14 +163,7 @@ impl Client {
     /// The value of `key`.
     pub async fn get(&self, key: &str, opts: &Options) -> Result<Vec<u8>> {
         let until = self.until(opts);
-        let sent = Instant::now();
-        let list = self
-            .master(
-                until,
-                |m, k| async move { m.get_replica_list(&k).await },
-                key,
-            )
-            .await?;
+        let (sent, list) = self.replica_list(key, until).await?;
         self.read_to_vec(key, &list, sent, until).await
     }
 
@@ -179,14 +172,7 @@ impl Client {
     /// nothing is written.
     pub async fn get_into(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<u64> {
         let until = self.until(opts);
-        let sent = Instant::now();
-        let list = self
-            .master(
-                until,
-                |m, k| async move { m.get_replica_list(&k).await },
-                key,
-            )
-            .await?;
+        let (sent, list) = self.replica_list(key, until).await?;
         fits(key, &list, len)?;
         self.read_object(key, &list, sent, addr, until, None)
             .await?;
@@ -266,6 +252,20 @@ impl Client {
     {
         let call = self.inner.masters.call(|m| f(m, arg.to_string()));
         bounded(until, call).await
+    }
+
+    /// `get_replica_list` for `key` (granting its lease), and when it was sent: the lease
+    /// counts from then.
+    async fn replica_list(&self, key: &str, until: Instant) -> Result<(Instant, ReplicaList)> {
+        let sent = Instant::now();
+        let list = self
+            .master(
+                until,
+                |m, k| async move { m.get_replica_list(&k).await },
+                key,
+            )
+            .await?;
+        Ok((sent, list))
     }
 
     /// A put (or upsert) of plain bytes, through registered scratch memory.

@@ -110,13 +110,7 @@ impl Master {
                 if !force {
                     return Err(Error::WriteInProgress { key: key.into() });
                 }
-                self.commit(
-                    now,
-                    Record::WriteRevoke {
-                        key: key.into(),
-                        hold: true,
-                    },
-                );
+                self.revoke_held(now, key);
                 Ok(())
             }
             None => Err(Error::ObjectNotFound { key: key.into() }),

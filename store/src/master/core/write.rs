@@ -73,13 +73,7 @@ impl Master {
         match self.writes.get(key) {
             Some(w) if w.client != client => Err(Error::IllegalClient { key: key.into() }),
             Some(_) => {
-                self.commit(
-                    now,
-                    Record::WriteRevoke {
-                        key: key.into(),
-                        hold: true,
-                    },
-                );
+                self.revoke_held(now, key);
                 Ok(())
             }
             None if self.objects.contains_key(key) => Err(Error::InvalidWrite {
@@ -245,14 +239,15 @@ impl Master {
                 Error::ObjectAlreadyExists { key: key.into() }
             });
         }
-        self.commit(
-            now,
-            Record::WriteRevoke {
-                key: key.into(),
-                hold: true,
-            },
-        );
+        self.revoke_held(now, key);
         Ok(())
+    }
+
+    /// Revokes the write of `key`, holding its space until the write's release time (its
+    /// writer, or bytes of its transfers, may still land there).
+    pub(crate) fn revoke_held(&mut self, now: Millis, key: &str) {
+        let key = key.into();
+        self.commit(now, Record::WriteRevoke { key, hold: true });
     }
 
     /// Places the replicas; when fewer nodes than wanted had room, evicts once and retries.
