@@ -179,6 +179,8 @@ enum CliError {
     Output { path: String, reason: String },
     #[error(transparent)]
     Store(#[from] yuebing::store::Error),
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl CliError {
@@ -190,6 +192,7 @@ impl CliError {
             CliError::Demo(_) => "DemoFailed",
             CliError::Output { .. } => "OutputError",
             CliError::Store(e) => e.name(),
+            CliError::Internal(_) => "InternalError",
         }
     }
 
@@ -402,7 +405,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(async {
+    // The command runs as a task on the runtime's workers, not on this thread (which only
+    // blocks on it): otherwise every hand-over between the command and the tasks it talks to
+    // (rpc connections, the engine, an in-process master) would cross threads, and each such
+    // wake-up costs tens of microseconds on small machines.
+    let command = async move {
         let file = ConfigFile::load(cli.config.as_deref())?;
         match cli.command {
             Command::Demo(args) => {
@@ -424,6 +431,17 @@ fn main() -> ExitCode {
             Command::BenchTarget { bind, len } => transfer::target::run(bind, len)
                 .await
                 .map_err(CliError::Bench),
+        }
+    };
+    let result = runtime.block_on(async {
+        match tokio::spawn(command).await {
+            Ok(r) => r,
+            Err(e) => match e.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                Err(e) => Err(CliError::Internal(format!(
+                    "the command was cancelled: {e}"
+                ))),
+            },
         }
     });
     match result {

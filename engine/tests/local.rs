@@ -179,3 +179,30 @@ async fn cancel_and_deadline_end_stuck_transfers() {
         started.elapsed()
     );
 }
+
+/// A small submit that needs no waiting (a same-process copy) runs on the caller's thread and
+/// is final when `submit` returns; a large one goes on as a task and completes all the same.
+/// (On a current-thread runtime no other thread could have run it in between.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_small_copy_is_final_when_submit_returns_and_a_large_one_goes_on_as_a_task() {
+    let e = engine();
+    let a = e.allocate(16 << 20, false).unwrap();
+    let own = e.own_segment();
+    a.write_at(0, &[7u8; 4096]).unwrap();
+    let small = e.allocate_batch(1).unwrap();
+    let to = a.addr() + (8 << 20);
+    e.submit(small, &[TransferRequest::write(a.addr(), own, to, 4096)])
+        .unwrap();
+    assert_eq!(e.status(small).unwrap().state, TaskState::Completed);
+    let mut back = vec![0u8; 4096];
+    a.read_at(8 << 20, &mut back).unwrap();
+    assert_eq!(back, vec![7u8; 4096]);
+
+    let large = e.allocate_batch(1).unwrap();
+    e.submit(large, &[TransferRequest::write(a.addr(), own, to, 4 << 20)])
+        .unwrap();
+    assert!(!e.status(large).unwrap().state.is_final());
+    assert_eq!(e.wait(large).await.unwrap().state, TaskState::Completed);
+    e.free_batch(small).unwrap();
+    e.free_batch(large).unwrap();
+}

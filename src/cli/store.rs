@@ -66,7 +66,7 @@ pub async fn run(mut cfg: ClientConfig, cmd: StoreCmd) -> yuebing_store::Result<
     cfg.staging_size = 0;
     let client = Client::start(cfg).await?;
     let opts = Options::default();
-    let mut out = std::io::stdout().lock();
+    let mut out = std::io::stdout();
     match cmd {
         StoreCmd::Put {
             key,
