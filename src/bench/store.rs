@@ -1,22 +1,19 @@
 //! `yuebing bench store`: the store's data path, shaped like the Mooncake peer's
-//! `mooncake_store_bench.py` so the numbers compare: one `yuebing node` process holding the store
-//! space and a pure client (store size 0) in this process issuing the calls, one replica, one call
+//! `mooncake_store_bench.py` so the numbers compare: a `yuebing master` process, one `yuebing
+//! node` process holding the store space, and a pure client (store size 0) in this process issuing the calls, one replica, one call
 //! at a time. Per value size: put_from / get_into (registered memory, zero copy), put / get
 //! (bytes), batch_put_from / batch_get_into; on 1 KiB values the small operations (put_from, get_into, exist
 //! hit and miss, batch exist). `--transport shm|tcp` forces how client and node talk.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use yuebing_engine::{EngineBuffer, EngineConfig, TransportKind};
-use yuebing_rpc::Endpoint;
-use yuebing_store::master::{MasterServerConfig, RunningMaster};
 use yuebing_store::{Client, ClientConfig, Options};
 
 use super::harness::median_spread;
 use super::report::Row;
+use crate::cli::child::ChildProcess;
 
 /// Settings of one run.
 #[derive(Debug, Clone)]
@@ -33,39 +30,6 @@ pub struct StoreBenchConfig {
     pub repeat: u32,
     /// Transports measured.
     pub transports: Vec<TransportKind>,
-}
-
-/// The node process, killed when dropped.
-struct Node(Child);
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The node serves both transports; only this process's client forces one (the client
-/// initiates every transfer).
-fn spawn_node(master: &Endpoint, segment: usize) -> Result<Node, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut child = Command::new(exe)
-        .args(["node", "--master", &master.to_string()])
-        .args(["--store-size", &segment.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| format!("cannot start the node: {e}"))?;
-    let mut line = String::new();
-    let out = child.stdout.take().ok_or("node without stdout")?;
-    BufReader::new(out)
-        .read_line(&mut line)
-        .map_err(|e| e.to_string())?;
-    if !line.starts_with("yuebing node ready ") {
-        let _ = child.kill();
-        return Err(format!("node did not start: {line:?}"));
-    }
-    Ok(Node(child))
 }
 
 /// One measurement: items moved, bytes, wall time and per-call latency.
@@ -272,18 +236,13 @@ fn label(n: usize) -> String {
 
 /// Runs the benchmark; `tick` is called after each size of each round.
 pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<Vec<Row>, String> {
-    let ep: Endpoint = "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?;
+    // The master runs in its own process, as `mooncake_master` does in the peer's bench.
     // Short leases: a forced remove_all holds leased space until the lease ends, and each
     // measurement waits for the store to be empty before it starts.
-    let mut mcfg = MasterServerConfig::default();
-    mcfg.core.lease_ttl_ms = 2_000;
-    let master = RunningMaster::start(mcfg, &ep)
-        .await
-        .map_err(|e| e.to_string())?;
-    let addr = master.local_endpoint().clone();
+    let (_master, addr) = ChildProcess::master(&["--lease-ttl-ms", "2000"]).await?;
     let biggest = cfg.sizes.iter().copied().max().unwrap_or(1 << 20) * cfg.batch.max(1);
     let mut samples: Vec<(String, String, Sample)> = Vec::new();
-    let _node = spawn_node(&addr, cfg.segment)?;
+    let _node = ChildProcess::node(&addr, &cfg.segment.to_string(), None).await?;
     for &kind in &cfg.transports {
         let client = Client::start(ClientConfig {
             masters: vec![addr.clone()],
@@ -317,7 +276,6 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
             tick(&format!("{variant} small operations"));
         }
     }
-    master.shutdown(Duration::from_secs(1)).await;
     Ok(rows(&samples))
 }
 

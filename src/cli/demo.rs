@@ -2,8 +2,6 @@
 //! processes on 127.0.0.1, 1000 objects of 4 KiB … 16 MiB (log-uniform) put with 2 replicas by
 //! one client, read back and checked by another, one node SIGKILLed, everything read again.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -14,6 +12,7 @@ use yuebing_rpc::Endpoint;
 use yuebing_store::master::{MasterServerConfig, PutConfig, RunningMaster};
 use yuebing_store::{Client, ClientConfig, Options};
 
+use super::child::ChildProcess;
 use crate::bench::transfer::parse_size;
 
 /// Flags of `yuebing demo`.
@@ -43,60 +42,6 @@ pub struct DemoArgs {
     /// Force a transport between processes: tcp or shm (default: chosen per peer).
     #[arg(long)]
     pub transport: Option<String>,
-}
-
-/// A node process, killed and reaped when dropped.
-struct NodeProcess {
-    child: Child,
-    name: String,
-}
-
-impl NodeProcess {
-    fn spawn(
-        master: &Endpoint,
-        size: &str,
-        transport: Option<&str>,
-    ) -> Result<NodeProcess, String> {
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let mut cmd = Command::new(exe);
-        cmd.args([
-            "node",
-            "--master",
-            &master.to_string(),
-            "--store-size",
-            size,
-        ]);
-        if let Some(t) = transport {
-            cmd.args(["--transport", t]);
-        }
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("cannot start a node: {e}"))?;
-        let mut line = String::new();
-        let stdout = child.stdout.take().ok_or("node without stdout")?;
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .map_err(|e| e.to_string())?;
-        let name = line
-            .trim()
-            .strip_prefix("yuebing node ready ")
-            .ok_or_else(|| format!("node did not start: {line:?}"))?
-            .to_string();
-        Ok(NodeProcess { child, name })
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for NodeProcess {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
 
 /// What one phase measured.
@@ -192,9 +137,10 @@ pub async fn run(args: DemoArgs, bar: ProgressBar) -> Result<String, String> {
         "master on {addr}; starting {} nodes of {} each",
         args.nodes, args.store_size
     ));
-    let mut nodes = (0..args.nodes)
-        .map(|_| NodeProcess::spawn(&addr, &args.store_size, args.transport.as_deref()))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut nodes = Vec::with_capacity(args.nodes);
+    for _ in 0..args.nodes {
+        nodes.push(ChildProcess::node(&addr, &args.store_size, args.transport.as_deref()).await?);
+    }
     let client_cfg = || ClientConfig {
         masters: vec![addr.clone()],
         ..ClientConfig::default()
@@ -251,7 +197,7 @@ pub async fn run(args: DemoArgs, bar: ProgressBar) -> Result<String, String> {
     };
     let gets = check("get (second client)").await;
     let victim = nodes.first_mut().ok_or("no nodes")?;
-    let victim_name = victim.name.clone();
+    let victim_name = victim.announced.clone();
     victim.kill();
     bar.println(format!("killed node {victim_name} (SIGKILL)"));
     let after = check("get after the kill").await;

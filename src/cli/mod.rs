@@ -1,6 +1,8 @@
 //! Subcommands of the `yuebing` tool that live in the library (so tests and benches can reuse
-//! their settings resolution): `master`, `node`, `store …`, `demo`.
+//! their settings resolution): `master`, `node`, `store …`, `demo`,
+//! and the child processes (master, nodes) the demo and `bench store` start.
 
+pub mod child;
 pub mod client_args;
 pub mod demo;
 pub mod master;

@@ -164,7 +164,10 @@ pub async fn run(
     let max_batch = cfg.batches.iter().copied().max().ok_or("no batch size")?;
     let region = max_block * max_batch * cfg.threads.max(1);
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let target = TargetProcess::spawn(&exe, region)?;
+    // Started from the blocking pool: it waits for the target's announcement.
+    let target = tokio::task::spawn_blocking(move || TargetProcess::spawn(&exe, region))
+        .await
+        .map_err(|e| e.to_string())??;
     let engine = TransferEngine::start(EngineConfig::default())
         .await
         .map_err(|e| e.to_string())?;

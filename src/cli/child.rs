@@ -1,0 +1,98 @@
+//! `yuebing` child processes started by the demo and `bench store` (a master, nodes): each is
+//! started, waited for until it announces itself, and killed and reaped when dropped.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use yuebing_rpc::Endpoint;
+
+/// A running child process and what it announced.
+pub struct ChildProcess {
+    child: Child,
+    /// The rest of its ready line: a node's segment name, a master's address.
+    pub announced: String,
+}
+
+impl ChildProcess {
+    /// Starts `yuebing ARGS…` and waits for its first line, which must start with `ready`. The
+    /// wait runs on the blocking pool: a node mounts its space at a master that may be served
+    /// by this very runtime, which must stay free to answer it.
+    pub async fn start(args: Vec<String>, ready: &'static str) -> Result<ChildProcess, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut cmd = Command::new(exe);
+        cmd.args(&args);
+        tokio::task::spawn_blocking(move || ChildProcess::spawn(cmd, ready))
+            .await
+            .map_err(|e| format!("cannot start {args:?}: {e}"))?
+    }
+
+    /// `yuebing node` with `size` of store space for `master`.
+    pub async fn node(
+        master: &Endpoint,
+        size: &str,
+        transport: Option<&str>,
+    ) -> Result<ChildProcess, String> {
+        let mut args: Vec<String> = [
+            "node",
+            "--master",
+            &master.to_string(),
+            "--store-size",
+            size,
+        ]
+        .map(String::from)
+        .into();
+        if let Some(t) = transport {
+            args.extend(["--transport".to_string(), t.to_string()]);
+        }
+        ChildProcess::start(args, "yuebing node ready ").await
+    }
+
+    /// `yuebing master` on an ephemeral port of 127.0.0.1 with `extra` flags; its address.
+    pub async fn master(extra: &[&str]) -> Result<(ChildProcess, Endpoint), String> {
+        let mut args: Vec<String> = ["master", "--port", "0"].map(String::from).into();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let child = ChildProcess::start(args, "yuebing master ready on ").await?;
+        let addr = child
+            .announced
+            .parse()
+            .map_err(|e| format!("master announced {:?}: {e}", child.announced))?;
+        Ok((child, addr))
+    }
+
+    fn spawn(mut cmd: Command, ready: &str) -> Result<ChildProcess, String> {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
+        // From here on dropping `proc` kills the child, on every early return too.
+        let stdout = child.stdout.take();
+        let mut proc = ChildProcess {
+            child,
+            announced: String::new(),
+        };
+        let mut line = String::new();
+        BufReader::new(stdout.ok_or("child without stdout")?)
+            .read_line(&mut line)
+            .map_err(|e| e.to_string())?;
+        proc.announced = line
+            .trim()
+            .strip_prefix(ready.trim_end())
+            .map(str::trim)
+            .ok_or_else(|| format!("{cmd:?} did not start: {line:?}"))?
+            .to_string();
+        Ok(proc)
+    }
+
+    /// Kills the process (SIGKILL) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
