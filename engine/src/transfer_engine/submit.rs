@@ -117,7 +117,8 @@ impl TransferEngine {
     }
 
     /// Validates every request, then starts them all; nothing starts if one is invalid.
-    /// Returns the indices of the new tasks in the batch.
+    /// Returns the indices of the new tasks in the batch. A small submit may already be final
+    /// when this returns (see `launch`); [`wait`](Self::wait) answers at once then.
     pub fn submit(
         &self,
         batch: BatchId,

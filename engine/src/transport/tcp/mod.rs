@@ -34,8 +34,11 @@ use crate::segment::SegmentDescriptor;
 /// Size of the buffers that gather small requests and acks into one syscall.
 pub(crate) const IO_BUFFER: usize = 256 << 10;
 
-/// Smallest slice a task is cut into for spreading over connections.
-const MIN_SLICE: u64 = 256 << 10;
+/// Smallest slice a task is cut into for spreading over connections. A socket's copies already
+/// run on two cores (the sender's into the socket, the receiver's out of it), so cutting a lone
+/// 1 MiB task over several connections only added hand-overs: one slice ran it at 2.7–2.8
+/// instead of 1.9–2.0 GB/s here, with 0.48 instead of 0.8 CPU seconds per GB.
+const MIN_SLICE: u64 = 1 << 20;
 
 /// Settings of the tcp transport.
 #[derive(Debug, Clone)]
@@ -43,7 +46,7 @@ pub struct TcpConfig {
     /// Data connections per peer.
     pub connections: usize,
     /// Largest slice of a task on the wire. A task is cut into at most `connections` slices of
-    /// at least 256 KiB each, up to this size.
+    /// at least 1 MiB each, up to this size.
     pub slice_size: u64,
     /// Bytes in flight to one peer at most.
     pub max_in_flight_bytes: u64,
