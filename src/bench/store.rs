@@ -1,9 +1,10 @@
 //! `yuebing bench store`: the store's data path, shaped like the Mooncake peer's
 //! `mooncake_store_bench.py` so the numbers compare: a `yuebing master` process, one `yuebing
-//! node` process holding the store space, and a pure client (store size 0) in this process issuing the calls, one replica, one call
-//! at a time. Per value size: put_from / get_into (registered memory, zero copy), put / get
-//! (bytes), batch_put_from / batch_get_into; on 1 KiB values the small operations (put_from, get_into, exist
-//! hit and miss, batch exist). `--transport shm|tcp` forces how client and node talk.
+//! node` process holding the store space, and a pure client (store size 0) in this process
+//! issuing the calls, one replica, one call at a time. Per value size: put_from / get_into
+//! (registered memory, zero copy), put / get (bytes), batch_put_from / batch_get_into; on 1 KiB
+//! values the small operations (put_from, get_into, exist hit and miss, batch exist).
+//! `--transport shm|tcp` forces how client and node talk.
 
 use std::time::{Duration, Instant};
 
@@ -242,6 +243,8 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
     let (_master, addr) = ChildProcess::master(&["--lease-ttl-ms", "2000"]).await?;
     let biggest = cfg.sizes.iter().copied().max().unwrap_or(1 << 20) * cfg.batch.max(1);
     let mut samples: Vec<(String, String, Sample)> = Vec::new();
+    // The node serves both transports; only this process's client forces one (the client
+    // initiates every transfer).
     let _node = ChildProcess::node(&addr, &cfg.segment.to_string(), None).await?;
     for &kind in &cfg.transports {
         let client = Client::start(ClientConfig {
