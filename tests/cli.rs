@@ -182,3 +182,23 @@ fn bench_store_runs_a_node_and_reports_every_operation() {
     }
     assert!(rows.iter().all(|r| r["value"].as_f64().unwrap() > 0.0));
 }
+
+/// The demo starts its nodes while its own runtime serves their master: on a runtime with one
+/// worker (a one-core machine) starting a node must not block that worker, or the node's
+/// mount times out.
+#[test]
+fn the_demo_runs_on_a_one_worker_runtime() {
+    let out = yuebing()
+        .env("TOKIO_WORKER_THREADS", "1")
+        .args(["demo", "--nodes", "2", "--store-size", "32M"])
+        .args(["--objects", "20", "--min", "4K", "--max", "64K"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("every object still readable"), "{stdout}");
+}
