@@ -398,7 +398,19 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Runtime::new() {
+    let file = match ConfigFile::load(cli.config.as_deref()) {
+        Ok(f) => f,
+        Err(e) => return fail(e.into()),
+    };
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    if let Command::Master(args) = &cli.command {
+        match args.worker_threads(&file) {
+            Ok(n) => builder.worker_threads(n),
+            Err(e) => return fail(e.into()),
+        };
+    }
+    let runtime = match builder.build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error[RuntimeError]: cannot start the async runtime: {e}");
@@ -410,7 +422,6 @@ fn main() -> ExitCode {
     // (rpc connections, the engine, an in-process master) would cross threads, and each such
     // wake-up costs tens of microseconds on small machines.
     let command = async move {
-        let file = ConfigFile::load(cli.config.as_deref())?;
         match cli.command {
             Command::Demo(args) => {
                 let bar = progress(0);
@@ -446,9 +457,12 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error[{} {}]: {e}", e.name(), e.code());
-            ExitCode::from(e.exit_code())
-        }
+        Err(e) => fail(e),
     }
+}
+
+/// Prints the error's one line and returns its exit status.
+fn fail(e: CliError) -> ExitCode {
+    eprintln!("error[{} {}]: {e}", e.name(), e.code());
+    ExitCode::from(e.exit_code())
 }

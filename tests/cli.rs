@@ -202,3 +202,19 @@ fn the_demo_runs_on_a_one_worker_runtime() {
     );
     assert!(stdout.contains("every object still readable"), "{stdout}");
 }
+
+/// The master's runtime size is a setting like the others; zero workers is refused before
+/// anything starts.
+#[test]
+fn a_master_with_zero_worker_threads_is_a_config_error() {
+    let out = yuebing()
+        .args(["master", "--port", "0", "--worker-threads", "0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("ConfigError") && stderr.contains("master.worker_threads"),
+        "{stderr}"
+    );
+}

@@ -66,9 +66,25 @@ pub struct MasterArgs {
     /// master.placement].
     #[arg(long, env = "YUEBING_MASTER_PLACEMENT")]
     pub placement: Option<PlacementStrategy>,
+    /// Runtime worker threads. The core runs under one lock, so one worker serves it with the
+    /// fewest hand-overs between threads; raise it when encoding and decoding calls needs more
+    /// than a core [default: 1; config: master.worker_threads].
+    #[arg(long, env = "YUEBING_MASTER_WORKER_THREADS")]
+    pub worker_threads: Option<usize>,
 }
 
 impl MasterArgs {
+    /// How many runtime worker threads the master runs on (at least 1).
+    pub fn worker_threads(&self, file: &ConfigFile) -> Result<usize, ConfigError> {
+        match file.resolve("master", "worker_threads", self.worker_threads, 1)? {
+            0 => Err(ConfigError {
+                path: "master.worker_threads".into(),
+                reason: "must be at least 1".into(),
+            }),
+            n => Ok(n),
+        }
+    }
+
     /// The server settings and the endpoint to bind.
     pub fn resolve(self, file: &ConfigFile) -> Result<(MasterServerConfig, Endpoint), ConfigError> {
         let d = MasterConfig::default();
