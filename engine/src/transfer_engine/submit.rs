@@ -20,7 +20,7 @@ use crate::transport::{Job, Transport};
 
 /// Submits moving at most this many bytes in all start on the caller's thread (see
 /// [`TransferEngine::submit`]); about 30 µs of copying at memcpy speed.
-pub(crate) const INLINE_BYTES: u64 = 256 << 10;
+const INLINE_BYTES: u64 = 256 << 10;
 
 impl TransferEngine {
     /// A new batch with room for `capacity` requests.
