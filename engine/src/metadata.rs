@@ -16,7 +16,7 @@ use yuebing_rpc::{CallOptions, Endpoint, PoolConfig, PoolRegistry};
 
 use crate::error::Error;
 use crate::segment::SegmentDescriptor;
-use crate::service::{EngineControlClient, SERVICE};
+use crate::service::{EngineControlRpc, SERVICE};
 
 /// A store of segment descriptors.
 pub trait MetadataStore: Send + Sync {
@@ -48,7 +48,7 @@ pub trait MetadataStore: Send + Sync {
 /// The embedded metadata: each engine serves its own descriptor; nothing is stored.
 #[derive(Debug, Clone)]
 pub struct P2pMetadata {
-    pools: PoolRegistry<EngineControlClient>,
+    pools: PoolRegistry<EngineControlRpc>,
 }
 
 impl P2pMetadata {
@@ -61,7 +61,7 @@ impl P2pMetadata {
     }
 
     /// Looks peers up through `pools` (shared with the engine's other control calls).
-    pub fn with_registry(pools: PoolRegistry<EngineControlClient>) -> Self {
+    pub fn with_registry(pools: PoolRegistry<EngineControlRpc>) -> Self {
         P2pMetadata { pools }
     }
 
@@ -70,7 +70,7 @@ impl P2pMetadata {
     pub fn registry(
         token: Option<String>,
         handle: tokio::runtime::Handle,
-    ) -> PoolRegistry<EngineControlClient> {
+    ) -> PoolRegistry<EngineControlRpc> {
         let config = PoolConfig {
             token,
             max_connections: 1,

@@ -21,7 +21,9 @@ pub trait EngineControl {
     async fn notify(from: String, message: Vec<u8>) -> i32;
 }
 
-yuebing_rpc::client!(EngineControlClient: EngineControlRequest => EngineControlResponse);
+yuebing_rpc::client!(
+    /// The engine control client as the rpc pools make it.
+    pub type EngineControlRpc = EngineControlClient: EngineControlRequest => EngineControlResponse);
 
 /// What the control service asks of the engine it serves.
 pub(crate) trait ControlHandler: Send + Sync {

@@ -4,13 +4,41 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use tokio::net::{TcpStream, UnixStream};
+use tokio::net::{tcp, unix, TcpStream, UnixStream};
 use tokio_util::either::Either;
 
 use crate::error::Error;
+use crate::transport::TryWrite;
 
 /// A connected byte stream: TCP or Unix-domain.
 pub(crate) type Socket = Either<TcpStream, UnixStream>;
+/// The read half of a split [`Socket`].
+pub(crate) type SocketRead = Either<tcp::OwnedReadHalf, unix::OwnedReadHalf>;
+/// The write half of a split [`Socket`]; dropping it shuts the write direction down.
+pub(crate) type SocketWrite = Either<tcp::OwnedWriteHalf, unix::OwnedWriteHalf>;
+
+/// Splits a socket into halves that two tasks can own (no lock between them).
+pub(crate) fn split(socket: Socket) -> (SocketRead, SocketWrite) {
+    match socket {
+        Either::Left(s) => {
+            let (r, w) = s.into_split();
+            (Either::Left(r), Either::Left(w))
+        }
+        Either::Right(s) => {
+            let (r, w) = s.into_split();
+            (Either::Right(r), Either::Right(w))
+        }
+    }
+}
+
+impl TryWrite for SocketWrite {
+    fn try_write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        match self {
+            Either::Left(w) => w.try_write_vectored(bufs),
+            Either::Right(w) => w.try_write_vectored(bufs),
+        }
+    }
+}
 
 /// A server address.
 ///

@@ -14,10 +14,11 @@
 //! - `frame`: the fixed frame header (pure).
 //! - `preamble`: the connection preamble and its reply.
 //! - [`attachment`]: out-of-band payloads.
-//! - `transport`: the framed `Stream + Sink` tarpc runs on.
+//! - `transport`: the framing's read and write halves, and the `Stream + Sink` the server runs on.
 //! - [`endpoint`]: TCP and Unix-domain addresses.
 //! - [`server`]: listener, connections, admission caps, per-call context, shutdown.
-//! - `client`: connections, [`Pool`], [`PoolRegistry`], [`Balancer`], [`CallOptions`].
+//! - `client`: the client [`Channel`] (a tarpc stub) and its driver, connections, [`Pool`],
+//!   [`PoolRegistry`], [`Balancer`], [`CallOptions`].
 //! - [`metrics`]: per-method counters and latency histograms.
 //!
 //! # Example
@@ -33,14 +34,14 @@
 //! impl Echo for EchoServer {
 //!     async fn echo(self, _: tarpc::context::Context, x: String) -> String { x }
 //! }
-//! yuebing_rpc::client!(EchoClient: EchoRequest => EchoResponse);
+//! yuebing_rpc::client!(type EchoRpc = EchoClient: EchoRequest => EchoResponse);
 //!
 //! # #[tokio::main] async fn main() -> yuebing_rpc::Result<()> {
 //! let server = Server::new(ServerConfig::default())
 //!     .service("echo", |_conn| handler!(EchoServer.serve()))
 //!     .bind(&"127.0.0.1:0".parse()?)
 //!     .await?;
-//! let pool: Pool<EchoClient> = Pool::new(server.local_endpoint().clone(), PoolConfig::new("echo"));
+//! let pool: Pool<EchoRpc> = Pool::new(server.local_endpoint().clone(), PoolConfig::new("echo"));
 //! let out = pool
 //!     .call_with(CallOptions::method("echo"), |c, ctx| async move { c.echo(ctx, "hi".into()).await })
 //!     .await?;
@@ -60,7 +61,8 @@ mod transport;
 
 pub use attachment::Attachment;
 pub use client::{
-    Balancer, CallOptions, Pool, PoolConfig, PoolRegistry, PoolStatus, ServiceClient, Strategy,
+    Balancer, CallOptions, Channel, Pool, PoolConfig, PoolRegistry, PoolStatus, ServiceClient,
+    Strategy,
 };
 pub use endpoint::Endpoint;
 pub use error::{Error, Result};

@@ -20,7 +20,7 @@ use crate::memory::{EngineBuffer, MemoryRegistry, Region};
 use crate::metadata::{MetadataStore, P2pMetadata};
 use crate::request::{SegmentHandle, TransportKind};
 use crate::segment::{BufferDesc, SegmentDescriptor};
-use crate::service::{ControlHandler, ControlServer, EngineControl, EngineControlClient, SERVICE};
+use crate::service::{ControlHandler, ControlServer, EngineControl, EngineControlRpc, SERVICE};
 use crate::transport::{LocalTransport, ShmTransport, TcpConfig, TcpTransport, Transport};
 
 /// Engine settings; `EngineConfig::default()` suits one box.
@@ -81,7 +81,7 @@ struct Inner {
     next_segment: AtomicU64,
     metadata: Option<Arc<dyn MetadataStore>>,
     /// Clients of peers' control services (descriptors, notifications).
-    control: Option<PoolRegistry<EngineControlClient>>,
+    control: Option<PoolRegistry<EngineControlRpc>>,
     /// Notifications received from peers.
     notifications: NotificationQueue,
     /// The control service; stops when the engine is dropped.
@@ -121,7 +121,7 @@ impl TransferEngine {
     fn build_networked(
         config: EngineConfig,
         handle: Handle,
-        control: PoolRegistry<EngineControlClient>,
+        control: PoolRegistry<EngineControlRpc>,
         server: RunningServer,
     ) -> Self {
         let metadata: Arc<dyn MetadataStore> =

@@ -1,21 +1,21 @@
-//! One client connection: connect, preamble, a tarpc client whose dispatch task is watched.
+//! One client connection: connect, preamble, a [`Channel`](super::channel::Channel) whose
+//! driver task is watched.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tarpc::client::NewClient;
-use tarpc::{ClientMessage, Response};
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
+use super::channel;
 use super::config::PoolConfig;
 use super::ServiceClient;
 use crate::endpoint::Endpoint;
 use crate::error::Error;
 use crate::preamble::{self, Hello, PROTOCOL_VERSION};
-use crate::transport::{FramedTransport, Limits};
+use crate::transport::Limits;
 
-/// A live (or dead, once its dispatch ended) connection shared by many calls.
+/// A live (or dead, once its driver ended) connection shared by many calls.
 pub(crate) struct Connection<C> {
     pub(crate) id: u64,
     pub(crate) client: C,
@@ -25,7 +25,7 @@ pub(crate) struct Connection<C> {
 }
 
 impl<C: ServiceClient> Connection<C> {
-    /// Connects to `endpoint`, runs the preamble and spawns the dispatch on `handle`. Every
+    /// Connects to `endpoint`, runs the preamble and spawns the driver on `handle`. Every
     /// error here means no request was sent.
     pub(crate) async fn open(
         endpoint: &Endpoint,
@@ -59,17 +59,12 @@ impl<C: ServiceClient> Connection<C> {
             recv_max: cfg.max_frame,
             send_max: reply.max_frame,
         };
-        let transport =
-            FramedTransport::<Response<C::Resp>, ClientMessage<C::Req>>::new(socket, limits);
-        let mut config = tarpc::client::Config::default();
-        config.max_in_flight_requests = 1 << 20;
-        config.pending_request_buffer = 1024;
-        let NewClient { client, dispatch } = tarpc::client::new(config, transport);
+        let (client, driver) = channel::open::<C::Req, C::Resp>(socket, limits);
         let dead = CancellationToken::new();
         let watch = dead.clone();
         let ep = endpoint.to_string();
         handle.spawn(async move {
-            if let Err(e) = dispatch.await {
+            if let Err(e) = driver.await {
                 tracing::debug!(endpoint = %ep, conn = id, error = %e, "connection failed");
             }
             watch.cancel();
@@ -90,7 +85,7 @@ impl<C> Connection<C> {
         !self.dead.is_cancelled()
     }
 
-    /// Resolves when the connection's dispatch has ended.
+    /// Resolves when the connection's driver has ended.
     pub(crate) async fn closed(&self) {
         self.dead.cancelled().await;
     }

@@ -29,7 +29,7 @@ async fn every_call_succeeds_with_one_endpoint_dead() {
             dead.clone(),
             b.local_endpoint().clone(),
         ];
-        let lb: Balancer<LabClient> =
+        let lb: Balancer<LabRpc> =
             Balancer::new(endpoints, PoolConfig::new("lab"), strategy).unwrap();
         for i in 0..30u8 {
             let x = Bytes::from(vec![i]);
@@ -59,7 +59,7 @@ async fn an_endpoint_that_comes_back_is_probed_again() {
     let (a, _) = start_default().await;
     let spare = dead_endpoint().await;
     let endpoints = vec![a.local_endpoint().clone(), spare.clone()];
-    let lb: Balancer<LabClient> =
+    let lb: Balancer<LabRpc> =
         Balancer::new(endpoints, PoolConfig::new("lab"), Strategy::RoundRobin).unwrap();
     for _ in 0..4 {
         lb.call(|c, ctx| async move { c.echo(ctx, Bytes::new()).await })
@@ -91,6 +91,6 @@ fn an_empty_list_is_an_error() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let _g = rt.enter();
     let err =
-        Balancer::<LabClient>::new(vec![], PoolConfig::new("lab"), Strategy::Random).unwrap_err();
+        Balancer::<LabRpc>::new(vec![], PoolConfig::new("lab"), Strategy::Random).unwrap_err();
     assert_eq!(err.code(), -2014);
 }

@@ -25,7 +25,7 @@ async fn fire(
     n: usize,
     ms: u64,
 ) -> (usize, usize, usize) {
-    let pool: Pool<LabClient> = Pool::new(server.local_endpoint().clone(), no_retry());
+    let pool: Pool<LabRpc> = Pool::new(server.local_endpoint().clone(), no_retry());
     let calls = (0..n).map(|_| {
         let pool = pool.clone();
         let state = state.clone();
@@ -96,12 +96,12 @@ async fn connection_cap_refuses_at_the_preamble() {
         ..ServerConfig::default()
     };
     let server = start(&localhost(), cfg, Default::default()).await;
-    let first: Pool<LabClient> = Pool::new(server.local_endpoint().clone(), no_retry());
+    let first: Pool<LabRpc> = Pool::new(server.local_endpoint().clone(), no_retry());
     first
         .call(|c, ctx| async move { c.sleep(ctx, 0).await })
         .await
         .unwrap();
-    let second: Pool<LabClient> = Pool::new(server.local_endpoint().clone(), no_retry());
+    let second: Pool<LabRpc> = Pool::new(server.local_endpoint().clone(), no_retry());
     let err = second
         .call(|c, ctx| async move { c.sleep(ctx, 0).await })
         .await

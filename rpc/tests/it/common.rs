@@ -79,7 +79,7 @@ impl Lab for LabServer {
     }
 }
 
-yuebing_rpc::client!(LabClient: LabRequest => LabResponse);
+yuebing_rpc::client!(pub type LabRpc = LabClient: LabRequest => LabResponse);
 
 pub fn localhost() -> Endpoint {
     "127.0.0.1:0".parse().unwrap()
@@ -107,7 +107,7 @@ pub async fn start_default() -> (RunningServer, Arc<LabState>) {
     )
 }
 
-pub fn pool(server: &RunningServer) -> Pool<LabClient> {
+pub fn pool(server: &RunningServer) -> Pool<LabRpc> {
     Pool::new(server.local_endpoint().clone(), PoolConfig::new("lab"))
 }
 

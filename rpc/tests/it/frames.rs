@@ -67,7 +67,7 @@ async fn oversize_response_is_frame_too_large_for_the_caller() {
         max_frame: MAX,
         ..PoolConfig::new("lab")
     };
-    let pool: Pool<LabClient> = Pool::new(server.local_endpoint().clone(), cfg);
+    let pool: Pool<LabRpc> = Pool::new(server.local_endpoint().clone(), cfg);
     let err = pool
         .call(|c, ctx| async move { c.make(ctx, 2 * MAX).await })
         .await

@@ -4,6 +4,7 @@ mod common;
 
 mod balance;
 mod caps;
+mod channel;
 mod deadline;
 mod frames;
 mod pool;

@@ -16,7 +16,7 @@ async fn two_thousand_calls_over_four_connections() {
         min_connections: 4,
         ..PoolConfig::new("lab")
     };
-    let pool: Pool<LabClient> = Pool::new(server.local_endpoint().clone(), cfg);
+    let pool: Pool<LabRpc> = Pool::new(server.local_endpoint().clone(), cfg);
     assert_eq!(pool.warm_up().await.unwrap(), 4);
     let calls = (0..2000u32).map(|i| {
         let pool = pool.clone();
@@ -58,7 +58,7 @@ async fn pool_grows_under_load_up_to_its_size() {
         grow_threshold: 2,
         ..PoolConfig::new("lab")
     };
-    let pool: Pool<LabClient> = Pool::new(server.local_endpoint().clone(), cfg);
+    let pool: Pool<LabRpc> = Pool::new(server.local_endpoint().clone(), cfg);
     // Calls arrive one every 5 ms and each lasts 300 ms, so the load keeps rising.
     let mut calls = Vec::new();
     for _ in 0..60 {
@@ -85,7 +85,7 @@ async fn pool_grows_under_load_up_to_its_size() {
 async fn registry_shares_pools_and_drops_idle_ones() {
     let (a, _) = start_default().await;
     let (b, _) = start_default().await;
-    let registry: PoolRegistry<LabClient> =
+    let registry: PoolRegistry<LabRpc> =
         PoolRegistry::new(PoolConfig::new("lab"), Duration::from_millis(100));
     let pa = registry.get(a.local_endpoint());
     pa.call(|c, ctx| async move { c.echo(ctx, Bytes::new()).await })
@@ -109,7 +109,7 @@ async fn connecting_is_single_flight() {
         grow_threshold: usize::MAX,
         ..PoolConfig::new("lab")
     };
-    let pool: Pool<LabClient> = Pool::new(server.local_endpoint().clone(), cfg);
+    let pool: Pool<LabRpc> = Pool::new(server.local_endpoint().clone(), cfg);
     let calls = (0..100).map(|_| {
         let pool = pool.clone();
         tokio::spawn(async move {

@@ -52,7 +52,7 @@ async fn wrong_version_is_refused_with_its_code() {
 #[tokio::test]
 async fn unknown_service_is_refused() {
     let (server, _) = start_default().await;
-    let pool: Pool<LabClient> = Pool::new(server.local_endpoint().clone(), PoolConfig::new("nope"));
+    let pool: Pool<LabRpc> = Pool::new(server.local_endpoint().clone(), PoolConfig::new("nope"));
     let err = pool
         .call(|c, ctx| async move { c.echo(ctx, Bytes::new()).await })
         .await
@@ -78,7 +78,7 @@ async fn token_is_checked() {
             token: token.map(str::to_string),
             ..PoolConfig::new("lab")
         };
-        Pool::<LabClient>::new(server.local_endpoint().clone(), cfg)
+        Pool::<LabRpc>::new(server.local_endpoint().clone(), cfg)
     };
     for token in [None, Some("wrong")] {
         let err = with(token)

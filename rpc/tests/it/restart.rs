@@ -13,7 +13,7 @@ async fn pool_reconnects_after_server_restart() {
     let endpoint = server.local_endpoint().clone();
     let pool = pool(&server);
     let hi = Bytes::from_static(b"hi");
-    let call = |pool: yuebing_rpc::Pool<LabClient>, x: Bytes| async move {
+    let call = |pool: yuebing_rpc::Pool<LabRpc>, x: Bytes| async move {
         pool.call(|c, ctx| {
             let x = x.clone();
             async move { c.echo(ctx, x).await }

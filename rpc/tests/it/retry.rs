@@ -17,7 +17,7 @@ async fn kill_and_restart_during_call(idempotent: bool) -> (Result<u64, Error>, 
         max_retries: 5,
         ..PoolConfig::new("lab").idempotent(["bump"])
     };
-    let pool: Pool<LabClient> = Pool::new(endpoint.clone(), cfg);
+    let pool: Pool<LabRpc> = Pool::new(endpoint.clone(), cfg);
     let opts = CallOptions::method("bump")
         .idempotent(idempotent)
         .timeout(Duration::from_secs(5));

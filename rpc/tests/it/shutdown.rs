@@ -12,7 +12,7 @@ type Call = tokio::task::JoinHandle<Result<u64, Error>>;
 
 /// Starts `n` calls sleeping `ms` each and returns once all have reached the handler.
 async fn sleeping_calls(
-    pool: &yuebing_rpc::Pool<LabClient>,
+    pool: &yuebing_rpc::Pool<LabRpc>,
     state: &LabState,
     n: u64,
     ms: u64,

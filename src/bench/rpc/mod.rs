@@ -26,7 +26,7 @@ use bytes::Bytes;
 use yuebing_rpc::{handler, Attachment, Endpoint, Pool, PoolConfig, Server, ServerConfig};
 
 use self::raw::RawClient;
-use self::service::{BenchEcho, BenchEchoClient, EchoImpl};
+use self::service::{BenchEcho, BenchEchoClient, BenchEchoRpc, EchoImpl};
 use super::harness::{closed_loop, median_spread, Sample};
 use super::report::Row;
 
@@ -127,8 +127,8 @@ fn cases() -> Vec<Case> {
 struct Targets {
     stock1: BenchEchoClient,
     stock4: Arc<Vec<BenchEchoClient>>,
-    pool1: Pool<BenchEchoClient>,
-    pool4: Pool<BenchEchoClient>,
+    pool1: Pool<BenchEchoRpc>,
+    pool4: Pool<BenchEchoRpc>,
     raw: RawClient,
     rr: Arc<AtomicUsize>,
 }
@@ -153,7 +153,7 @@ async fn setup() -> BenchResult<(Targets, yuebing_rpc::RunningServer)> {
             min_connections: n,
             ..PoolConfig::new("echo")
         };
-        Pool::<BenchEchoClient>::new(server.local_endpoint().clone(), cfg)
+        Pool::<BenchEchoRpc>::new(server.local_endpoint().clone(), cfg)
     };
     let (pool1, pool4) = (pool(1), pool(4));
     pool1.warm_up().await.map_err(|e| e.to_string())?;

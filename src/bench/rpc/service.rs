@@ -26,4 +26,4 @@ impl BenchEcho for EchoImpl {
     }
 }
 
-yuebing_rpc::client!(BenchEchoClient: BenchEchoRequest => BenchEchoResponse);
+yuebing_rpc::client!(pub(super) type BenchEchoRpc = BenchEchoClient: BenchEchoRequest => BenchEchoResponse);

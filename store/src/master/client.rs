@@ -2,7 +2,7 @@
 
 use yuebing_rpc::{CallOptions, Endpoint, Pool, PoolConfig};
 
-use super::service::{unwire, Health, MasterServiceClient, Reply, SERVICE};
+use super::service::{unwire, Health, MasterServiceRpc, Reply, SERVICE};
 use super::types::{
     ClientId, ListedObject, MountId, MountSpec, PingResult, PutConfig, ReplicaDesc, ReplicaList,
     Stats,
@@ -28,7 +28,7 @@ const IDEMPOTENT: [&str; 11] = [
 /// A connection pool to one master, speaking for one client id.
 #[derive(Clone)]
 pub struct MasterClient {
-    pool: Pool<MasterServiceClient>,
+    pool: Pool<MasterServiceRpc>,
     client: ClientId,
 }
 

@@ -108,7 +108,9 @@ pub trait MasterService {
     async fn health() -> Health;
 }
 
-yuebing_rpc::client!(MasterServiceClient: MasterServiceRequest => MasterServiceResponse);
+yuebing_rpc::client!(
+    /// The master client as the rpc pools make it.
+    pub type MasterServiceRpc = MasterServiceClient: MasterServiceRequest => MasterServiceResponse);
 
 /// The server side: a handle on the shared core.
 #[derive(Clone)]

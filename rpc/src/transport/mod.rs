@@ -11,32 +11,27 @@
 //!
 //! Small frames written back to back share one buffer and one `writev`.
 
+mod read;
+mod write;
+
 use std::collections::VecDeque;
-use std::io::{self, IoSlice};
+use std::io;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll, Waker};
 
-use bincode::Options;
-use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures::{Sink, Stream};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tarpc::{ClientMessage, Response};
 use tokio::io::AsyncWrite;
 
-use crate::attachment;
+pub(crate) use self::read::{FrameReader, Received};
+pub(crate) use self::write::{EncodeError, FrameWriter, Outgoing, TryWrite};
 use crate::endpoint::Socket;
 use crate::error::Error;
-use crate::frame::{FrameHeader, HEADER_LEN};
-
-/// Buffered outgoing bytes above which `poll_ready` waits for the socket.
-const HIGH_WATER: usize = 4 << 20;
-/// Smallest free space in the read buffer before it grows.
-const READ_CHUNK: usize = 64 << 10;
-/// Most slices handed to one `writev`.
-const MAX_IOV: usize = 64;
+use crate::frame::FrameHeader;
 
 /// The largest frames each direction accepts.
 #[derive(Debug, Clone, Copy)]
@@ -128,31 +123,32 @@ impl<T> Message for Response<T> {
     }
 }
 
-enum ReadState {
-    Header,
-    Body(FrameHeader),
-    Attachment {
-        header: FrameHeader,
-        body: Bytes,
-        region: BytesMut,
-    },
-    Skip {
-        remaining: u64,
-    },
+fn codec() -> impl bincode::Options {
+    bincode::DefaultOptions::new()
 }
 
-/// A framed tarpc transport reading `In` and writing `Out`.
+fn invalid(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+/// The error a receiver reports for a frame over its limit.
+pub(crate) fn oversize_received(header: &FrameHeader, recv_max: u64) -> Error {
+    let err = Error::FrameTooLarge {
+        len: header.payload_len(),
+        max: recv_max,
+    };
+    tracing::warn!(request_id = header.request_id, %err, "skipping oversize frame");
+    err
+}
+
+/// A framed tarpc transport reading `In` and writing `Out` on one socket (the server's side).
 pub(crate) struct FramedTransport<In, Out> {
     io: Socket,
-    limits: Limits,
-    rbuf: BytesMut,
-    read: ReadState,
+    reader: FrameReader,
+    writer: FrameWriter,
     read_waker: Option<Waker>,
     /// Replies made locally (an oversize request refused before sending) for the reader.
     local: VecDeque<In>,
-    wcur: BytesMut,
-    queue: VecDeque<Bytes>,
-    queued: usize,
     ledger: Option<SizeLedger>,
     stop: Option<StopReading>,
     /// Bytes queued by the read side (error replies) that tarpc does not know to flush.
@@ -163,14 +159,6 @@ pub(crate) struct FramedTransport<In, Out> {
 // The transport never pins its fields: every field is moved freely.
 impl<In, Out> Unpin for FramedTransport<In, Out> {}
 
-fn codec() -> impl Options {
-    bincode::DefaultOptions::new()
-}
-
-fn invalid(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, e)
-}
-
 impl<In, Out> FramedTransport<In, Out>
 where
     In: DeserializeOwned + Message,
@@ -179,14 +167,10 @@ where
     pub(crate) fn new(io: Socket, limits: Limits) -> Self {
         FramedTransport {
             io,
-            limits,
-            rbuf: BytesMut::with_capacity(READ_CHUNK),
-            read: ReadState::Header,
+            reader: FrameReader::new(limits.recv_max),
+            writer: FrameWriter::new(limits.send_max),
             read_waker: None,
             local: VecDeque::new(),
-            wcur: BytesMut::with_capacity(READ_CHUNK),
-            queue: VecDeque::new(),
-            queued: 0,
             ledger: None,
             stop: None,
             reply_pending: false,
@@ -207,145 +191,35 @@ where
         self
     }
 
-    /// Reads more bytes into the read buffer. `Ready(Ok(false))` at end of stream.
-    fn poll_fill(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<bool>> {
-        let spare = self.rbuf.capacity() - self.rbuf.len();
-        if spare < want.max(HEADER_LEN) {
-            self.rbuf.reserve(want.max(READ_CHUNK));
-        }
-        let n = ready!(tokio_util::io::poll_read_buf(
-            Pin::new(&mut self.io),
-            cx,
-            &mut self.rbuf
-        ))?;
-        Poll::Ready(Ok(n > 0))
-    }
-
-    fn decode(&mut self, header: FrameHeader, body: Bytes, region: Bytes) -> io::Result<In> {
-        let limit = body.len() as u64;
-        let (res, exact) = attachment::provide(region, || {
-            codec().with_limit(limit).deserialize::<In>(&body)
-        });
-        let item = res.map_err(|e| {
-            tracing::warn!(error = %e, "closing connection: undecodable frame body");
-            invalid(e)
-        })?;
-        if !exact {
-            tracing::warn!("closing connection: attachment region does not match the body");
-            return Err(invalid("attachment region does not match the body"));
-        }
-        if item.is_request() {
-            if let Some(ledger) = &self.ledger {
-                ledger.record(item.request_id(), header.payload_len());
-            }
-        }
-        Ok(item)
-    }
-
-    /// Handles a received frame over our limit: its bytes are skipped by the caller; the error
-    /// goes back to the sender (server) or up to the caller (client).
+    /// Handles a received frame over our limit (its bytes are being skipped): the error goes
+    /// back to the sender (server) or up to the caller (client).
     fn refuse_received(&mut self, header: FrameHeader) {
-        let err = Error::FrameTooLarge {
-            len: header.payload_len(),
-            max: self.limits.recv_max,
-        };
-        tracing::warn!(request_id = header.request_id, %err, "skipping oversize frame");
+        let err = oversize_received(&header, self.reader.recv_max());
         if let Some(reply) = In::error_reply(header.request_id, &err) {
             self.local.push_back(reply);
         } else if let Some(reply) = Out::error_reply(header.request_id, &err) {
             // Encoding a small error reply cannot be oversize; on failure the connection ends
             // at the next write anyway.
-            let _ = self.encode(&reply);
+            let _ = self.writer.encode(&reply);
             self.reply_pending = true;
         }
     }
 
-    /// Encodes `item` as one frame into the write buffer, or refuses it if the peer would not
-    /// accept its size.
-    fn encode(&mut self, item: &Out) -> io::Result<()> {
-        let start = self.wcur.len();
-        self.wcur.put_bytes(0, HEADER_LEN);
-        let (res, atts) =
-            attachment::collect(|| codec().serialize_into((&mut self.wcur).writer(), item));
-        if let Err(e) = res {
-            self.wcur.truncate(start);
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, e));
+    /// Answers for an outgoing message the peer would not accept.
+    fn refuse_outgoing(&mut self, request_id: u64, err: Error) -> io::Result<()> {
+        if let Some(reply) = Out::error_reply(request_id, &err) {
+            return self.writer.encode(&reply).map_err(|e| match e {
+                EncodeError::Serialize(e) => e,
+                EncodeError::Oversize(e) => io::Error::new(io::ErrorKind::InvalidInput, e),
+            });
         }
-        let body_len = self.wcur.len() - start - HEADER_LEN;
-        let attach_len: usize = atts.iter().map(Bytes::len).sum();
-        let payload = (body_len + attach_len) as u64;
-        let fits_header = u32::try_from(body_len).is_ok() && u32::try_from(attach_len).is_ok();
-        if payload > self.limits.send_max || !fits_header {
-            self.wcur.truncate(start);
-            return self.refuse_outgoing(item.request_id(), payload);
-        }
-        let header = FrameHeader {
-            request_id: item.request_id(),
-            body_len: body_len as u32,
-            attach_len: attach_len as u32,
-        };
-        header.encode(&mut self.wcur[start..start + HEADER_LEN]);
-        self.queued += HEADER_LEN + body_len + attach_len;
-        if !atts.is_empty() {
-            self.queue.push_back(self.wcur.split().freeze());
-            self.queue
-                .extend(atts.into_iter().filter(|a| !a.is_empty()));
+        if let Some(reply) = In::error_reply(request_id, &err) {
+            self.local.push_back(reply);
+            if let Some(w) = self.read_waker.take() {
+                w.wake();
+            }
         }
         Ok(())
-    }
-
-    fn refuse_outgoing(&mut self, request_id: u64, len: u64) -> io::Result<()> {
-        let err = Error::FrameTooLarge {
-            len,
-            max: self.limits.send_max,
-        };
-        tracing::debug!(request_id, %err, "refusing to send oversize frame");
-        if let Some(reply) = Out::error_reply(request_id, &err) {
-            self.encode(&reply)
-        } else {
-            if let Some(reply) = In::error_reply(request_id, &err) {
-                self.local.push_back(reply);
-                if let Some(w) = self.read_waker.take() {
-                    w.wake();
-                }
-            }
-            Ok(())
-        }
-    }
-
-    /// Writes everything buffered with vectored writes.
-    fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if !self.wcur.is_empty() {
-            self.queue.push_back(self.wcur.split().freeze());
-        }
-        while !self.queue.is_empty() {
-            while self.queue.front().is_some_and(Bytes::is_empty) {
-                self.queue.pop_front();
-            }
-            let mut slices = [IoSlice::new(&[]); MAX_IOV];
-            let n = self.queue.len().min(MAX_IOV);
-            for (slot, chunk) in slices.iter_mut().zip(self.queue.iter()) {
-                *slot = IoSlice::new(chunk);
-            }
-            let mut written = ready!(Pin::new(&mut self.io).poll_write_vectored(cx, &slices[..n]))?;
-            if written == 0 {
-                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
-            }
-            self.queued = self.queued.saturating_sub(written);
-            while written > 0 {
-                let Some(front) = self.queue.front_mut() else {
-                    break;
-                };
-                if written >= front.len() {
-                    written -= front.len();
-                    self.queue.pop_front();
-                } else {
-                    front.advance(written);
-                    written = 0;
-                }
-            }
-        }
-        Poll::Ready(Ok(()))
     }
 
     fn poll_read_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<In>>> {
@@ -353,93 +227,17 @@ where
             if let Some(item) = self.local.pop_front() {
                 return Poll::Ready(Some(Ok(item)));
             }
-            match &mut self.read {
-                ReadState::Header => match FrameHeader::check(&self.rbuf) {
-                    Err(e) => {
-                        tracing::warn!(error = %e, "closing connection: not a yuebing frame");
-                        return Poll::Ready(Some(Err(invalid(e))));
-                    }
-                    Ok(Some(h)) => {
-                        self.rbuf.advance(HEADER_LEN);
-                        if h.payload_len() > self.limits.recv_max {
-                            self.read = ReadState::Skip {
-                                remaining: h.payload_len(),
-                            };
-                            self.refuse_received(h);
-                        } else {
-                            self.read = ReadState::Body(h);
+            match ready!(self.reader.poll_frame::<In, _>(&mut self.io, cx)) {
+                None => return Poll::Ready(None),
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                Some(Ok(Received::Oversize(h))) => self.refuse_received(h),
+                Some(Ok(Received::Message(item, len))) => {
+                    if item.is_request() {
+                        if let Some(ledger) = &self.ledger {
+                            ledger.record(item.request_id(), len);
                         }
                     }
-                    Ok(None) => {
-                        if !ready!(self.poll_fill(cx, HEADER_LEN))? {
-                            return Poll::Ready(if self.rbuf.is_empty() {
-                                None
-                            } else {
-                                Some(Err(io::ErrorKind::UnexpectedEof.into()))
-                            });
-                        }
-                    }
-                },
-                ReadState::Body(h) => {
-                    let h = *h;
-                    let body_len = h.body_len as usize;
-                    if self.rbuf.len() < body_len {
-                        let want = body_len - self.rbuf.len();
-                        if !ready!(self.poll_fill(cx, want))? {
-                            return Poll::Ready(Some(Err(io::ErrorKind::UnexpectedEof.into())));
-                        }
-                        continue;
-                    }
-                    let body = self.rbuf.split_to(body_len).freeze();
-                    if h.attach_len == 0 {
-                        self.read = ReadState::Header;
-                        return Poll::Ready(Some(self.decode(h, body, Bytes::new())));
-                    }
-                    let attach_len = h.attach_len as usize;
-                    let mut region = BytesMut::with_capacity(attach_len);
-                    let buffered = self.rbuf.len().min(attach_len);
-                    region.extend_from_slice(&self.rbuf[..buffered]);
-                    self.rbuf.advance(buffered);
-                    self.read = ReadState::Attachment {
-                        header: h,
-                        body,
-                        region,
-                    };
-                }
-                ReadState::Attachment { header, region, .. } => {
-                    let missing = header.attach_len as usize - region.len();
-                    if missing == 0 {
-                        let ReadState::Attachment {
-                            header,
-                            body,
-                            region,
-                        } = std::mem::replace(&mut self.read, ReadState::Header)
-                        else {
-                            unreachable!("matched above")
-                        };
-                        return Poll::Ready(Some(self.decode(header, body, region.freeze())));
-                    }
-                    let mut limited = region.limit(missing);
-                    let n = ready!(tokio_util::io::poll_read_buf(
-                        Pin::new(&mut self.io),
-                        cx,
-                        &mut limited
-                    ))?;
-                    if n == 0 {
-                        return Poll::Ready(Some(Err(io::ErrorKind::UnexpectedEof.into())));
-                    }
-                }
-                ReadState::Skip { remaining } => {
-                    let take = (*remaining).min(self.rbuf.len() as u64);
-                    self.rbuf.advance(take as usize);
-                    *remaining -= take;
-                    if *remaining == 0 {
-                        self.read = ReadState::Header;
-                        continue;
-                    }
-                    if !ready!(self.poll_fill(cx, READ_CHUNK))? {
-                        return Poll::Ready(Some(Err(io::ErrorKind::UnexpectedEof.into())));
-                    }
+                    return Poll::Ready(Some(Ok(item)));
                 }
             }
         }
@@ -458,7 +256,7 @@ where
         if this.reply_pending {
             // Error replies written by the read side go out without waiting for tarpc to flush;
             // tarpc's own messages are left to batch until it flushes.
-            match this.poll_write_out(cx) {
+            match this.writer.poll_write_out(&mut this.io, cx) {
                 Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
                 Poll::Ready(Ok(())) => this.reply_pending = false,
                 Poll::Pending => {}
@@ -484,25 +282,30 @@ where
 
     fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if this.queued >= HIGH_WATER {
-            ready!(this.poll_write_out(cx))?;
+        if this.writer.is_full() {
+            ready!(this.writer.poll_write_out(&mut this.io, cx))?;
         }
         Poll::Ready(Ok(()))
     }
 
     fn start_send(self: Pin<&mut Self>, item: Out) -> io::Result<()> {
-        self.get_mut().encode(&item)
+        let this = self.get_mut();
+        match this.writer.encode(&item) {
+            Ok(()) => Ok(()),
+            Err(EncodeError::Oversize(err)) => this.refuse_outgoing(item.request_id(), err),
+            Err(EncodeError::Serialize(e)) => Err(e),
+        }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        ready!(this.poll_write_out(cx))?;
+        ready!(this.writer.poll_write_out(&mut this.io, cx))?;
         Pin::new(&mut this.io).poll_flush(cx)
     }
 
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        ready!(this.poll_write_out(cx))?;
+        ready!(this.writer.poll_write_out(&mut this.io, cx))?;
         Pin::new(&mut this.io).poll_shutdown(cx)
     }
 }
@@ -510,6 +313,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame::HEADER_LEN;
+    use bytes::Bytes;
     use futures::{SinkExt, StreamExt};
     use tarpc::{context, Request};
     use tokio::net::UnixStream;
