@@ -279,3 +279,29 @@ async fn a_stopped_replica_holder_costs_at_most_the_deadline_then_is_avoided() {
     assert_eq!(got, v, "the next get goes to the other replica");
     first.signal(libc::SIGCONT);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_master_costs_at_most_the_deadline_then_answers_again() {
+    let master = Process::master(0, &[]);
+    let ep = master.endpoint();
+    let c = client(&ep).await;
+    assert!(!c.exist("nothing", NONE).await.unwrap());
+    master.signal(libc::SIGSTOP);
+    let started = Instant::now();
+    let err = c
+        .exist("nothing", &Options::deadline(Duration::from_millis(150)))
+        .await
+        .unwrap_err();
+    let took = started.elapsed();
+    master.signal(libc::SIGCONT);
+    assert_eq!(err.name(), "Timeout", "{err}");
+    assert!(
+        took >= Duration::from_millis(150),
+        "gave up early: {took:?}"
+    );
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    let answered = c
+        .exist("nothing", &Options::deadline(Duration::from_secs(5)))
+        .await;
+    assert!(!answered.unwrap(), "the master answers again");
+}

@@ -13,6 +13,7 @@
 //! - [`segment`]: the versioned [`SegmentDescriptor`] an engine publishes.
 //! - [`batch`]: checked [`BatchId`]s and the sans-IO [`BatchTable`] of task states, driven
 //!   behind one lock with per-batch wake-ups and cancellation.
+//! - `deadlines`: running tasks' deadlines on one sweeper timer (not a tokio timer each).
 //! - [`request`]: [`TransferRequest`], [`Opcode`], [`SegmentHandle`], [`TransportKind`].
 //! - [`transport`]: the [`Transport`] trait and its implementations (`local` so far).
 //! - [`metadata`]: the [`MetadataStore`] seam and the embedded [`P2pMetadata`].
@@ -22,6 +23,7 @@
 
 pub mod batch;
 pub mod bounds;
+mod deadlines;
 pub mod error;
 pub mod location;
 pub mod memory;

@@ -142,9 +142,18 @@ pub enum Error {
         /// Its message.
         message: String,
     },
-    /// The control plane failed; the rpc code is kept.
+    /// The control plane failed; the rpc code is kept. (An rpc deadline is [`Error::Timeout`].)
     #[error(transparent)]
-    Rpc(#[from] yuebing_rpc::Error),
+    Rpc(yuebing_rpc::Error),
+}
+
+impl From<yuebing_rpc::Error> for Error {
+    fn from(e: yuebing_rpc::Error) -> Self {
+        match e {
+            yuebing_rpc::Error::Timeout => Error::Timeout,
+            other => Error::Rpc(other),
+        }
+    }
 }
 
 /// An error as it crosses the wire: its numeric code, its message, and its main field (the key,

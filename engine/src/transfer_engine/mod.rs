@@ -15,6 +15,7 @@ use self::notify::NotificationQueue;
 pub use self::notify::{Notification, MAX_NOTIFY_MESSAGE};
 
 use crate::batch::driver::Batches;
+use crate::deadlines::Deadlines;
 use crate::error::Error;
 use crate::memory::{EngineBuffer, MemoryRegistry, Region};
 use crate::metadata::{MetadataStore, P2pMetadata};
@@ -76,6 +77,8 @@ struct Inner {
     instance_id: u64,
     memory: Arc<MemoryRegistry>,
     batches: Batches,
+    /// Deadlines of running tasks, on one timer.
+    deadlines: Deadlines,
     transports: std::sync::RwLock<Vec<Arc<dyn Transport>>>,
     segments: Mutex<HashMap<SegmentHandle, Arc<SegmentDescriptor>>>,
     next_segment: AtomicU64,
@@ -143,12 +146,14 @@ impl TransferEngine {
         let instance_id = SegmentDescriptor::new_instance_id();
         let local: Arc<dyn Transport> = Arc::new(LocalTransport::new(memory.clone(), instance_id));
         let notifications = NotificationQueue::new(config.notify_queue_len);
+        let deadlines = Deadlines::new(handle.clone());
         let inner = Arc::new(Inner {
             config,
             handle,
             instance_id,
             memory,
             batches: Batches::default(),
+            deadlines,
             transports: std::sync::RwLock::new(vec![local]),
             segments: Mutex::new(HashMap::new()),
             next_segment: AtomicU64::new(1),

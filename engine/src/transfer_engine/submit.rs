@@ -257,12 +257,11 @@ async fn run_task(
                 .batches
                 .with(|t| t.handle_started(batch, task))
                 .ok();
-            let until = tokio::time::Instant::from_std(job.deadline);
+            let expiry = engine.inner.deadlines.expiry(job.deadline);
             tokio::select! {
                 _ = cancel.cancelled() => Err(Error::Canceled),
-                r = tokio::time::timeout_at(until, transport.transfer(job)) => {
-                    r.unwrap_or(Err(Error::Timeout))
-                }
+                _ = expiry => Err(Error::Timeout),
+                r = transport.transfer(job) => r,
             }
         }
     };

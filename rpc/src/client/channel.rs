@@ -237,17 +237,24 @@ impl<Req, Resp> Shared<Req, Resp> {
         self.space.notify_waiters();
     }
 
-    /// Waits while the frame queue is over its high-water mark (the socket is behind).
-    async fn wait_for_space(&self) {
-        loop {
-            let notified = self.space.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if !self.lock_frames().is_full() || self.lock_calls().closed.is_some() {
-                return;
-            }
-            notified.await;
+    /// Waits while the frame queue is over its high-water mark (the socket is behind), at most
+    /// until `deadline`; whether there is room.
+    async fn wait_for_space(&self, deadline: Instant) -> bool {
+        if !self.lock_frames().is_full() {
+            return true;
         }
+        let wait = async {
+            loop {
+                let notified = self.space.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if !self.lock_frames().is_full() || self.lock_calls().closed.is_some() {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout_at(deadline.into(), wait).await.is_ok()
     }
 
     /// Queues `msg` and writes it now or has the driver write it. Once queued, a message is as
@@ -356,7 +363,9 @@ where
             return Err(RpcError::DeadlineExceeded);
         }
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-        shared.wait_for_space().await;
+        if !shared.wait_for_space(ctx.deadline).await {
+            return Err(RpcError::DeadlineExceeded);
+        }
         let (rx, write) = shared
             .register(id, ctx.deadline)
             .map_err(|reason| RpcError::Send(reason.into()))?;

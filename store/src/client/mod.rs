@@ -250,8 +250,10 @@ impl Client {
         F: Fn(MasterClient, String) -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        let call = self.inner.masters.call(|m| f(m, arg.to_string()));
-        bounded(until, call).await
+        self.inner
+            .masters
+            .call(|m| f(m.until(until), arg.to_string()))
+            .await
     }
 
     /// `get_replica_list` for `key` (granting its lease), and when it was sent: the lease
@@ -485,11 +487,4 @@ pub(crate) fn fits(key: &str, list: &ReplicaList, len: u64) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// Runs `f` until `until`; `Timeout` after.
-pub(crate) async fn bounded<T>(until: Instant, f: impl Future<Output = Result<T>>) -> Result<T> {
-    tokio::time::timeout_at(until.into(), f)
-        .await
-        .unwrap_or(Err(Error::Timeout))
 }

@@ -1,5 +1,7 @@
 //! `MasterClient`: the master's calls over a pooled rpc connection, with store errors.
 
+use std::time::Instant;
+
 use yuebing_rpc::{CallOptions, Endpoint, Pool, PoolConfig};
 
 use super::service::{unwire, Health, MasterServiceRpc, Reply, SERVICE};
@@ -30,6 +32,8 @@ const IDEMPOTENT: [&str; 11] = [
 pub struct MasterClient {
     pool: Pool<MasterServiceRpc>,
     client: ClientId,
+    /// Every call ends by then (else the pool's default timeout applies).
+    deadline: Option<Instant>,
 }
 
 impl std::fmt::Debug for MasterClient {
@@ -46,7 +50,7 @@ macro_rules! call {
     ($self:ident, $method:ident ( $($arg:ident),* )) => {{
         let r: Reply<_> = $self
             .pool
-            .call_with(CallOptions::method(stringify!($method)), |c, ctx| {
+            .call_with($self.options(stringify!($method)), |c, ctx| {
                 $(let $arg = $arg.clone();)*
                 async move { c.$method(ctx, $($arg),*).await }
             })
@@ -69,6 +73,24 @@ impl MasterClient {
         MasterClient {
             pool: Pool::new(endpoint, PoolConfig::new(SERVICE).idempotent(IDEMPOTENT)),
             client,
+            deadline: None,
+        }
+    }
+
+    /// This client with every call (tries and retries included) ending by `until`: `Timeout`
+    /// after it. The rpc layer enforces it, with no timer of its own per call.
+    pub fn until(&self, until: Instant) -> MasterClient {
+        MasterClient {
+            deadline: Some(until),
+            ..self.clone()
+        }
+    }
+
+    fn options(&self, method: &'static str) -> CallOptions {
+        let opts = CallOptions::method(method);
+        match self.deadline {
+            Some(d) => opts.timeout(d.saturating_duration_since(Instant::now())),
+            None => opts,
         }
     }
 
