@@ -420,26 +420,25 @@ async fn reader(
     let mut header = [0u8; RESPONSE_LEN];
     let mut probe = [0u8; 1];
     loop {
-        // While idle, watch the socket too, so that a peer that went away is noticed before
-        // the next slice is sent to it. A pending entry is queued before its request is written,
-        // so any response finds its entry first (`biased`).
-        let idle_watch = async {
-            if rd.buffer().is_empty() {
-                rd.get_mut().peek(&mut probe).await
-            } else {
-                Ok(rd.buffer().len())
+        // Wait on the socket alone (not on the queue: a wake-up per request for nothing): a
+        // request's entry is queued before the request is written, so its response finds it.
+        // Readiness with no entry queued is checked with a peek, so that a peer that went away
+        // while the connection was idle is noticed before the next slice is sent to it.
+        let arrived = async {
+            if !rd.buffer().is_empty() {
+                return Ok(rd.buffer().len());
             }
+            rd.get_ref().readable().await?;
+            if !pending.is_empty() {
+                return Ok(1);
+            }
+            rd.get_mut().peek(&mut probe).await
         };
         let p = tokio::select! {
             biased;
-            p = pending.recv() => match p {
-                Some(p) => p,
-                None => break,
-            },
             // The writer gave the connection up: nothing queued will be answered.
             _ = dead.cancelled() => break,
-            peeked = idle_watch => match peeked {
-                // A response raced past the check of the queue above; its entry is queued.
+            n = arrived => match n {
                 Ok(n) if n > 0 => match pending.try_recv() {
                     Ok(p) => p,
                     Err(_) => break, // bytes nobody asked for: not a yuebing target
