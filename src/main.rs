@@ -359,7 +359,7 @@ async fn bench_transfer(file: &ConfigFile, args: BenchTransferArgs) -> Result<()
             b.parse::<usize>()
                 .ok()
                 .filter(|&n| n > 0)
-                .ok_or(format!("bad batch {b:?}"))
+                .ok_or_else(|| format!("bad batch {b:?}"))
         })?,
         threads: file.resolve("bench", "threads", args.threads, 1)?.max(1),
         duration,

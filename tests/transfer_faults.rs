@@ -1,6 +1,8 @@
 //! Fault tests of the Transfer Engine with a real target process (`yuebing bench-target`), made
 //! deterministic as conventions.md says: stop the peer, submit, then kill it.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,9 +25,7 @@ impl Target {
     }
 
     fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on our own child's pid; no memory is involved.
-        let rc = unsafe { libc::kill(self.0.child.id() as i32, sig) };
-        assert_eq!(rc, 0, "kill({sig})");
+        common::signal(self.0.child.id(), sig);
     }
 
     fn kill(&mut self) {

@@ -13,15 +13,15 @@ pub fn check_access(buffers: &[Region], addr: u64, len: u64) -> Result<Region, E
     if len == 0 {
         return Err(Error::invalid("a transfer of 0 bytes"));
     }
-    let oob = Error::OutOfBounds { addr, len };
-    let end = addr.checked_add(len).ok_or(oob.clone())?;
+    let oob = || Error::OutOfBounds { addr, len };
+    let end = addr.checked_add(len).ok_or_else(oob)?;
     // The last buffer starting at or before `addr`.
     let i = buffers.partition_point(|b| b.addr <= addr);
-    let b = i.checked_sub(1).map(|i| buffers[i]).ok_or(oob.clone())?;
+    let b = i.checked_sub(1).map(|i| buffers[i]).ok_or_else(oob)?;
     if end <= b.end() {
         Ok(b)
     } else {
-        Err(oob)
+        Err(oob())
     }
 }
 

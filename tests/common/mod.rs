@@ -67,11 +67,9 @@ impl Process {
         self.ready.parse().expect("an address")
     }
 
-    /// Sends a signal.
+    /// Sends a signal (see [`signal`]).
     pub(crate) fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on our own child's pid; no memory is involved.
-        let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
-        assert_eq!(rc, 0, "kill({sig})");
+        signal(self.child.id(), sig);
     }
 
     /// SIGKILL and reap.
@@ -109,4 +107,35 @@ where
         assert!(start.elapsed() < ceiling, "{what}: not within {ceiling:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Sends `sig` to our child `pid`. After SIGSTOP it returns only once every thread of the
+/// process is stopped: kill(2) returns before the signal took effect, and a test that stops a
+/// peer must not race a request past it.
+pub(crate) fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) on our own child's pid; no memory is involved.
+    let rc = unsafe { libc::kill(pid as i32, sig) };
+    assert_eq!(rc, 0, "kill({sig})");
+    if sig != libc::SIGSTOP {
+        return;
+    }
+    let until = Instant::now() + Duration::from_secs(10);
+    while !all_threads_stopped(pid) {
+        assert!(Instant::now() < until, "process {pid} did not stop");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Whether every thread of `pid` is in state `T` (stopped), from `/proc/PID/task/*/stat`.
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|t| {
+        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|stat| {
+            // The state is the first field after the parenthesised command name.
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('T'))
+        })
+    })
 }

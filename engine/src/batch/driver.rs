@@ -88,7 +88,7 @@ impl Batches {
         self.signals_map()
             .get(&id)
             .cloned()
-            .ok_or(Error::UnknownBatch { id: id.to_string() })
+            .ok_or_else(|| Error::UnknownBatch { id: id.to_string() })
     }
 
     /// Waits until every task of the batch is final; returns the batch's status.

@@ -142,7 +142,7 @@ impl BatchTable {
             .get(id.index as usize)
             .filter(|s| s.generation == id.generation)
             .and_then(|s| s.batch.as_ref())
-            .ok_or(Error::UnknownBatch { id: id.to_string() })
+            .ok_or_else(|| Error::UnknownBatch { id: id.to_string() })
     }
 
     fn batch_mut(&mut self, id: BatchId) -> Result<&mut Batch, Error> {
@@ -150,7 +150,7 @@ impl BatchTable {
             .get_mut(id.index as usize)
             .filter(|s| s.generation == id.generation)
             .and_then(|s| s.batch.as_mut())
-            .ok_or(Error::UnknownBatch { id: id.to_string() })
+            .ok_or_else(|| Error::UnknownBatch { id: id.to_string() })
     }
 
     /// Frees a batch whose tasks are all final; its id is refused from now on.

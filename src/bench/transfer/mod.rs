@@ -154,6 +154,7 @@ fn variant(kind: TransportKind) -> String {
 const MEMCPY: &str = "memcpy-1thread";
 const STREAM: &str = "raw-tcp-stream";
 const PING: &str = "raw-tcp-pingpong";
+const PING_TOKIO: &str = "raw-tcp-pingpong-tokio";
 
 /// Runs the benchmark; `tick` is called after each measurement.
 pub async fn run(
@@ -217,6 +218,12 @@ pub async fn run(
                 };
                 let m = m.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
                 base.entry((name, block, batch)).or_default().push(m);
+                if batch == 1 && cfg.transports.contains(&TransportKind::Tcp) {
+                    let m = baseline::tcp_ping_pong_tokio(block, d)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    base.entry((PING_TOKIO, block, batch)).or_default().push(m);
+                }
                 tick(&format!("{label} / baselines"));
             }
         }
@@ -278,6 +285,9 @@ fn rows(
             }
             if let Some(m) = bstat(ceiling, &|m| m.gbps) {
                 out.push(Row::new(&case, ceiling, "GB/s", m));
+            }
+            if let Some(m) = bstat(PING_TOKIO, &|m| m.gbps) {
+                out.push(Row::new(&case, PING_TOKIO, "GB/s", m));
             }
             if let Some(m) = bstat(STREAM, &|m| m.cpu_s_per_gb) {
                 out.push(Row::new(&case, STREAM, "cpu_s_per_GB", m));

@@ -104,9 +104,11 @@ impl Client {
         Ok(outcomes
             .into_iter()
             .map(|o| match o {
-                Outcome::Written => ends.next().unwrap_or(Err(Error::Internal {
-                    reason: "the master answered fewer ends than asked".into(),
-                })),
+                Outcome::Written => ends.next().unwrap_or_else(|| {
+                    Err(Error::Internal {
+                        reason: "the master answered fewer ends than asked".into(),
+                    })
+                }),
                 Outcome::NotStarted(e) | Outcome::Failed(e) => Err(e),
             })
             .collect())
