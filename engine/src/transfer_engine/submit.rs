@@ -39,7 +39,11 @@ impl TransferEngine {
         forced: Option<TransportKind>,
     ) -> Result<Arc<dyn Transport>, Error> {
         let wanted = forced.or(self.inner.config.transport);
-        self.transports()
+        // Looked up under the read lock, not on a copy of the list: this runs per request.
+        self.inner
+            .transports
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
             .iter()
             .find(|t| wanted.is_none_or(|k| t.kind() == k) && t.can_reach(segment))
             .cloned()

@@ -223,17 +223,23 @@ impl Transport for TcpTransport {
             })?;
             let peer = inner.peer(&endpoint).await?;
             let slice = inner.slice_for(&peer, job.len);
-            let slices = (0..job.len).step_by(slice as usize).map(|off| {
-                let header = RequestHeader {
-                    opcode: job.opcode,
-                    req_id: inner.next_req.fetch_add(1, Ordering::Relaxed),
-                    instance: job.segment.instance_id,
-                    addr: job.remote + off,
-                    len: slice.min(job.len - off),
-                };
-                peer.run(header, job.local + off)
-            });
-            try_join_all(slices).await.map(|_| ()).map_err(|e| match e {
+            let header = |off: u64| RequestHeader {
+                opcode: job.opcode,
+                req_id: inner.next_req.fetch_add(1, Ordering::Relaxed),
+                instance: job.segment.instance_id,
+                addr: job.remote + off,
+                len: slice.min(job.len - off),
+            };
+            let sent = if job.len <= slice {
+                // One slice (every small task): no join over a list of one.
+                peer.run(header(0), job.local).await
+            } else {
+                let slices = (0..job.len)
+                    .step_by(slice as usize)
+                    .map(|off| peer.run(header(off), job.local + off));
+                try_join_all(slices).await.map(|_| ())
+            };
+            sent.map_err(|e| match e {
                 Error::StaleSegment { actual, .. } => Error::StaleSegment {
                     segment: job.segment.name.clone(),
                     expected: job.segment.instance_id,
