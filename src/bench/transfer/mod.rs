@@ -6,7 +6,9 @@
 //! from `--threads` tasks, over each transport of `--transport` (tcp and shm by default). Per
 //! case it reports GB/s, batch latency p50/p99 and CPU seconds per GB (initiator + target), and,
 //! interleaved, single-thread memcpy (shm's baseline), a raw loopback TCP stream with its CPU
-//! seconds per GB and a raw ping-pong (block out, 8-byte ack back) (tcp's baselines).
+//! seconds per GB and a raw ping-pong (block out, 8-byte ack back) (tcp's baselines). At batch
+//! 1 it also measures the ping-pong with both ends on tokio (`raw-tcp-pingpong-tokio`, no
+//! ratio): how much of the gap to the blocking ping-pong is the async runtime's.
 
 mod baseline;
 pub mod cpu;
