@@ -155,6 +155,30 @@ async fn over_shm_a_peer_killed_before_the_submit_gets_no_completed_write() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_answer_after_a_timeout_never_lands_in_local_memory() {
+    late_answer_is_dropped(|engine, req| async move {
+        let req = req.with_deadline(Duration::from_millis(200));
+        assert_eq!(engine.transfer(req).await.unwrap_err(), Error::Timeout);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_answer_to_a_dropped_transfer_never_lands_in_local_memory() {
+    late_answer_is_dropped(|engine, req| async move {
+        // The default deadline is far off: the caller stops waiting by dropping the future.
+        let waited = tokio::time::timeout(Duration::from_millis(200), engine.transfer(req)).await;
+        assert!(waited.is_err(), "the stopped peer answered: {waited:?}");
+    })
+    .await;
+}
+
+/// A read of 1 MiB is sent to a stopped peer and given up by `give_up`; the answer arriving
+/// after the peer resumes must not land in the local buffer, and the next read completes.
+async fn late_answer_is_dropped<F, Fut>(give_up: F)
+where
+    F: FnOnce(TransferEngine, TransferRequest) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let len = 1 << 20;
     let (target, engine, src, peer, remote) = setup(len, false).await;
     src.write_at(0, &vec![0xaa; len]).unwrap();
@@ -164,19 +188,17 @@ async fn a_late_answer_after_a_timeout_never_lands_in_local_memory() {
         .unwrap();
     let dst = engine.allocate(len, true).unwrap();
     dst.write_at(0, &vec![0x55; len]).unwrap();
-    // The read is sent to a stopped peer and given up at its deadline ...
     target.signal(libc::SIGSTOP);
-    let req = TransferRequest::read(dst.addr(), peer, remote, len as u64)
-        .with_deadline(Duration::from_millis(200));
-    assert_eq!(engine.transfer(req).await.unwrap_err(), Error::Timeout);
-    // ... so the caller may reuse (or free) the memory: the answer arriving later is dropped.
+    let req = TransferRequest::read(dst.addr(), peer, remote, len as u64);
+    give_up(engine.clone(), req).await;
+    // The caller may reuse (or free) the memory now: the answer arriving later is dropped.
     target.signal(libc::SIGCONT);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut back = vec![0u8; len];
     dst.read_at(0, &mut back).unwrap();
     assert!(
         back.iter().all(|&b| b == 0x55),
-        "late bytes landed after the timeout"
+        "late bytes landed after the caller gave up"
     );
     // The connection stayed in step: the next read completes with the right bytes.
     engine

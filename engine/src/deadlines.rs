@@ -110,6 +110,10 @@ impl Future for Expiry {
 
 impl Drop for Expiry {
     fn drop(&mut self) {
+        // Closed first, so that dropping the sender below does not wake this receiver's task:
+        // that task is usually the one dropping it, and carries on with other work; a wake-up
+        // from its own poll would make tokio reschedule it and wake a second worker for it.
+        self.rx.close();
         self.shared.lock().waiting.remove(&self.key);
     }
 }
@@ -183,5 +187,29 @@ mod tests {
         let after = deadlines.expiry(at + Duration::from_millis(20));
         after.await;
         assert!(deadlines.shared.lock().waiting.is_empty());
+    }
+
+    /// Counts its wake-ups.
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Counting {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropping_an_expiry_does_not_wake_its_own_task() {
+        let deadlines = Deadlines::new(Handle::current());
+        let counting = Arc::new(Counting(Default::default()));
+        let waker = std::task::Waker::from(counting.clone());
+        let mut expiry = deadlines.expiry(Instant::now() + Duration::from_secs(30));
+        let pending = Pin::new(&mut expiry).poll(&mut Context::from_waker(&waker));
+        assert!(pending.is_pending());
+        drop(expiry);
+        assert_eq!(counting.0.load(std::sync::atomic::Ordering::SeqCst), 0);
     }
 }

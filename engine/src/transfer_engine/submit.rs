@@ -11,7 +11,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::TransferEngine;
-use crate::batch::{BatchId, BatchStatus, TaskState, TaskStatus};
+use crate::batch::{BatchId, BatchStatus, TaskStatus};
 use crate::bounds::check_access;
 use crate::error::Error;
 use crate::request::{SegmentHandle, TransferRequest, TransportKind};
@@ -183,21 +183,25 @@ impl TransferEngine {
         self.inner.batches.cancel(batch)
     }
 
-    /// Runs one request in its own batch and returns when it is final: `Ok` only if Completed.
+    /// Runs one request and returns when it is final: `Ok` only if it completed (Mooncake's
+    /// `transferSync`). It runs on the caller's task, without a batch: the transport wakes the
+    /// caller directly when the bytes landed, with no hop through the engine's tasks. The
+    /// request's deadline applies as in a batch. Dropping the future cancels the transfer, and
+    /// once it is dropped no byte of the local range is touched again.
     pub async fn transfer(&self, request: TransferRequest) -> Result<(), Error> {
-        let batch = self.allocate_batch(1)?;
-        let result = async {
-            self.submit(batch, std::slice::from_ref(&request))?;
-            let status = self.wait(batch).await?;
-            match status.state {
-                TaskState::Completed => Ok(()),
-                _ => Err(status.error.unwrap_or(Error::Canceled)),
-            }
-        }
-        .await;
-        // The batch is final (or was never submitted to), so freeing cannot be Busy.
-        let _ = self.free_batch(batch);
-        result
+        let planned = self
+            .plan(std::slice::from_ref(&request))?
+            .pop()
+            .ok_or_else(|| Error::invalid("no request"))?;
+        let handle = self.inner.handle.clone();
+        let mut work = std::pin::pin!(self.execute(planned));
+        // Polled inside the engine's runtime, so that transports find its reactor and blocking
+        // pool even when the caller runs elsewhere (another runtime, or a plain executor).
+        std::future::poll_fn(|cx| {
+            let _runtime = handle.enter();
+            work.as_mut().poll(cx)
+        })
+        .await
     }
 
     /// Writes `length` bytes from local `source` to `target_offset` in `target`.
@@ -239,7 +243,43 @@ struct Planned {
     target: SegmentHandle,
 }
 
-/// Runs one task to its final state.
+impl TransferEngine {
+    /// Moves one planned request's bytes, bounded by its deadline; a task that found its peer
+    /// restarted refreshes the segment first (see [`Self::refresh_if_restarted`]).
+    async fn execute(&self, p: Planned) -> Result<(), Error> {
+        let outcome = match p.early {
+            Some(e) => Err(e),
+            None => attempt(self, p.job, &*p.transport).await,
+        };
+        self.refresh_if_restarted(p.target, &outcome).await;
+        outcome
+    }
+
+    /// After a task failed as if its peer restarted: later submits must reach the new
+    /// instance. The task itself is not resent (its offsets belonged to the old instance).
+    async fn refresh_if_restarted(&self, target: SegmentHandle, outcome: &Result<(), Error>) {
+        if let Err(Error::StaleSegment { .. } | Error::PeerFailed { .. }) = outcome {
+            if let Err(e) = self.refresh_segment(target).await {
+                tracing::debug!(error = %e, "could not refresh a restarted segment");
+            }
+        }
+    }
+}
+
+/// The transfer itself, or `Timeout` at the job's deadline.
+async fn attempt(
+    engine: &TransferEngine,
+    job: Job,
+    transport: &dyn Transport,
+) -> Result<(), Error> {
+    let expiry = engine.inner.deadlines.expiry(job.deadline);
+    tokio::select! {
+        _ = expiry => Err(Error::Timeout),
+        r = transport.transfer(job) => r,
+    }
+}
+
+/// Runs one task of a batch to its final state.
 async fn run_task(
     engine: TransferEngine,
     batch: BatchId,
@@ -261,21 +301,13 @@ async fn run_task(
                 .batches
                 .with(|t| t.handle_started(batch, task))
                 .ok();
-            let expiry = engine.inner.deadlines.expiry(job.deadline);
             tokio::select! {
                 _ = cancel.cancelled() => Err(Error::Canceled),
-                _ = expiry => Err(Error::Timeout),
-                r = transport.transfer(job) => r,
+                r = attempt(&engine, job, &*transport) => r,
             }
         }
     };
-    if let Err(Error::StaleSegment { .. } | Error::PeerFailed { .. }) = &outcome {
-        // The peer may have restarted: later submits must reach the new instance. This task
-        // is not resent (its offsets belonged to the old instance).
-        if let Err(e) = engine.refresh_segment(target).await {
-            tracing::debug!(error = %e, "could not refresh a restarted segment");
-        }
-    }
+    engine.refresh_if_restarted(target, &outcome).await;
     let finished = engine.inner.batches.with(|t| {
         let _ = match outcome {
             Ok(()) => t.handle_completed(batch, task),

@@ -409,9 +409,9 @@ impl Client {
         })
     }
 
-    /// Moves one replica's bytes. The engine enforces the deadline (so the task is final when
-    /// this returns); if this future is dropped first, a background task waits for the engine
-    /// task to become final before `keep` (the scratch memory) is released.
+    /// Moves one replica's bytes within the deadline. `keep` (the scratch memory) is held
+    /// until the transfer is over: if this future is dropped, the engine's transfer is dropped
+    /// first, and from then on the engine no longer touches the memory.
     async fn transfer_one(
         &self,
         d: &ReplicaDesc,
@@ -430,51 +430,13 @@ impl Client {
             true => TransferRequest::write(local, handle, d.addr, len),
             false => TransferRequest::read(local, handle, d.addr, len),
         };
-        let engine = &self.inner.engine;
-        let batch = engine.allocate_batch(1)?;
-        let mut guard = InFlight {
-            engine: engine.clone(),
-            batch: Some(batch),
+        // A tuple's fields drop in order: the transfer before the memory it moves.
+        let mut op = (
+            Box::pin(self.inner.engine.transfer(req.with_deadline(left))),
             keep,
-        };
-        engine.submit(batch, &[req.with_deadline(left)])?;
-        let status = engine.wait(batch).await;
-        guard.batch = None;
-        let _ = engine.free_batch(batch);
-        let status = status?;
-        match status.error {
-            None if status.completed == 1 => Ok(()),
-            Some(e) => Err(e.into()),
-            None => Err(Error::Engine(yuebing_engine::Error::Canceled)),
-        }
-    }
-}
-
-/// A submitted transfer whose waiter may be dropped: then a background task waits for it to
-/// become final, frees its batch, and only then drops the memory it kept.
-struct InFlight {
-    engine: TransferEngine,
-    batch: Option<yuebing_engine::BatchId>,
-    keep: Option<Arc<staging::Scratch>>,
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        if let Some(batch) = self.batch.take() {
-            let (engine, keep) = (self.engine.clone(), self.keep.take());
-            match tokio::runtime::Handle::try_current() {
-                Ok(handle) => {
-                    handle.spawn(async move {
-                        let _ = engine.wait(batch).await;
-                        let _ = engine.free_batch(batch);
-                        drop(keep);
-                    });
-                }
-                // No runtime to wait on (dropped during shutdown): leak the scratch memory
-                // rather than free it under a transfer that may still be running.
-                Err(_) => std::mem::forget(keep),
-            }
-        }
+        );
+        op.0.as_mut().await?;
+        Ok(())
     }
 }
 
