@@ -2,7 +2,7 @@
 //!
 //! deadpool creates connections and bounds their number; the pool keeps every live connection
 //! shared (a tarpc connection multiplexes many calls) and picks, per call, the live connection
-//! with the fewest calls in flight, breaking ties round-robin. A watcher per connection drops it
+//! with the fewest calls in flight, the oldest among equals. A watcher per connection drops it
 //! when its dispatch task ends, so the next call opens a replacement. Opening is single-flight:
 //! however many calls wait for a connection, one connect runs at a time.
 
@@ -67,7 +67,6 @@ struct Inner<C: ServiceClient> {
     live: Mutex<Vec<Live<C>>>,
     open_lock: tokio::sync::Mutex<()>,
     growing: AtomicBool,
-    rr: AtomicUsize,
     in_flight: AtomicUsize,
     metrics: Metrics,
     born: Instant,
@@ -163,7 +162,6 @@ impl<C: ServiceClient> Pool<C> {
                 live: Mutex::new(Vec::new()),
                 open_lock: tokio::sync::Mutex::new(()),
                 growing: AtomicBool::new(false),
-                rr: AtomicUsize::new(0),
                 in_flight: AtomicUsize::new(0),
                 metrics: Metrics::default(),
                 born: Instant::now(),
@@ -328,7 +326,7 @@ impl<C: ServiceClient> Pool<C> {
         live.len()
     }
 
-    /// The least-loaded live connection (ties: round-robin). When even that one is busy past the
+    /// The least-loaded live connection (ties: the oldest). When even that one is busy past the
     /// threshold, another is opened in the background (up to the pool's size) while this call
     /// uses the busy one.
     fn pick(&self) -> Option<Arc<Connection<C>>> {
@@ -362,15 +360,15 @@ impl<C: ServiceClient> Pool<C> {
         if n == 0 {
             return None;
         }
-        let start = self.inner.rr.fetch_add(1, Ordering::Relaxed) % n;
-        let mut best = &live[start].conn;
-        for i in 1..n {
+        // Ties go to the oldest connection, not round robin: calls one after another then all
+        // use one socket (and one server task), still warm in the caches from the last call.
+        let mut best = &live[0].conn;
+        for entry in &live[1..] {
             if best.in_flight() == 0 {
                 break;
             }
-            let c = &live[(start + i) % n].conn;
-            if c.in_flight() < best.in_flight() {
-                best = c;
+            if entry.conn.in_flight() < best.in_flight() {
+                best = &entry.conn;
             }
         }
         Some((best.clone(), n))
