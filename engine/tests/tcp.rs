@@ -32,6 +32,79 @@ async fn byte_exact_round_trips_over_tcp() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_and_small_requests_alternate_on_one_connection_byte_exact() {
+    // One connection, so that every request follows the one before on the same stream: after
+    // a large payload both ends read the next header on its own, after a small one buffered.
+    let one = || EngineConfig {
+        tcp: TcpConfig {
+            connections: 1,
+            ..TcpConfig::default()
+        },
+        ..EngineConfig::default()
+    };
+    let a = start(one()).await;
+    let b = start(one()).await;
+    let size = 4 << 20;
+    let src = a.allocate(size, false).unwrap();
+    let back = a.allocate(size, false).unwrap();
+    let dst = b.allocate(size, false).unwrap();
+    let peer = a.open_segment(b.name()).await.unwrap();
+    let lens = [
+        3 << 20,
+        5,
+        1 << 20,
+        100,
+        64 << 10,
+        (64 << 10) - 1,
+        1 << 16,
+        4096,
+        3 << 20,
+    ];
+    for (i, len) in lens.into_iter().enumerate() {
+        let data = pattern(len, i as u8);
+        let (so, doff) = (i * 7 % 64, i * 13 % 64);
+        src.write_at(so, &data).unwrap();
+        let d = dst.addr() + doff as u64;
+        a.write(src.addr() + so as u64, peer, d, len as u64)
+            .await
+            .unwrap();
+        assert!(read_back(&dst, doff, len) == data, "write of {len} bytes");
+        a.read(back.addr() + 1, peer, d, len as u64).await.unwrap();
+        assert!(read_back(&back, 1, len) == data, "read of {len} bytes");
+    }
+    // The same sizes pipelined in one batch, each to its own range.
+    let data = pattern(size, 99);
+    src.write_at(0, &data).unwrap();
+    let (mut at, mut reqs) = (0u64, Vec::new());
+    let pipelined = [
+        1 << 20,
+        5,
+        256 << 10,
+        100,
+        64 << 10,
+        65535,
+        4096,
+        1 << 20,
+        7,
+        512 << 10,
+    ];
+    for len in pipelined {
+        reqs.push(TransferRequest::write(
+            src.addr() + at,
+            peer,
+            dst.addr() + at,
+            len,
+        ));
+        at += len;
+    }
+    let batch = a.allocate_batch(reqs.len()).unwrap();
+    a.submit(batch, &reqs).unwrap();
+    let status = a.wait(batch).await.unwrap();
+    assert_eq!(status.completed, reqs.len(), "{status:?}");
+    assert!(read_back(&dst, 0, at as usize) == data[..at as usize]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_target_refuses_bad_ranges_and_keeps_serving() {
     let a = start(EngineConfig::default()).await;
     let b = start(EngineConfig::default()).await;

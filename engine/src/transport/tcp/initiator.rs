@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, REQUEST_LEN, RESPONSE_LEN};
-use super::{TcpConfig, IO_BUFFER};
+use super::{TcpConfig, BULK, IO_BUFFER};
 use crate::error::Error;
 use crate::request::Opcode;
 
@@ -426,6 +426,7 @@ async fn reader(
     let mut rd = BufReader::with_capacity(IO_BUFFER, rd);
     let mut header = [0u8; RESPONSE_LEN];
     let mut probe = [0u8; 1];
+    let mut bulk = false;
     loop {
         // Wait on the socket alone (not on the queue: a wake-up per request for nothing): a
         // request's entry is queued before the request is written, so its response finds it.
@@ -454,9 +455,12 @@ async fn reader(
             },
         };
         let answer = async {
-            rd.read_exact(&mut header)
-                .await
-                .map_err(|e| failed(e.to_string()))?;
+            let got = if bulk && rd.buffer().is_empty() {
+                rd.get_mut().read_exact(&mut header).await
+            } else {
+                rd.read_exact(&mut header).await
+            };
+            got.map_err(|e| failed(e.to_string()))?;
             let h = ResponseHeader::decode(&header)?;
             if h.req_id != p.req_id {
                 return Err(failed("response out of order"));
@@ -473,6 +477,7 @@ async fn reader(
             r = answer => r,
             _ = dead.cancelled() => Err(failed("connection given up")),
         };
+        bulk = p.opcode == Opcode::Read && p.len >= BULK;
         match r {
             Ok(outcome) => {
                 let _ = p.done.send(outcome);

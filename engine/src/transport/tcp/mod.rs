@@ -34,6 +34,11 @@ use crate::segment::SegmentDescriptor;
 /// Size of the buffers that gather small requests and acks into one syscall.
 pub(crate) const IO_BUFFER: usize = 256 << 10;
 
+/// After a payload at least this large, the next frame's header is read on its own rather than
+/// through the buffer: the next payload is likely large too, and what the buffer takes of it
+/// would be copied twice.
+pub(crate) const BULK: u64 = 64 << 10;
+
 /// Smallest slice a task is cut into for spreading over connections. A socket's copies already
 /// run on two cores (the sender's into the socket, the receiver's out of it), so cutting a lone
 /// 1 MiB task over several connections only added hand-overs: one slice ran it at 2.7–2.8

@@ -4,13 +4,13 @@
 use std::io;
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, REQUEST_LEN};
-use super::IO_BUFFER;
+use super::{BULK, IO_BUFFER};
 use crate::error::Error;
 use crate::memory::MemoryRegistry;
 use crate::request::Opcode;
@@ -71,6 +71,18 @@ async fn hello(s: &mut TcpStream, target: &Target) -> io::Result<bool> {
     Ok(ok)
 }
 
+/// Fills `dst` with what the buffer holds, then straight from the socket: the rest of a payload
+/// never passes through the buffer (one copy, not two).
+async fn read_into<R: AsyncRead + Unpin>(rd: &mut BufReader<R>, dst: &mut [u8]) -> io::Result<()> {
+    let n = rd.buffer().len().min(dst.len());
+    dst[..n].copy_from_slice(&rd.buffer()[..n]);
+    rd.consume(n);
+    if n < dst.len() {
+        rd.get_mut().read_exact(&mut dst[n..]).await?;
+    }
+    Ok(())
+}
+
 async fn serve(mut s: TcpStream, target: &Target) -> io::Result<()> {
     if !hello(&mut s, target).await? {
         tracing::warn!("refused a tcp data connection: bad magic or token");
@@ -78,21 +90,30 @@ async fn serve(mut s: TcpStream, target: &Target) -> io::Result<()> {
     }
     let (rd, wr) = s.split();
     // Buffered both ways: small requests arrive many per read and their acks leave many per
-    // write; payloads larger than the buffer bypass it and land straight in registered memory.
+    // write; what the buffer does not hold of a payload lands straight in registered memory.
     let mut rd = BufReader::with_capacity(IO_BUFFER, rd);
     let mut wr = BufWriter::with_capacity(IO_BUFFER, wr);
     let mut header = [0u8; REQUEST_LEN];
+    let mut bulk = false;
     loop {
         if rd.buffer().len() < REQUEST_LEN {
             // About to wait for the next request: send the acks gathered so far.
             wr.flush().await?;
         }
-        match rd.read_exact(&mut header).await {
+        let got = if bulk && rd.buffer().is_empty() {
+            // After a large payload the next is likely large too: its header is read alone, so
+            // that the buffer does not fill up with payload to be copied a second time.
+            rd.get_mut().read_exact(&mut header).await
+        } else {
+            rd.read_exact(&mut header).await
+        };
+        match got {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
             Err(e) => return Err(e),
         }
         let req = RequestHeader::decode(&header).map_err(io::Error::other)?;
+        bulk = req.len >= BULK;
         if req.len > target.max_slice {
             return Err(io::Error::other(format!(
                 "slice of {} bytes over the limit",
@@ -124,7 +145,7 @@ async fn serve(mut s: TcpStream, target: &Target) -> io::Result<()> {
                 let dst = unsafe {
                     std::slice::from_raw_parts_mut(req.addr as *mut u8, req.len as usize)
                 };
-                rd.read_exact(dst).await?;
+                read_into(&mut rd, dst).await?;
                 // The ack is queued only after every byte landed in the destination.
                 wr.write_all(&reply(0)).await?;
             }
