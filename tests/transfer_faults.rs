@@ -208,3 +208,21 @@ where
     dst.read_at(0, &mut back).unwrap();
     assert!(back.iter().all(|&b| b == 0xaa));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_peers_shm_socket_is_removed_by_the_next_engine_to_start() {
+    let (mut target, engine, _src, peer, _remote) = setup(1 << 20, true).await;
+    let descriptor = engine.segment_descriptor(peer).unwrap();
+    let socket = descriptor.transports["shm"]["socket"]
+        .as_str()
+        .map(std::path::PathBuf::from)
+        .expect("the target publishes its shm socket");
+    target.kill();
+    // SIGKILL gave the target no chance to remove its socket ...
+    assert!(socket.exists(), "{} is gone already", socket.display());
+    // ... so the next engine to start on this host removes it.
+    let _next = TransferEngine::start(EngineConfig::default())
+        .await
+        .unwrap();
+    assert!(!socket.exists(), "{} is still there", socket.display());
+}

@@ -10,6 +10,7 @@
 //! [`Transport::can_reach`] says no and the engine uses tcp.
 
 mod channel;
+mod sockets;
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -28,6 +29,7 @@ use tokio::runtime::Handle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use self::channel::{fetch_export, send_export, Export, MAX_FDS};
+use self::sockets::{socket_dir, socket_path, sweep_stale};
 use super::{Job, Transport};
 use crate::error::Error;
 use crate::memory::MemoryRegistry;
@@ -163,16 +165,6 @@ fn boot_id() -> String {
         .unwrap_or_default()
 }
 
-fn socket_dir() -> std::io::Result<PathBuf> {
-    let base = std::env::var_os("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    let dir = base.join(format!("yuebing-{}", rustix::process::getuid().as_raw()));
-    std::fs::create_dir_all(&dir)?;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
-    Ok(dir)
-}
-
 impl ShmTransport {
     /// Opens the side channel that exports `memory`'s engine-allocated buffers of instance
     /// `instance`; tasks run on `handle`.
@@ -184,9 +176,9 @@ impl ShmTransport {
         let io = |e: std::io::Error| Error::Io {
             reason: format!("shm side channel: {e}"),
         };
-        let socket = socket_dir()
-            .map_err(io)?
-            .join(format!("shm-{instance:016x}.sock"));
+        let dir = socket_dir().map_err(io)?;
+        sweep_stale(&dir);
+        let socket = socket_path(&dir, instance);
         let _ = std::fs::remove_file(&socket);
         let listener = UnixListener::bind(&socket).map_err(io)?;
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
