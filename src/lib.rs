@@ -6,7 +6,7 @@
 //! # Layout
 //! - [`rpc`]: the control plane (`yuebing-rpc`).
 //! - [`engine`]: the Transfer Engine (`yuebing-engine`).
-//! - [`store`]: the object store (`yuebing-store`): the master so far.
+//! - [`store`]: the object store (`yuebing-store`): its master and its client.
 //! - [`bench`]: the benchmark programs behind `yuebing bench …`.
 //! - [`cli`]: subcommands such as `yuebing master`.
 //! - [`config`]: settings from flags, `YUEBING_*` variables and a TOML file.

@@ -1,7 +1,10 @@
-//! `yuebing` child processes started by the demo and `bench store` (a master, nodes): each is
-//! started, waited for until it announces itself, and killed and reaped when dropped.
+//! `yuebing` child processes started by the demo, `bench store` and the integration tests (a
+//! master, nodes): each is started, waited for until it announces itself, and killed and reaped
+//! when dropped.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use yuebing_rpc::Endpoint;
@@ -19,11 +22,10 @@ impl ChildProcess {
     /// by this very runtime, which must stay free to answer it.
     pub async fn start(args: Vec<String>, ready: &'static str) -> Result<ChildProcess, String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let mut cmd = Command::new(exe);
-        cmd.args(&args);
-        tokio::task::spawn_blocking(move || ChildProcess::spawn(cmd, ready))
+        let what = format!("{args:?}");
+        tokio::task::spawn_blocking(move || ChildProcess::spawn(&exe, &args, ready))
             .await
-            .map_err(|e| format!("cannot start {args:?}: {e}"))?
+            .map_err(|e| format!("cannot start {what}: {e}"))?
     }
 
     /// `yuebing node` with `size` of store space for `master`.
@@ -59,7 +61,16 @@ impl ChildProcess {
         Ok((child, addr))
     }
 
-    fn spawn(mut cmd: Command, ready: &str) -> Result<ChildProcess, String> {
+    /// Starts `exe ARGS…` and waits (blocking) for its first line, which must start with
+    /// `ready`; the rest of that line is [`announced`](Self::announced). Tests pass the binary
+    /// cargo built for them, everything else [`start`](Self::start)s this executable.
+    pub fn spawn<S: AsRef<OsStr>>(
+        exe: &Path,
+        args: &[S],
+        ready: &str,
+    ) -> Result<ChildProcess, String> {
+        let mut cmd = Command::new(exe);
+        cmd.args(args);
         let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -82,6 +93,11 @@ impl ChildProcess {
             .ok_or_else(|| format!("{cmd:?} did not start: {line:?}"))?
             .to_string();
         Ok(proc)
+    }
+
+    /// The process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
     }
 
     /// Kills the process (SIGKILL) and reaps it.

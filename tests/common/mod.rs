@@ -3,37 +3,26 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
+use yuebing::cli::child::ChildProcess;
 use yuebing::rpc::Endpoint;
 
-/// A child process that printed `<prefix><value>` as its first line.
+/// A `yuebing` child process that printed `<prefix><value>` as its first line.
 pub(crate) struct Process {
-    pub(crate) child: Child,
+    child: ChildProcess,
     /// What followed the ready prefix (an address or a segment name).
     pub(crate) ready: String,
 }
 
 impl Process {
-    /// Runs `yuebing ARGS` and waits for its first line, which must start with `prefix`.
+    /// Runs `yuebing ARGS` (the binary cargo built for the tests) and waits for its first
+    /// line, which must start with `prefix`.
     pub(crate) fn start(args: &[&str], prefix: &str) -> Process {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_yuebing"))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("yuebing starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped stdout"))
-            .read_line(&mut line)
-            .expect("a first line");
-        let ready = line
-            .trim()
-            .strip_prefix(prefix)
-            .unwrap_or_else(|| panic!("unexpected first line {line:?} of {args:?}"))
-            .to_string();
+        let exe = Path::new(env!("CARGO_BIN_EXE_yuebing"));
+        let child = ChildProcess::spawn(exe, args, prefix).unwrap_or_else(|e| panic!("{e}"));
+        let ready = child.announced.clone();
         Process { child, ready }
     }
 
@@ -72,16 +61,9 @@ impl Process {
         signal(self.child.id(), sig);
     }
 
-    /// SIGKILL and reap.
+    /// SIGKILL and reap (also done when dropped).
     pub(crate) fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        self.kill();
+        self.child.kill();
     }
 }
 
