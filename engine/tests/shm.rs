@@ -27,6 +27,13 @@ async fn same_host_peers_use_shm_byte_exact_from_1_byte_to_64_mib() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shm_transfer_can_be_awaited_outside_the_engines_runtime() {
+    let a = start().await;
+    let b = start().await;
+    writes_from_a_plain_thread(a, &b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_initiator_enforces_bounds_and_a_buffer_exported_later_is_mapped() {
     let a = start().await;
     let b = start().await;

@@ -105,6 +105,13 @@ async fn large_and_small_requests_alternate_on_one_connection_byte_exact() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transfer_can_be_awaited_outside_the_engines_runtime() {
+    let a = start(EngineConfig::default()).await;
+    let b = start(EngineConfig::default()).await;
+    writes_from_a_plain_thread(a, &b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_target_refuses_bad_ranges_and_keeps_serving() {
     let a = start(EngineConfig::default()).await;
     let b = start(EngineConfig::default()).await;

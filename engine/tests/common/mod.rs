@@ -46,3 +46,26 @@ pub async fn round_trips(
         assert!(read_back(back, 3, len) == data, "read of {len} bytes");
     }
 }
+
+/// `a` writes 4 KiB and then 1 MiB into `b` from a plain thread with a plain executor (no tokio
+/// context): the engine's own runtime does the I/O and the big copies, the caller only waits.
+pub async fn writes_from_a_plain_thread(a: TransferEngine, b: &TransferEngine) {
+    let src = a.allocate(1 << 20, false).unwrap();
+    let dst = b.allocate(1 << 20, false).unwrap();
+    let data = pattern(1 << 20, 5);
+    src.write_at(0, &data).unwrap();
+    let peer = a.open_segment(b.name()).await.unwrap();
+    let (s, d) = (src.addr(), dst.addr());
+    let waited = std::thread::spawn(move || {
+        futures::executor::block_on(async {
+            a.write(s, peer, d, 4096).await?;
+            a.write(s, peer, d, 1 << 20).await
+        })
+    });
+    let result = tokio::task::spawn_blocking(move || waited.join())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(result, Ok(()));
+    assert!(read_back(&dst, 0, 1 << 20) == data);
+}
