@@ -2,7 +2,8 @@
 //!
 //! Each engine listens on a data port (published in its descriptor's `tcp` section). An
 //! initiator keeps several connections per peer; a task is cut into slices (1 MiB by default)
-//! spread over them and pipelined; writes leave with `writev` straight from the source memory
+//! spread over them and pipelined (a lone small slice takes the first connection, which then
+//! stays warm in the caches); writes leave with `writev` straight from the source memory
 //! and the target reads them straight into the registered destination; a write completes only
 //! when the target acknowledged that its bytes landed, a read when all bytes arrived. The bytes
 //! in flight to one peer are bounded: excess slices wait, and only a full wait queue answers
