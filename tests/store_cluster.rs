@@ -54,7 +54,7 @@ async fn put_on_one_client_get_on_another_byte_exact_with_typed_errors() {
     let a = Process::node(&ep, "64M");
     let b = Process::node(&ep, "64M");
     let (w, r) = (client(&ep).await, client(&ep).await);
-    let both = on(&[&a.ready, &b.ready], 2);
+    let both = on(&[a.ready(), b.ready()], 2);
     for (i, len) in [1usize, 4096 + 3, (1 << 20) + 7, 5 << 20]
         .into_iter()
         .enumerate()
@@ -153,10 +153,10 @@ async fn a_killed_node_takes_only_its_unreplicated_objects() {
     let mut a = Process::node(&ep, "32M");
     let b = Process::node(&ep, "32M");
     let c = client(&ep).await;
-    c.put("solo", &pattern(1000, 1), &on(&[&a.ready], 1))
+    c.put("solo", &pattern(1000, 1), &on(&[a.ready()], 1))
         .await
         .unwrap();
-    c.put("pair", &pattern(3000, 2), &on(&[&a.ready, &b.ready], 2))
+    c.put("pair", &pattern(3000, 2), &on(&[a.ready(), b.ready()], 2))
         .await
         .unwrap();
     a.kill();
@@ -245,7 +245,7 @@ async fn a_stopped_replica_holder_costs_at_most_the_deadline_then_is_avoided() {
     let b = Process::node(&ep, "32M");
     let c = client(&ep).await;
     let v = pattern(64 << 10, 5);
-    c.put("twice", &v, &on(&[&a.ready, &b.ready], 2))
+    c.put("twice", &v, &on(&[a.ready(), b.ready()], 2))
         .await
         .unwrap();
     // The reader tries replicas in the master's order: stop the first one's node.
@@ -253,7 +253,7 @@ async fn a_stopped_replica_holder_costs_at_most_the_deadline_then_is_avoided() {
         .get_replica_list("twice")
         .await
         .unwrap();
-    let first = if list.replicas[0].node == a.ready {
+    let first = if list.replicas[0].node == a.ready() {
         &a
     } else {
         &b

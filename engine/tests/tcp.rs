@@ -72,7 +72,7 @@ async fn large_and_small_requests_alternate_on_one_connection_byte_exact() {
         a.read(back.addr() + 1, peer, d, len as u64).await.unwrap();
         assert!(read_back(&back, 1, len) == data, "read of {len} bytes");
     }
-    // The same sizes pipelined in one batch, each to its own range.
+    // Large and small sizes pipelined in one batch, each to its own range.
     let data = pattern(size, 99);
     src.write_at(0, &data).unwrap();
     let (mut at, mut reqs) = (0u64, Vec::new());

@@ -12,8 +12,6 @@ use yuebing::rpc::Endpoint;
 /// A `yuebing` child process that printed `<prefix><value>` as its first line.
 pub(crate) struct Process {
     child: ChildProcess,
-    /// What followed the ready prefix (an address or a segment name).
-    pub(crate) ready: String,
 }
 
 impl Process {
@@ -22,8 +20,12 @@ impl Process {
     pub(crate) fn start(args: &[&str], prefix: &str) -> Process {
         let exe = Path::new(env!("CARGO_BIN_EXE_yuebing"));
         let child = ChildProcess::spawn(exe, args, prefix).unwrap_or_else(|e| panic!("{e}"));
-        let ready = child.announced.clone();
-        Process { child, ready }
+        Process { child }
+    }
+
+    /// What followed the ready prefix (an address or a segment name).
+    pub(crate) fn ready(&self) -> &str {
+        &self.child.announced
     }
 
     /// A master: `yuebing master --port PORT ARGS`.
@@ -53,7 +55,7 @@ impl Process {
 
     /// The address it printed.
     pub(crate) fn endpoint(&self) -> Endpoint {
-        self.ready.parse().expect("an address")
+        self.ready().parse().expect("an address")
     }
 
     /// Sends a signal (see [`signal`]).

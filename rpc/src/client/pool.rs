@@ -3,7 +3,7 @@
 //! deadpool creates connections and bounds their number; the pool keeps every live connection
 //! shared (a tarpc connection multiplexes many calls) and picks, per call, the live connection
 //! with the fewest calls in flight, the oldest among equals. A watcher per connection drops it
-//! when its dispatch task ends, so the next call opens a replacement. Opening is single-flight:
+//! when its driver task ends, so the next call opens a replacement. Opening is single-flight:
 //! however many calls wait for a connection, one connect runs at a time.
 
 use std::future::Future;

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, REQUEST_LEN, RESPONSE_LEN};
-use super::{TcpConfig, BULK, IO_BUFFER};
+use super::{read_header, TcpConfig, BULK, IO_BUFFER};
 use crate::error::Error;
 use crate::request::Opcode;
 
@@ -455,12 +455,9 @@ async fn reader(
             },
         };
         let answer = async {
-            let got = if bulk && rd.buffer().is_empty() {
-                rd.get_mut().read_exact(&mut header).await
-            } else {
-                rd.read_exact(&mut header).await
-            };
-            got.map_err(|e| failed(e.to_string()))?;
+            read_header(&mut rd, &mut header, bulk)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
             let h = ResponseHeader::decode(&header)?;
             if h.req_id != p.req_id {
                 return Err(failed("response out of order"));

@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use futures::future::{try_join_all, BoxFuture};
 use futures::FutureExt;
+use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
 use tokio::net::TcpListener;
 use tokio::runtime::Handle;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -39,6 +40,21 @@ pub(crate) const IO_BUFFER: usize = 256 << 10;
 /// through the buffer: the next payload is likely large too, and what the buffer takes of it
 /// would be copied twice.
 pub(crate) const BULK: u64 = 64 << 10;
+
+/// Reads the next frame header into `header`: through the buffer, or, after a [`BULK`] payload
+/// (`bulk`) with nothing buffered, on its own straight from the socket.
+pub(crate) async fn read_header<R: AsyncRead + Unpin>(
+    rd: &mut BufReader<R>,
+    header: &mut [u8],
+    bulk: bool,
+) -> std::io::Result<()> {
+    if bulk && rd.buffer().is_empty() {
+        rd.get_mut().read_exact(header).await?;
+    } else {
+        rd.read_exact(header).await?;
+    }
+    Ok(())
+}
 
 /// Smallest slice a task is cut into for spreading over connections. A socket's copies already
 /// run on two cores (the sender's into the socket, the receiver's out of it), so cutting a lone

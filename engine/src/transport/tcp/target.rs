@@ -10,7 +10,7 @@ use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, REQUEST_LEN};
-use super::{BULK, IO_BUFFER};
+use super::{read_header, BULK, IO_BUFFER};
 use crate::error::Error;
 use crate::memory::MemoryRegistry;
 use crate::request::Opcode;
@@ -100,15 +100,8 @@ async fn serve(mut s: TcpStream, target: &Target) -> io::Result<()> {
             // About to wait for the next request: send the acks gathered so far.
             wr.flush().await?;
         }
-        let got = if bulk && rd.buffer().is_empty() {
-            // After a large payload the next is likely large too: its header is read alone, so
-            // that the buffer does not fill up with payload to be copied a second time.
-            rd.get_mut().read_exact(&mut header).await
-        } else {
-            rd.read_exact(&mut header).await
-        };
-        match got {
-            Ok(_) => {}
+        match read_header(&mut rd, &mut header, bulk).await {
+            Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
             Err(e) => return Err(e),
         }
