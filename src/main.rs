@@ -53,6 +53,9 @@ enum Command {
         /// Bytes of pre-faulted buffer to serve.
         #[arg(long)]
         len: usize,
+        /// Runtime worker threads (the bench passes its own setting).
+        #[arg(long, default_value_t = 1)]
+        worker_threads: usize,
     },
 }
 
@@ -123,8 +126,27 @@ struct BenchTransferArgs {
     /// bench.transports].
     #[arg(long, env = "YUEBING_BENCH_TRANSPORT")]
     transport: Option<String>,
+    /// Runtime worker threads of the initiator and of the target process, each. One per side
+    /// is like for like with the baselines (one thread per side) and keeps the tcp spin for a
+    /// lone request on; more oversubscribe a small box [default: 1; config:
+    /// bench.worker_threads].
+    #[arg(long, env = "YUEBING_BENCH_WORKER_THREADS")]
+    worker_threads: Option<usize>,
     #[command(flatten)]
     common: BenchCommon,
+}
+
+impl BenchTransferArgs {
+    /// Runtime worker threads of each side (at least 1).
+    fn worker_threads(&self, file: &ConfigFile) -> Result<usize, ConfigError> {
+        match file.resolve("bench", "worker_threads", self.worker_threads, 1)? {
+            0 => Err(ConfigError {
+                path: "bench.worker_threads".into(),
+                reason: "must be at least 1".into(),
+            }),
+            n => Ok(n),
+        }
+    }
 }
 
 /// Settings every benchmark takes.
@@ -331,6 +353,7 @@ fn list<T>(text: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<
 
 async fn bench_transfer(file: &ConfigFile, args: BenchTransferArgs) -> Result<(), CliError> {
     let (repeat, duration, warmup) = args.common.resolve(file)?;
+    let worker_threads = args.worker_threads(file)?;
     use yuebing::engine::{Opcode, TransportKind};
     let op = match file
         .resolve("bench", "op", args.op, "write".to_string())?
@@ -362,6 +385,7 @@ async fn bench_transfer(file: &ConfigFile, args: BenchTransferArgs) -> Result<()
                 .ok_or_else(|| format!("bad batch {b:?}"))
         })?,
         threads: file.resolve("bench", "threads", args.threads, 1)?.max(1),
+        worker_threads,
         duration,
         warmup,
         repeat,
@@ -372,8 +396,8 @@ async fn bench_transfer(file: &ConfigFile, args: BenchTransferArgs) -> Result<()
     let bar = progress(total);
     let rows = transfer::run(&cfg, ticker(&bar)).await;
     let header = format!(
-        "bench transfer: {} repetitions x {:?}; {} thread(s); medians, spread = max - min; CPU = initiator + target",
-        cfg.repeat, cfg.duration, cfg.threads
+        "bench transfer: {} repetitions x {:?}; {} thread(s); {} runtime worker(s) per process; medians, spread = max - min; CPU = initiator + target",
+        cfg.repeat, cfg.duration, cfg.threads, cfg.worker_threads
     );
     finish("transfer", &bar, rows, header, args.common.json)
 }
@@ -404,11 +428,18 @@ fn main() -> ExitCode {
     };
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all();
-    if let Command::Master(args) = &cli.command {
-        match args.worker_threads(&file) {
-            Ok(n) => builder.worker_threads(n),
-            Err(e) => return fail(e.into()),
-        };
+    let workers = match &cli.command {
+        Command::Master(args) => args.worker_threads(&file).map(Some),
+        Command::Bench(Bench::Transfer(args)) => args.worker_threads(&file).map(Some),
+        Command::BenchTarget { worker_threads, .. } => Ok(Some((*worker_threads).max(1))),
+        _ => Ok(None),
+    };
+    match workers {
+        Ok(Some(n)) => {
+            builder.worker_threads(n);
+        }
+        Ok(None) => {}
+        Err(e) => return fail(e.into()),
     }
     let runtime = match builder.build() {
         Ok(rt) => rt,
@@ -439,7 +470,7 @@ fn main() -> ExitCode {
             Command::Bench(Bench::Transfer(args)) => bench_transfer(&file, args).await,
             Command::Bench(Bench::Master(args)) => bench_master(&file, args).await,
             Command::Bench(Bench::Store(args)) => bench_store(&file, args).await,
-            Command::BenchTarget { bind, len } => transfer::target::run(bind, len)
+            Command::BenchTarget { bind, len, .. } => transfer::target::run(bind, len)
                 .await
                 .map_err(CliError::Bench),
         }

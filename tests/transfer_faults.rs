@@ -19,7 +19,7 @@ struct Target(TargetProcess);
 impl Target {
     fn start(len: usize) -> Target {
         Target(
-            TargetProcess::spawn(Path::new(env!("CARGO_BIN_EXE_yuebing")), len)
+            TargetProcess::spawn(Path::new(env!("CARGO_BIN_EXE_yuebing")), len, 1)
                 .expect("target starts"),
         )
     }

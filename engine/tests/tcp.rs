@@ -18,8 +18,18 @@ async fn start(config: EngineConfig) -> TransferEngine {
     TransferEngine::start(config).await.expect("engine starts")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn byte_exact_round_trips_over_tcp() {
+/// Two default engines over tcp after the byte-exact round trips of every size: `a` with
+/// buffers `src` and `back`, `b` with `dst`, `peer` being `b` as `a` sees it.
+struct RoundTripped {
+    a: TransferEngine,
+    _b: TransferEngine,
+    peer: yuebing_engine::SegmentHandle,
+    src: std::sync::Arc<yuebing_engine::EngineBuffer>,
+    back: std::sync::Arc<yuebing_engine::EngineBuffer>,
+    dst: std::sync::Arc<yuebing_engine::EngineBuffer>,
+}
+
+async fn round_tripped() -> RoundTripped {
     let a = start(EngineConfig::default()).await;
     let b = start(EngineConfig::default()).await;
     let size = (64 << 20) + 64;
@@ -29,6 +39,19 @@ async fn byte_exact_round_trips_over_tcp() {
     let peer = a.open_segment(b.name()).await.unwrap();
     assert_eq!(a.selected_transport(peer).unwrap(), TransportKind::Tcp);
     round_trips(&a, peer, &src, &dst, &back).await;
+    RoundTripped {
+        a,
+        _b: b,
+        peer,
+        src,
+        back,
+        dst,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn byte_exact_round_trips_over_tcp() {
+    round_tripped().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,6 +125,61 @@ async fn large_and_small_requests_alternate_on_one_connection_byte_exact() {
     let status = a.wait(batch).await.unwrap();
     assert_eq!(status.completed, reqs.len(), "{status:?}");
     assert!(read_back(&dst, 0, at as usize) == data[..at as usize]);
+}
+
+/// On a runtime with one worker both ends poll for a lone request's answer (and the target for
+/// the next request) before parking: lone requests, requests after the spin ran out, a batch
+/// after lone ones, and a lone read given up mid-spin must all keep the stream in step.
+#[tokio::test(flavor = "current_thread")]
+async fn lone_requests_that_spin_stay_byte_exact_on_a_one_worker_runtime() {
+    let RoundTripped {
+        a,
+        _b,
+        peer,
+        src,
+        back,
+        dst,
+    } = round_tripped().await;
+
+    let small = pattern(4096, 42);
+    src.write_at(0, &small).unwrap();
+    for pause in [Duration::ZERO, Duration::from_millis(5), Duration::ZERO] {
+        // After 5 ms both spins have run out and both ends are parked.
+        tokio::time::sleep(pause).await;
+        a.write(src.addr(), peer, dst.addr() + 1, 4096)
+            .await
+            .unwrap();
+        assert!(read_back(&dst, 1, 4096) == small);
+    }
+
+    // A lone read given up while it polls for its answer: the answer that comes later is
+    // dropped, and the next requests on the connection still get their own answers.
+    // One poll sends it and starts the spin; its answer needs the target's task, which cannot
+    // run on this one thread until the poll returns.
+    {
+        let mut read = std::pin::pin!(a.read(back.addr(), peer, dst.addr(), 200 << 10));
+        assert!(futures::poll!(read.as_mut()).is_pending());
+    }
+    let reqs: Vec<TransferRequest> = (0..32u64)
+        .map(|i| {
+            let at = 8192 + i * 4096;
+            TransferRequest::write(src.addr(), peer, dst.addr() + at, 4096)
+        })
+        .collect();
+    let batch = a.allocate_batch(reqs.len()).unwrap();
+    a.submit(batch, &reqs).unwrap();
+    let status = a.wait(batch).await.unwrap();
+    assert_eq!(status.completed, reqs.len(), "{status:?}");
+    for i in 0..32 {
+        assert!(
+            read_back(&dst, 8192 + i * 4096, 4096) == small,
+            "request {i}"
+        );
+    }
+    a.read(back.addr() + 5, peer, dst.addr() + 1, 4096)
+        .await
+        .unwrap();
+    assert!(read_back(&back, 5, 4096) == small);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -39,6 +39,8 @@ pub struct TransferBenchConfig {
     pub batches: Vec<usize>,
     /// Concurrent initiating tasks.
     pub threads: usize,
+    /// Runtime worker threads of the target process (the initiator's are the caller's).
+    pub worker_threads: usize,
     /// Measured time per measurement.
     pub duration: Duration,
     /// Unmeasured warm-up before each.
@@ -168,7 +170,8 @@ pub async fn run(
     let region = max_block * max_batch * cfg.threads.max(1);
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     // Started from the blocking pool: it waits for the target's announcement.
-    let target = tokio::task::spawn_blocking(move || TargetProcess::spawn(&exe, region))
+    let workers = cfg.worker_threads;
+    let target = tokio::task::spawn_blocking(move || TargetProcess::spawn(&exe, region, workers))
         .await
         .map_err(|e| e.to_string())??;
     let engine = TransferEngine::start(EngineConfig::default())

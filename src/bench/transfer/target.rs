@@ -59,8 +59,9 @@ pub struct TargetProcess {
 }
 
 impl TargetProcess {
-    /// Starts `exe bench-target` serving `len` bytes and waits for its announcement.
-    pub fn spawn(exe: &Path, len: usize) -> Result<TargetProcess, String> {
+    /// Starts `exe bench-target` serving `len` bytes on `workers` runtime worker threads and
+    /// waits for its announcement.
+    pub fn spawn(exe: &Path, len: usize, workers: usize) -> Result<TargetProcess, String> {
         let mut child = Command::new(exe)
             .args([
                 "bench-target",
@@ -68,6 +69,8 @@ impl TargetProcess {
                 "127.0.0.1:0",
                 "--len",
                 &len.to_string(),
+                "--worker-threads",
+                &workers.to_string(),
             ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

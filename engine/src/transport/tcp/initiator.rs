@@ -4,6 +4,7 @@
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -12,8 +13,9 @@ use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use super::spin::spin_then_park;
 use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, REQUEST_LEN, RESPONSE_LEN};
-use super::{read_header, TcpConfig, BULK, IO_BUFFER};
+use super::{read_header, spin_budget, TcpConfig, BULK, IO_BUFFER};
 use crate::error::Error;
 use crate::request::Opcode;
 
@@ -163,6 +165,8 @@ pub(crate) struct Peer {
     capacity: usize,
     waiting: AtomicUsize,
     queue_len: usize,
+    /// How long a lone slice's waiter polls before it parks.
+    spin: Duration,
 }
 
 fn failed(reason: impl Into<String>) -> Error {
@@ -190,6 +194,7 @@ impl Peer {
             capacity,
             waiting: AtomicUsize::new(0),
             queue_len: cfg.queue_len,
+            spin: spin_budget(cfg, handle),
         })
     }
 
@@ -205,7 +210,7 @@ impl Peer {
     }
 
     /// Sends one slice and waits for the target's answer (for a write: the bytes landed).
-    pub(crate) async fn run(&self, header: RequestHeader, local: u64) -> Result<(), Error> {
+    pub(crate) async fn run(&self, mut header: RequestHeader, local: u64) -> Result<(), Error> {
         let n = u32::try_from(header.len).map_err(|_| Error::invalid("slice too large"))?;
         let permit = match self.in_flight.clone().try_acquire_many_owned(n) {
             Ok(p) => p,
@@ -224,6 +229,7 @@ impl Peer {
         };
         // Alone in flight to this peer and small: nothing to gather, so skip the hop.
         let direct = header.len <= DIRECT_MAX && self.in_flight_bytes() == u64::from(n);
+        header.lone = direct;
         // Slices in flight together are spread over the connections; a lone one always takes
         // the first, whose socket and tasks are then still warm in the caches from the last
         // one (round robin costs a lone small write 5-15 % of its rate here).
@@ -238,7 +244,11 @@ impl Peer {
         // connection tasks leave `local` alone.
         let _give_up = GiveUp(claim.clone());
         conn.send(header, local, done, claim, direct)?;
-        let r = result
+        // A lone slice's answer is due within a round trip: poll for it before parking, for
+        // as long as nothing else joins it in flight.
+        let spin = if direct { self.spin } else { Duration::ZERO };
+        let alone = || self.in_flight_bytes() == u64::from(n);
+        let r = spin_then_park(result, spin, alone)
             .await
             .unwrap_or_else(|_| Err(failed("connection closed")));
         drop(permit);
@@ -260,7 +270,7 @@ async fn open(endpoint: &str, cfg: &TcpConfig, handle: &Handle) -> Result<Conn, 
         .map_err(|e| failed(e.to_string()))?;
     if s.read_u8().await.map_err(|e| failed(e.to_string()))? != 0 {
         return Err(failed(format!(
-            "{endpoint} refused the data connection (token?)"
+            "{endpoint} refused the data connection (cluster token or protocol version?)"
         )));
     }
     let (rd, wr) = s.into_split();

@@ -3,12 +3,14 @@
 
 use std::io;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
+use super::spin::spin_then_park;
 use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, REQUEST_LEN};
 use super::{read_header, BULK, IO_BUFFER};
 use crate::error::Error;
@@ -22,6 +24,8 @@ pub(crate) struct Target {
     pub(crate) token: Option<String>,
     /// Largest slice accepted; a larger request is a protocol error.
     pub(crate) max_slice: u64,
+    /// How long to poll for the next request after answering a lone one.
+    pub(crate) spin: Duration,
 }
 
 /// Accepts data connections until `stop` is cancelled.
@@ -94,19 +98,25 @@ async fn serve(mut s: TcpStream, target: &Target) -> io::Result<()> {
     let mut rd = BufReader::with_capacity(IO_BUFFER, rd);
     let mut wr = BufWriter::with_capacity(IO_BUFFER, wr);
     let mut header = [0u8; REQUEST_LEN];
-    let mut bulk = false;
+    let (mut bulk, mut lone) = (false, false);
     loop {
+        let mut spin = Duration::ZERO;
         if rd.buffer().len() < REQUEST_LEN {
             // About to wait for the next request: send the acks gathered so far.
             wr.flush().await?;
+            if lone {
+                // The initiator waited for that answer alone: its next request is likely to
+                // follow within a round trip.
+                spin = target.spin;
+            }
         }
-        match read_header(&mut rd, &mut header, bulk).await {
+        match spin_then_park(read_header(&mut rd, &mut header, bulk), spin, || true).await {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
             Err(e) => return Err(e),
         }
         let req = RequestHeader::decode(&header).map_err(io::Error::other)?;
-        bulk = req.len >= BULK;
+        (bulk, lone) = (req.len >= BULK, req.lone);
         if req.len > target.max_slice {
             return Err(io::Error::other(format!(
                 "slice of {} bytes over the limit",

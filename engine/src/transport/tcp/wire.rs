@@ -4,11 +4,11 @@
 //! byte. Then the initiator sends requests and the target answers each, in order:
 //!
 //! ```text
-//! request:  "YT" | op u8 | 0 u8 | req id u64 | instance u64 | addr u64 | len u64 | (write: len bytes)
+//! request:  "YT" | op u8 | flags u8 | req id u64 | instance u64 | addr u64 | len u64 | (write: len bytes)
 //! response: "YR" | 0 u16 | status i32 | req id u64 | extra u64 | (read, status 0: len bytes)
 //! ```
 //!
-//! `status` is 0 or an engine error code; `extra` carries the target's instance id when the
+//! The only request flag is [`LONE`]. `status` is 0 or an engine error code; `extra` carries the target's instance id when the
 //! status is StaleSegment. Big-endian throughout.
 
 use bytes::{Buf, BufMut};
@@ -17,7 +17,11 @@ use crate::error::Error;
 use crate::request::Opcode;
 
 /// First bytes of a data connection.
-pub(crate) const HELLO_MAGIC: [u8; 8] = *b"YBTCP\0\0\x01";
+/// Its last byte is the protocol version: 2 added the request flag [`LONE`].
+pub(crate) const HELLO_MAGIC: [u8; 8] = *b"YBTCP\0\0\x02";
+/// Request flag: the initiator waits for this request alone, so its next one is likely to
+/// follow the answer within a round trip (the target may spin for it instead of parking).
+pub(crate) const LONE: u8 = 0x01;
 /// Request header length.
 pub(crate) const REQUEST_LEN: usize = 36;
 /// Response header length.
@@ -31,6 +35,8 @@ pub(crate) struct RequestHeader {
     pub(crate) instance: u64,
     pub(crate) addr: u64,
     pub(crate) len: u64,
+    /// The [`LONE`] flag.
+    pub(crate) lone: bool,
 }
 
 impl RequestHeader {
@@ -42,7 +48,7 @@ impl RequestHeader {
             Opcode::Write => 1,
             Opcode::Read => 2,
         });
-        b.put_u8(0);
+        b.put_u8(if self.lone { LONE } else { 0 });
         b.put_u64(self.req_id);
         b.put_u64(self.instance);
         b.put_u64(self.addr);
@@ -55,8 +61,8 @@ impl RequestHeader {
         let mark = [b.get_u8(), b.get_u8()];
         let (op, flags) = (b.get_u8(), b.get_u8());
         let opcode = match (mark, op, flags) {
-            (m, 1, 0) if &m == b"YT" => Opcode::Write,
-            (m, 2, 0) if &m == b"YT" => Opcode::Read,
+            (m, 1, f) if &m == b"YT" && f & !LONE == 0 => Opcode::Write,
+            (m, 2, f) if &m == b"YT" && f & !LONE == 0 => Opcode::Read,
             _ => return Err(Error::invalid("malformed data request header")),
         };
         Ok(RequestHeader {
@@ -65,6 +71,7 @@ impl RequestHeader {
             instance: b.get_u64(),
             addr: b.get_u64(),
             len: b.get_u64(),
+            lone: flags & LONE != 0,
         })
     }
 }
@@ -117,8 +124,14 @@ mod tests {
             instance: 0xfeed,
             addr: 0x1000,
             len: 1 << 20,
+            lone: false,
         };
         assert_eq!(RequestHeader::decode(&r.encode()).unwrap(), r);
+        let lone = RequestHeader { lone: true, ..r };
+        assert_eq!(RequestHeader::decode(&lone.encode()).unwrap(), lone);
+        let mut unknown_flag = r.encode();
+        unknown_flag[3] = 0x02;
+        assert!(RequestHeader::decode(&unknown_flag).is_err());
         let s = ResponseHeader {
             status: -3504,
             req_id: 7,
