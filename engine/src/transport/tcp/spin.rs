@@ -74,7 +74,10 @@ mod tests {
         };
         let (got, ()) = tokio::join!(waiter, sender);
         got.unwrap();
-        // Three polls while alone, then one check that ended the spin: the rest was parked.
-        assert_eq!(checks.load(Ordering::Relaxed), 4);
+        // Alone for three checks, then not: the fourth check ends the spin and the wait parks
+        // (a spin that went on would check thousands of times in 20 ms). Fewer only if the
+        // answer came first, on a machine that stalled this thread for 20 ms.
+        let n = checks.load(Ordering::Relaxed);
+        assert!((1..=4).contains(&n), "{n} checks");
     }
 }
