@@ -139,13 +139,7 @@ struct BenchTransferArgs {
 impl BenchTransferArgs {
     /// Runtime worker threads of each side (at least 1).
     fn worker_threads(&self, file: &ConfigFile) -> Result<usize, ConfigError> {
-        match file.resolve("bench", "worker_threads", self.worker_threads, 1)? {
-            0 => Err(ConfigError {
-                path: "bench.worker_threads".into(),
-                reason: "must be at least 1".into(),
-            }),
-            n => Ok(n),
-        }
+        yuebing::cli::worker_threads(file, "bench", self.worker_threads, 1)
     }
 }
 
@@ -431,6 +425,7 @@ fn main() -> ExitCode {
     let workers = match &cli.command {
         Command::Master(args) => args.worker_threads(&file).map(Some),
         Command::Bench(Bench::Transfer(args)) => args.worker_threads(&file).map(Some),
+        Command::Node(args) => args.worker_threads(&file).map(Some),
         Command::BenchTarget { worker_threads, .. } => Ok(Some((*worker_threads).max(1))),
         _ => Ok(None),
     };

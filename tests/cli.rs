@@ -203,18 +203,26 @@ fn the_demo_runs_on_a_one_worker_runtime() {
     assert!(stdout.contains("every object still readable"), "{stdout}");
 }
 
-/// The master's runtime size is a setting like the others; zero workers is refused before
-/// anything starts.
+/// The runtime size of the master, a node and the transfer bench is a setting like the
+/// others; zero workers is refused before anything starts.
 #[test]
-fn a_master_with_zero_worker_threads_is_a_config_error() {
-    let out = yuebing()
-        .args(["master", "--port", "0", "--worker-threads", "0"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("ConfigError") && stderr.contains("master.worker_threads"),
-        "{stderr}"
-    );
+fn zero_worker_threads_is_a_config_error() {
+    let commands: [(&[&str], &str); 3] = [
+        (&["master", "--port", "0"], "master.worker_threads"),
+        (&["node", "--master", "127.0.0.1:9"], "node.worker_threads"),
+        (&["bench", "transfer"], "bench.worker_threads"),
+    ];
+    for (args, key) in commands {
+        let out = yuebing()
+            .args(args)
+            .args(["--worker-threads", "0"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("ConfigError") && stderr.contains(key),
+            "{args:?}: {stderr}"
+        );
+    }
 }

@@ -76,13 +76,7 @@ pub struct MasterArgs {
 impl MasterArgs {
     /// How many runtime worker threads the master runs on (at least 1).
     pub fn worker_threads(&self, file: &ConfigFile) -> Result<usize, ConfigError> {
-        match file.resolve("master", "worker_threads", self.worker_threads, 1)? {
-            0 => Err(ConfigError {
-                path: "master.worker_threads".into(),
-                reason: "must be at least 1".into(),
-            }),
-            n => Ok(n),
-        }
+        super::worker_threads(file, "master", self.worker_threads, 1)
     }
 
     /// The server settings and the endpoint to bind.

@@ -9,6 +9,25 @@ pub mod master;
 pub mod node;
 pub mod store;
 
+use crate::config::{ConfigError, ConfigFile};
+
+/// Runtime worker threads from `--worker-threads` or `SECTION.worker_threads` (`None`:
+/// `default`); zero is refused.
+pub fn worker_threads(
+    file: &ConfigFile,
+    section: &str,
+    flag: Option<usize>,
+    default: usize,
+) -> Result<usize, ConfigError> {
+    match file.resolve(section, "worker_threads", flag, default)? {
+        0 => Err(ConfigError {
+            path: format!("{section}.worker_threads"),
+            reason: "must be at least 1".into(),
+        }),
+        n => Ok(n),
+    }
+}
+
 /// Waits for SIGINT or SIGTERM.
 pub async fn wait_for_signal() -> yuebing_store::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

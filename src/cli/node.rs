@@ -20,9 +20,20 @@ pub struct NodeArgs {
     /// Ping interval in ms [default: 1000; config: node.heartbeat_ms].
     #[arg(long, env = "YUEBING_NODE_HEARTBEAT_MS")]
     pub heartbeat_ms: Option<u64>,
+    /// Runtime worker threads. With one, lone small tcp requests are answered without waking
+    /// a parked thread (see the README); more serve many peers in parallel [default: one per
+    /// core; config: node.worker_threads].
+    #[arg(long, env = "YUEBING_NODE_WORKER_THREADS")]
+    pub worker_threads: Option<usize>,
 }
 
 impl NodeArgs {
+    /// The node's runtime worker threads (by default one per core, as tokio's own default).
+    pub fn worker_threads(&self, file: &ConfigFile) -> Result<usize, ConfigError> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        super::worker_threads(file, "node", self.worker_threads, cores)
+    }
+
     /// The client configuration of the node.
     pub fn resolve(&self, file: &ConfigFile) -> Result<ClientConfig, ConfigError> {
         let mut cfg = self.client.resolve(file)?;
