@@ -425,7 +425,7 @@ fn main() -> ExitCode {
     let workers = match &cli.command {
         Command::Master(args) => args.worker_threads(&file).map(Some),
         Command::Bench(Bench::Transfer(args)) => args.worker_threads(&file).map(Some),
-        Command::Node(args) => args.worker_threads(&file).map(Some),
+        Command::Node(args) => args.worker_threads(&file),
         Command::BenchTarget { worker_threads, .. } => Ok(Some((*worker_threads).max(1))),
         _ => Ok(None),
     };

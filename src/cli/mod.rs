@@ -19,7 +19,15 @@ pub fn worker_threads(
     flag: Option<usize>,
     default: usize,
 ) -> Result<usize, ConfigError> {
-    match file.resolve(section, "worker_threads", flag, default)? {
+    at_least_one_worker(
+        section,
+        file.resolve(section, "worker_threads", flag, default)?,
+    )
+}
+
+/// `n` workers for `SECTION.worker_threads`, or a ConfigError for zero.
+pub fn at_least_one_worker(section: &str, n: usize) -> Result<usize, ConfigError> {
+    match n {
         0 => Err(ConfigError {
             path: format!("{section}.worker_threads"),
             reason: "must be at least 1".into(),

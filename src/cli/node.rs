@@ -28,10 +28,17 @@ pub struct NodeArgs {
 }
 
 impl NodeArgs {
-    /// The node's runtime worker threads (by default one per core, as tokio's own default).
-    pub fn worker_threads(&self, file: &ConfigFile) -> Result<usize, ConfigError> {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        super::worker_threads(file, "node", self.worker_threads, cores)
+    /// The node's runtime worker threads if set (`None`: tokio's default, one per core or
+    /// `TOKIO_WORKER_THREADS`).
+    pub fn worker_threads(&self, file: &ConfigFile) -> Result<Option<usize>, ConfigError> {
+        let set: Option<usize> = file.resolve(
+            "node",
+            "worker_threads",
+            self.worker_threads.map(Some),
+            None,
+        )?;
+        set.map(|n| super::at_least_one_worker("node", n))
+            .transpose()
     }
 
     /// The client configuration of the node.
