@@ -156,6 +156,11 @@ async fn lone_requests_that_spin_stay_byte_exact_on_a_one_worker_runtime() {
     // dropped, and the next requests on the connection still get their own answers.
     // One poll sends it and starts the spin; its answer needs the target's task, which cannot
     // run on this one thread until the poll returns.
+    let before = read_back(&back, 0, 200 << 10);
+    assert!(
+        before != read_back(&dst, 0, 200 << 10),
+        "a landed read would show"
+    );
     {
         let mut read = std::pin::pin!(a.read(back.addr(), peer, dst.addr(), 200 << 10));
         assert!(futures::poll!(read.as_mut()).is_pending());
@@ -176,10 +181,16 @@ async fn lone_requests_that_spin_stay_byte_exact_on_a_one_worker_runtime() {
             "request {i}"
         );
     }
-    a.read(back.addr() + 5, peer, dst.addr() + 1, 4096)
+    // On the given-up read's connection, after its answer: by now that answer came and went.
+    let elsewhere = 1 << 20;
+    a.read(back.addr() + elsewhere as u64, peer, dst.addr() + 1, 4096)
         .await
         .unwrap();
-    assert!(read_back(&back, 5, 4096) == small);
+    assert!(read_back(&back, elsewhere, 4096) == small);
+    assert!(
+        read_back(&back, 0, 200 << 10) == before,
+        "the given-up read landed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

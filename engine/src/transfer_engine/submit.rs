@@ -88,6 +88,8 @@ impl TransferEngine {
                 len: r.length,
                 segment,
                 deadline,
+                // A batch's work runs as a task on the engine's runtime.
+                can_spin: true,
             };
             planned.push(Planned {
                 job,
@@ -189,11 +191,12 @@ impl TransferEngine {
     /// request's deadline applies as in a batch. Dropping the future cancels the transfer, and
     /// once it is dropped no byte of the local range is touched again.
     pub async fn transfer(&self, request: TransferRequest) -> Result<(), Error> {
-        let planned = self
+        let mut planned = self
             .plan(std::slice::from_ref(&request))?
             .pop()
             .ok_or_else(|| Error::invalid("no request"))?;
         let handle = self.inner.handle.clone();
+        planned.job.can_spin = drives_runtime(&handle);
         let mut work = std::pin::pin!(self.execute(planned));
         // Polled inside the engine's runtime, so that transports find its reactor and blocking
         // pool even when the caller runs elsewhere (another runtime, or a plain executor).
@@ -317,5 +320,60 @@ async fn run_task(
     });
     if finished {
         engine.after_task(batch).await;
+    }
+}
+
+/// Whether this thread, when the future it polls yields, goes on to poll `engine`'s I/O
+/// driver: a task on one of the runtime's workers, or the thread running a current-thread
+/// runtime. Elsewhere (another runtime, a plain executor, the `block_on` thread of a
+/// multi-thread runtime) a yield comes straight back, so polling instead of parking would only
+/// burn the thread. Asked before the engine's runtime is entered.
+fn drives_runtime(engine: &tokio::runtime::Handle) -> bool {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(here) if here.id() == engine.id() => {
+            here.runtime_flavor() == RuntimeFlavor::CurrentThread || tokio::task::try_id().is_some()
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::drives_runtime;
+
+    #[test]
+    fn only_threads_that_poll_the_engines_driver_may_spin() {
+        let ct = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let h = ct.handle().clone();
+        assert!(
+            ct.block_on(async { drives_runtime(&h) }),
+            "current-thread runtime"
+        );
+        assert!(!drives_runtime(&h), "a plain thread");
+
+        let mt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        let m = mt.handle().clone();
+        assert!(
+            !mt.block_on(async { drives_runtime(&m) }),
+            "multi-thread block_on"
+        );
+        let in_task = mt.block_on(async {
+            let m = tokio::runtime::Handle::current();
+            tokio::spawn(async move { drives_runtime(&m) })
+                .await
+                .unwrap()
+        });
+        assert!(in_task, "a task on a worker");
+        // A task of another runtime: its yields go to that runtime's driver.
+        assert!(
+            !ct.block_on(async { drives_runtime(&m) }),
+            "another runtime"
+        );
     }
 }

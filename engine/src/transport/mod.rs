@@ -39,6 +39,10 @@ pub struct Job {
     pub segment: Arc<SegmentDescriptor>,
     /// When the engine gives up on the task.
     pub deadline: Instant,
+    /// Whether the thread that polls the job's future also polls the engine's I/O driver when
+    /// the future yields (a worker of the engine's runtime), so that a transport may poll for a
+    /// quick answer instead of parking. False for a caller on another runtime or a plain thread.
+    pub can_spin: bool,
 }
 
 /// A way to move bytes (see the module docs for what every implementation promises).

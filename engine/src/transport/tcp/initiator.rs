@@ -210,7 +210,14 @@ impl Peer {
     }
 
     /// Sends one slice and waits for the target's answer (for a write: the bytes landed).
-    pub(crate) async fn run(&self, mut header: RequestHeader, local: u64) -> Result<(), Error> {
+    /// `can_spin`: whether this future's thread polls the engine's I/O driver when it yields
+    /// (see [`Job::can_spin`](crate::transport::Job::can_spin)).
+    pub(crate) async fn run(
+        &self,
+        mut header: RequestHeader,
+        local: u64,
+        can_spin: bool,
+    ) -> Result<(), Error> {
         let n = u32::try_from(header.len).map_err(|_| Error::invalid("slice too large"))?;
         let permit = match self.in_flight.clone().try_acquire_many_owned(n) {
             Ok(p) => p,
@@ -246,7 +253,10 @@ impl Peer {
         conn.send(header, local, done, claim, direct)?;
         // A lone slice's answer is due within a round trip: poll for it before parking, for
         // as long as nothing else joins it in flight.
-        let spin = if direct { self.spin } else { Duration::ZERO };
+        let spin = match direct && can_spin {
+            true => self.spin,
+            false => Duration::ZERO,
+        };
         let alone = || self.in_flight_bytes() == u64::from(n);
         let r = spin_then_park(result, spin, alone)
             .await

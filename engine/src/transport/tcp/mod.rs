@@ -80,9 +80,10 @@ pub struct TcpConfig {
     /// Cluster token for data connections.
     pub token: Option<String>,
     /// How long the waiter of a lone small request polls for its answer before it parks, and
-    /// how long the target polls for the next request after answering one (see
-    /// [`spin_budget`]). It spends up to this much CPU per request to save the wake-up of a
-    /// parked thread; zero turns it off.
+    /// how long the target polls for the next request after answering a lone one. In force only
+    /// on a runtime with one worker, and for a caller polled by that runtime (see the README).
+    /// It spends up to this much CPU per request to save the wake-up of a parked thread; zero
+    /// turns it off.
     pub spin: Duration,
 }
 
@@ -278,11 +279,11 @@ impl Transport for TcpTransport {
             };
             let sent = if job.len <= slice {
                 // One slice (every small task): no join over a list of one.
-                peer.run(header(0), job.local).await
+                peer.run(header(0), job.local, job.can_spin).await
             } else {
                 let slices = (0..job.len)
                     .step_by(slice as usize)
-                    .map(|off| peer.run(header(off), job.local + off));
+                    .map(|off| peer.run(header(off), job.local + off, job.can_spin));
                 try_join_all(slices).await.map(|_| ())
             };
             sent.map_err(|e| match e {

@@ -6,11 +6,14 @@
 //! the loopback round trip itself. For a request that waits alone, the answer is due within a
 //! round trip, so the waiter first yields to the runtime for up to a short budget: each yield
 //! lets the worker poll the I/O driver without sleeping and run whatever else is ready. Only
-//! then does it park as usual. Under load nobody spins: the caller stops as soon as it is no
-//! longer alone, and a target spins only after a request marked lone.
+//! then does it park as usual. Under load the spin ends at once: the caller stops as soon as
+//! it is no longer alone, and a target spins only after a request marked lone, until the next
+//! request is there.
 //!
-//! This pays only where the spinning thread is the one that polls the I/O driver, which is
-//! certain on a runtime with one worker; [`super::spin_budget`] turns it off elsewhere.
+//! This pays only where the spinning thread is the one that polls the I/O driver: a runtime
+//! with one worker ([`super::spin_budget`] turns it off elsewhere), and a future polled by that
+//! runtime, as its task or on a current-thread runtime's own thread
+//! ([`Job::can_spin`](crate::transport::Job::can_spin) is false for other callers).
 
 use std::future::Future;
 use std::task::Poll;

@@ -11,7 +11,7 @@ use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use super::spin::spin_then_park;
-use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, REQUEST_LEN};
+use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, HELLO_MAGIC_V1, REQUEST_LEN};
 use super::{read_header, BULK, IO_BUFFER};
 use crate::error::Error;
 use crate::memory::MemoryRegistry;
@@ -60,19 +60,26 @@ pub(crate) async fn accept_loop(
     }
 }
 
-async fn hello(s: &mut TcpStream, target: &Target) -> io::Result<bool> {
+/// Reads the hello and answers it: `Some(why)` when the connection is refused.
+async fn hello(s: &mut TcpStream, target: &Target) -> io::Result<Option<&'static str>> {
     let mut magic = [0u8; 8];
     s.read_exact(&mut magic).await?;
     let len = s.read_u16().await? as usize;
     let mut token = vec![0u8; len];
     s.read_exact(&mut token).await?;
-    let ok = magic == HELLO_MAGIC
-        && target
-            .token
-            .as_ref()
-            .is_none_or(|t| constant_time_eq::constant_time_eq(t.as_bytes(), &token));
-    s.write_u8(u8::from(!ok)).await?;
-    Ok(ok)
+    let token_ok = target
+        .token
+        .as_ref()
+        .is_none_or(|t| constant_time_eq::constant_time_eq(t.as_bytes(), &token));
+    let refused = if magic != HELLO_MAGIC && magic != HELLO_MAGIC_V1 {
+        Some("unknown magic or protocol version")
+    } else if !token_ok {
+        Some("wrong cluster token")
+    } else {
+        None
+    };
+    s.write_u8(u8::from(refused.is_some())).await?;
+    Ok(refused)
 }
 
 /// Fills `dst` with what the buffer holds, then straight from the socket: the rest of a payload
@@ -88,8 +95,8 @@ async fn read_into<R: AsyncRead + Unpin>(rd: &mut BufReader<R>, dst: &mut [u8]) 
 }
 
 async fn serve(mut s: TcpStream, target: &Target) -> io::Result<()> {
-    if !hello(&mut s, target).await? {
-        tracing::warn!("refused a tcp data connection: bad magic or token");
+    if let Some(why) = hello(&mut s, target).await? {
+        tracing::warn!("refused a tcp data connection: {why}");
         return Ok(());
     }
     let (rd, wr) = s.split();
@@ -167,5 +174,61 @@ async fn serve(mut s: TcpStream, target: &Target) -> io::Result<()> {
                 wr.write_all(&reply(e.code())).await?;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::tcp::wire::{ResponseHeader, RESPONSE_LEN};
+
+    /// Serves one connection on 127.0.0.1 and returns the client's end.
+    async fn connect_to_a_target() -> TcpStream {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let target = Target {
+            memory: Arc::new(MemoryRegistry::default()),
+            instance: 7,
+            token: None,
+            max_slice: 1 << 20,
+            spin: Duration::ZERO,
+        };
+        tokio::spawn(async move {
+            let (s, _) = listener.accept().await.unwrap();
+            let _ = serve(s, &target).await;
+        });
+        TcpStream::connect(addr).await.unwrap()
+    }
+
+    async fn say_hello(s: &mut TcpStream, magic: [u8; 8]) -> u8 {
+        s.write_all(&magic).await.unwrap();
+        s.write_u16(0).await.unwrap();
+        s.read_u8().await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_version_1_initiator_is_served_and_an_unknown_version_refused() {
+        let mut v1 = connect_to_a_target().await;
+        assert_eq!(say_hello(&mut v1, HELLO_MAGIC_V1).await, 0);
+        // A version-1 request (no flags) for memory nobody registered: answered, not dropped.
+        let req = RequestHeader {
+            opcode: Opcode::Read,
+            req_id: 1,
+            instance: 7,
+            addr: 0x1000,
+            len: 8,
+            lone: false,
+        };
+        v1.write_all(&req.encode()).await.unwrap();
+        let mut answer = [0u8; RESPONSE_LEN];
+        v1.read_exact(&mut answer).await.unwrap();
+        let answer = ResponseHeader::decode(&answer).unwrap();
+        assert_eq!((answer.req_id, answer.extra), (1, 7));
+        assert_ne!(answer.status, 0, "nothing is registered there");
+
+        let mut v3 = connect_to_a_target().await;
+        assert_eq!(say_hello(&mut v3, *b"YBTCP\0\0\x03").await, 1);
+        let mut rest = Vec::new();
+        assert_eq!(v3.read_to_end(&mut rest).await.unwrap(), 0, "then closed");
     }
 }

@@ -19,6 +19,9 @@ use crate::request::Opcode;
 /// First bytes of a data connection.
 /// Its last byte is the protocol version: 2 added the request flag [`LONE`].
 pub(crate) const HELLO_MAGIC: [u8; 8] = *b"YBTCP\0\0\x02";
+/// The hello of version 1, still served: its initiators never set a flag, so targets can be
+/// upgraded before their initiators.
+pub(crate) const HELLO_MAGIC_V1: [u8; 8] = *b"YBTCP\0\0\x01";
 /// Request flag: the initiator waits for this request alone, so its next one is likely to
 /// follow the answer within a round trip (the target may spin for it instead of parking).
 pub(crate) const LONE: u8 = 0x01;
