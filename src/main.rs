@@ -347,7 +347,6 @@ fn list<T>(text: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<
 
 async fn bench_transfer(file: &ConfigFile, args: BenchTransferArgs) -> Result<(), CliError> {
     let (repeat, duration, warmup) = args.common.resolve(file)?;
-    let worker_threads = args.worker_threads(file)?;
     use yuebing::engine::{Opcode, TransportKind};
     let op = match file
         .resolve("bench", "op", args.op, "write".to_string())?
@@ -379,7 +378,8 @@ async fn bench_transfer(file: &ConfigFile, args: BenchTransferArgs) -> Result<()
                 .ok_or_else(|| format!("bad batch {b:?}"))
         })?,
         threads: file.resolve("bench", "threads", args.threads, 1)?.max(1),
-        worker_threads,
+        // The target runs as many workers as this runtime (sized from the same setting).
+        worker_threads: tokio::runtime::Handle::current().metrics().num_workers(),
         duration,
         warmup,
         repeat,

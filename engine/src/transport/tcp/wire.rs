@@ -8,8 +8,8 @@
 //! response: "YR" | 0 u16 | status i32 | req id u64 | extra u64 | (read, status 0: len bytes)
 //! ```
 //!
-//! The only request flag is [`LONE`]. `status` is 0 or an engine error code; `extra` carries the target's instance id when the
-//! status is StaleSegment. Big-endian throughout.
+//! The only request flag is [`LONE`]. `status` is 0 or an engine error code; `extra` carries
+//! the target's instance id when the status is StaleSegment. Big-endian throughout.
 
 use bytes::{Buf, BufMut};
 
