@@ -179,7 +179,7 @@ impl<C: ServiceClient> Balancer<C> {
             let now = Instant::now();
             let member = &self.members[self.pick(now)];
             member.pool.touch(now);
-            match member.pool.attempt(&mut f, deadline).await {
+            match member.pool.attempt(&mut f, deadline, idempotent).await {
                 Ok(v) => {
                     member.succeeded();
                     break Ok(v);

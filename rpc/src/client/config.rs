@@ -27,7 +27,9 @@ pub struct PoolConfig {
     pub default_timeout: Duration,
     /// Methods that may be sent again after a connection broke mid-call.
     pub idempotent_methods: HashSet<String>,
-    /// Most times one call is sent again.
+    /// Most times one call is sent again after a failed try. Not counted: the one resend on a
+    /// fresh connection of a call that met a stale pooled connection (see
+    /// [`Pool::call_with`](crate::Pool::call_with)).
     pub max_retries: u32,
     /// First back-off between tries; doubles each time, up to `max_backoff`.
     pub initial_backoff: Duration,

@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
@@ -19,6 +20,8 @@ use crate::transport::Limits;
 pub(crate) struct Connection<C> {
     pub(crate) id: u64,
     pub(crate) client: C,
+    /// When the preamble completed.
+    pub(crate) opened: Instant,
     in_flight: AtomicUsize,
     calls: AtomicU64,
     dead: CancellationToken,
@@ -73,6 +76,7 @@ impl<C: ServiceClient> Connection<C> {
         Ok(Arc::new(Connection {
             id,
             client: C::from_channel(client),
+            opened: Instant::now(),
             in_flight: AtomicUsize::new(0),
             calls: AtomicU64::new(0),
             dead,

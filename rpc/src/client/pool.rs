@@ -5,6 +5,11 @@
 //! with the fewest calls in flight, the oldest among equals. A watcher per connection drops it
 //! when its driver task ends, so the next call opens a replacement. Opening is single-flight:
 //! however many calls wait for a connection, one connect runs at a time.
+//!
+//! The watcher can only act once the connection's close has been read. A call that meets a
+//! pooled connection whose peer has already gone (it is found closed at send, or closes before
+//! the reply) drops that stale connection itself and is sent once more on a fresh one, within
+//! its deadline, when it was never written or is idempotent (see `Pool::attempt`).
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -229,7 +234,9 @@ impl<C: ServiceClient> Pool<C> {
     /// Like [`Pool::call`], with a deadline, a method name and idempotency. A request that was
     /// provably not executed (connect failed, refused, overloaded) is tried again; one that may
     /// have been executed only if it is idempotent. Tries back off exponentially and stop at
-    /// the deadline.
+    /// the deadline. A pooled connection that turns out dead (say, after a server restart) is
+    /// dropped, and the call moves to a fresh connection at once, by the same rule, without
+    /// using up a retry.
     pub async fn call_with<T, F, Fut>(&self, opts: CallOptions, mut f: F) -> Result<T, Error>
     where
         F: FnMut(C, tarpc::context::Context) -> Fut,
@@ -246,7 +253,7 @@ impl<C: ServiceClient> Pool<C> {
         self.touch(now);
         let mut tries = 0;
         let result = loop {
-            match self.attempt(&mut f, deadline).await {
+            match self.attempt(&mut f, deadline, idempotent).await {
                 Ok(v) => break Ok(v),
                 Err(fail) => {
                     tries += 1;
@@ -267,8 +274,54 @@ impl<C: ServiceClient> Pool<C> {
     }
 
     /// One try: pick or open a connection, send, await the reply.
+    ///
+    /// A pooled connection may have died without the pool noticing yet (the server restarted
+    /// and its close is still unread). When a call on a connection taken from the pool fails
+    /// because the connection ended before its reply (found closed at send, or closed while the
+    /// call waited), that connection is stale: it leaves the pool at once, and the call is sent
+    /// once more on a fresh connection within the same deadline, without back-off and without
+    /// counting as one of the caller's retries, if [`Failure::may_retry`] allows (it was never
+    /// written, or it is idempotent). A call on a connection opened for it gets no such second
+    /// chance here: that connection failing says the server failed, which the caller's retry
+    /// policy handles.
     pub(crate) async fn attempt<T, F, Fut>(
         &self,
+        f: &mut F,
+        deadline: Instant,
+        idempotent: bool,
+    ) -> Result<T, Failure>
+    where
+        F: FnMut(C, tarpc::context::Context) -> Fut,
+        Fut: Future<Output = Result<T, RpcError>>,
+    {
+        let _counted = InFlight::new(&self.inner.in_flight);
+        let Some(pooled) = self.pick() else {
+            let conn = self.connect_until(deadline, self.open_or_wait()).await?;
+            return self.try_on(&conn, f, deadline).await;
+        };
+        let stale = match self.try_on(&pooled, f, deadline).await {
+            Err(fail) if matches!(fail.err, Error::ConnectionLost { .. }) => fail,
+            done => return done,
+        };
+        let noticed = Instant::now();
+        self.evict(&pooled);
+        if !stale.may_retry(idempotent) {
+            return Err(stale);
+        }
+        tracing::debug!(endpoint = %self.inner.endpoint, conn = pooled.id, error = %stale.err, "pooled connection was stale; trying a fresh one");
+        let fresh = self
+            .connect_until(deadline, self.open_fresh(noticed))
+            .await?;
+        self.try_on(&fresh, f, deadline).await.map_err(|mut fail| {
+            fail.maybe_executed |= stale.maybe_executed;
+            fail
+        })
+    }
+
+    /// Sends one call on `conn` and awaits its reply.
+    async fn try_on<T, F, Fut>(
+        &self,
+        conn: &Arc<Connection<C>>,
         f: &mut F,
         deadline: Instant,
     ) -> Result<T, Failure>
@@ -276,18 +329,6 @@ impl<C: ServiceClient> Pool<C> {
         F: FnMut(C, tarpc::context::Context) -> Fut,
         Fut: Future<Output = Result<T, RpcError>>,
     {
-        let _counted = InFlight::new(&self.inner.in_flight);
-        let conn = match self.pick() {
-            Some(c) => c,
-            None => {
-                let until = tokio::time::Instant::from_std(deadline);
-                match tokio::time::timeout_at(until, self.open_or_wait()).await {
-                    Ok(Ok(c)) => c,
-                    Ok(Err(e)) => return Err(Failure::never_sent(e)),
-                    Err(_) => return Err(Failure::never_sent(Error::Timeout)),
-                }
-            }
-        };
         let _slot = conn.begin();
         let mut ctx = tarpc::context::current();
         ctx.deadline = deadline;
@@ -303,6 +344,20 @@ impl<C: ServiceClient> Pool<C> {
                     err,
                 })
             }
+        }
+    }
+
+    /// Waits for `connect` until `deadline`; a failure means nothing was sent.
+    async fn connect_until(
+        &self,
+        deadline: Instant,
+        connect: impl Future<Output = Result<Arc<Connection<C>>, Error>>,
+    ) -> Result<Arc<Connection<C>>, Failure> {
+        let until = tokio::time::Instant::from_std(deadline);
+        match tokio::time::timeout_at(until, connect).await {
+            Ok(Ok(c)) => Ok(c),
+            Ok(Err(e)) => Err(Failure::never_sent(e)),
+            Err(_) => Err(Failure::never_sent(Error::Timeout)),
         }
     }
 
@@ -343,6 +398,35 @@ impl<C: ServiceClient> Pool<C> {
         match self.pick() {
             Some(conn) => Ok(conn),
             None => self.open_one().await,
+        }
+    }
+
+    /// A connection opened since a stale one was noticed at `noticed`: one that another call
+    /// opened meanwhile, else a new one (single-flight, as in [`Pool::open_or_wait`]). Older
+    /// pooled connections are passed over: they may be as stale as the one just dropped.
+    async fn open_fresh(&self, noticed: Instant) -> Result<Arc<Connection<C>>, Error> {
+        let _open = self.inner.open_lock.lock().await;
+        let newer = {
+            let mut live = self.lock_live();
+            prune(&mut live);
+            live.iter()
+                .filter(|l| l.conn.opened >= noticed)
+                .min_by_key(|l| l.conn.in_flight())
+                .map(|l| l.conn.clone())
+        };
+        match newer {
+            Some(conn) => Ok(conn),
+            None => self.open_one().await,
+        }
+    }
+
+    /// Drops `conn` from the pool now, without waiting for its watcher, and frees its slot.
+    fn evict(&self, conn: &Connection<C>) {
+        let mut live = self.lock_live();
+        if let Some(i) = live.iter().position(|l| l.conn.id == conn.id) {
+            let gone = live.remove(i);
+            drop(gone.conn);
+            let _ = Object::take(gone.slot);
         }
     }
 

@@ -12,3 +12,4 @@ mod preamble;
 mod restart;
 mod retry;
 mod shutdown;
+mod stale;
