@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{eventually, free_port, Process};
+use common::{eventually, free_port, Process, TestBytes};
 use yuebing::engine::{EngineConfig, TransportKind};
 use yuebing::rpc::Endpoint;
 use yuebing::store::master::{ClientId, MasterClient, PutConfig};
@@ -69,21 +69,21 @@ async fn put_on_one_client_get_on_another_byte_exact_with_typed_errors() {
     }
     // Zero-copy into registered memory, and a buffer too small for the object.
     let buf = r.engine().allocate(2 << 20, true).unwrap();
-    buf.write_at(0, &[0xee; 16]).unwrap();
+    buf.put(0, &[0xee; 16]).unwrap();
     let e = r
         .get_into("k2", buf.addr(), 1 << 20, NONE)
         .await
         .unwrap_err();
     assert!(matches!(e, Error::InvalidParams { .. }), "{e}");
     let mut head = [0u8; 16];
-    buf.read_at(0, &mut head).unwrap();
+    buf.get(0, &mut head).unwrap();
     assert_eq!(head, [0xee; 16], "nothing written");
     assert_eq!(
         r.get_into("k2", buf.addr(), 2 << 20, NONE).await.unwrap(),
         (1 << 20) + 7
     );
     let mut got = vec![0u8; (1 << 20) + 7];
-    buf.read_at(0, &mut got).unwrap();
+    buf.get(0, &mut got).unwrap();
     assert_eq!(got, pattern((1 << 20) + 7, 2));
     // An existing key: ObjectAlreadyExists, the value unchanged.
     let e = w.put("k1", b"other", NONE).await.unwrap_err();
@@ -110,7 +110,7 @@ async fn put_on_one_client_get_on_another_byte_exact_with_typed_errors() {
     // The zero-copy batch forms, with per-key results too.
     let src = w.engine().allocate(3 * 4096, true).unwrap();
     let data = pattern(3 * 4096, 77);
-    src.write_at(0, &data).unwrap();
+    src.put(0, &data).unwrap();
     let a = src.addr();
     let items = [
         ("z0", a, 4096),
@@ -136,7 +136,7 @@ async fn put_on_one_client_get_on_another_byte_exact_with_typed_errors() {
         "buffer too small"
     );
     let mut back = vec![0u8; 4096];
-    dst.read_at(0, &mut back).unwrap();
+    dst.get(0, &mut back).unwrap();
     assert_eq!(back, data[8192..]);
     assert_eq!(r.get_size("k3", NONE).await.unwrap(), 5 << 20);
     w.upsert("b1", b"ONE!", NONE).await.unwrap();

@@ -2,6 +2,7 @@
 //! deterministic as conventions.md says: stop the peer, submit, then kill it.
 
 mod common;
+use common::TestBytes;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -181,13 +182,13 @@ where
 {
     let len = 1 << 20;
     let (target, engine, src, peer, remote) = setup(len, false).await;
-    src.write_at(0, &vec![0xaa; len]).unwrap();
+    src.put(0, &vec![0xaa; len]).unwrap();
     engine
         .write(src.addr(), peer, remote, len as u64)
         .await
         .unwrap();
     let dst = engine.allocate(len, true).unwrap();
-    dst.write_at(0, &vec![0x55; len]).unwrap();
+    dst.put(0, &vec![0x55; len]).unwrap();
     target.signal(libc::SIGSTOP);
     let req = TransferRequest::read(dst.addr(), peer, remote, len as u64);
     give_up(engine.clone(), req).await;
@@ -195,7 +196,7 @@ where
     target.signal(libc::SIGCONT);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut back = vec![0u8; len];
-    dst.read_at(0, &mut back).unwrap();
+    dst.get(0, &mut back).unwrap();
     assert!(
         back.iter().all(|&b| b == 0x55),
         "late bytes landed after the caller gave up"
@@ -205,7 +206,7 @@ where
         .read(dst.addr(), peer, remote, len as u64)
         .await
         .unwrap();
-    dst.read_at(0, &mut back).unwrap();
+    dst.get(0, &mut back).unwrap();
     assert!(back.iter().all(|&b| b == 0xaa));
 }
 
@@ -225,4 +226,60 @@ async fn a_killed_peers_shm_socket_is_removed_by_the_next_engine_to_start() {
         .await
         .unwrap();
     assert!(!socket.exists(), "{} is still there", socket.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_whose_local_range_is_unregistered_fails_at_once_and_its_answer_never_lands() {
+    let len = 1 << 20;
+    let (target, engine, src, peer, remote) = setup(len, false).await;
+    src.put(0, &vec![0xaa; len]).unwrap();
+    engine
+        .write(src.addr(), peer, remote, len as u64)
+        .await
+        .unwrap();
+    // Caller memory (an unregistered engine buffer serves as such), so that it can be
+    // registered again at the same address as a canary.
+    let memory = EngineBuffer::allocate(len, true).unwrap();
+    memory.put(0, &vec![0x55; len]).unwrap();
+    let addr = memory.addr();
+    let register = || {
+        // SAFETY (test): `memory` outlives every registration, and the test touches its bytes
+        // only through raw copies, while no transfer into it is in flight.
+        unsafe { engine.register(addr as *mut u8, len, Default::default()) }.unwrap()
+    };
+    register();
+    target.signal(libc::SIGSTOP);
+    let req = TransferRequest::read(addr, peer, remote, len as u64);
+    let call = tokio::spawn({
+        let engine = engine.clone();
+        async move { engine.transfer(req).await }
+    });
+    // The request is on its way to the stopped peer.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    engine.unregister(addr).unwrap();
+    // The waiter need not wait for the stopped peer (the default deadline is 30 s).
+    let failed = tokio::time::timeout(Duration::from_secs(5), call).await;
+    let err = failed
+        .expect("the read waited for the peer")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err, Error::AddressNotRegistered { addr }, "{err:?}");
+    // The canary at the same address; then the peer's late answer arrives.
+    register();
+    target.signal(libc::SIGCONT);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        read_all(&memory).iter().all(|&b| b == 0x55),
+        "the late answer landed in memory that was unregistered"
+    );
+    // The connection stayed in step: the next read completes with the right bytes.
+    engine.read(addr, peer, remote, len as u64).await.unwrap();
+    assert!(read_all(&memory).iter().all(|&b| b == 0xaa));
+    engine.unregister(addr).unwrap();
+}
+
+fn read_all(buf: &EngineBuffer) -> Vec<u8> {
+    let mut back = vec![0u8; buf.len()];
+    buf.get(0, &mut back).unwrap();
+    back
 }

@@ -130,6 +130,13 @@ pub enum Error {
         /// The version this build reads.
         supported: u32,
     },
+    /// An engine buffer that was unregistered was offered for registration again. Same-host
+    /// peers may still map its memory, so it is retired for good. Remedy: allocate a new buffer.
+    #[error("engine buffer {addr:#x} was unregistered and is retired")]
+    BufferRetired {
+        /// The buffer's address.
+        addr: u64,
+    },
     /// An operating-system call failed. Remedy: read the message.
     #[error("i/o error: {reason}")]
     Io {
@@ -166,6 +173,7 @@ impl Error {
             Error::GpuNotBuilt { .. } => -3507,
             Error::VersionMismatch { .. } => -3508,
             Error::Io { .. } => -3509,
+            Error::BufferRetired { .. } => -3510,
             Error::Rpc(e) => e.code(),
         }
     }

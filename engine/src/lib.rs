@@ -37,7 +37,9 @@ pub mod transport;
 pub use batch::{BatchId, BatchStatus, BatchTable, TaskState, TaskStatus};
 pub use error::{Error, Result};
 pub use location::Location;
-pub use memory::{EngineBuffer, MemoryRegistry, RangeSpec, Region, RegionTable, RegistrationHook};
+pub use memory::{
+    EngineBuffer, Lease, MemoryRegistry, RangeSpec, Region, RegionTable, RegistrationHook,
+};
 pub use metadata::{MetadataStore, P2pMetadata};
 pub use request::{Opcode, SegmentHandle, TransferRequest, TransportKind};
 pub use segment::{BufferDesc, SegmentDescriptor};

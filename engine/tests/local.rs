@@ -127,7 +127,7 @@ async fn a_completed_write_is_immediately_visible_and_8_batches_from_4_tasks_com
         w.unwrap();
     }
     let data = pattern(4096, 9);
-    buf.write_at(0, &data).unwrap();
+    buf.put(0, &data).unwrap();
     e.write(buf.addr(), own, buf.addr() + 8192, 4096)
         .await
         .unwrap();
@@ -180,6 +180,103 @@ async fn cancel_and_deadline_end_stuck_transfers() {
     );
 }
 
+/// A transport whose transfers never finish and that counts them: started, and still alive.
+#[derive(Default)]
+struct Watched {
+    started: Arc<std::sync::atomic::AtomicUsize>,
+    alive: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Counts a transfer future out of `alive` when it is dropped.
+struct Alive(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Transport for Watched {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Tcp
+    }
+    fn can_reach(&self, _: &SegmentDescriptor) -> bool {
+        true
+    }
+    fn transfer(&self, _: Job) -> BoxFuture<'static, Result<(), Error>> {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.started.fetch_add(1, SeqCst);
+        self.alive.fetch_add(1, SeqCst);
+        let alive = Alive(self.alive.clone());
+        async move {
+            let _alive = alive;
+            futures::future::pending().await
+        }
+        .boxed()
+    }
+}
+
+/// On a current-thread runtime nothing runs between `cancel` and `free_batch` on the test's
+/// thread: a batch reported free there would have a transfer still alive.
+#[tokio::test(flavor = "current_thread")]
+async fn a_canceled_batch_is_not_free_while_its_transfer_is_alive() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let e = engine();
+    let watched = Watched::default();
+    let (started, alive) = (watched.started.clone(), watched.alive.clone());
+    e.add_transport(Arc::new(watched));
+    let a = e.allocate(4096, false).unwrap();
+    let own = e.own_segment();
+    let batch = e.allocate_batch(1).unwrap();
+    let req = TransferRequest::write(a.addr(), own, a.addr() + 1024, 8).via(TransportKind::Tcp);
+    e.submit(batch, &[req]).unwrap();
+    assert_eq!(
+        alive.load(SeqCst),
+        1,
+        "a small submit starts on the caller's thread"
+    );
+    assert_eq!(e.cancel(batch).unwrap(), 1);
+    if e.free_batch(batch).is_ok() {
+        assert_eq!(alive.load(SeqCst), 0, "freed while its transfer was alive");
+        return;
+    }
+    let s = e.wait(batch).await.unwrap();
+    assert_eq!(s.state, TaskState::Canceled);
+    assert_eq!(alive.load(SeqCst), 0, "final while its transfer was alive");
+    e.free_batch(batch).unwrap();
+    assert_eq!(started.load(SeqCst), 1);
+}
+
+/// A task canceled before its transfer started never starts it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_task_canceled_while_waiting_never_starts_its_transfer() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let e = engine();
+    let watched = Watched::default();
+    let started = watched.started.clone();
+    e.add_transport(Arc::new(watched));
+    let a = e.allocate(4 << 20, false).unwrap();
+    let own = e.own_segment();
+    let batch = e.allocate_batch(1).unwrap();
+    // Too large to start on the caller's thread: it waits for the runtime.
+    let req = TransferRequest::write(a.addr(), own, a.addr() + (2 << 20), 1 << 20)
+        .via(TransportKind::Tcp);
+    e.submit(batch, &[req]).unwrap();
+    assert_eq!(e.cancel(batch).unwrap(), 1);
+    let s = e.wait(batch).await.unwrap();
+    assert_eq!(s.state, TaskState::Canceled);
+    e.free_batch(batch).unwrap();
+    // Let the runtime run the spawned work to its end.
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        started.load(SeqCst),
+        0,
+        "a canceled task's transfer started"
+    );
+}
+
 /// A small submit that needs no waiting (a same-process copy) runs on the caller's thread and
 /// is final when `submit` returns; a large one goes on as a task and completes all the same.
 /// (On a current-thread runtime no other thread could have run it in between.)
@@ -188,14 +285,14 @@ async fn a_small_copy_is_final_when_submit_returns_and_a_large_one_goes_on_as_a_
     let e = engine();
     let a = e.allocate(16 << 20, false).unwrap();
     let own = e.own_segment();
-    a.write_at(0, &[7u8; 4096]).unwrap();
+    a.put(0, &[7u8; 4096]).unwrap();
     let small = e.allocate_batch(1).unwrap();
     let to = a.addr() + (8 << 20);
     e.submit(small, &[TransferRequest::write(a.addr(), own, to, 4096)])
         .unwrap();
     assert_eq!(e.status(small).unwrap().state, TaskState::Completed);
     let mut back = vec![0u8; 4096];
-    a.read_at(8 << 20, &mut back).unwrap();
+    a.get(8 << 20, &mut back).unwrap();
     assert_eq!(back, vec![7u8; 4096]);
 
     let large = e.allocate_batch(1).unwrap();

@@ -86,7 +86,7 @@ async fn large_and_small_requests_alternate_on_one_connection_byte_exact() {
     for (i, len) in lens.into_iter().enumerate() {
         let data = pattern(len, i as u8);
         let (so, doff) = (i * 7 % 64, i * 13 % 64);
-        src.write_at(so, &data).unwrap();
+        src.put(so, &data).unwrap();
         let d = dst.addr() + doff as u64;
         a.write(src.addr() + so as u64, peer, d, len as u64)
             .await
@@ -97,7 +97,7 @@ async fn large_and_small_requests_alternate_on_one_connection_byte_exact() {
     }
     // Large and small sizes pipelined in one batch, each to its own range.
     let data = pattern(size, 99);
-    src.write_at(0, &data).unwrap();
+    src.put(0, &data).unwrap();
     let (mut at, mut reqs) = (0u64, Vec::new());
     let pipelined = [
         1 << 20,
@@ -142,7 +142,7 @@ async fn lone_requests_that_spin_stay_byte_exact_on_a_one_worker_runtime() {
     } = round_tripped().await;
 
     let small = pattern(4096, 42);
-    src.write_at(0, &small).unwrap();
+    src.put(0, &small).unwrap();
     for pause in [Duration::ZERO, Duration::from_millis(5), Duration::ZERO] {
         // After 5 ms both spins have run out and both ends are parked.
         tokio::time::sleep(pause).await;
@@ -272,7 +272,7 @@ async fn a_restarted_peer_rejects_the_stale_request_and_the_next_reaches_it() {
         "refreshed"
     );
     let data = pattern(64, 1);
-    src.write_at(0, &data).unwrap();
+    src.put(0, &data).unwrap();
     a.write(src.addr(), peer, fresh.addr(), 64).await.unwrap();
     assert!(read_back(&fresh, 0, 64) == data);
 }
@@ -354,7 +354,7 @@ async fn in_flight_bound_slices_big_requests_and_refuses_only_on_a_full_queue() 
     let src2 = patient.allocate(8 << 20, false).unwrap();
     let peer2 = patient.open_segment(b.name()).await.unwrap();
     let data = pattern(8 << 20, 3);
-    src2.write_at(0, &data).unwrap();
+    src2.put(0, &data).unwrap();
     patient
         .write(src2.addr(), peer2, dst.addr(), 8 << 20)
         .await
@@ -378,7 +378,7 @@ async fn notifications_arrive_without_polling_and_never_for_failed_batches() {
     let dst = b.allocate(1 << 20, false).unwrap();
     let peer = a.open_segment(b.name()).await.unwrap();
     let data = pattern(1 << 20, 5);
-    src.write_at(0, &data).unwrap();
+    src.put(0, &data).unwrap();
 
     // Nobody on either side polls: the sender's tasks deliver it when the batch completes.
     let batch = a.allocate_batch(4).unwrap();

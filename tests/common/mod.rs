@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use yuebing::cli::child::ChildProcess;
+use yuebing::engine::EngineBuffer;
 use yuebing::rpc::Endpoint;
 
 /// A `yuebing` child process that printed `<prefix><value>` as its first line.
@@ -122,4 +123,25 @@ fn all_threads_stopped(pid: u32) -> bool {
                 .is_some_and(|(_, rest)| rest.starts_with('T'))
         })
     })
+}
+
+/// Test access to an engine buffer's bytes. Each test touches a buffer's bytes only while no
+/// transfer on them is in flight and no peer is given them to write, which is what
+/// [`EngineBuffer::write_at`]'s contract asks.
+pub(crate) trait TestBytes {
+    /// Copies `data` in at `offset`.
+    fn put(&self, offset: usize, data: &[u8]) -> Result<(), yuebing::engine::Error>;
+    /// Copies `out.len()` bytes at `offset` out.
+    fn get(&self, offset: usize, out: &mut [u8]) -> Result<(), yuebing::engine::Error>;
+}
+
+impl TestBytes for EngineBuffer {
+    fn put(&self, offset: usize, data: &[u8]) -> Result<(), yuebing::engine::Error> {
+        // SAFETY (test): see the trait's docs.
+        unsafe { self.write_at(offset, data) }
+    }
+    fn get(&self, offset: usize, out: &mut [u8]) -> Result<(), yuebing::engine::Error> {
+        // SAFETY (test): see the trait's docs.
+        unsafe { self.read_at(offset, out) }
+    }
 }

@@ -12,6 +12,12 @@
 //!
 //! A task reaches exactly one final state (Completed, Failed, Timeout, Canceled); later inputs for
 //! it are ignored, so a late completion can never turn a Timeout into Completed.
+//!
+//! A task is final only when nothing will touch its memory again. [`BatchTable::cancel`] ends a
+//! Waiting task at once (its transfer never starts: [`BatchTable::handle_started`] refuses it
+//! from then on), but only marks a Pending one: it turns Canceled when its driver reports that
+//! the transfer stopped (`handle_failed` with [`Error::Canceled`]), so `free` refuses the batch
+//! while a transport may still write into the caller's memory.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -87,6 +93,8 @@ pub enum Effect {
 struct Task {
     status: TaskStatus,
     deadline: Instant,
+    /// `cancel` was asked while the task was Pending; its driver stops it.
+    cancel_requested: bool,
 }
 
 #[derive(Debug)]
@@ -190,18 +198,20 @@ impl BatchTable {
                     error: None,
                 },
                 deadline,
+                cancel_requested: false,
             }));
         batch.unfinished += tasks.len();
         Ok(start..batch.tasks.len())
     }
 
-    /// Marks a waiting task as being transferred.
-    pub fn handle_started(&mut self, id: BatchId, task: usize) -> Result<(), Error> {
+    /// Marks a waiting task as being transferred. Returns whether its transfer may start:
+    /// false once it is final (canceled while it waited), and then nothing may touch its memory.
+    pub fn handle_started(&mut self, id: BatchId, task: usize) -> Result<bool, Error> {
         let t = task_mut(self.batch_mut(id)?, task)?;
         if t.status.state == TaskState::Waiting {
             t.status.state = TaskState::Pending;
         }
-        Ok(())
+        Ok(t.status.state == TaskState::Pending && !t.cancel_requested)
     }
 
     /// Adds `bytes` to a task's progress.
@@ -229,13 +239,24 @@ impl BatchTable {
         self.finish(id, task, state, Some(err))
     }
 
-    /// Cancels every unfinished task of the batch; returns how many.
+    /// Cancels every unfinished task of the batch; returns how many. Waiting tasks are
+    /// Canceled now; Pending ones once their driver reports their transfer stopped (see the
+    /// module docs).
     pub fn cancel(&mut self, id: BatchId) -> Result<usize, Error> {
         let n = self.batch(id)?.tasks.len();
         let mut canceled = 0;
         for task in 0..n {
-            if self.finish(id, task, TaskState::Canceled, Some(Error::Canceled))? {
-                canceled += 1;
+            let t = task_mut(self.batch_mut(id)?, task)?;
+            match t.status.state {
+                TaskState::Waiting => {
+                    self.finish(id, task, TaskState::Canceled, Some(Error::Canceled))?;
+                    canceled += 1;
+                }
+                TaskState::Pending if !t.cancel_requested => {
+                    t.cancel_requested = true;
+                    canceled += 1;
+                }
+                _ => {}
             }
         }
         Ok(canceled)
@@ -464,6 +485,33 @@ mod tests {
             (TaskState::Timeout, Some(Error::Timeout))
         );
         assert_eq!(b.poll_timeout(), None);
+    }
+
+    #[test]
+    fn a_pending_task_is_canceled_only_when_its_driver_says_it_stopped() {
+        let now = t0() + Duration::from_secs(60);
+        let mut b = BatchTable::default();
+        let id = b.allocate(2).unwrap();
+        b.submit(id, &[(1, now); 2]).unwrap();
+        assert!(b.handle_started(id, 0).unwrap());
+        assert_eq!(b.cancel(id).unwrap(), 2);
+        assert_eq!(b.task_status(id, 1).unwrap().state, TaskState::Canceled);
+        assert!(
+            !b.handle_started(id, 1).unwrap(),
+            "a canceled task never starts"
+        );
+        assert_eq!(b.task_status(id, 0).unwrap().state, TaskState::Pending);
+        assert_eq!(
+            b.free(id).unwrap_err().code(),
+            -3004,
+            "busy while it may still run"
+        );
+        assert_eq!(b.poll_effect(), None);
+        assert_eq!(b.cancel(id).unwrap(), 0, "asked once");
+        assert!(b.handle_failed(id, 0, Error::Canceled).unwrap());
+        assert_eq!(b.poll_effect(), Some(Effect::Finished(id)));
+        assert_eq!(b.status(id).unwrap().state, TaskState::Canceled);
+        b.free(id).unwrap();
     }
 
     #[test]

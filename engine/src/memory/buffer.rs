@@ -2,20 +2,29 @@
 //! same-host peer can map it (the `shm` transport) and its size can be trusted.
 
 use std::os::fd::{AsFd, BorrowedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use memfd::{FileSeal, MemfdOptions};
 use memmap2::{MmapOptions, MmapRaw};
 
+use super::raw::{self, Span};
 use crate::error::Error;
 
 /// A buffer of host memory the engine allocated. Its bytes are shared with the transports and
 /// with peers that mapped it, so it hands out no `&[u8]`: use [`EngineBuffer::read_at`] and
-/// [`EngineBuffer::write_at`], or register it and transfer.
+/// [`EngineBuffer::write_at`] (unsafe: only the caller can know that no transfer or peer writes
+/// those bytes meanwhile), or register it and transfer.
+///
+/// Once unregistered, a buffer is retired: same-host peers may still map its memfd, and a copy
+/// of theirs already in flight may still land in it, so it is never registered again and its
+/// contents are no longer meaningful.
 #[derive(Debug)]
 pub struct EngineBuffer {
     map: MmapRaw,
     memfd: memfd::Memfd,
     len: usize,
+    retired: AtomicBool,
 }
 
 impl EngineBuffer {
@@ -43,7 +52,12 @@ impl EngineBuffer {
             opts.populate();
         }
         let map = opts.map_raw(memfd.as_file()).map_err(|e| oom(&e))?;
-        Ok(EngineBuffer { map, memfd, len })
+        Ok(EngineBuffer {
+            map,
+            memfd,
+            len,
+            retired: AtomicBool::new(false),
+        })
     }
 
     /// Address of the first byte (what registration and remote requests use).
@@ -66,44 +80,50 @@ impl EngineBuffer {
         self.memfd.as_file().as_fd()
     }
 
-    fn check(&self, offset: usize, n: usize) -> Result<(), Error> {
-        match offset.checked_add(n) {
-            Some(end) if end <= self.len => Ok(()),
-            _ => Err(Error::OutOfBounds {
+    /// Whether the buffer was unregistered (see the type's docs).
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::SeqCst);
+    }
+
+    /// The whole mapping as a span, valid while `self` lives.
+    fn span(&self) -> Span<'_> {
+        let ptr = NonNull::new(self.map.as_mut_ptr()).unwrap_or(NonNull::dangling());
+        // SAFETY: the mapping is `self.len` bytes, readable and writable, and stays mapped while
+        // `self` lives; the buffer never hands out a reference to its bytes.
+        unsafe { Span::new(ptr, self.len) }
+    }
+
+    fn part(&self, offset: usize, n: usize) -> Result<Span<'_>, Error> {
+        self.span()
+            .sub(offset, n)
+            .ok_or_else(|| Error::OutOfBounds {
                 addr: self.addr().wrapping_add(offset as u64),
                 len: n as u64,
-            }),
-        }
+            })
     }
 
     /// Copies `data` into the buffer at `offset`.
-    pub fn write_at(&self, offset: usize, data: &[u8]) -> Result<(), Error> {
-        self.check(offset, data.len())?;
-        // SAFETY: `offset + data.len() <= self.len` was checked, the mapping is `self.len` bytes
-        // long and lives as long as `self`; `data` is a separate Rust slice, so the ranges do not
-        // overlap. Concurrent transfers touch the same bytes only through raw pointers.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                self.map.as_mut_ptr().add(offset),
-                data.len(),
-            );
-        }
+    ///
+    /// # Safety
+    /// Nothing else may write or read `[offset, offset + data.len())` meanwhile: no transfer in
+    /// flight on it, and no peer that could write it (a registered buffer is reachable by
+    /// peers). Racing with them is a data race.
+    pub unsafe fn write_at(&self, offset: usize, data: &[u8]) -> Result<(), Error> {
+        raw::copy_in(data, self.part(offset, data.len())?);
         Ok(())
     }
 
     /// Copies `out.len()` bytes at `offset` into `out`.
-    pub fn read_at(&self, offset: usize, out: &mut [u8]) -> Result<(), Error> {
-        self.check(offset, out.len())?;
-        // SAFETY: the range was checked against the mapping's length as in `write_at`; `out` is
-        // a distinct, exclusively borrowed Rust slice.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.map.as_ptr().add(offset),
-                out.as_mut_ptr(),
-                out.len(),
-            );
-        }
+    ///
+    /// # Safety
+    /// Nothing else may write `[offset, offset + out.len())` meanwhile (see
+    /// [`EngineBuffer::write_at`]).
+    pub unsafe fn read_at(&self, offset: usize, out: &mut [u8]) -> Result<(), Error> {
+        raw::copy_out(self.part(offset, out.len())?, out);
         Ok(())
     }
 }
@@ -116,12 +136,15 @@ mod tests {
     fn write_then_read_and_bounds() {
         let b = EngineBuffer::allocate(4096, true).unwrap();
         assert_eq!(b.len(), 4096);
-        b.write_at(4090, b"abcdef").unwrap();
         let mut out = [0u8; 6];
-        b.read_at(4090, &mut out).unwrap();
+        // SAFETY (test): the buffer is not registered; nothing else touches it.
+        unsafe {
+            b.write_at(4090, b"abcdef").unwrap();
+            b.read_at(4090, &mut out).unwrap();
+            assert_eq!(b.write_at(4091, b"abcdef").unwrap_err().code(), -3504);
+            assert!(b.read_at(usize::MAX, &mut out).is_err());
+        }
         assert_eq!(&out, b"abcdef");
-        assert_eq!(b.write_at(4091, b"abcdef").unwrap_err().code(), -3504);
-        assert!(b.read_at(usize::MAX, &mut out).is_err());
         assert_eq!(EngineBuffer::allocate(0, false).unwrap_err().code(), -3001);
     }
 

@@ -1,13 +1,24 @@
 //! Memory the engine may transfer: registration of caller memory, engine-allocated buffers,
-//! and per-transport registration hooks.
+//! revocable leases on registered regions, and per-transport registration hooks.
+//!
+//! # Layout
+//! - `table`: the pure [`RegionTable`] of registered ranges.
+//! - `buffer`: [`EngineBuffer`], memfd-backed memory the engine allocates.
+//! - `lease`: [`Lease`]s on regions, revoked by `unregister` (see its docs for the rule).
+//! - `raw`: the one audited module that moves bytes of transferable memory (raw pointers only).
 
 mod buffer;
+mod lease;
+pub(crate) mod raw;
 mod table;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 pub use buffer::EngineBuffer;
+pub use lease::Lease;
+use lease::RegionState;
+pub(crate) use lease::{Access, Gate, Pass, CHUNK};
 pub use table::{Region, RegionTable};
 
 use crate::error::Error;
@@ -29,7 +40,7 @@ pub trait RegistrationHook: Send + Sync {
 #[derive(Debug, Clone, Copy)]
 pub struct RangeSpec {
     /// First byte.
-    pub addr: *const u8,
+    pub addr: *mut u8,
     /// Length in bytes.
     pub len: usize,
     /// Where the memory lives.
@@ -37,12 +48,22 @@ pub struct RangeSpec {
 }
 
 /// The registered memory of one engine.
+///
+/// `unregister` is synchronous, and so usable from `Drop`: it revokes the region's leases and
+/// waits only for the copies or syscalls already under way (each bounded: one non-blocking
+/// syscall, or a copy of at most 4 MiB), never for a peer. After it returns, no byte of the
+/// region is read or written by this engine.
 #[derive(Default)]
 pub struct MemoryRegistry {
-    table: Mutex<RegionTable>,
-    /// Engine-allocated buffers kept alive while registered, by address.
-    owned: Mutex<HashMap<u64, Arc<EngineBuffer>>>,
+    registered: Mutex<Registered>,
     hooks: RwLock<Vec<Arc<dyn RegistrationHook>>>,
+}
+
+/// The ranges and, for each registered one, its liveness (and its buffer, if engine-owned).
+#[derive(Default)]
+struct Registered {
+    table: RegionTable,
+    states: HashMap<u64, Arc<RegionState>>,
 }
 
 impl std::fmt::Debug for MemoryRegistry {
@@ -54,8 +75,8 @@ impl std::fmt::Debug for MemoryRegistry {
 }
 
 impl MemoryRegistry {
-    fn table(&self) -> MutexGuard<'_, RegionTable> {
-        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Registered> {
+        self.registered.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn hooks(&self) -> Vec<Arc<dyn RegistrationHook>> {
@@ -79,7 +100,7 @@ impl MemoryRegistry {
     /// freeing it.
     pub unsafe fn register(
         &self,
-        addr: *const u8,
+        addr: *mut u8,
         len: usize,
         location: Location,
     ) -> Result<Region, Error> {
@@ -101,12 +122,25 @@ impl MemoryRegistry {
     /// # Safety
     /// Every range must satisfy the contract of [`MemoryRegistry::register`].
     pub unsafe fn register_batch(&self, ranges: &[RangeSpec]) -> Result<Vec<Region>, Error> {
+        // SAFETY: forwarded contract.
+        unsafe { self.register_owned(ranges, None) }
+    }
+
+    /// Registers `ranges`, the first kept alive by `keep` (an engine buffer) while leased.
+    ///
+    /// # Safety
+    /// As [`MemoryRegistry::register_batch`].
+    unsafe fn register_owned(
+        &self,
+        ranges: &[RangeSpec],
+        keep: Option<Arc<EngineBuffer>>,
+    ) -> Result<Vec<Region>, Error> {
         for r in ranges {
             r.location.check_supported()?;
         }
         let mut reserved = Vec::with_capacity(ranges.len());
         {
-            let mut table = self.table();
+            let table = &mut self.lock().table;
             for r in ranges {
                 match table.reserve(r.addr as u64, r.len as u64, r.location) {
                     Ok(region) => reserved.push(region),
@@ -128,7 +162,7 @@ impl MemoryRegistry {
                     for &(r, h) in done.iter().rev() {
                         hooks[h].unregister(&reserved[r]);
                     }
-                    let mut table = self.table();
+                    let table = &mut self.lock().table;
                     for region in &reserved {
                         table.abort(region.addr);
                     }
@@ -137,67 +171,97 @@ impl MemoryRegistry {
                 done.push((ri, hi));
             }
         }
-        let mut table = self.table();
+        let mut registered = self.lock();
+        let mut keep = keep;
         for region in &reserved {
-            table.commit(region.addr);
+            registered.table.commit(region.addr);
+            let state = RegionState::new(*region, keep.take());
+            registered.states.insert(region.addr, state);
         }
         Ok(reserved)
     }
 
-    /// Registers an engine-allocated buffer; the registry keeps it alive until unregistered.
+    /// Registers an engine-allocated buffer; the registry keeps it alive until unregistered,
+    /// and each lease on it until the lease is dropped. A buffer once unregistered is retired:
+    /// a same-host peer may still map its memfd, so it is never registered again
+    /// ([`Error::BufferRetired`]).
     pub fn register_buffer(&self, buffer: Arc<EngineBuffer>) -> Result<Region, Error> {
-        // SAFETY: the mapping is `len` bytes, stays mapped while the registry holds the Arc, and
-        // EngineBuffer hands out no references to its bytes.
-        let region = unsafe {
-            self.register(
-                buffer.addr() as *const u8,
-                buffer.len(),
-                Location::default(),
-            )
-        }?;
-        self.owned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(region.addr, buffer);
-        Ok(region)
+        if buffer.is_retired() {
+            return Err(Error::BufferRetired {
+                addr: buffer.addr(),
+            });
+        }
+        let spec = RangeSpec {
+            addr: buffer.addr() as *mut u8,
+            len: buffer.len(),
+            location: Location::default(),
+        };
+        // SAFETY: the mapping is `len` bytes and stays mapped while the registry or a lease
+        // holds the Arc; EngineBuffer hands out no references to its bytes.
+        let mut regions = unsafe { self.register_owned(&[spec], Some(buffer)) }?;
+        regions
+            .pop()
+            .ok_or_else(|| Error::invalid("empty registration"))
     }
 
-    /// Unregisters the range that starts at `addr`.
+    /// Unregisters the range that starts at `addr`: revokes every lease on it, waits for the
+    /// accesses under way (bounded; see the type's docs), then undoes the transports' work. An
+    /// engine buffer is retired.
     pub fn unregister(&self, addr: u64) -> Result<Region, Error> {
-        let region = self.table().remove(addr)?;
+        let (region, state) = {
+            let mut registered = self.lock();
+            let region = registered.table.remove(addr)?;
+            (region, registered.states.remove(&addr))
+        };
+        if let Some(state) = &state {
+            if let Some(buffer) = state.buffer() {
+                buffer.retire();
+            }
+            state.revoke();
+        }
         for hook in self.hooks().iter().rev() {
             hook.unregister(&region);
         }
-        self.owned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&addr);
         Ok(region)
     }
 
     /// The registered range that holds all of `[addr, addr + len)`.
     pub fn find(&self, addr: u64, len: u64) -> Option<Region> {
-        self.table().find(addr, len)
+        self.lock().table.find(addr, len)
     }
 
-    /// The serving side's check of a remote access (see [`crate::bounds`]): the registered range
-    /// that holds all of `[addr, addr + len)`, or the typed refusal.
-    pub fn check_access(&self, addr: u64, len: u64) -> Result<Region, Error> {
+    /// A lease on `[addr, addr + len)`, which must lie inside one registered range.
+    pub fn lease(&self, addr: u64, len: u64) -> Result<Lease, Error> {
+        let registered = self.lock();
+        let region = registered
+            .table
+            .find(addr, len)
+            .ok_or(Error::AddressNotRegistered { addr })?;
+        registered
+            .states
+            .get(&region.addr)
+            .ok_or(Error::AddressNotRegistered { addr })?
+            .lease(addr, len)
+    }
+
+    /// The serving side's check of a remote access (see [`crate::bounds`]): a lease on
+    /// `[addr, addr + len)` inside one registered range, or the typed refusal.
+    pub fn check_access(&self, addr: u64, len: u64) -> Result<Lease, Error> {
         if len == 0 {
             return Err(Error::invalid("a transfer of 0 bytes"));
         }
-        self.find(addr, len).ok_or(Error::OutOfBounds { addr, len })
+        self.lease(addr, len)
+            .map_err(|_| Error::OutOfBounds { addr, len })
     }
 
     /// The engine-allocated buffers (memfd-backed, so a same-host peer can map them), in
     /// address order.
     pub fn exported(&self) -> Vec<Arc<EngineBuffer>> {
         let mut v: Vec<_> = self
-            .owned
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .states
             .values()
-            .cloned()
+            .filter_map(|s| s.buffer().cloned())
             .collect();
         v.sort_by_key(|b| b.addr());
         v
@@ -205,7 +269,7 @@ impl MemoryRegistry {
 
     /// Every registered range, in address order.
     pub fn regions(&self) -> Vec<Region> {
-        self.table().registered()
+        self.lock().table.registered()
     }
 }
 
@@ -239,7 +303,7 @@ mod tests {
 
     fn spec(buf: &[u8], off: usize, len: usize) -> RangeSpec {
         RangeSpec {
-            addr: buf[off..].as_ptr(),
+            addr: buf[off..].as_ptr() as *mut u8,
             len,
             location: Location::default(),
         }
@@ -284,7 +348,7 @@ mod tests {
                     .map(|i| {
                         let reg = reg.clone();
                         s.spawn(move || {
-                            let addr = (base + i * 8) as *const u8;
+                            let addr = (base + i * 8) as *mut u8;
                             // SAFETY (test): inside `mem`, which outlives the scope.
                             unsafe { reg.register(addr, 1024, Location::default()) }.is_ok()
                                 as usize
@@ -306,7 +370,31 @@ mod tests {
         assert_eq!(reg.register_buffer(buf).unwrap_err().code(), -3007);
         let mem = [0u8; 16];
         // SAFETY (test): refused before anything is recorded.
-        let gpu = unsafe { reg.register(mem.as_ptr(), 16, Location::Cuda { device: 1 }) };
+        let gpu =
+            unsafe { reg.register(mem.as_ptr() as *mut u8, 16, Location::Cuda { device: 1 }) };
         assert_eq!(gpu.unwrap_err().code(), -3507);
+    }
+
+    #[test]
+    fn unregister_revokes_leases_and_retires_engine_buffers() {
+        let reg = MemoryRegistry::default();
+        let buf = Arc::new(EngineBuffer::allocate(4096, false).unwrap());
+        let region = reg.register_buffer(buf.clone()).unwrap();
+        let lease = reg.lease(region.addr + 100, 200).unwrap();
+        assert_eq!(
+            reg.lease(region.addr + 4000, 200).unwrap_err().code(),
+            -3003
+        );
+        assert_eq!(
+            reg.check_access(region.addr + 4000, 200)
+                .unwrap_err()
+                .code(),
+            -3504
+        );
+        assert!(lease.access().is_some());
+        reg.unregister(region.addr).unwrap();
+        assert!(lease.is_revoked() && lease.access().is_none());
+        assert_eq!(reg.register_buffer(buf).unwrap_err().code(), -3510);
+        assert!(reg.exported().is_empty());
     }
 }

@@ -373,7 +373,7 @@ impl TransferEngine {
     /// The contract of [`MemoryRegistry::register`].
     pub unsafe fn register(
         &self,
-        addr: *const u8,
+        addr: *mut u8,
         len: usize,
         location: crate::Location,
     ) -> Result<Region, Error> {
@@ -383,7 +383,11 @@ impl TransferEngine {
         Ok(r)
     }
 
-    /// Unregisters the range that starts at `addr`.
+    /// Unregisters the range that starts at `addr`. Synchronous, so usable from `Drop`: the
+    /// transfers touching the range are stopped (they fail; connections serving a peer's request
+    /// into it are shut down) and this waits only for a copy or syscall already under way, never
+    /// for a peer. After it returns, no byte of the range is read or written. An engine buffer
+    /// is retired (see [`EngineBuffer`]).
     pub fn unregister(&self, addr: u64) -> Result<Region, Error> {
         let r = self.inner.memory.unregister(addr)?;
         self.refresh_own_segment();

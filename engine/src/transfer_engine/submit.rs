@@ -65,12 +65,12 @@ impl TransferEngine {
             if r.length == 0 {
                 return Err(bad("length 0".into()));
             }
-            if self.inner.memory.find(r.source, r.length).is_none() {
-                return Err(bad(format!(
+            let local = self.inner.memory.lease(r.source, r.length).map_err(|_| {
+                bad(format!(
                     "local range {:#x}+{} is not registered",
                     r.source, r.length
-                )));
-            }
+                ))
+            })?;
             let segment = self
                 .lock_segments()
                 .get(&r.target)
@@ -83,7 +83,7 @@ impl TransferEngine {
                 .flatten();
             let job = Job {
                 opcode: r.opcode,
-                local: r.source,
+                local,
                 remote: r.target_offset,
                 len: r.length,
                 segment,
@@ -282,7 +282,8 @@ async fn attempt(
     }
 }
 
-/// Runs one task of a batch to its final state.
+/// Runs one task of a batch to its final state: recorded only after the transfer's future is
+/// gone, so a waiter (and `free_batch`) sees it final only once nothing touches its memory.
 async fn run_task(
     engine: TransferEngine,
     batch: BatchId,
@@ -297,24 +298,28 @@ async fn run_task(
         target,
     } = p;
     let outcome = match early {
-        Some(e) => Err(e),
+        Some(e) => Some(Err(e)),
         None => {
-            engine
-                .inner
-                .batches
-                .with(|t| t.handle_started(batch, task))
-                .ok();
-            tokio::select! {
-                _ = cancel.cancelled() => Err(Error::Canceled),
-                r = attempt(&engine, job, &*transport) => r,
+            let start = engine.inner.batches.with(|t| t.handle_started(batch, task));
+            match start {
+                // Canceled while it waited: final already, and its transfer never starts.
+                Ok(false) | Err(_) => None,
+                Ok(true) => Some(tokio::select! {
+                    biased;
+                    _ = cancel.cancelled() => Err(Error::Canceled),
+                    r = attempt(&engine, job, &*transport) => r,
+                }),
             }
         }
     };
-    engine.refresh_if_restarted(target, &outcome).await;
+    if let Some(outcome) = &outcome {
+        engine.refresh_if_restarted(target, outcome).await;
+    }
     let finished = engine.inner.batches.with(|t| {
         let _ = match outcome {
-            Ok(()) => t.handle_completed(batch, task),
-            Err(e) => t.handle_failed(batch, task, e),
+            Some(Ok(())) => t.handle_completed(batch, task),
+            Some(Err(e)) => t.handle_failed(batch, task, e),
+            None => Ok(false),
         };
         t.unfinished(batch) == Ok(0)
     });

@@ -6,6 +6,7 @@
 //! instance id before copying a byte. The engine applies deadlines and cancellation by dropping
 //! the future, so a transport must leave nothing half-owned when dropped.
 
+mod copy;
 mod local;
 mod shm;
 mod tcp;
@@ -20,7 +21,7 @@ pub use shm::ShmTransport;
 pub use tcp::{TcpConfig, TcpTransport};
 
 use crate::error::Error;
-use crate::memory::RegistrationHook;
+use crate::memory::{Lease, RegistrationHook};
 use crate::request::{Opcode, TransportKind};
 use crate::segment::SegmentDescriptor;
 
@@ -29,8 +30,9 @@ use crate::segment::SegmentDescriptor;
 pub struct Job {
     /// Read or write.
     pub opcode: Opcode,
-    /// Local address (registered).
-    pub local: u64,
+    /// The local range, leased: unregistering it revokes the lease, and the transport then
+    /// stops touching it.
+    pub local: Lease,
     /// Address in the target segment.
     pub remote: u64,
     /// Bytes to move.
@@ -70,36 +72,5 @@ pub trait Transport: Send + Sync {
     /// What this transport publishes in the engine's descriptor.
     fn publish(&self) -> Option<serde_json::Value> {
         None
-    }
-}
-
-/// Runs a large copy between raw memory ranges on the blocking pool. If the waiting future is
-/// dropped (the task's deadline passed or it was canceled), the drop waits for the copy to end:
-/// a copy cannot be stopped halfway, and the task must not be reported final (letting its caller
-/// free the memory) while bytes of it are still being moved.
-pub(crate) async fn copy_off_runtime(copy: impl FnOnce() + Send + 'static) -> Result<(), Error> {
-    let done = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
-    let flag = done.clone();
-    let task = tokio::task::spawn_blocking(move || {
-        copy();
-        *flag.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        flag.1.notify_all();
-    });
-    let _wait = WaitOnDrop(done);
-    task.await.map_err(|e| Error::Io {
-        reason: format!("copy task failed: {e}"),
-    })
-}
-
-/// Blocks in `drop` until the flag is set (bounded by one memcpy).
-struct WaitOnDrop(Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
-
-impl Drop for WaitOnDrop {
-    fn drop(&mut self) {
-        let (lock, cv) = &*self.0;
-        let mut finished = lock.lock().unwrap_or_else(|p| p.into_inner());
-        while !*finished {
-            finished = cv.wait(finished).unwrap_or_else(|p| p.into_inner());
-        }
     }
 }

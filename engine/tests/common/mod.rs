@@ -3,6 +3,27 @@
 
 use yuebing_engine::{EngineBuffer, SegmentHandle, TransferEngine};
 
+/// Test access to an engine buffer's bytes. Each test touches a buffer's bytes only while no
+/// transfer on them is in flight and no peer is given them to write, which is what
+/// [`EngineBuffer::write_at`]'s contract asks.
+pub trait TestBytes {
+    /// Copies `data` in at `offset`.
+    fn put(&self, offset: usize, data: &[u8]) -> Result<(), yuebing_engine::Error>;
+    /// Copies `out.len()` bytes at `offset` out.
+    fn get(&self, offset: usize, out: &mut [u8]) -> Result<(), yuebing_engine::Error>;
+}
+
+impl TestBytes for EngineBuffer {
+    fn put(&self, offset: usize, data: &[u8]) -> Result<(), yuebing_engine::Error> {
+        // SAFETY (test): see the trait's docs.
+        unsafe { self.write_at(offset, data) }
+    }
+    fn get(&self, offset: usize, out: &mut [u8]) -> Result<(), yuebing_engine::Error> {
+        // SAFETY (test): see the trait's docs.
+        unsafe { self.read_at(offset, out) }
+    }
+}
+
 /// `len` bytes that differ from position to position and from seed to seed.
 pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -13,7 +34,7 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
 /// `len` bytes of `buf` at `offset`.
 pub fn read_back(buf: &EngineBuffer, offset: usize, len: usize) -> Vec<u8> {
     let mut out = vec![0u8; len];
-    buf.read_at(offset, &mut out).unwrap();
+    buf.get(offset, &mut out).unwrap();
     out
 }
 
@@ -38,7 +59,7 @@ pub async fn round_trips(
 ) {
     for (len, so, doff) in ROUND_TRIPS {
         let data = pattern(len, len as u8);
-        src.write_at(so, &data).unwrap();
+        src.put(so, &data).unwrap();
         let (s, d) = (src.addr() + so as u64, dst.addr() + doff as u64);
         e.write(s, peer, d, len as u64).await.unwrap();
         assert!(read_back(dst, doff, len) == data, "write of {len} bytes");
@@ -53,7 +74,7 @@ pub async fn writes_from_a_plain_thread(a: TransferEngine, b: &TransferEngine) {
     let src = a.allocate(1 << 20, false).unwrap();
     let dst = b.allocate(1 << 20, false).unwrap();
     let data = pattern(1 << 20, 5);
-    src.write_at(0, &data).unwrap();
+    src.put(0, &data).unwrap();
     let peer = a.open_segment(b.name()).await.unwrap();
     let (s, d) = (src.addr(), dst.addr());
     let waited = std::thread::spawn(move || {

@@ -30,14 +30,13 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use self::channel::{fetch_export, send_export, Export, MAX_FDS};
 use self::sockets::{socket_dir, socket_path, sweep_stale};
+use super::copy::{copy_between, Side};
 use super::{Job, Transport};
 use crate::error::Error;
+use crate::memory::raw::Span;
 use crate::memory::MemoryRegistry;
 use crate::request::{Opcode, TransportKind};
 use crate::segment::SegmentDescriptor;
-
-/// Copies of this size and more run on the blocking pool.
-const BLOCKING_COPY: u64 = 256 << 10;
 
 /// One exported buffer of a peer, mapped here.
 struct Mapping {
@@ -296,12 +295,27 @@ impl Inner {
     }
 }
 
-fn copy(src: u64, dst: u64, len: u64) {
-    // SAFETY: `src` and `dst` were resolved inside a registered local range and inside a
-    // size-checked, resize-sealed mapping of the peer's memfd; both stay valid for the copy
-    // (the mapping is held by the peer entry, registration's contract keeps the local range).
-    // Different processes' memory, so `copy` (memmove) for safety on overlap within one side.
-    unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len as usize) }
+/// A range of a peer's mapped buffer, kept mapped by the peer entry it holds.
+struct Mapped {
+    peer: Arc<ShmPeer>,
+    /// Local address of the range (inside one of the peer's mappings).
+    addr: u64,
+    len: usize,
+}
+
+impl Side for Mapped {
+    fn with_span<R>(&self, f: impl FnOnce(Span<'_>) -> R) -> Result<R, Error> {
+        let ptr = std::ptr::NonNull::new(self.addr as *mut u8).ok_or(Error::OutOfBounds {
+            addr: self.addr,
+            len: self.len as u64,
+        })?;
+        // SAFETY: `resolve` found the range inside one mapping of the peer's size-checked,
+        // resize-sealed memfd; `self.peer` holds that mapping, so it stays mapped while `self`
+        // lives. The memory is shared with another process and never behind a Rust reference.
+        let span = unsafe { Span::new(ptr, self.len) };
+        let _ = &self.peer;
+        Ok(f(span))
+    }
 }
 
 impl Transport for ShmTransport {
@@ -390,27 +404,18 @@ impl Transport for ShmTransport {
                     })??;
                 remote = peer.resolve(job.remote, job.len);
             }
-            let remote = remote.ok_or(Error::OutOfBounds {
+            let addr = remote.ok_or(Error::OutOfBounds {
                 addr: job.remote,
                 len: job.len,
             })?;
-            inner
-                .memory
-                .check_access(job.local, job.len)
-                .map_err(|_| Error::AddressNotRegistered { addr: job.local })?;
-            let (src, dst) = match job.opcode {
-                Opcode::Write => (job.local, remote),
-                Opcode::Read => (remote, job.local),
+            let remote = Mapped {
+                peer: peer.clone(),
+                addr,
+                len: job.len as usize,
             };
-            if job.len >= BLOCKING_COPY {
-                let keep = peer.clone();
-                super::copy_off_runtime(move || {
-                    copy(src, dst, job.len);
-                    drop(keep);
-                })
-                .await?;
-            } else {
-                copy(src, dst, job.len);
+            match job.opcode {
+                Opcode::Write => copy_between(job.local, remote, job.len).await?,
+                Opcode::Read => copy_between(remote, job.local, job.len).await?,
             }
             // A write counts only if the peer outlived it (the same process: the same instance).
             if peer.exited() {

@@ -1,12 +1,12 @@
 //! The initiating side of the tcp data plane: several pipelined connections per peer, a bound
 //! on the bytes in flight to the peer, and slices matched to their responses in order.
 
-use std::io::IoSlice;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::runtime::Handle;
@@ -17,64 +17,87 @@ use super::spin::spin_then_park;
 use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, REQUEST_LEN, RESPONSE_LEN};
 use super::{read_header, spin_budget, TcpConfig, BULK, IO_BUFFER};
 use crate::error::Error;
+use crate::memory::raw::{self, Part};
+use crate::memory::{Access, Gate, Lease, Pass};
 use crate::request::Opcode;
 
-/// Whether a slice's local memory may still be touched. Its waiter gives it up (on completion,
-/// deadline or cancel) under the lock; the connection tasks touch the memory only while holding
-/// the lock and seeing it live, so once the waiter has given it up, no byte of that memory is
-/// read or written again, and the caller may free or reuse it.
+/// Whether a slice's local memory may still be touched: the slice's lease on its local range,
+/// and its waiter's claim. The waiter gives the claim up (on completion, deadline or cancel) by
+/// closing its gate; unregistering the range revokes the lease. The connection tasks touch the
+/// memory only inside an access that holds both open, so once either is closed, no byte of that
+/// memory is read or written again, and the caller may free or reuse it.
 #[derive(Debug)]
-pub(crate) struct Claim(std::sync::Mutex<bool>);
+pub(crate) struct Claim {
+    gate: Gate,
+    lease: Lease,
+}
+
+/// One access to a claimed range.
+struct Claimed<'a> {
+    _claim: Pass<'a>,
+    access: Access<'a>,
+}
 
 impl Claim {
-    fn new() -> Arc<Claim> {
-        Arc::new(Claim(std::sync::Mutex::new(true)))
+    fn new(lease: Lease) -> Arc<Claim> {
+        Arc::new(Claim {
+            gate: Gate::default(),
+            lease,
+        })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, bool> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    /// One access, unless the waiter gave up or the range was unregistered.
+    fn access(&self) -> Option<Claimed<'_>> {
+        let claim = self.gate.enter()?;
+        let access = self.lease.access()?;
+        Some(Claimed {
+            _claim: claim,
+            access,
+        })
+    }
+
+    /// Whether the memory may still be touched.
+    fn usable(&self) -> bool {
+        !self.gate.is_closed() && !self.lease.is_revoked()
     }
 }
 
-/// Gives the claim up when the waiter stops waiting, for whatever reason.
+/// The error of a slice whose local range was unregistered under it.
+fn released(lease: &Lease) -> Error {
+    Error::AddressNotRegistered { addr: lease.addr() }
+}
+
+/// Gives the claim up when the waiter stops waiting, for whatever reason (waiting for an access
+/// under way, one syscall, to end).
 struct GiveUp(Arc<Claim>);
 
 impl Drop for GiveUp {
     fn drop(&mut self) {
-        *self.0.lock() = false;
+        self.0.gate.close();
     }
 }
 
 /// One slice of a task on its way to the writer task.
 pub(crate) struct Slice {
     pub(crate) header: RequestHeader,
-    /// Local address the bytes come from (write) or go to (read).
-    pub(crate) local: u64,
     /// Bytes of the frame already on the wire (a fast-path write that did not finish).
     written: usize,
     /// The answer's channel; `None` when its pending entry was queued already.
     done: Option<oneshot::Sender<Result<(), Error>>>,
+    /// The local range the bytes come from (write) or go to (read).
     claim: Arc<Claim>,
 }
 
 impl Slice {
-    /// The frame: the encoded header and, for a write, the payload.
-    fn frame<'a>(&self, header: &'a [u8; REQUEST_LEN]) -> [&'a [u8]; 2] {
-        let payload: &[u8] = if self.header.opcode == Opcode::Write {
-            // SAFETY: the engine checked that the local range is registered; registration's
-            // contract keeps it valid. The slice lives only while the socket reads it.
-            unsafe { std::slice::from_raw_parts(self.local as *const u8, self.header.len as usize) }
-        } else {
-            &[]
-        };
-        [header, payload]
+    /// Whether the frame carries the local range as its payload.
+    fn has_payload(&self) -> bool {
+        self.header.opcode == Opcode::Write
     }
 }
 
 struct Pending {
     opcode: Opcode,
     req_id: u64,
-    local: u64,
     len: u64,
     done: oneshot::Sender<Result<(), Error>>,
     claim: Arc<Claim>,
@@ -99,7 +122,6 @@ impl Conn {
     fn send(
         &self,
         header: RequestHeader,
-        local: u64,
         done: oneshot::Sender<Result<(), Error>>,
         claim: Arc<Claim>,
         direct: bool,
@@ -110,35 +132,41 @@ impl Conn {
             *busy = true;
             let slice = Slice {
                 header,
-                local,
                 written: 0,
                 done: Some(done),
                 claim,
             };
             return self.tx.send(slice).map_err(|_| closed());
         }
+        let mut slice = Slice {
+            header,
+            written: 0,
+            done: None,
+            claim: claim.clone(),
+        };
+        let encoded = header.encode();
+        // Held from before the answer's entry is queued until the frame is written: a range
+        // unregistered meanwhile fails here, before anything is queued or sent.
+        let payload = match slice.has_payload() {
+            true => Some(claim.access().ok_or_else(|| released(&claim.lease))?),
+            false => None,
+        };
         let entry = Pending {
             opcode: header.opcode,
             req_id: header.req_id,
-            local,
             len: header.len,
             done,
             claim: claim.clone(),
         };
         // Queued before the request is written: its response can never arrive first.
         self.pending.send(entry).map_err(|_| closed())?;
-        let mut slice = Slice {
-            header,
-            local,
-            written: 0,
-            done: None,
-            claim,
-        };
-        let encoded = header.encode();
-        let parts = slice.frame(&encoded);
-        let total: usize = parts.iter().map(|p| p.len()).sum();
-        let io = [IoSlice::new(parts[0]), IoSlice::new(parts[1])];
-        match self.wr.try_write_vectored(&io) {
+        let mut parts = vec![Part::Bytes(&encoded)];
+        parts.extend(payload.as_ref().map(|p| Part::Raw(p.access.span())));
+        let total: usize = parts.iter().map(Part::len).sum();
+        let stream: &TcpStream = (*self.wr).as_ref();
+        let written = stream.try_io(Interest::WRITABLE, || raw::send(stream.as_fd(), &parts));
+        drop(payload);
+        match written {
             Ok(n) if n == total => Ok(()),
             Ok(n) => {
                 slice.written = n;
@@ -215,7 +243,7 @@ impl Peer {
     pub(crate) async fn run(
         &self,
         mut header: RequestHeader,
-        local: u64,
+        local: Lease,
         can_spin: bool,
     ) -> Result<(), Error> {
         let n = u32::try_from(header.len).map_err(|_| Error::invalid("slice too large"))?;
@@ -246,11 +274,11 @@ impl Peer {
         };
         let conn = &self.conns[i];
         let (done, result) = oneshot::channel();
-        let claim = Claim::new();
+        let claim = Claim::new(local);
         // Dropped when this future ends or is dropped (deadline, cancel): from then on the
         // connection tasks leave `local` alone.
         let _give_up = GiveUp(claim.clone());
-        conn.send(header, local, done, claim, direct)?;
+        conn.send(header, done, claim.clone(), direct)?;
         // A lone slice's answer is due within a round trip: poll for it before parking, for
         // as long as nothing else joins it in flight.
         let spin = match direct && can_spin {
@@ -258,9 +286,14 @@ impl Peer {
             false => Duration::ZERO,
         };
         let alone = || self.in_flight_bytes() == u64::from(n);
-        let r = spin_then_park(result, spin, alone)
-            .await
-            .unwrap_or_else(|_| Err(failed("connection closed")));
+        let answer = spin_then_park(result, spin, alone);
+        // The range unregistered under the slice: the connection tasks leave it alone from now
+        // on, and the waiter need not wait for a (perhaps stalled) peer to learn it.
+        let r = tokio::select! {
+            biased;
+            r = answer => r.unwrap_or_else(|_| Err(failed("connection closed"))),
+            _ = claim.lease.revoked() => Err(released(&claim.lease)),
+        };
         drop(permit);
         r
     }
@@ -331,8 +364,11 @@ async fn writer(
         let mut next = Some(first);
         while let Some(mut slice) = next {
             let unsent = slice.written == 0;
-            if unsent && !*slice.claim.lock() {
-                // Given up before any byte went out: drop it, nobody waits for its answer.
+            if unsent && !slice.claim.usable() {
+                // Given up, or its range unregistered, before any byte went out: not sent.
+                if let Some(done) = slice.done.take() {
+                    let _ = done.send(Err(released(&slice.claim.lease)));
+                }
                 next = slices.try_recv().ok();
                 continue;
             }
@@ -340,7 +376,6 @@ async fn writer(
                 let entry = Pending {
                     opcode: slice.header.opcode,
                     req_id: slice.header.req_id,
-                    local: slice.local,
                     len: slice.header.len,
                     done,
                     claim: slice.claim.clone(),
@@ -359,17 +394,17 @@ async fn writer(
             };
         }
         let headers: Vec<[u8; REQUEST_LEN]> = batch.iter().map(|s| s.header.encode()).collect();
-        // Each part with the claim guarding it: a write's payload reads caller memory; headers
-        // (and reads' empty payloads) read nothing of the caller's.
-        let mut parts: Vec<(&[u8], Option<&Claim>)> = Vec::with_capacity(batch.len() * 2);
+        // A write's payload is caller memory, read under its claim; headers are private bytes.
+        let mut pieces: Vec<Piece<'_>> = Vec::with_capacity(batch.len() * 2);
         for (slice, encoded) in batch.iter().zip(&headers) {
-            let mut skip = slice.written;
-            for (i, part) in slice.frame(encoded).into_iter().enumerate() {
-                let from = skip.min(part.len());
-                skip -= from;
-                if from < part.len() {
-                    let guard = (i == 1).then_some(&*slice.claim);
-                    parts.push((&part[from..], guard));
+            let skip = slice.written;
+            if skip < REQUEST_LEN {
+                pieces.push(Piece::Header(&encoded[skip..]));
+            }
+            if slice.has_payload() {
+                let from = skip.saturating_sub(REQUEST_LEN);
+                if (from as u64) < slice.header.len {
+                    pieces.push(Piece::Payload(&slice.claim, from));
                 }
             }
         }
@@ -380,7 +415,7 @@ async fn writer(
             }
             continue;
         }
-        if write_all_shared(&wr, &parts).await.is_err() {
+        if write_all_shared(&wr, &pieces).await.is_err() {
             break;
         }
         let mut busy = busy.lock().unwrap_or_else(|p| p.into_inner());
@@ -391,32 +426,61 @@ async fn writer(
     dead.cancel();
 }
 
-/// Writes all of `parts` through a shared write half. Each syscall runs while holding the
-/// claims of the payloads it still has to read; if one was given up meanwhile, its frame can no
-/// longer be completed, so the connection is given up (an error).
-async fn write_all_shared(
-    wr: &OwnedWriteHalf,
-    parts: &[(&[u8], Option<&Claim>)],
-) -> std::io::Result<()> {
-    let (mut first, mut offset) = (0usize, 0usize);
-    while first < parts.len() {
-        wr.writable().await?;
-        let held: Vec<_> = parts[first..]
-            .iter()
-            .filter_map(|(_, c)| c.map(Claim::lock))
-            .collect();
-        if held.iter().any(|live| !**live) {
-            return Err(std::io::Error::other("a slice was given up mid-write"));
+/// A piece of a frame for [`write_all_shared`].
+enum Piece<'a> {
+    /// Private bytes (a header, or what is left of one).
+    Header(&'a [u8]),
+    /// A write's payload from this offset on, read under its claim.
+    Payload(&'a Claim, usize),
+}
+
+impl Piece<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Piece::Header(b) => b.len(),
+            Piece::Payload(c, from) => c.lease.len() as usize - from,
         }
-        let io: Vec<IoSlice<'_>> = std::iter::once(IoSlice::new(&parts[first].0[offset..]))
-            .chain(parts[first + 1..].iter().map(|(p, _)| IoSlice::new(p)))
-            .collect();
-        match wr.try_write_vectored(&io) {
+    }
+}
+
+/// Writes all of `pieces` through a shared write half. Each syscall runs inside accesses to the
+/// payloads it still has to read; if one was given up or unregistered meanwhile, its frame can
+/// no longer be completed, so the connection is given up (an error).
+async fn write_all_shared(wr: &OwnedWriteHalf, pieces: &[Piece<'_>]) -> std::io::Result<()> {
+    let stream: &TcpStream = wr.as_ref();
+    let (mut first, mut offset) = (0usize, 0usize);
+    while first < pieces.len() {
+        wr.writable().await?;
+        let sent = stream.try_io(Interest::WRITABLE, || {
+            let mut held = Vec::new();
+            for piece in &pieces[first..] {
+                if let Piece::Payload(claim, _) = piece {
+                    let access = claim.access().ok_or_else(|| {
+                        std::io::Error::other("a slice was given up or unregistered mid-write")
+                    })?;
+                    held.push(access);
+                }
+            }
+            let mut held = held.iter();
+            let mut parts = Vec::with_capacity(pieces.len() - first);
+            for (i, piece) in pieces[first..].iter().enumerate() {
+                let skip = if i == 0 { offset } else { 0 };
+                parts.push(match piece {
+                    Piece::Header(b) => Part::Bytes(&b[skip..]),
+                    Piece::Payload(_, from) => match held.next() {
+                        Some(a) => Part::Raw(a.access.span().tail(from + skip)),
+                        None => return Err(std::io::Error::other("payload without an access")),
+                    },
+                });
+            }
+            raw::send(stream.as_fd(), &parts)
+        });
+        match sent {
             Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
             Ok(mut n) => {
                 // Advance past what went out.
                 while n > 0 {
-                    let left = parts[first].0.len() - offset;
+                    let left = pieces[first].len() - offset;
                     if n >= left {
                         n -= left;
                         first += 1;
@@ -426,7 +490,7 @@ async fn write_all_shared(
                         n = 0;
                     }
                 }
-                while first < parts.len() && parts[first].0.len() == offset {
+                while first < pieces.len() && pieces[first].len() == offset {
                     first += 1;
                     offset = 0;
                 }
@@ -485,8 +549,8 @@ async fn reader(
             if h.status != 0 {
                 return Ok(Err(status_error(h.status, h.extra)));
             }
-            if p.opcode == Opcode::Read {
-                read_payload(&mut rd, &p).await?;
+            if p.opcode == Opcode::Read && !read_payload(&mut rd, &p).await? {
+                return Ok(Err(released(&p.claim.lease)));
             }
             Ok(Ok(()))
         };
@@ -513,61 +577,49 @@ async fn reader(
     dead.cancel();
 }
 
-/// Reads a READ answer's payload into the slice's local memory, copying only while its claim
-/// is live (so a waiter that gave up can free the memory at once); after that the rest of the
-/// payload is read and dropped, to keep the stream in step.
-async fn read_payload(rd: &mut BufReader<OwnedReadHalf>, p: &Pending) -> Result<(), Error> {
+/// Reads a READ answer's payload into the slice's local memory, copying only inside accesses
+/// to its claim (so a waiter that gave up can free the memory at once, and an unregistered range
+/// is left alone); after that the rest of the payload is read and dropped, to keep the stream in
+/// step. Returns whether every byte landed.
+async fn read_payload(rd: &mut BufReader<OwnedReadHalf>, p: &Pending) -> Result<bool, Error> {
     let len = p.len as usize;
-    let mut pos = 0;
+    let (mut pos, mut landed) = (0, true);
     let mut sink: Vec<u8> = Vec::new();
     while pos < len {
         let want = len - pos;
         if !rd.buffer().is_empty() {
             let n = rd.buffer().len().min(want);
-            {
-                let live = p.claim.lock();
-                if *live {
-                    // SAFETY: the claim is live and held: the waiter still owns `local..+len`,
-                    // registered memory the engine checked; [pos, pos+n) lies inside it.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            rd.buffer().as_ptr(),
-                            (p.local as *mut u8).add(pos),
-                            n,
-                        )
-                    };
+            match p.claim.access() {
+                Some(a) => {
+                    raw::copy_in(&rd.buffer()[..n], a.access.span().tail(pos));
                 }
+                None => landed = false,
             }
             rd.consume(n);
             pos += n;
             continue;
         }
-        rd.get_ref()
-            .readable()
-            .await
-            .map_err(|e| failed(e.to_string()))?;
-        let got = {
-            let live = p.claim.lock();
-            if *live {
-                // SAFETY: as above; the socket writes at most `want` bytes into [pos, len) while
-                // the claim is held (a non-blocking read: no await under the lock).
-                let dst =
-                    unsafe { std::slice::from_raw_parts_mut((p.local as *mut u8).add(pos), want) };
-                rd.get_ref().try_read(dst)
-            } else {
-                drop(live);
+        let stream: &TcpStream = rd.get_ref().as_ref();
+        let got = match p.claim.access() {
+            Some(a) => stream.try_io(Interest::READABLE, || {
+                raw::recv(stream.as_fd(), a.access.span().tail(pos))
+            }),
+            None => {
+                landed = false;
                 sink.resize(want.min(IO_BUFFER), 0);
-                rd.get_ref().try_read(&mut sink)
+                stream.try_read(&mut sink)
             }
         };
         match got {
             Ok(0) => return Err(failed("connection closed mid-payload")),
             Ok(n) => pos += n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                stream.readable().await.map_err(|e| failed(e.to_string()))?;
+            }
             Err(e) => return Err(failed(e.to_string())),
         }
     }
-    Ok(())
+    Ok(landed)
 }
 
 /// The error a target's status code stands for. `extra` is the target's instance id.

@@ -279,11 +279,13 @@ impl Transport for TcpTransport {
             };
             let sent = if job.len <= slice {
                 // One slice (every small task): no join over a list of one.
-                peer.run(header(0), job.local, job.can_spin).await
+                peer.run(header(0), job.local.clone(), job.can_spin).await
             } else {
-                let slices = (0..job.len)
-                    .step_by(slice as usize)
-                    .map(|off| peer.run(header(off), job.local + off, job.can_spin));
+                let (peer, job, header) = (&peer, &job, &header);
+                let slices = (0..job.len).step_by(slice as usize).map(|off| {
+                    let local = job.local.sub(off, slice.min(job.len - off));
+                    async move { peer.run(header(off), local?, job.can_spin).await }
+                });
                 try_join_all(slices).await.map(|_| ())
             };
             sent.map_err(|e| match e {

@@ -1,11 +1,15 @@
-//! The serving side of the tcp data plane: checks every request, then reads straight into (or
-//! writes straight from) registered memory.
+//! The serving side of the tcp data plane: checks every request and leases its range, then
+//! reads straight into (or writes straight from) registered memory, one non-blocking syscall per
+//! access. Unregistering the range revokes the lease: the connection is shut down at once (the
+//! peer sees its request fail), whatever the peer still sends.
 
 use std::io;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Interest};
+use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
@@ -14,7 +18,8 @@ use super::spin::spin_then_park;
 use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, HELLO_MAGIC_V1, REQUEST_LEN};
 use super::{read_header, BULK, IO_BUFFER};
 use crate::error::Error;
-use crate::memory::MemoryRegistry;
+use crate::memory::raw::{self, Part};
+use crate::memory::{Lease, MemoryRegistry};
 use crate::request::Opcode;
 
 /// What the serving side needs.
@@ -82,16 +87,108 @@ async fn hello(s: &mut TcpStream, target: &Target) -> io::Result<Option<&'static
     Ok(refused)
 }
 
-/// Fills `dst` with what the buffer holds, then straight from the socket: the rest of a payload
-/// never passes through the buffer (one copy, not two).
-async fn read_into<R: AsyncRead + Unpin>(rd: &mut BufReader<R>, dst: &mut [u8]) -> io::Result<()> {
-    let n = rd.buffer().len().min(dst.len());
-    dst[..n].copy_from_slice(&rd.buffer()[..n]);
-    rd.consume(n);
-    if n < dst.len() {
-        rd.get_mut().read_exact(&mut dst[n..]).await?;
+/// The error that shuts a connection down when the region its request leases is unregistered:
+/// the peer sees its request fail, and nothing waits for it.
+fn released() -> io::Error {
+    io::Error::other("the target region was unregistered mid-request")
+}
+
+/// Receives a write's payload into the leased range: what the buffer holds, then straight from
+/// the socket, one non-blocking `recv` per access. Gives up the moment the lease is revoked.
+async fn receive(rd: &mut BufReader<ReadHalf<'_>>, lease: &Lease) -> io::Result<()> {
+    let len = lease.len() as usize;
+    let n = rd.buffer().len().min(len);
+    if n > 0 {
+        let access = lease.access().ok_or_else(released)?;
+        raw::copy_in(&rd.buffer()[..n], access.span());
+        drop(access);
+        rd.consume(n);
+    }
+    let mut pos = n;
+    let stream: &TcpStream = rd.get_ref().as_ref();
+    while pos < len {
+        let got = stream.try_io(Interest::READABLE, || {
+            let access = lease.access().ok_or_else(released)?;
+            raw::recv(stream.as_fd(), access.span().tail(pos))
+        });
+        match got {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(k) => pos += k,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                tokio::select! {
+                    biased;
+                    _ = lease.revoked() => return Err(released()),
+                    r = stream.readable() => r?,
+                }
+            }
+            Err(e) => return Err(e),
+        }
     }
     Ok(())
+}
+
+/// Sends a read's payload from the leased range straight to the socket, one non-blocking
+/// `sendmsg` per access. Gives up the moment the lease is revoked.
+async fn send(stream: &TcpStream, lease: &Lease) -> io::Result<()> {
+    let len = lease.len() as usize;
+    let mut pos = 0;
+    while pos < len {
+        let sent = stream.try_io(Interest::WRITABLE, || {
+            let access = lease.access().ok_or_else(released)?;
+            raw::send(stream.as_fd(), &[Part::Raw(access.span().tail(pos))])
+        });
+        match sent {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(k) => pos += k,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                tokio::select! {
+                    biased;
+                    _ = lease.revoked() => return Err(released()),
+                    r = stream.writable() => r?,
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Answers gathered into one buffer, so that many small ones leave in one syscall.
+struct Answers<'a> {
+    wr: WriteHalf<'a>,
+    buf: Vec<u8>,
+}
+
+impl Answers<'_> {
+    fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Copies a small payload from the leased range into the buffer.
+    fn push_leased(&mut self, lease: &Lease) -> io::Result<()> {
+        let access = lease.access().ok_or_else(released)?;
+        let at = self.buf.len();
+        self.buf.resize(at + lease.len() as usize, 0);
+        raw::copy_out(access.span(), &mut self.buf[at..]);
+        Ok(())
+    }
+
+    /// Sends what is gathered.
+    async fn flush(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            self.wr.write_all(&self.buf).await?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Sends what is gathered once it fills the buffer.
+    async fn flush_if_full(&mut self) -> io::Result<()> {
+        match self.buf.len() >= IO_BUFFER {
+            true => self.flush().await,
+            false => Ok(()),
+        }
+    }
 }
 
 async fn serve(mut s: TcpStream, target: &Target) -> io::Result<()> {
@@ -100,17 +197,20 @@ async fn serve(mut s: TcpStream, target: &Target) -> io::Result<()> {
         return Ok(());
     }
     let (rd, wr) = s.split();
-    // Buffered both ways: small requests arrive many per read and their acks leave many per
-    // write; what the buffer does not hold of a payload lands straight in registered memory.
+    // Buffered both ways: small requests arrive many per read and their answers leave many per
+    // write; the rest of a payload moves straight between the socket and registered memory.
     let mut rd = BufReader::with_capacity(IO_BUFFER, rd);
-    let mut wr = BufWriter::with_capacity(IO_BUFFER, wr);
+    let mut out = Answers {
+        wr,
+        buf: Vec::with_capacity(IO_BUFFER + BULK as usize),
+    };
     let mut header = [0u8; REQUEST_LEN];
     let (mut bulk, mut lone) = (false, false);
     loop {
         let mut spin = Duration::ZERO;
         if rd.buffer().len() < REQUEST_LEN {
-            // About to wait for the next request: send the acks gathered so far.
-            wr.flush().await?;
+            // About to wait for the next request: send the answers gathered so far.
+            out.flush().await?;
             if lone {
                 // The initiator waited for that answer alone: its next request is likely to
                 // follow within a round trip.
@@ -148,32 +248,27 @@ async fn serve(mut s: TcpStream, target: &Target) -> io::Result<()> {
             .encode()
         };
         match (req.opcode, checked) {
-            (Opcode::Write, Ok(_)) => {
-                // SAFETY: the range lies inside one registered region (checked just above);
-                // registration's contract keeps it valid and free of other Rust references. The
-                // slice lives only while the socket fills it.
-                let dst = unsafe {
-                    std::slice::from_raw_parts_mut(req.addr as *mut u8, req.len as usize)
-                };
-                read_into(&mut rd, dst).await?;
+            (Opcode::Write, Ok(lease)) => {
+                receive(&mut rd, &lease).await?;
                 // The ack is queued only after every byte landed in the destination.
-                wr.write_all(&reply(0)).await?;
+                out.push(&reply(0));
             }
             (Opcode::Write, Err(e)) => {
                 tokio::io::copy(&mut (&mut rd).take(req.len), &mut tokio::io::sink()).await?;
-                wr.write_all(&reply(e.code())).await?;
+                out.push(&reply(e.code()));
             }
-            (Opcode::Read, Ok(_)) => {
-                // SAFETY: as for writes; the memory is only read while the socket sends it.
-                let src =
-                    unsafe { std::slice::from_raw_parts(req.addr as *const u8, req.len as usize) };
-                wr.write_all(&reply(0)).await?;
-                wr.write_all(src).await?;
+            (Opcode::Read, Ok(lease)) => {
+                out.push(&reply(0));
+                if req.len < BULK {
+                    out.push_leased(&lease)?;
+                } else {
+                    out.flush().await?;
+                    send(out.wr.as_ref(), &lease).await?;
+                }
             }
-            (Opcode::Read, Err(e)) => {
-                wr.write_all(&reply(e.code())).await?;
-            }
+            (Opcode::Read, Err(e)) => out.push(&reply(e.code())),
         }
+        out.flush_if_full().await?;
     }
 }
 

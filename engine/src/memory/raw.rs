@@ -1,0 +1,215 @@
+//! The one audited module that touches transferable memory.
+//!
+//! Registered memory, engine buffers and peers' mapped buffers may be written at any moment by a
+//! remote peer, another process (shm) or another thread of the engine, so no Rust reference
+//! (`&[u8]`, `&mut [u8]`) is ever formed over them. Everything that moves their bytes goes
+//! through this module: a [`Span`] names such a range by raw pointer for as long as some guard
+//! keeps it valid (a region's [`Access`](super::Access), a mapping held by its owner), and the
+//! functions here copy between spans and private Rust buffers, or hand spans to the kernel as raw
+//! iovecs (`recv`, `sendmsg`). `scripts/check_raw_memory.sh` (run by the test script) checks that
+//! `from_raw_parts` appears nowhere else in the engine.
+//!
+//! A `Span` is neither `Send` nor `Sync`: it cannot be held across an `.await` in a task, so an
+//! access can never last longer than one copy or one non-blocking syscall.
+
+use std::io;
+use std::marker::PhantomData;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::ptr::NonNull;
+
+/// A range of transferable memory, valid for raw reads and writes during `'a`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Span<'a> {
+    ptr: NonNull<u8>,
+    len: usize,
+    _valid: PhantomData<&'a ()>,
+}
+
+impl<'a> Span<'a> {
+    /// A span over `[ptr, ptr + len)`.
+    ///
+    /// # Safety
+    /// For all of `'a`, the range must be valid for reads and writes (mapped, not freed), and no
+    /// Rust reference to any byte of it may exist: others may write it concurrently, through raw
+    /// pointers only.
+    pub(crate) unsafe fn new(ptr: NonNull<u8>, len: usize) -> Span<'a> {
+        Span {
+            ptr,
+            len,
+            _valid: PhantomData,
+        }
+    }
+
+    /// Length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The part `[offset, offset + len)` of this span, if it lies inside.
+    pub(crate) fn sub(&self, offset: usize, len: usize) -> Option<Span<'a>> {
+        let end = offset.checked_add(len)?;
+        (end <= self.len).then(|| Span {
+            // SAFETY: `offset <= end <= self.len`, so the pointer stays inside (or one past) the
+            // span's own range, which is valid for `'a`.
+            ptr: unsafe { self.ptr.add(offset) },
+            len,
+            _valid: PhantomData,
+        })
+    }
+
+    /// The part from `offset` to the end (empty when `offset` is past it).
+    pub(crate) fn tail(&self, offset: usize) -> Span<'a> {
+        let offset = offset.min(self.len);
+        self.sub(offset, self.len - offset).unwrap_or(*self)
+    }
+}
+
+/// Copies `min(src.len, dst.len)` bytes from `src` to `dst` (which may overlap).
+pub(crate) fn copy(src: Span<'_>, dst: Span<'_>) {
+    let n = src.len.min(dst.len);
+    // SAFETY: both spans are valid for reads and writes of their whole length (their
+    // constructors' contract) and `n` is within both; `copy` (memmove) allows overlap, as when a
+    // segment copies within itself. No reference is formed over either range.
+    unsafe { std::ptr::copy(src.ptr.as_ptr(), dst.ptr.as_ptr(), n) }
+}
+
+/// Copies private bytes into `dst` (at most `dst.len()` of them); returns how many.
+pub(crate) fn copy_in(data: &[u8], dst: Span<'_>) -> usize {
+    let n = data.len().min(dst.len);
+    // SAFETY: `dst` is valid for writes of `n <= dst.len` bytes; `data` is a private Rust slice,
+    // which cannot overlap transferable memory (no reference is ever formed over that).
+    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst.ptr.as_ptr(), n) }
+    n
+}
+
+/// Copies the first bytes of `src` into private `out` (at most `out.len()`); returns how many.
+pub(crate) fn copy_out(src: Span<'_>, out: &mut [u8]) -> usize {
+    let n = out.len().min(src.len);
+    // SAFETY: `src` is valid for reads of `n <= src.len` bytes; `out` is an exclusive private
+    // Rust slice, disjoint from transferable memory.
+    unsafe { std::ptr::copy_nonoverlapping(src.ptr.as_ptr(), out.as_mut_ptr(), n) }
+    n
+}
+
+/// One non-blocking `recv` of at most `dst.len()` bytes from `fd` straight into `dst`.
+/// `WouldBlock` when nothing is there (use it inside tokio's `try_io`).
+pub(crate) fn recv(fd: BorrowedFd<'_>, dst: Span<'_>) -> io::Result<usize> {
+    // SAFETY: the kernel writes at most `dst.len` bytes at `dst.ptr`, a range valid for writes;
+    // `fd` is an open socket borrowed for the call.
+    let n = unsafe {
+        libc::recv(
+            fd.as_raw_fd(),
+            dst.ptr.as_ptr().cast(),
+            dst.len,
+            libc::MSG_DONTWAIT,
+        )
+    };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
+/// A part of a frame to send: private bytes, or transferable memory.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Part<'a> {
+    /// Bytes of a private Rust buffer (headers).
+    Bytes(&'a [u8]),
+    /// Transferable memory (payloads).
+    Raw(Span<'a>),
+}
+
+impl Part<'_> {
+    /// Length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Part::Bytes(b) => b.len(),
+            Part::Raw(s) => s.len(),
+        }
+    }
+}
+
+/// Most parts handed to one `sendmsg` (below the kernel's IOV_MAX of 1024).
+const MAX_PARTS: usize = 256;
+
+/// One non-blocking `sendmsg` of `parts` (the first [`MAX_PARTS`] of them); returns the bytes
+/// the kernel took. `MSG_NOSIGNAL`: a peer that went away is an error, never a SIGPIPE that
+/// would kill an embedding process that does not ignore it.
+pub(crate) fn send(fd: BorrowedFd<'_>, parts: &[Part<'_>]) -> io::Result<usize> {
+    let iov: Vec<libc::iovec> = parts
+        .iter()
+        .take(MAX_PARTS)
+        .filter(|p| p.len() > 0)
+        .map(|p| match p {
+            Part::Bytes(b) => libc::iovec {
+                iov_base: b.as_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            },
+            Part::Raw(s) => libc::iovec {
+                iov_base: s.ptr.as_ptr().cast(),
+                iov_len: s.len,
+            },
+        })
+        .collect();
+    if iov.is_empty() {
+        return Ok(0);
+    }
+    // SAFETY: an all-zero msghdr is valid (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = iov.len() as _;
+    // SAFETY: every iovec names a range valid for reads for the call (private slices borrowed
+    // here, or spans valid for `'a`); the kernel only reads them. `iov` outlives the call.
+    let n = unsafe {
+        libc::sendmsg(
+            fd.as_raw_fd(),
+            &msg,
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        )
+    };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn span_of(v: &mut [u8]) -> Span<'_> {
+        // SAFETY (test): the vector outlives the span and is only touched through it meanwhile.
+        unsafe { Span::new(NonNull::new(v.as_mut_ptr()).unwrap(), v.len()) }
+    }
+
+    #[test]
+    fn spans_are_bounded_and_copies_clamp() {
+        let mut a = vec![1u8; 8];
+        let mut b = vec![0u8; 4];
+        let (sa, sb) = (span_of(&mut a), span_of(&mut b));
+        assert!(sa.sub(4, 4).is_some());
+        assert!(sa.sub(5, 4).is_none());
+        assert!(sa.sub(usize::MAX, 2).is_none());
+        assert_eq!(sa.tail(10).len(), 0);
+        copy(sa, sb);
+        let mut out = [0u8; 16];
+        assert_eq!(copy_out(sb, &mut out), 4);
+        assert_eq!(&out[..4], &[1, 1, 1, 1]);
+        assert_eq!(copy_in(&[9; 100], sb), 4);
+        assert_eq!(b, vec![9; 4]);
+    }
+
+    #[test]
+    fn recv_and_send_move_bytes_through_raw_iovecs() {
+        let (mut x, y) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut payload = vec![7u8; 1000];
+        let header = [1u8, 2, 3];
+        let parts = [Part::Bytes(&header), Part::Raw(span_of(&mut payload))];
+        use std::os::fd::AsFd;
+        assert_eq!(send(y.as_fd(), &parts).unwrap(), 1003);
+        let mut got = vec![0u8; 1003];
+        x.read_exact(&mut got).unwrap();
+        assert_eq!(&got[..3], &header);
+        assert!(got[3..].iter().all(|&b| b == 7));
+        x.write_all(&[5; 10]).unwrap();
+        let mut into = vec![0u8; 64];
+        assert_eq!(recv(y.as_fd(), span_of(&mut into)).unwrap(), 10);
+        let err = recv(y.as_fd(), span_of(&mut into)).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+    }
+}

@@ -1,0 +1,145 @@
+//! Same-machine copies (the `local` and `shm` transports) between two leased sides, in chunks,
+//! each under an access to both sides and the task's claim.
+//!
+//! A copy of [`BLOCKING_COPY`] bytes or more runs on the blocking pool. If the waiting future is
+//! dropped (deadline, cancel), its claim closes: the drop waits for the chunk under way (at most
+//! [`CHUNK`] bytes) and the copy stops there, so the task is final only when its copying has
+//! stopped. A blocking task that never runs (the runtime shut down) or panics holds no access,
+//! so the drop never waits for it.
+
+use std::sync::Arc;
+
+use crate::error::Error;
+use crate::memory::raw::{self, Span};
+use crate::memory::{Gate, Lease, CHUNK};
+
+/// Copies of this size and more run on the blocking pool instead of a runtime worker.
+pub(crate) const BLOCKING_COPY: u64 = 256 << 10;
+
+/// One side of a copy: memory that grants short accesses, or says why it no longer does.
+pub(crate) trait Side: Send + Sync + 'static {
+    /// Runs `f` on the side's span while an access holds it valid.
+    fn with_span<R>(&self, f: impl FnOnce(Span<'_>) -> R) -> Result<R, Error>;
+}
+
+impl Side for Lease {
+    fn with_span<R>(&self, f: impl FnOnce(Span<'_>) -> R) -> Result<R, Error> {
+        let access = self
+            .access()
+            .ok_or_else(|| Error::AddressNotRegistered { addr: self.addr() })?;
+        Ok(f(access.span()))
+    }
+}
+
+/// A lease on the target's memory (the `local` transport serving itself): a released range is
+/// the target's refusal, `OutOfBounds`, as on every transport.
+pub(crate) struct Target(pub(crate) Lease);
+
+impl Side for Target {
+    fn with_span<R>(&self, f: impl FnOnce(Span<'_>) -> R) -> Result<R, Error> {
+        let access = self.0.access().ok_or_else(|| Error::OutOfBounds {
+            addr: self.0.addr(),
+            len: self.0.len(),
+        })?;
+        Ok(f(access.span()))
+    }
+}
+
+/// Copies `len` bytes from `src` to `dst`.
+pub(crate) async fn copy_between(src: impl Side, dst: impl Side, len: u64) -> Result<(), Error> {
+    let len = usize::try_from(len).map_err(|_| Error::invalid("copy too large"))?;
+    if (len as u64) < BLOCKING_COPY {
+        return copy_chunks(&src, &dst, len, None);
+    }
+    let claim = Arc::new(Gate::default());
+    let _give_up = CloseOnDrop(claim.clone());
+    let task = tokio::task::spawn_blocking(move || copy_chunks(&src, &dst, len, Some(&claim)));
+    task.await.map_err(|e| Error::Io {
+        reason: format!("copy task failed: {e}"),
+    })?
+}
+
+/// Closes the claim when the waiter stops waiting, for whatever reason.
+struct CloseOnDrop(Arc<Gate>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+fn copy_chunks(
+    src: &impl Side,
+    dst: &impl Side,
+    len: usize,
+    claim: Option<&Gate>,
+) -> Result<(), Error> {
+    let mut off = 0;
+    while off < len {
+        let n = CHUNK.min(len - off);
+        let _pass = match claim {
+            Some(c) => Some(c.enter().ok_or(Error::Canceled)?),
+            None => None,
+        };
+        let copied = src.with_span(|s| {
+            dst.with_span(|d| match (s.sub(off, n), d.sub(off, n)) {
+                (Some(s), Some(d)) => {
+                    raw::copy(s, d);
+                    true
+                }
+                _ => false,
+            })
+        })??;
+        if !copied {
+            return Err(Error::invalid("copy outside its leased ranges"));
+        }
+        off += n;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{EngineBuffer, MemoryRegistry};
+    use std::future::Future;
+    use std::time::Duration;
+
+    #[test]
+    fn a_dropped_copy_whose_blocking_task_never_ran_does_not_hang() {
+        let memory = MemoryRegistry::default();
+        let a = memory.register_buffer(Arc::new(EngineBuffer::allocate(1 << 20, false).unwrap()));
+        let b = memory.register_buffer(Arc::new(EngineBuffer::allocate(1 << 20, false).unwrap()));
+        let (a, b) = (a.unwrap(), b.unwrap());
+        let src = memory.lease(a.addr, 1 << 20).unwrap();
+        let dst = memory.lease(b.addr, 1 << 20).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(1)
+            .build()
+            .unwrap();
+        // The one blocking thread is busy, so the copy's task is queued, not run.
+        let (release, busy) = std::sync::mpsc::channel::<()>();
+        rt.spawn_blocking(move || {
+            let _ = busy.recv_timeout(Duration::from_secs(30));
+        });
+        let mut copy = Box::pin(copy_between(src, dst, 1 << 20));
+        let waker = futures::task::noop_waker();
+        let _enter = rt.enter();
+        assert!(copy
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(&waker))
+            .is_pending());
+        let dropped = std::thread::spawn(move || drop(copy));
+        let start = std::time::Instant::now();
+        while !dropped.is_finished() && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            dropped.is_finished(),
+            "the drop waited for a copy that never ran"
+        );
+        drop(release);
+        drop(_enter);
+        rt.shutdown_background();
+    }
+}
