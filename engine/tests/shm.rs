@@ -93,3 +93,46 @@ async fn an_engine_without_shm_is_reached_over_tcp() {
     let peer = a.open_segment(b.name()).await.unwrap();
     assert_eq!(a.selected_transport(peer).unwrap(), TransportKind::Tcp);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_buffer_released_while_an_importer_maps_it_is_never_written_again() {
+    let a = start().await;
+    let b = start().await;
+    let src = a.allocate(1 << 20, false).unwrap();
+    let dst = b.allocate(1 << 20, false).unwrap();
+    let peer = a.open_segment(b.name()).await.unwrap();
+    assert_eq!(a.selected_transport(peer).unwrap(), TransportKind::Shm);
+    // The importer maps the buffer.
+    src.put(0, &pattern(1 << 20, 1)).unwrap();
+    a.write(src.addr(), peer, dst.addr(), 1 << 20)
+        .await
+        .unwrap();
+    // The application releases it; the importer still maps its memfd.
+    b.unregister(dst.addr()).unwrap();
+    let before = read_back(&dst, 0, 1 << 20);
+    src.put(0, &pattern(1 << 20, 2)).unwrap();
+    for len in [4096u64, 1 << 20] {
+        let err = a
+            .write(src.addr(), peer, dst.addr(), len)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), -3504, "{len}: {err:?}");
+        // Nor in a batch: the task fails and nothing reports it Completed.
+        let batch = a.allocate_batch(1).unwrap();
+        a.submit(
+            batch,
+            &[TransferRequest::write(src.addr(), peer, dst.addr(), len)],
+        )
+        .unwrap();
+        let status = a.wait(batch).await.unwrap();
+        assert_eq!(status.state, yuebing_engine::TaskState::Failed, "{len}");
+        assert_eq!(status.completed, 0);
+        a.free_batch(batch).unwrap();
+    }
+    assert!(
+        read_back(&dst, 0, 1 << 20) == before,
+        "bytes landed in a released buffer"
+    );
+    // A released engine buffer is retired for good.
+    assert_eq!(b.memory().register_buffer(dst).unwrap_err().code(), -3510);
+}

@@ -167,6 +167,38 @@ pub(crate) fn send(fd: BorrowedFd<'_>, parts: &[Part<'_>]) -> io::Result<usize> 
     usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
+/// The `index`-th aligned 64-bit word of `span`, read atomically (another process may be
+/// storing it). `None` when it lies outside the span.
+pub(crate) fn load_word(span: Span<'_>, index: usize) -> Option<u64> {
+    let word = word_at(span, index)?;
+    // SAFETY: `word` is an 8-byte-aligned address inside `span`, valid for `'_`; the word is
+    // only ever accessed atomically (by `store_word` in its owner), and an atomic reference
+    // over shared memory is what `AtomicU64::from_ptr` is for. A plain load works on a
+    // read-only mapping on x86_64 and aarch64.
+    Some(
+        unsafe { std::sync::atomic::AtomicU64::from_ptr(word) }
+            .load(std::sync::atomic::Ordering::SeqCst),
+    )
+}
+
+/// Stores `value` atomically into the `index`-th aligned 64-bit word of `span`; false when it
+/// lies outside.
+pub(crate) fn store_word(span: Span<'_>, index: usize, value: u64) -> bool {
+    let Some(word) = word_at(span, index) else {
+        return false;
+    };
+    // SAFETY: as in `load_word`; the span is writable.
+    unsafe { std::sync::atomic::AtomicU64::from_ptr(word) }
+        .store(value, std::sync::atomic::Ordering::SeqCst);
+    true
+}
+
+fn word_at(span: Span<'_>, index: usize) -> Option<*mut u64> {
+    let part = span.sub(index.checked_mul(8)?, 8)?;
+    let ptr = part.ptr.as_ptr();
+    (ptr as usize).is_multiple_of(8).then_some(ptr.cast())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -285,16 +285,30 @@ impl TransferEngine {
             .map(str::to_string)
     }
 
-    /// Fetches a fresh descriptor for `handle` after its segment restarted.
-    async fn refresh_segment(&self, handle: SegmentHandle) -> Result<(), Error> {
+    /// Fetches a fresh descriptor for `handle` and caches it. The transports drop what they
+    /// keep for the old one when its peer failed (`failed`) or restarted (a new instance id).
+    async fn refresh_segment(
+        &self,
+        handle: SegmentHandle,
+        failed: bool,
+    ) -> Result<Arc<SegmentDescriptor>, Error> {
         let old = self.segment_descriptor(handle)?;
-        for t in self.transports() {
-            t.forget(&old);
+        if failed {
+            for t in self.transports() {
+                t.forget(&old);
+            }
         }
-        let fresh = self.metadata()?.get(&old.name).await?;
-        tracing::info!(segment = %old.name, old = old.instance_id, new = fresh.instance_id, "segment restarted; descriptor refreshed");
-        self.lock_segments().insert(handle, Arc::new(fresh));
-        Ok(())
+        let fresh = Arc::new(self.metadata()?.get(&old.name).await?);
+        if !failed && fresh.instance_id != old.instance_id {
+            for t in self.transports() {
+                t.forget(&old);
+            }
+        }
+        if fresh.instance_id != old.instance_id {
+            tracing::info!(segment = %old.name, old = old.instance_id, new = fresh.instance_id, "segment restarted; descriptor refreshed");
+        }
+        self.lock_segments().insert(handle, fresh.clone());
+        Ok(fresh)
     }
 
     /// This engine's instance id (new at every start).

@@ -96,6 +96,7 @@ impl TransferEngine {
                 transport,
                 early,
                 target: r.target,
+                forced: r.transport,
             });
         }
         Ok(planned)
@@ -241,28 +242,48 @@ impl TransferEngine {
 struct Planned {
     job: Job,
     transport: Arc<dyn Transport>,
-    /// The initiator's own check failed: the task fails without sending anything.
+    /// The initiator's own check failed: the task fails without sending anything (after one
+    /// refresh of the descriptor, for a range outside a peer's cached one).
     early: Option<Error>,
     target: SegmentHandle,
+    /// The transport the request forced, if any.
+    forced: Option<TransportKind>,
 }
 
 impl TransferEngine {
     /// Moves one planned request's bytes, bounded by its deadline; a task that found its peer
     /// restarted refreshes the segment first (see [`Self::refresh_if_restarted`]).
-    async fn execute(&self, p: Planned) -> Result<(), Error> {
-        let outcome = match p.early {
-            Some(e) => Err(e),
-            None => attempt(self, p.job, &*p.transport).await,
+    async fn execute(&self, mut p: Planned) -> Result<(), Error> {
+        let outcome = match self.ready(&mut p).await {
+            Ok(()) => attempt(self, p.job, &*p.transport).await,
+            Err(e) => Err(e),
         };
         self.refresh_if_restarted(p.target, &outcome).await;
         outcome
+    }
+
+    /// Whether the planned request may be sent. A range outside a peer's cached descriptor may
+    /// be memory the peer registered since (or, restarted under the same name, its new
+    /// memory): the descriptor is fetched again once, and the request re-resolved against it.
+    async fn ready(&self, p: &mut Planned) -> Result<(), Error> {
+        match p.early.take() {
+            None => Ok(()),
+            Some(Error::OutOfBounds { .. }) if p.target != super::OWN => {
+                let fresh = self.refresh_segment(p.target, false).await?;
+                check_access(&fresh.regions(), p.job.remote, p.job.len)?;
+                p.transport = self.transport_for(&fresh, p.forced)?;
+                p.job.segment = fresh;
+                Ok(())
+            }
+            Some(e) => Err(e),
+        }
     }
 
     /// After a task failed as if its peer restarted: later submits must reach the new
     /// instance. The task itself is not resent (its offsets belonged to the old instance).
     async fn refresh_if_restarted(&self, target: SegmentHandle, outcome: &Result<(), Error>) {
         if let Err(Error::StaleSegment { .. } | Error::PeerFailed { .. }) = outcome {
-            if let Err(e) = self.refresh_segment(target).await {
+            if let Err(e) = self.refresh_segment(target, true).await {
                 tracing::debug!(error = %e, "could not refresh a restarted segment");
             }
         }
@@ -291,29 +312,22 @@ async fn run_task(
     p: Planned,
     cancel: CancellationToken,
 ) {
-    let Planned {
-        job,
-        transport,
-        early,
-        target,
-    } = p;
-    let outcome = match early {
-        Some(e) => Some(Err(e)),
-        None => {
-            let start = engine.inner.batches.with(|t| t.handle_started(batch, task));
-            match start {
-                // Canceled while it waited: final already, and its transfer never starts.
-                Ok(false) | Err(_) => None,
-                Ok(true) => Some(tokio::select! {
-                    biased;
-                    _ = cancel.cancelled() => Err(Error::Canceled),
-                    r = attempt(&engine, job, &*transport) => r,
-                }),
-            }
-        }
+    let mut p = p;
+    let start = engine.inner.batches.with(|t| t.handle_started(batch, task));
+    let outcome = match start {
+        // Canceled while it waited: final already, and its transfer never starts.
+        Ok(false) | Err(_) => None,
+        Ok(true) => Some(tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Err(Error::Canceled),
+            r = async {
+                engine.ready(&mut p).await?;
+                attempt(&engine, p.job.clone(), &*p.transport).await
+            } => r,
+        }),
     };
     if let Some(outcome) = &outcome {
-        engine.refresh_if_restarted(target, outcome).await;
+        engine.refresh_if_restarted(p.target, outcome).await;
     }
     let finished = engine.inner.batches.with(|t| {
         let _ = match outcome {

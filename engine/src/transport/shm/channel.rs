@@ -20,12 +20,24 @@ use serde::{Deserialize, Serialize};
 pub(crate) const MAX_FDS: usize = 253;
 const MAX_PAYLOAD: usize = 1 << 20;
 
-/// What an engine exports: its instance and, in the order of the fds, its buffers.
+/// What an engine exports: its instance and its buffers. The first fd is its status page (see
+/// `status`), then one per buffer, in order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Export {
     pub(crate) instance: u64,
-    /// (address in the exporter, length) per fd.
-    pub(crate) buffers: Vec<(u64, u64)>,
+    pub(crate) buffers: Vec<ExportedBuffer>,
+}
+
+/// One exported buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ExportedBuffer {
+    /// Address in the exporter.
+    pub(crate) addr: u64,
+    /// Length in bytes.
+    pub(crate) len: u64,
+    /// Its slot in the status page, and the generation that slot holds while it is registered.
+    pub(crate) slot: usize,
+    pub(crate) generation: u64,
 }
 
 fn same_user(stream: &UnixStream) -> io::Result<u32> {
@@ -120,7 +132,7 @@ pub(crate) fn fetch_export(path: &Path) -> io::Result<(Export, Vec<OwnedFd>, u32
         data.extend_from_slice(&more[..n]);
     }
     let export: Export = serde_json::from_slice(&data[4..4 + len]).map_err(io::Error::other)?;
-    if export.buffers.len() != fds.len() {
+    if export.buffers.len() + 1 != fds.len() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             "shm export: buffers and fds differ",

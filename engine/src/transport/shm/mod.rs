@@ -11,6 +11,7 @@
 
 mod channel;
 mod sockets;
+mod status;
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -28,13 +29,14 @@ use tokio::net::UnixListener;
 use tokio::runtime::Handle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use self::channel::{fetch_export, send_export, Export, MAX_FDS};
+use self::channel::{fetch_export, send_export, Export, ExportedBuffer, MAX_FDS};
 use self::sockets::{socket_dir, socket_path, sweep_stale};
+use self::status::{StatusPage, StatusView};
 use super::copy::{copy_between, Side};
 use super::{Job, Transport};
 use crate::error::Error;
 use crate::memory::raw::Span;
-use crate::memory::MemoryRegistry;
+use crate::memory::{MemoryRegistry, Region, RegistrationHook};
 use crate::request::{Opcode, TransportKind};
 use crate::segment::SegmentDescriptor;
 
@@ -42,6 +44,9 @@ use crate::segment::SegmentDescriptor;
 struct Mapping {
     remote: u64,
     len: u64,
+    /// Its slot in the peer's status page and the generation it holds while registered.
+    slot: usize,
+    generation: u64,
     map: MmapRaw,
 }
 
@@ -53,6 +58,8 @@ struct ShmPeer {
     /// The side-channel connection, held open by the peer's engine while it lives: it turns
     /// readable (end of stream) when the engine stops, even if its process goes on.
     channel: std::os::unix::net::UnixStream,
+    /// Which of its buffers are still registered.
+    status: StatusView,
     maps: Vec<Mapping>,
 }
 
@@ -67,8 +74,21 @@ impl ShmPeer {
         })?;
         let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
             .map_err(|e| failed(e.into()))?;
-        let mut maps = Vec::with_capacity(fds.len());
-        for ((remote, len), fd) in export.buffers.iter().copied().zip(fds) {
+        let mut fds = fds.into_iter();
+        let status = fds
+            .next()
+            .ok_or_else(|| Error::PeerFailed {
+                reason: "shm export without a status page".into(),
+            })
+            .and_then(|fd| StatusView::open(fd).map_err(|reason| Error::PeerFailed { reason }))?;
+        let mut maps = Vec::with_capacity(export.buffers.len());
+        for (b, fd) in export.buffers.iter().copied().zip(fds) {
+            let ExportedBuffer {
+                addr: remote,
+                len,
+                slot,
+                generation,
+            } = b;
             let seals = rustix::fs::fcntl_get_seals(&fd).map_err(|e| failed(e.into()))?;
             if !seals.contains(SealFlags::SHRINK | SealFlags::GROW) {
                 return Err(Error::PeerFailed {
@@ -89,13 +109,20 @@ impl ShmPeer {
                 .populate()
                 .map_raw(&file)
                 .map_err(failed)?;
-            maps.push(Mapping { remote, len, map });
+            maps.push(Mapping {
+                remote,
+                len,
+                slot,
+                generation,
+                map,
+            });
         }
         maps.sort_by_key(|m| m.remote);
         Ok(ShmPeer {
             instance: export.instance,
             pidfd,
             channel,
+            status,
             maps,
         })
     }
@@ -120,16 +147,24 @@ impl ShmPeer {
         }
     }
 
-    /// The local address of `[remote, remote + len)` if one mapping holds it.
-    fn resolve(&self, remote: u64, len: u64) -> Option<u64> {
+    /// `[remote, remote + len)` as mapped here, if one mapping of a buffer still registered
+    /// holds it.
+    fn resolve(self: &Arc<Self>, remote: u64, len: u64) -> Option<Mapped> {
         let end = remote.checked_add(len)?;
         let i = self
             .maps
             .partition_point(|m| m.remote <= remote)
             .checked_sub(1)?;
         let m = &self.maps[i];
-        (len > 0 && end <= m.remote + m.len)
-            .then(|| m.map.as_mut_ptr() as u64 + (remote - m.remote))
+        let mapped = Mapped {
+            peer: self.clone(),
+            remote,
+            addr: m.map.as_mut_ptr() as u64 + (remote - m.remote),
+            len: usize::try_from(len).ok()?,
+            slot: m.slot,
+            generation: m.generation,
+        };
+        (len > 0 && end <= m.remote + m.len && mapped.is_live()).then_some(mapped)
     }
 }
 
@@ -138,6 +173,8 @@ struct Inner {
     boot_id: String,
     instance: u64,
     memory: Arc<MemoryRegistry>,
+    /// Tells importers which exported buffers are still registered.
+    status: Arc<StatusPage>,
     /// Importers' side-channel connections, held open while this engine lives.
     importers: Mutex<Vec<std::os::unix::net::UnixStream>>,
     peers: Mutex<HashMap<PathBuf, Arc<ShmPeer>>>,
@@ -179,6 +216,7 @@ impl ShmTransport {
         sweep_stale(&dir);
         let socket = socket_path(&dir, instance);
         let _ = std::fs::remove_file(&socket);
+        let status = Arc::new(StatusPage::create().map_err(io)?);
         let listener = UnixListener::bind(&socket).map_err(io)?;
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
         let inner = Arc::new(Inner {
@@ -186,6 +224,7 @@ impl ShmTransport {
             boot_id: boot_id(),
             instance,
             memory,
+            status,
             importers: Mutex::new(Vec::new()),
             peers: Mutex::new(HashMap::new()),
             unreachable: Mutex::new(HashSet::new()),
@@ -217,6 +256,22 @@ impl Drop for Inner {
     }
 }
 
+/// Clears an exported buffer's status slot when it is unregistered, so that importers stop
+/// copying into it (they cannot be made to unmap it).
+struct ReleaseHook(Arc<StatusPage>);
+
+impl RegistrationHook for ReleaseHook {
+    fn name(&self) -> &str {
+        "shm"
+    }
+    fn register(&self, _: &Region) -> Result<(), Error> {
+        Ok(())
+    }
+    fn unregister(&self, region: &Region) {
+        self.0.release(region.addr);
+    }
+}
+
 /// Hands the exported buffers to every same-user peer that connects.
 async fn export_loop(listener: UnixListener, inner: Arc<Inner>, stop: CancellationToken) {
     loop {
@@ -234,13 +289,28 @@ async fn export_loop(listener: UnixListener, inner: Arc<Inner>, stop: Cancellati
         tokio::task::spawn_blocking(move || {
             let result = stream.into_std().and_then(|s| {
                 s.set_nonblocking(false)?;
-                let buffers = inner.memory.exported();
-                let buffers = &buffers[..buffers.len().min(MAX_FDS)];
+                let mut buffers = inner.memory.exported();
+                buffers.truncate(MAX_FDS - 1);
+                // Each with its status slot; one that finds none left is not exported.
+                let held: Vec<_> = buffers
+                    .iter()
+                    .filter_map(|b| inner.status.hold(b.addr()).map(|h| (b, h)))
+                    .collect();
                 let export = Export {
                     instance: inner.instance,
-                    buffers: buffers.iter().map(|b| (b.addr(), b.len() as u64)).collect(),
+                    buffers: held
+                        .iter()
+                        .map(|(b, (slot, generation))| ExportedBuffer {
+                            addr: b.addr(),
+                            len: b.len() as u64,
+                            slot: *slot,
+                            generation: *generation,
+                        })
+                        .collect(),
                 };
-                let fds: Vec<_> = buffers.iter().map(|b| b.fd()).collect();
+                let fds: Vec<_> = std::iter::once(inner.status.fd())
+                    .chain(held.iter().map(|(b, _)| b.fd()))
+                    .collect();
                 send_export(&s, &export, &fds)?;
                 inner
                     .importers
@@ -298,17 +368,37 @@ impl Inner {
 /// A range of a peer's mapped buffer, kept mapped by the peer entry it holds.
 struct Mapped {
     peer: Arc<ShmPeer>,
+    /// Address of the range in the peer.
+    remote: u64,
     /// Local address of the range (inside one of the peer's mappings).
     addr: u64,
     len: usize,
+    slot: usize,
+    generation: u64,
+}
+
+impl Mapped {
+    /// Whether the peer's buffer is still registered (read from its status page).
+    fn is_live(&self) -> bool {
+        self.peer.status.is_live(self.slot, self.generation)
+    }
+
+    /// The peer's refusal of a range it released: `OutOfBounds`, as on every transport.
+    fn released(&self) -> Error {
+        Error::OutOfBounds {
+            addr: self.remote,
+            len: self.len as u64,
+        }
+    }
 }
 
 impl Side for Mapped {
     fn with_span<R>(&self, f: impl FnOnce(Span<'_>) -> R) -> Result<R, Error> {
-        let ptr = std::ptr::NonNull::new(self.addr as *mut u8).ok_or(Error::OutOfBounds {
-            addr: self.addr,
-            len: self.len as u64,
-        })?;
+        // A buffer the peer released is never copied to or from again.
+        if !self.is_live() {
+            return Err(self.released());
+        }
+        let ptr = std::ptr::NonNull::new(self.addr as *mut u8).ok_or_else(|| self.released())?;
         // SAFETY: `resolve` found the range inside one mapping of the peer's size-checked,
         // resize-sealed memfd; `self.peer` holds that mapping, so it stays mapped while `self`
         // lives. The memory is shared with another process and never behind a Rust reference.
@@ -340,6 +430,10 @@ impl Transport for ShmTransport {
             .unwrap_or_else(|p| p.into_inner())
             .contains(&socket);
         !unreachable && self.inner.connect(&socket).is_ok()
+    }
+
+    fn registration_hook(&self) -> Option<Arc<dyn RegistrationHook>> {
+        Some(Arc::new(ReleaseHook(self.inner.status.clone())))
     }
 
     fn publish(&self) -> Option<serde_json::Value> {
@@ -404,18 +498,21 @@ impl Transport for ShmTransport {
                     })??;
                 remote = peer.resolve(job.remote, job.len);
             }
-            let addr = remote.ok_or(Error::OutOfBounds {
+            let remote = remote.ok_or(Error::OutOfBounds {
                 addr: job.remote,
                 len: job.len,
             })?;
-            let remote = Mapped {
-                peer: peer.clone(),
-                addr,
-                len: job.len as usize,
-            };
+            let check = (remote.peer.clone(), remote.slot, remote.generation);
             match job.opcode {
                 Opcode::Write => copy_between(job.local, remote, job.len).await?,
                 Opcode::Read => copy_between(remote, job.local, job.len).await?,
+            }
+            // A copy that raced the peer's release of the buffer landed in orphaned pages.
+            if !check.0.status.is_live(check.1, check.2) {
+                return Err(Error::OutOfBounds {
+                    addr: job.remote,
+                    len: job.len,
+                });
             }
             // A write counts only if the peer outlived it (the same process: the same instance).
             if peer.exited() {
