@@ -303,3 +303,30 @@ async fn a_small_copy_is_final_when_submit_returns_and_a_large_one_goes_on_as_a_
     e.free_batch(small).unwrap();
     e.free_batch(large).unwrap();
 }
+
+/// A task whose driver is dropped unfinished (its runtime shut down) is still made final once
+/// its transfer is gone, so that `wait` and `free_batch` do not hang on it.
+#[test]
+fn a_task_whose_runtime_shut_down_is_final_not_pending_forever() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let e = TransferEngine::new_on(Default::default(), rt.handle().clone());
+    let watched = Watched::default();
+    let alive = watched.alive.clone();
+    e.add_transport(Arc::new(watched));
+    let a = e.allocate(4096, false).unwrap();
+    let own = e.own_segment();
+    let batch = e.allocate_batch(1).unwrap();
+    let req = TransferRequest::write(a.addr(), own, a.addr() + 1024, 8).via(TransportKind::Tcp);
+    e.submit(batch, &[req]).unwrap();
+    assert_eq!(e.free_batch(batch).unwrap_err().code(), -3004);
+    drop(rt);
+    assert_eq!(alive.load(SeqCst), 0);
+    let s = e.status(batch).unwrap();
+    assert_eq!(s.state, TaskState::Failed, "{s:?}");
+    e.free_batch(batch).unwrap();
+}

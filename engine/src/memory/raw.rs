@@ -171,10 +171,10 @@ pub(crate) fn send(fd: BorrowedFd<'_>, parts: &[Part<'_>]) -> io::Result<usize> 
 /// storing it). `None` when it lies outside the span.
 pub(crate) fn load_word(span: Span<'_>, index: usize) -> Option<u64> {
     let word = word_at(span, index)?;
-    // SAFETY: `word` is an 8-byte-aligned address inside `span`, valid for `'_`; the word is
-    // only ever accessed atomically (by `store_word` in its owner), and an atomic reference
-    // over shared memory is what `AtomicU64::from_ptr` is for. A plain load works on a
-    // read-only mapping on x86_64 and aarch64.
+    // SAFETY: `word` is an 8-byte-aligned address inside `span`, valid for reads and writes
+    // for `'_` (the span's contract; a status page is mapped writable for this reason); the
+    // word is only ever accessed atomically, and an atomic over memory shared with another
+    // process is what `AtomicU64::from_ptr` is for.
     Some(
         unsafe { std::sync::atomic::AtomicU64::from_ptr(word) }
             .load(std::sync::atomic::Ordering::SeqCst),

@@ -312,6 +312,13 @@ async fn run_task(
     p: Planned,
     cancel: CancellationToken,
 ) {
+    // Declared first, so dropped last: if this future is dropped unfinished (the runtime shut
+    // down) or a transport panics, the task is still made final, after its transfer is gone.
+    let mut unrecorded = Unrecorded {
+        engine: Some(engine.clone()),
+        batch,
+        task,
+    };
     let mut p = p;
     let start = engine.inner.batches.with(|t| t.handle_started(batch, task));
     let outcome = match start {
@@ -329,6 +336,7 @@ async fn run_task(
     if let Some(outcome) = &outcome {
         engine.refresh_if_restarted(p.target, outcome).await;
     }
+    unrecorded.engine = None;
     let finished = engine.inner.batches.with(|t| {
         let _ = match outcome {
             Some(Ok(())) => t.handle_completed(batch, task),
@@ -339,6 +347,27 @@ async fn run_task(
     });
     if finished {
         engine.after_task(batch).await;
+    }
+}
+
+/// Fails its task when dropped while still armed (see `run_task`).
+struct Unrecorded {
+    engine: Option<TransferEngine>,
+    batch: BatchId,
+    task: usize,
+}
+
+impl Drop for Unrecorded {
+    fn drop(&mut self) {
+        if let Some(engine) = self.engine.take() {
+            let stopped = Error::Io {
+                reason: "the engine's task stopped before the transfer ended".into(),
+            };
+            let _ = engine
+                .inner
+                .batches
+                .with(|t| t.handle_failed(self.batch, self.task, stopped));
+        }
     }
 }
 

@@ -53,18 +53,23 @@ struct Mapping {
 /// A same-host peer: its instance, its liveness handles and its mapped buffers.
 struct ShmPeer {
     instance: u64,
-    /// Turns readable when the peer's process exits.
-    pidfd: OwnedFd,
+    /// Turns readable when the peer's process exits. `None` where the kernel (or valgrind)
+    /// lacks `pidfd_open`: the side channel alone tells then, as the kernel closes it when the
+    /// process exits.
+    pidfd: Option<OwnedFd>,
     /// The side-channel connection, held open by the peer's engine while it lives: it turns
     /// readable (end of stream) when the engine stops, even if its process goes on.
     channel: std::os::unix::net::UnixStream,
     /// Which of its buffers are still registered.
     status: StatusView,
-    maps: Vec<Mapping>,
+    maps: Vec<Arc<Mapping>>,
 }
 
 impl ShmPeer {
-    fn connect(socket: &Path) -> Result<ShmPeer, Error> {
+    /// Fetches the peer's export and maps its buffers; those `previous` (an earlier import of
+    /// the same peer) already maps, with the same slot and generation, are kept, not mapped and
+    /// populated again.
+    fn connect(socket: &Path, previous: Option<&ShmPeer>) -> Result<ShmPeer, Error> {
         let failed = |e: std::io::Error| Error::PeerFailed {
             reason: format!("shm side channel {}: {e}", socket.display()),
         };
@@ -72,8 +77,11 @@ impl ShmPeer {
         let pid = rustix::process::Pid::from_raw(pid as i32).ok_or_else(|| Error::PeerFailed {
             reason: "shm peer without a pid".into(),
         })?;
-        let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
-            .map_err(|e| failed(e.into()))?;
+        let pidfd = match rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
+            Ok(fd) => Some(fd),
+            Err(rustix::io::Errno::NOSYS) => None,
+            Err(e) => return Err(failed(e.into())),
+        };
         let mut fds = fds.into_iter();
         let status = fds
             .next()
@@ -89,6 +97,15 @@ impl ShmPeer {
                 slot,
                 generation,
             } = b;
+            let kept = previous.and_then(|p| {
+                p.maps.iter().find(|m| {
+                    (m.remote, m.len, m.slot, m.generation) == (remote, len, slot, generation)
+                })
+            });
+            if let Some(m) = kept {
+                maps.push(m.clone());
+                continue;
+            }
             let seals = rustix::fs::fcntl_get_seals(&fd).map_err(|e| failed(e.into()))?;
             if !seals.contains(SealFlags::SHRINK | SealFlags::GROW) {
                 return Err(Error::PeerFailed {
@@ -109,13 +126,13 @@ impl ShmPeer {
                 .populate()
                 .map_raw(&file)
                 .map_err(failed)?;
-            maps.push(Mapping {
+            maps.push(Arc::new(Mapping {
                 remote,
                 len,
                 slot,
                 generation,
                 map,
-            });
+            }));
         }
         maps.sort_by_key(|m| m.remote);
         Ok(ShmPeer {
@@ -130,10 +147,10 @@ impl ShmPeer {
     /// Whether the peer's engine has stopped or its process has exited.
     fn exited(&self) -> bool {
         let gone = PollFlags::IN | PollFlags::HUP | PollFlags::ERR;
-        let mut fds = [
-            PollFd::new(&self.pidfd, PollFlags::IN),
-            PollFd::new(&self.channel, PollFlags::IN | PollFlags::RDHUP),
-        ];
+        let mut fds = vec![PollFd::new(&self.channel, PollFlags::IN | PollFlags::RDHUP)];
+        if let Some(pidfd) = &self.pidfd {
+            fds.push(PollFd::new(pidfd, PollFlags::IN));
+        }
         let now = rustix::fs::Timespec {
             tv_sec: 0,
             tv_nsec: 0,
@@ -294,7 +311,16 @@ async fn export_loop(listener: UnixListener, inner: Arc<Inner>, stop: Cancellati
                 // Each with its status slot; one that finds none left is not exported.
                 let held: Vec<_> = buffers
                     .iter()
-                    .filter_map(|b| inner.status.hold(b.addr()).map(|h| (b, h)))
+                    .filter_map(|b| {
+                        let h = inner.status.hold(b.addr())?;
+                        // Unregistered since the list was taken: its release may have run
+                        // before the slot was held, so release it here (retiring comes first).
+                        if b.is_retired() {
+                            inner.status.release(b.addr());
+                            return None;
+                        }
+                        Some((b, h))
+                    })
                     .collect();
                 let export = Export {
                     instance: inner.instance,
@@ -312,17 +338,32 @@ async fn export_loop(listener: UnixListener, inner: Arc<Inner>, stop: Cancellati
                     .chain(held.iter().map(|(b, _)| b.fd()))
                     .collect();
                 send_export(&s, &export, &fds)?;
-                inner
-                    .importers
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(s);
+                let mut importers = inner.importers.lock().unwrap_or_else(|p| p.into_inner());
+                // Importers that went away (or connected again) hang up: let their streams go.
+                importers.retain(|i| !hung_up(i));
+                importers.push(s);
                 Ok(())
             });
             if let Err(e) = result {
                 tracing::debug!(error = %e, "shm export refused or failed");
             }
         });
+    }
+}
+
+/// Whether the other end of a side-channel stream closed it.
+fn hung_up(stream: &std::os::unix::net::UnixStream) -> bool {
+    let mut fds = [PollFd::new(stream, PollFlags::IN | PollFlags::RDHUP)];
+    let now = rustix::fs::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    match poll(&mut fds, Some(&now)) {
+        Ok(0) => false,
+        Ok(_) => fds[0]
+            .revents()
+            .intersects(PollFlags::HUP | PollFlags::RDHUP | PollFlags::ERR),
+        Err(_) => true,
     }
 }
 
@@ -345,7 +386,8 @@ impl Inner {
     /// Connects (blocking: a local Unix socket) and caches the peer, or remembers that it is
     /// unreachable.
     fn connect(&self, socket: &Path) -> Result<Arc<ShmPeer>, Error> {
-        match ShmPeer::connect(socket) {
+        let previous = self.peer(socket);
+        match ShmPeer::connect(socket, previous.as_deref()) {
             Ok(p) => {
                 let p = Arc::new(p);
                 self.peers
@@ -355,6 +397,7 @@ impl Inner {
                 Ok(p)
             }
             Err(e) => {
+                tracing::debug!(socket = %socket.display(), error = %e, "shm peer unreachable; tcp serves it");
                 self.unreachable
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -508,6 +551,7 @@ impl Transport for ShmTransport {
                 Opcode::Read => copy_between(remote, job.local, job.len).await?,
             }
             // A copy that raced the peer's release of the buffer landed in orphaned pages.
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             if !check.0.status.is_live(check.1, check.2) {
                 return Err(Error::OutOfBounds {
                     addr: job.remote,

@@ -363,9 +363,12 @@ async fn writer(
         batch.clear();
         let mut next = Some(first);
         while let Some(mut slice) = next {
-            let unsent = slice.written == 0;
-            if unsent && !slice.claim.usable() {
-                // Given up, or its range unregistered, before any byte went out: not sent.
+            // Given up, or its range unregistered, before any byte went out and before its
+            // answer's entry was queued: not sent at all. (A slice whose entry is queued already,
+            // from the direct path, must go out, or the answers would fall out of step: a read's
+            // header does, and its answer is dropped; a write's payload cannot, so the write
+            // below gives the connection up.)
+            if slice.written == 0 && slice.done.is_some() && !slice.claim.usable() {
                 if let Some(done) = slice.done.take() {
                     let _ = done.send(Err(released(&slice.claim.lease)));
                 }
