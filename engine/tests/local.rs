@@ -1,5 +1,5 @@
-//! The engine within one process (the `local` transport): round trips, bad input, batches,
-//! cancellation and deadlines.
+//! The engine within one process (the `local` transport): bad input, batches, cancellation
+//! and deadlines; the properties every transport shares are in conformance.rs.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,16 +20,6 @@ fn engine() -> TransferEngine {
 /// A handle this engine never gave out.
 fn unknown_segment() -> SegmentHandle {
     SegmentHandle::from_raw(u64::MAX)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn byte_exact_round_trips_from_1_byte_to_64_mib_at_unaligned_offsets() {
-    let e = engine();
-    let size = (64 << 20) + 64;
-    let src = e.allocate(size, false).unwrap();
-    let dst = e.allocate(size, false).unwrap();
-    let back = e.allocate(size, false).unwrap();
-    round_trips(&e, e.own_segment(), &src, &dst, &back).await;
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
-//! Two engines talking over the tcp transport on 127.0.0.1 (in one process; the fault tests
-//! with real processes live with the transfer bench's target).
+//! Two engines talking over the tcp transport on 127.0.0.1: what is particular to tcp. The
+//! properties every transport shares are in conformance.rs; the fault tests with real
+//! processes are in the root crate's tests/transfer_faults.rs.
 
 use std::time::{Duration, Instant};
 
@@ -47,11 +48,6 @@ async fn round_tripped() -> RoundTripped {
         back,
         dst,
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn byte_exact_round_trips_over_tcp() {
-    round_tripped().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -198,108 +194,6 @@ async fn a_transfer_can_be_awaited_outside_the_engines_runtime() {
     let a = start(EngineConfig::default()).await;
     let b = start(EngineConfig::default()).await;
     writes_from_a_plain_thread(a, &b).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_target_refuses_bad_ranges_and_keeps_serving() {
-    let a = start(EngineConfig::default()).await;
-    let b = start(EngineConfig::default()).await;
-    let src = a.allocate(1 << 16, false).unwrap();
-    let b1 = b.allocate(4096, false).unwrap();
-    let peer = a.open_segment(b.name()).await.unwrap();
-    let bad = [
-        (b1.addr() + 4000, 200),      // past the end
-        (b1.addr() - 10, 20),         // partial overlap at the start
-        (u64::MAX - 8, 16),           // overflow
-        (b1.addr() + 10_000_000, 16), // nowhere
-    ];
-    for (addr, len) in bad {
-        let mut req = TransferRequest::write(src.addr(), peer, addr, len);
-        req.skip_initiator_checks = true;
-        let err = a.transfer(req).await.unwrap_err();
-        assert_eq!(err.code(), -3504, "{addr:#x}+{len}: {err}");
-        a.write(src.addr(), peer, b1.addr(), 4096).await.unwrap();
-    }
-    // A range spanning two adjacent buffers of the target is refused too.
-    let b2 = b.allocate(4096, false).unwrap();
-    if b2.addr() == b1.addr() + 4096 {
-        let mut req = TransferRequest::write(src.addr(), peer, b1.addr() + 4000, 200);
-        req.skip_initiator_checks = true;
-        assert_eq!(a.transfer(req).await.unwrap_err().code(), -3504);
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restarted_peer_rejects_the_stale_request_and_the_next_reaches_it() {
-    let a = start(EngineConfig::default()).await;
-    let b = start(EngineConfig::default()).await;
-    let (name, data) = (b.name().to_string(), b.data_endpoint().unwrap());
-    let src = a.allocate(4096, false).unwrap();
-    let old = b.allocate(4096, false).unwrap();
-    let peer = a.open_segment(&name).await.unwrap();
-    a.write(src.addr(), peer, old.addr(), 64).await.unwrap();
-    let old_instance = b.instance_id();
-    let old_addr = old.addr();
-    drop((old, b));
-
-    let config = EngineConfig {
-        bind: name.clone(),
-        data_bind: Some(data),
-        transport: Some(TransportKind::Tcp),
-        ..EngineConfig::default()
-    };
-    let mut restarted = None;
-    let until = Instant::now() + Duration::from_secs(5);
-    while restarted.is_none() && Instant::now() < until {
-        match TransferEngine::start(config.clone()).await {
-            Ok(e) => restarted = Some(e),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
-    let b2 = restarted.expect("restarted on the same ports");
-    assert_eq!(b2.name(), name);
-    assert_ne!(b2.instance_id(), old_instance);
-    let fresh = b2.allocate(4096, false).unwrap();
-
-    let err = a.write(src.addr(), peer, old_addr, 64).await.unwrap_err();
-    assert!(
-        matches!(err, Error::StaleSegment { actual, .. } if actual == b2.instance_id()),
-        "{err:?}"
-    );
-    assert_eq!(
-        a.segment_descriptor(peer).unwrap().instance_id,
-        b2.instance_id(),
-        "refreshed"
-    );
-    let data = pattern(64, 1);
-    src.put(0, &data).unwrap();
-    a.write(src.addr(), peer, fresh.addr(), 64).await.unwrap();
-    assert!(read_back(&fresh, 0, 64) == data);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_peer_fails_within_the_deadline() {
-    let a = start(EngineConfig::default()).await;
-    let b = start(EngineConfig::default()).await;
-    let src = a.allocate(1 << 20, false).unwrap();
-    let dst = b.allocate(1 << 20, false).unwrap();
-    let peer = a.open_segment(b.name()).await.unwrap();
-    a.write(src.addr(), peer, dst.addr(), 1024).await.unwrap();
-    let addr = dst.addr();
-    drop((dst, b));
-    let started = Instant::now();
-    let req = TransferRequest::write(src.addr(), peer, addr, 1 << 20)
-        .with_deadline(Duration::from_secs(2));
-    let err = a.transfer(req).await.unwrap_err();
-    assert!(
-        matches!(err, Error::PeerFailed { .. } | Error::Timeout),
-        "{err:?}"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(6),
-        "{:?}",
-        started.elapsed()
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

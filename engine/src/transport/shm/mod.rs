@@ -192,8 +192,9 @@ struct Inner {
     memory: Arc<MemoryRegistry>,
     /// Tells importers which exported buffers are still registered.
     status: Arc<StatusPage>,
-    /// Importers' side-channel connections, held open while this engine lives.
-    importers: Mutex<Vec<std::os::unix::net::UnixStream>>,
+    /// Importers' side-channel connections, held open while this engine lives; `None` once
+    /// it stopped (an export finishing after that closes its connection at once).
+    importers: Mutex<Option<Vec<std::os::unix::net::UnixStream>>>,
     peers: Mutex<HashMap<PathBuf, Arc<ShmPeer>>>,
     unreachable: Mutex<HashSet<PathBuf>>,
 }
@@ -242,7 +243,7 @@ impl ShmTransport {
             instance,
             memory,
             status,
-            importers: Mutex::new(Vec::new()),
+            importers: Mutex::new(Some(Vec::new())),
             peers: Mutex::new(HashMap::new()),
             unreachable: Mutex::new(HashSet::new()),
         });
@@ -263,7 +264,7 @@ impl Drop for ShmTransport {
             .importers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clear();
+            .take();
     }
 }
 
@@ -304,51 +305,60 @@ async fn export_loop(listener: UnixListener, inner: Arc<Inner>, stop: Cancellati
         };
         let inner = inner.clone();
         tokio::task::spawn_blocking(move || {
-            let result = stream.into_std().and_then(|s| {
-                s.set_nonblocking(false)?;
-                let mut buffers = inner.memory.exported();
-                buffers.truncate(MAX_FDS - 1);
-                // Each with its status slot; one that finds none left is not exported.
-                let held: Vec<_> = buffers
-                    .iter()
-                    .filter_map(|b| {
-                        let h = inner.status.hold(b.addr())?;
-                        // Unregistered since the list was taken: its release may have run
-                        // before the slot was held, so release it here (retiring comes first).
-                        if b.is_retired() {
-                            inner.status.release(b.addr());
-                            return None;
-                        }
-                        Some((b, h))
-                    })
-                    .collect();
-                let export = Export {
-                    instance: inner.instance,
-                    buffers: held
-                        .iter()
-                        .map(|(b, (slot, generation))| ExportedBuffer {
-                            addr: b.addr(),
-                            len: b.len() as u64,
-                            slot: *slot,
-                            generation: *generation,
-                        })
-                        .collect(),
-                };
-                let fds: Vec<_> = std::iter::once(inner.status.fd())
-                    .chain(held.iter().map(|(b, _)| b.fd()))
-                    .collect();
-                send_export(&s, &export, &fds)?;
-                let mut importers = inner.importers.lock().unwrap_or_else(|p| p.into_inner());
-                // Importers that went away (or connected again) hang up: let their streams go.
-                importers.retain(|i| !hung_up(i));
-                importers.push(s);
-                Ok(())
-            });
+            let result = stream.into_std().and_then(|s| export_to(&inner, s));
             if let Err(e) = result {
                 tracing::debug!(error = %e, "shm export refused or failed");
             }
         });
     }
+}
+
+/// Hands the exported buffers to one importer, over its (blocking) side-channel stream.
+fn export_to(inner: &Inner, s: std::os::unix::net::UnixStream) -> std::io::Result<()> {
+    s.set_nonblocking(false)?;
+    let mut buffers = inner.memory.exported();
+    buffers.truncate(MAX_FDS - 1);
+    // Each with its status slot; one that finds none left is not exported.
+    let held: Vec<_> = buffers
+        .iter()
+        .filter_map(|b| {
+            let h = inner.status.hold(b.addr())?;
+            // Unregistered since the list was taken: its release may have run before the slot
+            // was held, so release it here (retiring comes first).
+            if b.is_retired() {
+                inner.status.release(b.addr());
+                return None;
+            }
+            Some((b, h))
+        })
+        .collect();
+    let export = Export {
+        instance: inner.instance,
+        buffers: held
+            .iter()
+            .map(|(b, (slot, generation))| ExportedBuffer {
+                addr: b.addr(),
+                len: b.len() as u64,
+                slot: *slot,
+                generation: *generation,
+            })
+            .collect(),
+    };
+    let fds: Vec<_> = std::iter::once(inner.status.fd())
+        .chain(held.iter().map(|(b, _)| b.fd()))
+        .collect();
+    {
+        // Held open from before the importer has the export, so that an engine stopping
+        // meanwhile closes it too: no importer ever sees this engine alive once it stopped.
+        let mut importers = inner.importers.lock().unwrap_or_else(|p| p.into_inner());
+        let importers = importers
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("the engine stopped"))?;
+        // Importers that went away (or connected again) hang up: let them go.
+        importers.retain(|i| !hung_up(i));
+        importers.push(s.try_clone()?);
+    }
+    send_export(&s, &export, &fds)
 }
 
 /// Whether the other end of a side-channel stream closed it.
