@@ -16,6 +16,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
 
+echo "== raw memory only in the audited module"
+bash scripts/check_raw_memory.sh
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

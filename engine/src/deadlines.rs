@@ -5,6 +5,9 @@
 //! and a context switch), on every small transfer. A task's deadline is usually far beyond its
 //! run time (30 s by default against µs–ms), so one sweeper task armed at the earliest deadline
 //! serves them all, and a new task wakes it only when its deadline is earlier than that.
+//!
+//! Time is read through tokio's clock ([`now`]), so that a test can pause and advance it
+//! (`tokio::time::pause`); deadlines themselves stay `std::time::Instant`s, as in the API.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -118,6 +121,11 @@ impl Drop for Expiry {
     }
 }
 
+/// The time now, on tokio's clock (paused and advanced by tests) where there is one.
+pub(crate) fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
 /// Fires passed deadlines, then sleeps until the earliest one left or an earlier one is filed.
 async fn sweep(shared: Arc<Shared>) {
     loop {
@@ -127,7 +135,7 @@ async fn sweep(shared: Arc<Shared>) {
                 state.waiting.clear();
                 return;
             }
-            let now = Instant::now();
+            let now = now();
             while let Some(entry) = state.waiting.first_entry() {
                 if entry.key().0 > now {
                     break;

@@ -8,14 +8,17 @@
 //! - [`error`]: the [`Error`] enum, codes −3000 … −3999.
 //! - [`location`]: `cpu:N` / `cuda:N` tags.
 //! - [`memory`]: [`MemoryRegistry`] (caller memory, `unsafe` with a contract; engine-allocated
-//!   [`EngineBuffer`]s, safe), the pure [`RegionTable`], per-transport registration hooks.
+//!   [`EngineBuffer`]s, safe), the pure [`RegionTable`], per-transport registration hooks,
+//!   revocable [`Lease`]s on regions (how `unregister` stops every access), and `memory::raw`,
+//!   the one audited module that moves bytes of transferable memory by raw pointer.
 //! - [`bounds`]: the check every remote access passes before a byte is copied.
 //! - [`segment`]: the versioned [`SegmentDescriptor`] an engine publishes.
 //! - [`batch`]: checked [`BatchId`]s and the sans-IO [`BatchTable`] of task states, driven
 //!   behind one lock with per-batch wake-ups and cancellation.
 //! - `deadlines`: running tasks' deadlines on one sweeper timer (not a tokio timer each).
 //! - [`request`]: [`TransferRequest`], [`Opcode`], [`SegmentHandle`], [`TransportKind`].
-//! - [`transport`]: the [`Transport`] trait and its implementations (`local` so far).
+//! - [`transport`]: the [`Transport`] trait and its implementations (`local`, `shm`, `tcp`),
+//!   with the chunked, claim-guarded copies `local` and `shm` share (`transport::copy`).
 //! - [`metadata`]: the [`MetadataStore`] seam and the embedded [`P2pMetadata`].
 //! - [`service`]: the engine's control service on yuebing-rpc (descriptor exchange).
 //! - `transfer_engine`: the [`TransferEngine`] facade (allocate/register, submit, wait, cancel,

@@ -267,6 +267,31 @@ async fn a_task_canceled_while_waiting_never_starts_its_transfer() {
     );
 }
 
+/// Deadlines run on tokio's clock: with time paused, an hour-long deadline passes at once.
+#[tokio::test(start_paused = true)]
+async fn deadlines_follow_paused_time() {
+    let e = engine();
+    e.add_transport(Arc::new(Stuck));
+    let a = e.allocate(4096, false).unwrap();
+    let own = e.own_segment();
+    let hour = Duration::from_secs(3600);
+    let started = Instant::now();
+    let stuck = TransferRequest::write(a.addr(), own, a.addr() + 1024, 8).via(TransportKind::Tcp);
+    let err = e
+        .transfer(stuck.clone().with_deadline(hour))
+        .await
+        .unwrap_err();
+    assert_eq!(err, Error::Timeout);
+    let batch = e.allocate_batch(1).unwrap();
+    e.submit(batch, &[stuck.with_deadline(hour)]).unwrap();
+    assert_eq!(e.wait(batch).await.unwrap().state, TaskState::Timeout);
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 /// A small submit that needs no waiting (a same-process copy) runs on the caller's thread and
 /// is final when `submit` returns; a large one goes on as a task and completes all the same.
 /// (On a current-thread runtime no other thread could have run it in between.)

@@ -1,14 +1,16 @@
 //! The batch/task status machine, without I/O.
 //!
-//! Inputs are `handle_*` calls (from the engine's API and its transports) and
-//! [`BatchTable::handle_timeout`] with the current time; outputs are return values and effects
-//! drained with [`BatchTable::poll_effect`]. [`BatchTable::poll_timeout`] says when the next
-//! deadline falls. The driver's loop:
+//! Inputs are `handle_*` calls (from the engine's API and the tasks running transfers);
+//! outputs are return values and effects drained with [`BatchTable::poll_effect`]. The driver:
 //!
 //! ```text
-//! lock; feed handle_*(…); while let Some(e) = poll_effect() { wake waiters / notify };
-//! arm one timer at poll_timeout(); unlock; sleep; lock; handle_timeout(now); …
+//! lock; feed handle_*(…); while let Some(e) = poll_effect() { wake waiters / notify }; unlock
 //! ```
+//!
+//! Deadlines are not kept here: a task's deadline ends its transfer future (the engine's one
+//! deadline path, `deadlines.rs`), and only then does its driver report it
+//! (`handle_failed` with [`Error::Timeout`]), so that Timeout, like every final state, means
+//! nothing touches the task's memory any more.
 //!
 //! A task reaches exactly one final state (Completed, Failed, Timeout, Canceled); later inputs for
 //! it are ignored, so a late completion can never turn a Timeout into Completed.
@@ -19,12 +21,10 @@
 //! the transfer stopped (`handle_failed` with [`Error::Canceled`]), so `free` refuses the batch
 //! while a transport may still write into the caller's memory.
 
-use std::collections::VecDeque;
-use std::ops::Range;
-use std::time::Instant;
-
 use super::id::BatchId;
 use crate::error::Error;
+use std::collections::VecDeque;
+use std::ops::Range;
 
 /// Where a task stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -92,7 +92,6 @@ pub enum Effect {
 #[derive(Debug)]
 struct Task {
     status: TaskStatus,
-    deadline: Instant,
     /// `cancel` was asked while the task was Pending; its driver stops it.
     cancel_requested: bool,
 }
@@ -177,8 +176,8 @@ impl BatchTable {
         Ok(())
     }
 
-    /// Adds tasks of the given lengths and deadlines (all or none) and returns their indices.
-    pub fn submit(&mut self, id: BatchId, tasks: &[(u64, Instant)]) -> Result<Range<usize>, Error> {
+    /// Adds tasks of the given lengths (all or none) and returns their indices.
+    pub fn submit(&mut self, id: BatchId, tasks: &[u64]) -> Result<Range<usize>, Error> {
         let batch = self.batch_mut(id)?;
         let room = batch.capacity - batch.tasks.len();
         if tasks.len() > room {
@@ -188,18 +187,15 @@ impl BatchTable {
             });
         }
         let start = batch.tasks.len();
-        batch
-            .tasks
-            .extend(tasks.iter().map(|&(len, deadline)| Task {
-                status: TaskStatus {
-                    state: TaskState::Waiting,
-                    bytes: 0,
-                    len,
-                    error: None,
-                },
-                deadline,
-                cancel_requested: false,
-            }));
+        batch.tasks.extend(tasks.iter().map(|&len| Task {
+            status: TaskStatus {
+                state: TaskState::Waiting,
+                bytes: 0,
+                len,
+                error: None,
+            },
+            cancel_requested: false,
+        }));
         batch.unfinished += tasks.len();
         Ok(start..batch.tasks.len())
     }
@@ -286,39 +282,6 @@ impl BatchTable {
         Ok(true)
     }
 
-    /// Times out every unfinished task whose deadline is at or before `now`.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        let mut due = Vec::new();
-        for (index, slot) in self.slots.iter().enumerate() {
-            let Some(batch) = &slot.batch else { continue };
-            for (task, t) in batch.tasks.iter().enumerate() {
-                if !t.status.state.is_final() && t.deadline <= now {
-                    due.push((
-                        BatchId {
-                            index: index as u32,
-                            generation: slot.generation,
-                        },
-                        task,
-                    ));
-                }
-            }
-        }
-        for (id, task) in due {
-            let _ = self.finish(id, task, TaskState::Timeout, Some(Error::Timeout));
-        }
-    }
-
-    /// The earliest deadline of an unfinished task.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.slots
-            .iter()
-            .filter_map(|s| s.batch.as_ref())
-            .flat_map(|b| b.tasks.iter())
-            .filter(|t| !t.status.state.is_final())
-            .map(|t| t.deadline)
-            .min()
-    }
-
     /// How many tasks of the batch are not final yet.
     pub fn unfinished(&self, id: BatchId) -> Result<usize, Error> {
         Ok(self.batch(id)?.unfinished)
@@ -392,20 +355,12 @@ fn task_mut(batch: &mut Batch, task: usize) -> Result<&mut Task, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
-
-    fn t0() -> Instant {
-        Instant::now()
-    }
 
     #[test]
     fn lifecycle_and_effects() {
-        let now = t0();
         let mut b = BatchTable::default();
         let id = b.allocate(4).unwrap();
-        let tasks = b
-            .submit(id, &[(10, now + Duration::from_secs(1)); 3])
-            .unwrap();
+        let tasks = b.submit(id, &[10; 3]).unwrap();
         assert_eq!(tasks, 0..3);
         assert_eq!(b.status(id).unwrap().state, TaskState::Waiting);
         b.handle_started(id, 0).unwrap();
@@ -428,11 +383,10 @@ mod tests {
 
     #[test]
     fn capacity_is_enforced_all_or_nothing() {
-        let now = t0();
         let mut b = BatchTable::default();
         let id = b.allocate(2).unwrap();
-        b.submit(id, &[(1, now)]).unwrap();
-        let err = b.submit(id, &[(1, now), (1, now)]).unwrap_err();
+        b.submit(id, &[1]).unwrap();
+        let err = b.submit(id, &[1, 1]).unwrap_err();
         assert_eq!(
             err,
             Error::TooManyRequests {
@@ -460,39 +414,28 @@ mod tests {
     }
 
     #[test]
-    fn deadlines_time_out_and_late_completions_are_ignored() {
-        let now = t0();
+    fn a_timeout_is_final_and_a_late_completion_is_ignored() {
         let mut b = BatchTable::default();
         let id = b.allocate(2).unwrap();
-        b.submit(
-            id,
-            &[
-                (5, now + Duration::from_millis(10)),
-                (5, now + Duration::from_millis(50)),
-            ],
-        )
-        .unwrap();
-        assert_eq!(b.poll_timeout(), Some(now + Duration::from_millis(10)));
-        b.handle_timeout(now + Duration::from_millis(20));
+        b.submit(id, &[5, 5]).unwrap();
+        assert!(b.handle_started(id, 0).unwrap());
+        assert!(b.handle_failed(id, 0, Error::Timeout).unwrap());
         assert_eq!(b.task_status(id, 0).unwrap().state, TaskState::Timeout);
         assert!(!b.handle_completed(id, 0).unwrap(), "too late");
         assert_eq!(b.task_status(id, 0).unwrap().state, TaskState::Timeout);
-        assert_eq!(b.poll_timeout(), Some(now + Duration::from_millis(50)));
         b.handle_completed(id, 1).unwrap();
         let s = b.status(id).unwrap();
         assert_eq!(
             (s.state, s.error),
             (TaskState::Timeout, Some(Error::Timeout))
         );
-        assert_eq!(b.poll_timeout(), None);
     }
 
     #[test]
     fn a_pending_task_is_canceled_only_when_its_driver_says_it_stopped() {
-        let now = t0() + Duration::from_secs(60);
         let mut b = BatchTable::default();
         let id = b.allocate(2).unwrap();
-        b.submit(id, &[(1, now); 2]).unwrap();
+        b.submit(id, &[1; 2]).unwrap();
         assert!(b.handle_started(id, 0).unwrap());
         assert_eq!(b.cancel(id).unwrap(), 2);
         assert_eq!(b.task_status(id, 1).unwrap().state, TaskState::Canceled);
@@ -516,10 +459,9 @@ mod tests {
 
     #[test]
     fn cancel_and_failure_precedence() {
-        let now = t0() + Duration::from_secs(60);
         let mut b = BatchTable::default();
         let id = b.allocate(3).unwrap();
-        b.submit(id, &[(1, now); 3]).unwrap();
+        b.submit(id, &[1; 3]).unwrap();
         b.handle_failed(
             id,
             0,

@@ -5,7 +5,6 @@ use std::future::Future;
 use std::ops::Range;
 use std::sync::Arc;
 use std::task::{Context, Waker};
-use std::time::Instant;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio_util::sync::CancellationToken;
@@ -58,7 +57,7 @@ impl TransferEngine {
 
     /// Checks every request and resolves it into a job for its transport.
     fn plan(&self, requests: &[TransferRequest]) -> Result<Vec<Planned>, Error> {
-        let now = Instant::now();
+        let now = crate::deadlines::now();
         let mut planned = Vec::with_capacity(requests.len());
         for (i, r) in requests.iter().enumerate() {
             let bad = |why: String| Error::invalid(format!("request {i}: {why}"));
@@ -109,10 +108,7 @@ impl TransferEngine {
         batch: BatchId,
         planned: Vec<Planned>,
     ) -> Result<(Range<usize>, Vec<impl Future<Output = ()> + Send + 'static>), Error> {
-        let specs: Vec<(u64, Instant)> = planned
-            .iter()
-            .map(|p| (p.job.len, p.job.deadline))
-            .collect();
+        let specs: Vec<u64> = planned.iter().map(|p| p.job.len).collect();
         let tasks = self.inner.batches.with(|t| t.submit(batch, &specs))?;
         let signals = self.inner.batches.signals(batch)?;
         let runs = tasks

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The engine's tests (unit tests, the local, tcp and shm tests, the conformance suite and the
+# release tests) under valgrind's memcheck: exits non-zero on any invalid read or write (and on
+# any failing test). There is no nightly toolchain here, so no Miri or -Zsanitizer; memcheck
+# sees what the engine's raw-pointer copies and syscalls do to memory.
+#
+#   bash scripts/memcheck.sh            # every engine test binary
+#   bash scripts/memcheck.sh conformance # only the binaries whose name matches
+set -euo pipefail
+cd "$(dirname "$0")/.."
+only="${1:-}"
+
+if ! command -v valgrind >/dev/null; then
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends valgrind
+fi
+
+# The test binaries cargo builds for the engine crate, by name.
+mapfile -t binaries < <(cargo test -p yuebing-engine --locked --no-run --message-format=json 2>/dev/null |
+  python3 -c '
+import json, sys
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
+        print(m["target"]["name"], m["executable"])
+')
+
+failed=0
+for entry in "${binaries[@]}"; do
+  name="${entry%% *}"; exe="${entry#* }"
+  if [ -n "$only" ] && [[ "$name" != *"$only"* ]]; then continue; fi
+  echo "== memcheck $name"
+  start=$SECONDS
+  set +e
+  # 97: memcheck found an error; anything else non-zero: a test failed.
+  valgrind -q --error-exitcode=97 --leak-check=no --fair-sched=yes "$exe" --test-threads=2 2>&1 |
+    grep -v -e 'unhandled amd64-linux syscall: 434' -e 'You may be able to write your own handler' \
+      -e 'README_MISSING_SYSCALL_OR_IOCTL' -e 'Nor should you use this syscall'
+  rc=${PIPESTATUS[0]}
+  set -e
+  echo "   $name: exit $rc in $((SECONDS - start)) s"
+  [ "$rc" -eq 0 ] || failed=1
+done
+if [ "$failed" -ne 0 ]; then
+  echo "memcheck: FAILED (exit 97 above: an invalid memory access; otherwise a failing test)"
+  exit 1
+fi
+echo "memcheck: no invalid read or write"
