@@ -4,8 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages the tests need (none yet beyond the toolchain; etcd arrives with scale-out).
-need_pkgs=()
+# Debian packages the tests need (etcd arrives with scale-out).
+need_pkgs=(valgrind)
 missing=()
 for pkg in "${need_pkgs[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
@@ -13,7 +13,7 @@ done
 if [ "${#missing[@]}" -gt 0 ]; then
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
 echo "== raw memory only in the audited module"
@@ -26,3 +26,5 @@ echo "== cargo check --all-features (feature-gated code)"
 cargo check --workspace --all-features --locked
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== memcheck (the engine's tests under valgrind)"
+bash scripts/memcheck.sh

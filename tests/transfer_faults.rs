@@ -37,16 +37,17 @@ impl Target {
 
 /// A target serving `len` bytes, an initiator (tcp forced unless `shm`), a buffer of `len`
 /// bytes, the opened peer, and one good write of 4 KiB already done.
-async fn setup(
-    len: usize,
-    shm: bool,
-) -> (
+/// What [`setup`] returns: the target, the initiator, its buffer, the opened peer and the
+/// target's buffer address.
+type Setup = (
     Target,
     TransferEngine,
     Arc<EngineBuffer>,
     SegmentHandle,
     u64,
-) {
+);
+
+async fn setup(len: usize, shm: bool) -> Setup {
     let target = Target::start(len);
     let engine = if shm {
         TransferEngine::start(EngineConfig::default())
@@ -59,6 +60,17 @@ async fn setup(
     let peer = engine.open_segment(&target.0.announce.name).await.unwrap();
     let remote = target.0.announce.addr;
     engine.write(src.addr(), peer, remote, 4096).await.unwrap();
+    (target, engine, src, peer, remote)
+}
+
+/// As [`setup`] over tcp, with the target's first `len` bytes written 0xaa.
+async fn setup_filled(len: usize) -> Setup {
+    let (target, engine, src, peer, remote) = setup(len, false).await;
+    src.put(0, &vec![0xaa; len]).unwrap();
+    engine
+        .write(src.addr(), peer, remote, len as u64)
+        .await
+        .unwrap();
     (target, engine, src, peer, remote)
 }
 
@@ -181,12 +193,7 @@ where
     Fut: std::future::Future<Output = ()>,
 {
     let len = 1 << 20;
-    let (target, engine, src, peer, remote) = setup(len, false).await;
-    src.put(0, &vec![0xaa; len]).unwrap();
-    engine
-        .write(src.addr(), peer, remote, len as u64)
-        .await
-        .unwrap();
+    let (target, engine, _src, peer, remote) = setup_filled(len).await;
     let dst = engine.allocate(len, true).unwrap();
     dst.put(0, &vec![0x55; len]).unwrap();
     target.signal(libc::SIGSTOP);
@@ -231,12 +238,7 @@ async fn a_killed_peers_shm_socket_is_removed_by_the_next_engine_to_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_whose_local_range_is_unregistered_fails_at_once_and_its_answer_never_lands() {
     let len = 1 << 20;
-    let (target, engine, src, peer, remote) = setup(len, false).await;
-    src.put(0, &vec![0xaa; len]).unwrap();
-    engine
-        .write(src.addr(), peer, remote, len as u64)
-        .await
-        .unwrap();
+    let (target, engine, _src, peer, remote) = setup_filled(len).await;
     // Caller memory (an unregistered engine buffer serves as such), so that it can be
     // registered again at the same address as a canary.
     let memory = EngineBuffer::allocate(len, true).unwrap();

@@ -274,34 +274,23 @@ async fn unregister_under_load(kind: Kind) {
     let p = Pair::new(kind).await;
     let (len, each) = (8usize << 20, 512u64 << 10);
     let remote = p.target().allocate(len, true).unwrap();
-    let tasks = (len as u64 / each) as usize;
 
     // The initiator's memory, read into by 16 tasks at once.
     let local = caller_memory(&p.a, len);
-    let reads: Vec<_> = (0..tasks as u64)
-        .map(|i| {
-            TransferRequest::read(
-                local.addr() + i * each,
-                p.peer,
-                remote.addr() + i * each,
-                each,
-            )
-        })
-        .collect();
-    let batch = p.a.allocate_batch(tasks).unwrap();
-    p.a.submit(batch, &reads).unwrap();
-    tokio::task::yield_now().await;
-    let started = Instant::now();
-    p.a.unregister(local.addr()).unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "unregister waited"
-    );
+    let read = |i: u64| {
+        TransferRequest::read(
+            local.addr() + i * each,
+            p.peer,
+            remote.addr() + i * each,
+            each,
+        )
+    };
+    let batch = under_load(&p, len as u64 / each, read, &p.a, local.addr()).await;
     let canary = pattern(len, 7);
     local.put(0, &canary).unwrap();
     register_again(&p.a, &local);
     p.a.wait(batch).await.unwrap();
-    ended_with(&p.a, batch, tasks, &[-3003]);
+    ended_with(&p.a, batch, &[-3003]);
     assert!(
         read_back(&local, 0, len) == canary,
         "{kind:?}: a read landed late"
@@ -310,30 +299,20 @@ async fn unregister_under_load(kind: Kind) {
     // The target's memory, written by 16 tasks at once.
     let src = p.a.allocate(len, true).unwrap();
     src.put(0, &pattern(len, 9)).unwrap();
-    let writes: Vec<_> = (0..tasks as u64)
-        .map(|i| {
-            TransferRequest::write(
-                src.addr() + i * each,
-                p.peer,
-                remote.addr() + i * each,
-                each,
-            )
-        })
-        .collect();
-    let batch = p.a.allocate_batch(tasks).unwrap();
-    p.a.submit(batch, &writes).unwrap();
-    tokio::task::yield_now().await;
-    let started = Instant::now();
-    p.target().unregister(remote.addr()).unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "unregister waited"
-    );
+    let write = |i: u64| {
+        TransferRequest::write(
+            src.addr() + i * each,
+            p.peer,
+            remote.addr() + i * each,
+            each,
+        )
+    };
+    let batch = under_load(&p, len as u64 / each, write, p.target(), remote.addr()).await;
     let after = read_back(&remote, 0, len);
     p.a.wait(batch).await.unwrap();
     // A write refused by the target (OutOfBounds), or one whose connection the target shut
     // down mid-payload (PeerFailed).
-    ended_with(&p.a, batch, tasks, &[-3504, -3505]);
+    ended_with(&p.a, batch, &[-3504, -3505]);
     if kind != Kind::Shm {
         // The serving side stopped every access before `unregister` returned. (Over shm no
         // code of the target runs: a copy already under way lands in the released pages, and
@@ -356,13 +335,31 @@ async fn unregister_under_load(kind: Kind) {
     p.a.unregister(local.addr()).unwrap();
 }
 
+/// Submits `tasks` requests made by `request` as one batch, lets them start, and unregisters
+/// `addr` from `owner` under them, which must not wait for them. Returns the batch.
+async fn under_load(
+    p: &Pair,
+    tasks: u64,
+    request: impl Fn(u64) -> TransferRequest,
+    owner: &TransferEngine,
+    addr: u64,
+) -> yuebing_engine::BatchId {
+    let requests: Vec<_> = (0..tasks).map(request).collect();
+    let batch = p.a.allocate_batch(requests.len()).unwrap();
+    p.a.submit(batch, &requests).unwrap();
+    tokio::task::yield_now().await;
+    let started = Instant::now();
+    owner.unregister(addr).unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "unregister waited"
+    );
+    batch
+}
+
 /// Every task of the batch completed or failed with one of `codes`.
-fn ended_with(
-    engine: &TransferEngine,
-    batch: yuebing_engine::BatchId,
-    tasks: usize,
-    codes: &[i32],
-) {
+fn ended_with(engine: &TransferEngine, batch: yuebing_engine::BatchId, codes: &[i32]) {
+    let tasks = engine.status(batch).unwrap().tasks;
     for task in 0..tasks {
         let s = engine.task_status(batch, task).unwrap();
         match (s.state, &s.error) {

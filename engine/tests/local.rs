@@ -127,25 +127,10 @@ async fn a_completed_write_is_immediately_visible_and_8_batches_from_4_tasks_com
     assert!(read_back(&buf, 16384, 4096) == data);
 }
 
-/// A transport that never finishes: for cancellation and deadlines.
-struct Stuck;
-
-impl Transport for Stuck {
-    fn kind(&self) -> TransportKind {
-        TransportKind::Tcp
-    }
-    fn can_reach(&self, _: &SegmentDescriptor) -> bool {
-        true
-    }
-    fn transfer(&self, _: Job) -> BoxFuture<'static, Result<(), Error>> {
-        futures::future::pending().boxed()
-    }
-}
-
 #[tokio::test]
 async fn cancel_and_deadline_end_stuck_transfers() {
     let e = engine();
-    e.add_transport(Arc::new(Stuck));
+    e.add_transport(Arc::new(Watched::default()));
     let a = e.allocate(4096, false).unwrap();
     let own = e.own_segment();
     let batch = e.allocate_batch(2).unwrap();
@@ -170,7 +155,8 @@ async fn cancel_and_deadline_end_stuck_transfers() {
     );
 }
 
-/// A transport whose transfers never finish and that counts them: started, and still alive.
+/// A transport whose transfers never finish (for cancellation and deadlines) and that counts
+/// them: started, and still alive.
 #[derive(Default)]
 struct Watched {
     started: Arc<std::sync::atomic::AtomicUsize>,
@@ -206,20 +192,31 @@ impl Transport for Watched {
     }
 }
 
-/// On a current-thread runtime nothing runs between `cancel` and `free_batch` on the test's
-/// thread: a batch reported free there would have a transfer still alive.
-#[tokio::test(flavor = "current_thread")]
-async fn a_canceled_batch_is_not_free_while_its_transfer_is_alive() {
-    use std::sync::atomic::Ordering::SeqCst;
-    let e = engine();
+/// Adds a [`Watched`] transport to `e` and submits one small transfer through it, in a batch
+/// of one; returns the batch and the transport's counters.
+fn submit_stuck(e: &TransferEngine) -> (yuebing_engine::BatchId, Watched) {
     let watched = Watched::default();
-    let (started, alive) = (watched.started.clone(), watched.alive.clone());
+    let counters = Watched {
+        started: watched.started.clone(),
+        alive: watched.alive.clone(),
+    };
     e.add_transport(Arc::new(watched));
     let a = e.allocate(4096, false).unwrap();
     let own = e.own_segment();
     let batch = e.allocate_batch(1).unwrap();
     let req = TransferRequest::write(a.addr(), own, a.addr() + 1024, 8).via(TransportKind::Tcp);
     e.submit(batch, &[req]).unwrap();
+    (batch, counters)
+}
+
+/// On a current-thread runtime nothing runs between `cancel` and `free_batch` on the test's
+/// thread: a batch reported free there would have a transfer still alive.
+#[tokio::test(flavor = "current_thread")]
+async fn a_canceled_batch_is_not_free_while_its_transfer_is_alive() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let e = engine();
+    let (batch, watched) = submit_stuck(&e);
+    let (started, alive) = (watched.started, watched.alive);
     assert_eq!(
         alive.load(SeqCst),
         1,
@@ -271,7 +268,7 @@ async fn a_task_canceled_while_waiting_never_starts_its_transfer() {
 #[tokio::test(start_paused = true)]
 async fn deadlines_follow_paused_time() {
     let e = engine();
-    e.add_transport(Arc::new(Stuck));
+    e.add_transport(Arc::new(Watched::default()));
     let a = e.allocate(4096, false).unwrap();
     let own = e.own_segment();
     let hour = Duration::from_secs(3600);
@@ -330,14 +327,8 @@ fn a_task_whose_runtime_shut_down_is_final_not_pending_forever() {
         .build()
         .unwrap();
     let e = TransferEngine::new_on(Default::default(), rt.handle().clone());
-    let watched = Watched::default();
-    let alive = watched.alive.clone();
-    e.add_transport(Arc::new(watched));
-    let a = e.allocate(4096, false).unwrap();
-    let own = e.own_segment();
-    let batch = e.allocate_batch(1).unwrap();
-    let req = TransferRequest::write(a.addr(), own, a.addr() + 1024, 8).via(TransportKind::Tcp);
-    e.submit(batch, &[req]).unwrap();
+    let (batch, watched) = submit_stuck(&e);
+    let alive = watched.alive;
     assert_eq!(e.free_batch(batch).unwrap_err().code(), -3004);
     drop(rt);
     assert_eq!(alive.load(SeqCst), 0);

@@ -4,7 +4,7 @@
 //! peer sees its request fail), whatever the peer still sends.
 
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ use super::spin::spin_then_park;
 use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, HELLO_MAGIC_V1, REQUEST_LEN};
 use super::{read_header, BULK, IO_BUFFER};
 use crate::error::Error;
-use crate::memory::raw::{self, Part};
+use crate::memory::raw::{self, Part, Span};
 use crate::memory::{Lease, MemoryRegistry};
 use crate::request::Opcode;
 
@@ -94,57 +94,54 @@ fn released() -> io::Error {
 }
 
 /// Receives a write's payload into the leased range: what the buffer holds, then straight from
-/// the socket, one non-blocking `recv` per access. Gives up the moment the lease is revoked.
+/// the socket. Gives up the moment the lease is revoked.
 async fn receive(rd: &mut BufReader<ReadHalf<'_>>, lease: &Lease) -> io::Result<()> {
-    let len = lease.len() as usize;
-    let n = rd.buffer().len().min(len);
+    let n = rd.buffer().len().min(lease.len() as usize);
     if n > 0 {
         let access = lease.access().ok_or_else(released)?;
         raw::copy_in(&rd.buffer()[..n], access.span());
         drop(access);
         rd.consume(n);
     }
-    let mut pos = n;
     let stream: &TcpStream = rd.get_ref().as_ref();
-    while pos < len {
-        let got = stream.try_io(Interest::READABLE, || {
-            let access = lease.access().ok_or_else(released)?;
-            raw::recv(stream.as_fd(), access.span().tail(pos))
-        });
-        match got {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(k) => pos += k,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                tokio::select! {
-                    biased;
-                    _ = lease.revoked() => return Err(released()),
-                    r = stream.readable() => r?,
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+    leased_io(stream, lease, n, Interest::READABLE, raw::recv).await
 }
 
-/// Sends a read's payload from the leased range straight to the socket, one non-blocking
-/// `sendmsg` per access. Gives up the moment the lease is revoked.
+/// Sends a read's payload from the leased range straight to the socket. Gives up the moment
+/// the lease is revoked.
 async fn send(stream: &TcpStream, lease: &Lease) -> io::Result<()> {
+    fn send_span(fd: BorrowedFd<'_>, span: Span<'_>) -> io::Result<usize> {
+        raw::send(fd, &[Part::Raw(span)])
+    }
+    leased_io(stream, lease, 0, Interest::WRITABLE, send_span).await
+}
+
+/// Moves the leased range from `pos` on between it and the socket, one non-blocking `op`
+/// (`recv` or `sendmsg`) per access, until all of it moved or the lease is revoked.
+async fn leased_io(
+    stream: &TcpStream,
+    lease: &Lease,
+    mut pos: usize,
+    interest: Interest,
+    op: impl Fn(BorrowedFd<'_>, Span<'_>) -> io::Result<usize>,
+) -> io::Result<()> {
     let len = lease.len() as usize;
-    let mut pos = 0;
     while pos < len {
-        let sent = stream.try_io(Interest::WRITABLE, || {
+        let moved = stream.try_io(interest, || {
             let access = lease.access().ok_or_else(released)?;
-            raw::send(stream.as_fd(), &[Part::Raw(access.span().tail(pos))])
+            op(stream.as_fd(), access.span().tail(pos))
         });
-        match sent {
+        match moved {
+            Ok(0) if interest == Interest::READABLE => {
+                return Err(io::ErrorKind::UnexpectedEof.into())
+            }
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(k) => pos += k,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 tokio::select! {
                     biased;
                     _ = lease.revoked() => return Err(released()),
-                    r = stream.writable() => r?,
+                    r = stream.ready(interest) => { r?; }
                 }
             }
             Err(e) => return Err(e),
