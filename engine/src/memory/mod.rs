@@ -12,7 +12,7 @@ mod lease;
 pub(crate) mod raw;
 mod table;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 pub use buffer::EngineBuffer;
@@ -59,11 +59,12 @@ pub struct MemoryRegistry {
     hooks: RwLock<Vec<Arc<dyn RegistrationHook>>>,
 }
 
-/// The ranges and, for each registered one, its liveness (and its buffer, if engine-owned).
+/// The ranges and, for each registered one, its liveness (and its buffer, if engine-owned),
+/// by start address.
 #[derive(Default)]
 struct Registered {
     table: RegionTable,
-    states: HashMap<u64, Arc<RegionState>>,
+    states: BTreeMap<u64, Arc<RegionState>>,
 }
 
 impl std::fmt::Debug for MemoryRegistry {
@@ -232,16 +233,17 @@ impl MemoryRegistry {
 
     /// A lease on `[addr, addr + len)`, which must lie inside one registered range.
     pub fn lease(&self, addr: u64, len: u64) -> Result<Lease, Error> {
+        // Only committed regions have a state, so the last one starting at or before `addr`
+        // is the only candidate (regions never overlap); `RegionState::lease` checks the rest.
         let registered = self.lock();
-        let region = registered
-            .table
-            .find(addr, len)
-            .ok_or(Error::AddressNotRegistered { addr })?;
-        registered
+        let (_, state) = registered
             .states
-            .get(&region.addr)
-            .ok_or(Error::AddressNotRegistered { addr })?
+            .range(..=addr)
+            .next_back()
+            .ok_or(Error::AddressNotRegistered { addr })?;
+        state
             .lease(addr, len)
+            .map_err(|_| Error::AddressNotRegistered { addr })
     }
 
     /// The serving side's check of a remote access (see [`crate::bounds`]): a lease on

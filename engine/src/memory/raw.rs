@@ -133,7 +133,7 @@ const MAX_PARTS: usize = 256;
 /// the kernel took. `MSG_NOSIGNAL`: a peer that went away is an error, never a SIGPIPE that
 /// would kill an embedding process that does not ignore it.
 pub(crate) fn send(fd: BorrowedFd<'_>, parts: &[Part<'_>]) -> io::Result<usize> {
-    let iov: Vec<libc::iovec> = parts
+    let iovecs = parts
         .iter()
         .take(MAX_PARTS)
         .filter(|p| p.len() > 0)
@@ -146,8 +146,26 @@ pub(crate) fn send(fd: BorrowedFd<'_>, parts: &[Part<'_>]) -> io::Result<usize> 
                 iov_base: s.ptr.as_ptr().cast(),
                 iov_len: s.len,
             },
-        })
-        .collect();
+        });
+    // A gathered batch (up to 32 frames of two parts) without an allocation per syscall.
+    const ON_STACK: usize = 64;
+    if parts.len() <= ON_STACK {
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; ON_STACK];
+        let mut n = 0;
+        for v in iovecs {
+            iov[n] = v;
+            n += 1;
+        }
+        return send_iov(fd, &iov[..n]);
+    }
+    send_iov(fd, &iovecs.collect::<Vec<_>>())
+}
+
+/// One non-blocking `sendmsg` of `iov`, whose entries name ranges valid for reads.
+fn send_iov(fd: BorrowedFd<'_>, iov: &[libc::iovec]) -> io::Result<usize> {
     if iov.is_empty() {
         return Ok(0);
     }
@@ -155,8 +173,9 @@ pub(crate) fn send(fd: BorrowedFd<'_>, parts: &[Part<'_>]) -> io::Result<usize> 
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
     msg.msg_iovlen = iov.len() as _;
-    // SAFETY: every iovec names a range valid for reads for the call (private slices borrowed
-    // here, or spans valid for `'a`); the kernel only reads them. `iov` outlives the call.
+    // SAFETY: `msg` points at `iov`, which outlives the call. The kernel only reads the ranges
+    // the iovecs name (an invalid one fails with EFAULT, it is never dereferenced by Rust);
+    // `send`, the only caller, builds them from private slices and spans valid for the call.
     let n = unsafe {
         libc::sendmsg(
             fd.as_raw_fd(),

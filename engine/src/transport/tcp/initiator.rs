@@ -160,8 +160,10 @@ impl Conn {
         };
         // Queued before the request is written: its response can never arrive first.
         self.pending.send(entry).map_err(|_| closed())?;
-        let mut parts = vec![Part::Bytes(&encoded)];
-        parts.extend(payload.as_ref().map(|p| Part::Raw(p.access.span())));
+        let payload_part = payload
+            .as_ref()
+            .map_or(Part::Bytes(&[]), |p| Part::Raw(p.access.span()));
+        let parts = [Part::Bytes(&encoded), payload_part];
         let total: usize = parts.iter().map(Part::len).sum();
         let stream: &TcpStream = (*self.wr).as_ref();
         let written = stream.try_io(Interest::WRITABLE, || raw::send(stream.as_fd(), &parts));
@@ -455,28 +457,32 @@ async fn write_all_shared(wr: &OwnedWriteHalf, pieces: &[Piece<'_>]) -> std::io:
     while first < pieces.len() {
         wr.writable().await?;
         let sent = stream.try_io(Interest::WRITABLE, || {
-            let mut held = Vec::new();
-            for piece in &pieces[first..] {
+            // A gathered batch is at most GATHER frames of two pieces: on the stack.
+            let pending = &pieces[first..pieces.len().min(first + 2 * GATHER)];
+            let mut held: [Option<Claimed<'_>>; GATHER] = [const { None }; GATHER];
+            for (slot, piece) in held
+                .iter_mut()
+                .zip(pending.iter().filter(|p| matches!(p, Piece::Payload(..))))
+            {
                 if let Piece::Payload(claim, _) = piece {
-                    let access = claim.access().ok_or_else(|| {
+                    *slot = Some(claim.access().ok_or_else(|| {
                         std::io::Error::other("a slice was given up or unregistered mid-write")
-                    })?;
-                    held.push(access);
+                    })?);
                 }
             }
-            let mut held = held.iter();
-            let mut parts = Vec::with_capacity(pieces.len() - first);
-            for (i, piece) in pieces[first..].iter().enumerate() {
+            let mut held = held.iter().flatten();
+            let mut parts = [Part::Bytes(&[]); 2 * GATHER];
+            for (i, (part, piece)) in parts.iter_mut().zip(pending).enumerate() {
                 let skip = if i == 0 { offset } else { 0 };
-                parts.push(match piece {
+                *part = match piece {
                     Piece::Header(b) => Part::Bytes(&b[skip..]),
                     Piece::Payload(_, from) => match held.next() {
                         Some(a) => Part::Raw(a.access.span().tail(from + skip)),
                         None => return Err(std::io::Error::other("payload without an access")),
                     },
-                });
+                };
             }
-            raw::send(stream.as_fd(), &parts)
+            raw::send(stream.as_fd(), &parts[..pending.len()])
         });
         match sent {
             Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),

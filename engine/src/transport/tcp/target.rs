@@ -126,6 +126,9 @@ async fn leased_io(
     op: impl Fn(BorrowedFd<'_>, Span<'_>) -> io::Result<usize>,
 ) -> io::Result<()> {
     let len = lease.len() as usize;
+    // Registered with the region once per request, not at every wait.
+    let revoked = lease.revoked();
+    tokio::pin!(revoked);
     while pos < len {
         let moved = stream.try_io(interest, || {
             let access = lease.access().ok_or_else(released)?;
@@ -140,7 +143,7 @@ async fn leased_io(
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 tokio::select! {
                     biased;
-                    _ = lease.revoked() => return Err(released()),
+                    _ = &mut revoked => return Err(released()),
                     r = stream.ready(interest) => { r?; }
                 }
             }
