@@ -317,7 +317,8 @@ async fn a_small_copy_is_final_when_submit_returns_and_a_large_one_goes_on_as_a_
 }
 
 /// A task whose driver is dropped unfinished (its runtime shut down) is still made final once
-/// its transfer is gone, so that `wait` and `free_batch` do not hang on it.
+/// its transfer is gone, so that `wait` and `free_batch` do not hang on it; so is one whose
+/// driver was never polled (a submit of more requests than are polled at the first go).
 #[test]
 fn a_task_whose_runtime_shut_down_is_final_not_pending_forever() {
     use std::sync::atomic::Ordering::SeqCst;
@@ -329,10 +330,17 @@ fn a_task_whose_runtime_shut_down_is_final_not_pending_forever() {
     let e = TransferEngine::new_on(Default::default(), rt.handle().clone());
     let (batch, watched) = submit_stuck(&e);
     let alive = watched.alive;
+    let a = e.allocate(4096, false).unwrap();
+    let own = e.own_segment();
+    let many = e.allocate_batch(40).unwrap();
+    let req = TransferRequest::write(a.addr(), own, a.addr() + 1024, 8).via(TransportKind::Tcp);
+    e.submit(many, &vec![req; 40]).unwrap();
     assert_eq!(e.free_batch(batch).unwrap_err().code(), -3004);
     drop(rt);
     assert_eq!(alive.load(SeqCst), 0);
-    let s = e.status(batch).unwrap();
-    assert_eq!(s.state, TaskState::Failed, "{s:?}");
-    e.free_batch(batch).unwrap();
+    for b in [batch, many] {
+        let s = e.status(b).unwrap();
+        assert_eq!(s.state, TaskState::Failed, "{s:?}");
+        e.free_batch(b).unwrap();
+    }
 }

@@ -103,3 +103,28 @@ async fn a_buffer_released_while_an_importer_maps_it_is_never_written_again() {
     // A released engine buffer is retired for good.
     assert_eq!(b.memory().register_buffer(dst).unwrap_err().code(), -3510);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_exporters_buffers_are_never_written_again() {
+    let a = start().await;
+    let b = start().await;
+    let src = a.allocate(1 << 20, false).unwrap();
+    let dst = b.allocate(1 << 20, false).unwrap();
+    let peer = a.open_segment(b.name()).await.unwrap();
+    src.put(0, &pattern(1 << 20, 4)).unwrap();
+    a.write(src.addr(), peer, dst.addr(), 4096).await.unwrap();
+    // The engine stops without unregistering; the application keeps (and may reuse) the buffer.
+    drop(b);
+    let before = read_back(&dst, 0, 1 << 20);
+    src.put(0, &pattern(1 << 20, 5)).unwrap();
+    let err = a
+        .write(src.addr(), peer, dst.addr(), 4096)
+        .await
+        .unwrap_err();
+    assert!(matches!(err.code(), -3504 | -3505), "{err:?}");
+    assert!(
+        read_back(&dst, 0, 1 << 20) == before,
+        "bytes landed after the stop"
+    );
+    assert!(dst.is_retired(), "its engine stopped");
+}

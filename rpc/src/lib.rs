@@ -20,6 +20,7 @@
 //! - `client`: the client [`Channel`] (a tarpc stub) and its driver, connections, [`Pool`],
 //!   [`PoolRegistry`], [`Balancer`], [`CallOptions`].
 //! - [`metrics`]: per-method counters and latency histograms.
+//! - `clock`: the time deadlines and back-offs read (tokio's clock, so tests can pause it).
 //!
 //! # Example
 //! ```
@@ -51,6 +52,7 @@
 
 pub mod attachment;
 mod client;
+mod clock;
 pub mod endpoint;
 pub mod error;
 mod frame;

@@ -16,9 +16,9 @@ use crate::error::Error;
 /// [`EngineBuffer::write_at`] (unsafe: only the caller can know that no transfer or peer writes
 /// those bytes meanwhile), or register it and transfer.
 ///
-/// Once unregistered, a buffer is retired: same-host peers may still map its memfd, and a copy
-/// of theirs already in flight may still land in it, so it is never registered again and its
-/// contents are no longer meaningful.
+/// Once unregistered, or once its engine stops, a buffer is retired: same-host peers may still
+/// map its memfd, and a copy of theirs already in flight may still land in it, so it is never
+/// registered again and its contents are no longer meaningful.
 #[derive(Debug)]
 pub struct EngineBuffer {
     map: MmapRaw,

@@ -275,6 +275,19 @@ impl MemoryRegistry {
     }
 }
 
+impl Drop for MemoryRegistry {
+    /// The engine stops: its engine buffers are retired as at `unregister` (same-host peers
+    /// may still map them), so the application cannot register them with another engine.
+    fn drop(&mut self) {
+        let registered = self.registered.get_mut().unwrap_or_else(|p| p.into_inner());
+        for state in registered.states.values() {
+            if let Some(buffer) = state.buffer() {
+                buffer.retire();
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

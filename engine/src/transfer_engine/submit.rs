@@ -5,6 +5,7 @@ use std::future::Future;
 use std::ops::Range;
 use std::sync::Arc;
 use std::task::{Context, Waker};
+use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio_util::sync::CancellationToken;
@@ -57,7 +58,11 @@ impl TransferEngine {
 
     /// Checks every request and resolves it into a job for its transport.
     fn plan(&self, requests: &[TransferRequest]) -> Result<Vec<Planned>, Error> {
-        let now = crate::deadlines::now();
+        // The engine's clock (a test may pause the caller's runtime, not the engine's).
+        let now = {
+            let _runtime = self.inner.handle.enter();
+            crate::deadlines::now()
+        };
         let mut planned = Vec::with_capacity(requests.len());
         for (i, r) in requests.iter().enumerate() {
             let bad = |why: String| Error::invalid(format!("request {i}: {why}"));
@@ -76,7 +81,11 @@ impl TransferEngine {
                 .cloned()
                 .ok_or_else(|| bad(format!("unknown segment {:?}", r.target)))?;
             let transport = self.transport_for(&segment, r.transport)?;
-            let deadline = now + r.deadline.unwrap_or(self.inner.config.default_deadline);
+            let wanted = r.deadline.unwrap_or(self.inner.config.default_deadline);
+            // A deadline past what an Instant holds means no deadline to speak of.
+            let deadline = now
+                .checked_add(wanted)
+                .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400));
             let early = (!r.skip_initiator_checks)
                 .then(|| check_access(&segment.regions(), r.target_offset, r.length).err())
                 .flatten();
@@ -301,20 +310,36 @@ async fn attempt(
 
 /// Runs one task of a batch to its final state: recorded only after the transfer's future is
 /// gone, so a waiter (and `free_batch`) sees it final only once nothing touches its memory.
-async fn run_task(
+///
+/// A plain function returning the future, so that the guard exists before the first poll: a
+/// future dropped unpolled (the runtime shut down; the part of a large submit not yet polled)
+/// still makes its task final.
+fn run_task(
     engine: TransferEngine,
     batch: BatchId,
     task: usize,
     p: Planned,
     cancel: CancellationToken,
-) {
-    // Declared first, so dropped last: if this future is dropped unfinished (the runtime shut
-    // down) or a transport panics, the task is still made final, after its transfer is gone.
-    let mut unrecorded = Unrecorded {
+) -> impl Future<Output = ()> + Send + 'static {
+    let unrecorded = Unrecorded {
         engine: Some(engine.clone()),
         batch,
         task,
     };
+    run_task_armed(engine, batch, task, p, cancel, unrecorded)
+}
+
+async fn run_task_armed(
+    engine: TransferEngine,
+    batch: BatchId,
+    task: usize,
+    p: Planned,
+    cancel: CancellationToken,
+    unrecorded: Unrecorded,
+) {
+    // Dropped last: if this future is dropped unfinished or a transport panics, the task is
+    // still made final, after its transfer is gone.
+    let mut unrecorded = unrecorded;
     let mut p = p;
     let start = engine.inner.batches.with(|t| t.handle_started(batch, task));
     let outcome = match start {

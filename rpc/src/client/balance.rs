@@ -169,14 +169,14 @@ impl<C: ServiceClient> Balancer<C> {
         F: FnMut(C, tarpc::context::Context) -> Fut,
         Fut: Future<Output = Result<T, RpcError>>,
     {
-        let now = Instant::now();
+        let now = crate::clock::now();
         let deadline = now + opts.timeout.unwrap_or(self.config.default_timeout);
         let idempotent = opts.is_idempotent_for(&self.config);
         let max_tries = self.config.max_retries as usize + self.members.len();
         let mut record = self.metrics.record(opts.method.unwrap_or("call"), now);
         let mut tries = 0;
         let result = loop {
-            let now = Instant::now();
+            let now = crate::clock::now();
             let member = &self.members[self.pick(now)];
             member.pool.touch(now);
             match member.pool.attempt(&mut f, deadline, idempotent).await {
@@ -186,19 +186,19 @@ impl<C: ServiceClient> Balancer<C> {
                 }
                 Err(fail) => {
                     if is_endpoint_failure(&fail.err) {
-                        member.failed(Instant::now());
+                        member.failed(crate::clock::now());
                     }
                     tries += 1;
                     if !fail.may_retry(idempotent)
                         || tries >= max_tries
-                        || Instant::now() >= deadline
+                        || crate::clock::now() >= deadline
                     {
                         break Err(fail.err);
                     }
                     tracing::debug!(endpoint = %member.pool.endpoint(), error = %fail.err, "trying another endpoint");
-                    if self.all_backing_off(Instant::now()) {
+                    if self.all_backing_off(crate::clock::now()) {
                         let pause = self.config.backoff(tries as u32);
-                        if Instant::now() + pause >= deadline {
+                        if crate::clock::now() + pause >= deadline {
                             break Err(fail.err);
                         }
                         tokio::time::sleep(pause).await;

@@ -359,7 +359,7 @@ where
     /// Sends `message` and waits for its response or its deadline.
     async fn request(&self, ctx: context::Context, message: Req) -> Reply<Resp> {
         let shared = &*self.handle.shared;
-        if ctx.deadline <= Instant::now() {
+        if ctx.deadline <= crate::clock::now() {
             return Err(RpcError::DeadlineExceeded);
         }
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);

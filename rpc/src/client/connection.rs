@@ -76,7 +76,7 @@ impl<C: ServiceClient> Connection<C> {
         Ok(Arc::new(Connection {
             id,
             client: C::from_channel(client),
-            opened: Instant::now(),
+            opened: crate::clock::now(),
             in_flight: AtomicUsize::new(0),
             calls: AtomicU64::new(0),
             dead,

@@ -136,7 +136,7 @@ impl<Req, Resp: DeserializeOwned> Driver<Req, Resp> {
 
     /// Fails the calls whose deadline passed; returns the earliest deadline still waiting.
     fn expire(&mut self) -> Option<Instant> {
-        let now = Instant::now();
+        let now = crate::clock::now();
         let (expired, next) = {
             let mut calls = self.shared.lock_calls();
             let expired: Vec<_> = calls

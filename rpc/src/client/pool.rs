@@ -169,7 +169,7 @@ impl<C: ServiceClient> Pool<C> {
                 growing: AtomicBool::new(false),
                 in_flight: AtomicUsize::new(0),
                 metrics: Metrics::default(),
-                born: Instant::now(),
+                born: crate::clock::now(),
                 last_used_ms: AtomicU64::new(0),
             }),
         };
@@ -243,7 +243,7 @@ impl<C: ServiceClient> Pool<C> {
         Fut: Future<Output = Result<T, RpcError>>,
     {
         let cfg = &self.inner.config;
-        let now = Instant::now();
+        let now = crate::clock::now();
         let deadline = now + opts.timeout.unwrap_or(cfg.default_timeout);
         let idempotent = opts.is_idempotent_for(cfg);
         let mut record = self
@@ -260,7 +260,7 @@ impl<C: ServiceClient> Pool<C> {
                     let pause = cfg.backoff(tries);
                     if !fail.may_retry(idempotent)
                         || tries > cfg.max_retries
-                        || Instant::now() + pause >= deadline
+                        || crate::clock::now() + pause >= deadline
                     {
                         break Err(fail.err);
                     }
@@ -303,7 +303,7 @@ impl<C: ServiceClient> Pool<C> {
             Err(fail) if matches!(fail.err, Error::ConnectionLost { .. }) => fail,
             done => return done,
         };
-        let noticed = Instant::now();
+        let noticed = crate::clock::now();
         self.evict(&pooled);
         if !stale.may_retry(idempotent) {
             return Err(stale);

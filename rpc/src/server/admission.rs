@@ -109,7 +109,7 @@ impl Admission {
     ) -> Result<Admitted, Error> {
         let wait = || {
             deadline
-                .saturating_duration_since(Instant::now())
+                .saturating_duration_since(crate::clock::now())
                 .min(self.queue_timeout)
         };
         let slot = conn.slots.enter(1, self.queue_len, wait).await?;
@@ -140,7 +140,7 @@ mod tests {
     }
 
     fn later() -> Instant {
-        Instant::now() + Duration::from_secs(10)
+        crate::clock::now() + Duration::from_secs(10)
     }
 
     #[tokio::test]

@@ -64,3 +64,29 @@ async fn dropping_the_call_cancels_it_on_the_server() {
     );
     assert_eq!(server.in_flight(), 0);
 }
+
+/// Deadlines run on tokio's clock: with time paused, a half-hour deadline on a call the server
+/// would answer in an hour passes at once, and the call times out.
+#[tokio::test]
+async fn deadlines_follow_paused_time() {
+    let (server, _state) = start_default().await;
+    let pool = pool(&server);
+    pool.call(|c, ctx| async move { c.sleep(ctx, 0).await })
+        .await
+        .unwrap();
+    tokio::time::pause();
+    let started = Instant::now();
+    let err = pool
+        .call_with(
+            CallOptions::method("sleep").timeout(Duration::from_secs(1800)),
+            |c, ctx| async move { c.sleep(ctx, 3_600_000).await },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err, Error::Timeout);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+}

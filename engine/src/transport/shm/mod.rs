@@ -263,13 +263,20 @@ impl ShmTransport {
 
 impl Drop for ShmTransport {
     fn drop(&mut self) {
-        // Close the importers' heartbeats now: from here on they must not count a copy into
-        // this engine's memory as delivered.
-        self.inner
+        // Importers must not copy into this engine's buffers any more (the application may
+        // reuse them), nor count a copy into them as delivered: every slot is released, then
+        // every side channel shut down. Shutting the socket down (not only closing this end)
+        // also cuts off an export still being sent on a duplicate of it.
+        self.inner.status.release_all();
+        let importers = self
+            .inner
             .importers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
+        for stream in importers.into_iter().flatten() {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
     }
 }
 
@@ -353,8 +360,9 @@ fn export_to(inner: &Inner, s: std::os::unix::net::UnixStream) -> std::io::Resul
         .chain(held.iter().map(|(b, _)| b.fd()))
         .collect();
     {
-        // Held open from before the importer has the export, so that an engine stopping
-        // meanwhile closes it too: no importer ever sees this engine alive once it stopped.
+        // Held from before the importer has the export, so that an engine stopping meanwhile
+        // shuts this stream down too (and releases the slots): no importer copies into this
+        // engine's buffers, or counts a copy as delivered, once it stopped.
         let mut importers = inner.importers.lock().unwrap_or_else(|p| p.into_inner());
         let importers = importers
             .as_mut()

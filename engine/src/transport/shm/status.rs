@@ -111,6 +111,19 @@ impl StatusPage {
     }
 }
 
+impl StatusPage {
+    /// The engine stops: every buffer it exported is released for its importers, whether or not
+    /// it was unregistered (the application may keep and reuse the memory).
+    pub(crate) fn release_all(&self) {
+        let mut slots = self.lock();
+        for (_, (slot, _)) in slots.held.drain() {
+            raw::store_word(span(&self.map), slot, RELEASED);
+        }
+        slots.free.clear();
+        slots.next_slot = SLOTS;
+    }
+}
+
 /// An importer's view of a peer's page (it only reads it).
 pub(crate) struct StatusView {
     map: MmapRaw,
@@ -172,5 +185,15 @@ mod tests {
         assert!(page.hold(u64::MAX).is_none());
         page.release(3);
         assert!(page.hold(u64::MAX).is_some());
+    }
+
+    #[test]
+    fn a_stopping_exporter_releases_every_slot_for_good() {
+        let page = StatusPage::create().unwrap();
+        let view = StatusView::open(page.fd().try_clone_to_owned().unwrap()).unwrap();
+        let held: Vec<_> = (0..3u64).map(|a| page.hold(a).unwrap()).collect();
+        page.release_all();
+        assert!(held.iter().all(|&(s, g)| !view.is_live(s, g)));
+        assert!(page.hold(7).is_none(), "nothing is exported after the stop");
     }
 }
