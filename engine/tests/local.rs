@@ -264,6 +264,16 @@ async fn a_task_canceled_while_waiting_never_starts_its_transfer() {
     );
 }
 
+/// A deadline longer than an `Instant` can hold is no deadline to speak of, not a panic.
+#[tokio::test]
+async fn a_deadline_too_far_to_represent_is_accepted() {
+    let e = engine();
+    let a = e.allocate(8192, false).unwrap();
+    let req = TransferRequest::write(a.addr(), e.own_segment(), a.addr() + 4096, 4096)
+        .with_deadline(Duration::MAX);
+    e.transfer(req).await.unwrap();
+}
+
 /// Deadlines run on tokio's clock: with time paused, an hour-long deadline passes at once.
 #[tokio::test(start_paused = true)]
 async fn deadlines_follow_paused_time() {
@@ -318,27 +328,31 @@ async fn a_small_copy_is_final_when_submit_returns_and_a_large_one_goes_on_as_a_
 
 /// A task whose driver is dropped unfinished (its runtime shut down) is still made final once
 /// its transfer is gone, so that `wait` and `free_batch` do not hang on it; so is one whose
-/// driver was never polled (a submit of more requests than are polled at the first go).
+/// driver was never polled at all.
 #[test]
 fn a_task_whose_runtime_shut_down_is_final_not_pending_forever() {
     use std::sync::atomic::Ordering::SeqCst;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+    // Never driven: what is spawned on it is dropped unpolled when it is dropped.
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let e = TransferEngine::new_on(Default::default(), rt.handle().clone());
+    // Small: polled once on the caller's thread, then left to the runtime.
     let (batch, watched) = submit_stuck(&e);
-    let alive = watched.alive;
-    let a = e.allocate(4096, false).unwrap();
+    let (started, alive) = (watched.started, watched.alive);
+    // Large: handed to the runtime without a poll.
+    let a = e.allocate(1 << 20, false).unwrap();
     let own = e.own_segment();
-    let many = e.allocate_batch(40).unwrap();
-    let req = TransferRequest::write(a.addr(), own, a.addr() + 1024, 8).via(TransportKind::Tcp);
-    e.submit(many, &vec![req; 40]).unwrap();
+    let unpolled = e.allocate_batch(2).unwrap();
+    let half = TransferRequest::write(a.addr(), own, a.addr() + (512 << 10), 256 << 10)
+        .via(TransportKind::Tcp);
+    e.submit(unpolled, &[half.clone(), half]).unwrap();
+    assert_eq!(started.load(SeqCst), 1, "only the small submit started");
     assert_eq!(e.free_batch(batch).unwrap_err().code(), -3004);
     drop(rt);
     assert_eq!(alive.load(SeqCst), 0);
-    for b in [batch, many] {
+    for b in [batch, unpolled] {
         let s = e.status(b).unwrap();
         assert_eq!(s.state, TaskState::Failed, "{s:?}");
         e.free_batch(b).unwrap();
