@@ -57,7 +57,12 @@ impl P2pMetadata {
     /// # Panics
     /// Outside a tokio runtime.
     pub fn new(token: Option<String>) -> Self {
-        Self::with_registry(Self::registry(token, tokio::runtime::Handle::current()))
+        Self::new_on(token, tokio::runtime::Handle::current())
+    }
+
+    /// Looks peers up through pools whose connections and tasks live on `handle`'s runtime.
+    pub fn new_on(token: Option<String>, handle: tokio::runtime::Handle) -> Self {
+        Self::with_registry(Self::registry(token, handle))
     }
 
     /// Looks peers up through `pools` (shared with the engine's other control calls).

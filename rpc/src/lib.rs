@@ -21,6 +21,7 @@
 //!   [`PoolRegistry`], [`Balancer`], [`CallOptions`].
 //! - [`metrics`]: per-method counters and latency histograms.
 //! - `clock`: the time deadlines and back-offs read (tokio's clock, so tests can pause it).
+//! - `entered`: polling a call inside its pool's runtime, whoever polls it.
 //!
 //! # Example
 //! ```
@@ -54,6 +55,7 @@ pub mod attachment;
 mod client;
 mod clock;
 pub mod endpoint;
+mod entered;
 pub mod error;
 mod frame;
 pub mod metrics;

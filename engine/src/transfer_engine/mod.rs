@@ -167,9 +167,24 @@ impl TransferEngine {
         engine
     }
 
+    /// A networked engine whose sockets, timers and tasks all live on `handle`'s runtime (see
+    /// [`TransferEngine::start`]). The caller may be anywhere: a task of another runtime, or a
+    /// plain thread with any executor; the start itself runs as a task on `handle`.
+    pub async fn start_on(config: EngineConfig, handle: Handle) -> Result<TransferEngine, Error> {
+        handle
+            .spawn(Self::start(config))
+            .await
+            .map_err(|e| Error::Io {
+                reason: format!("the engine's start task ended: {e}"),
+            })?
+    }
+
     /// A networked engine on the current runtime: its control service (descriptor exchange,
     /// the embedded P2P metadata) and its tcp data port listen on `config.bind`'s host, and its
     /// segment is named by the control service's `host:port`.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime; use [`TransferEngine::start_on`] there.
     pub async fn start(mut config: EngineConfig) -> Result<TransferEngine, Error> {
         let handle = Handle::current();
         let source: Arc<OnceLock<Weak<dyn ControlHandler>>> = Arc::default();
@@ -446,4 +461,25 @@ impl ControlHandler for Inner {
     fn notify(&self, notification: Notification) -> Result<(), Error> {
         self.notifications.push(notification)
     }
+}
+
+/// Compile-time checks: the engine is shared freely between threads, and the futures of its
+/// public methods may be spawned anywhere.
+#[allow(dead_code)]
+fn _engine_is_send_sync_and_its_futures_are_send(e: &TransferEngine) {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    fn send<T: Send>(_: &T) {}
+    send_sync::<TransferEngine>();
+    send(&TransferEngine::start(EngineConfig::default()));
+    send(&TransferEngine::start_on(
+        EngineConfig::default(),
+        Handle::current(),
+    ));
+    send(&e.open_segment("x"));
+    let request = crate::TransferRequest::write(0, OWN, 0, 1);
+    send(&e.transfer(request));
+    send(&e.write(0, OWN, 0, 1));
+    send(&e.read(0, OWN, 0, 1));
+    let batch = crate::BatchId::from_u64(0);
+    send(&e.wait(batch));
 }

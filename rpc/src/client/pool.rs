@@ -237,7 +237,18 @@ impl<C: ServiceClient> Pool<C> {
     /// the deadline. A pooled connection that turns out dead (say, after a server restart) is
     /// dropped, and the call moves to a fresh connection at once, by the same rule, without
     /// using up a retry.
-    pub async fn call_with<T, F, Fut>(&self, opts: CallOptions, mut f: F) -> Result<T, Error>
+    ///
+    /// The call runs inside the pool's runtime (its connections, timers and tasks live there),
+    /// whoever polls it: a task of another runtime, or a plain thread with any executor.
+    pub async fn call_with<T, F, Fut>(&self, opts: CallOptions, f: F) -> Result<T, Error>
+    where
+        F: FnMut(C, tarpc::context::Context) -> Fut,
+        Fut: Future<Output = Result<T, RpcError>>,
+    {
+        crate::entered::entered(&self.inner.handle, self.call_in_runtime(opts, f)).await
+    }
+
+    async fn call_in_runtime<T, F, Fut>(&self, opts: CallOptions, mut f: F) -> Result<T, Error>
     where
         F: FnMut(C, tarpc::context::Context) -> Fut,
         Fut: Future<Output = Result<T, RpcError>>,

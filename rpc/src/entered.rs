@@ -1,0 +1,17 @@
+//! Polling a future inside a runtime's context, so that what it creates (sockets, timers)
+//! registers with that runtime's drivers whoever polls it: a task of another runtime, or a plain
+//! thread with any executor. The runtime's own threads then drive the I/O and the timers.
+
+use std::future::Future;
+
+use tokio::runtime::Handle;
+
+/// Awaits `fut`, entering `handle`'s runtime at every poll.
+pub(crate) async fn entered<F: Future>(handle: &Handle, fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(|cx| {
+        let _runtime = handle.enter();
+        fut.as_mut().poll(cx)
+    })
+    .await
+}
