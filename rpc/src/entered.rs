@@ -6,8 +6,10 @@ use std::future::Future;
 
 use tokio::runtime::Handle;
 
-/// Awaits `fut`, entering `handle`'s runtime at every poll.
-pub(crate) async fn entered<F: Future>(handle: &Handle, fut: F) -> F::Output {
+/// Awaits `fut`, entering `handle`'s runtime at every poll: what it creates (sockets, timers,
+/// tasks) lives on that runtime, whoever polls it. The runtime must be driven by its own
+/// threads (a multi-thread runtime, or a current-thread one inside its `block_on`).
+pub async fn in_runtime<F: Future>(handle: &Handle, fut: F) -> F::Output {
     let mut fut = std::pin::pin!(fut);
     std::future::poll_fn(|cx| {
         let _runtime = handle.enter();

@@ -56,6 +56,7 @@ mod client;
 mod clock;
 pub mod endpoint;
 mod entered;
+pub use entered::in_runtime;
 pub mod error;
 mod frame;
 pub mod metrics;

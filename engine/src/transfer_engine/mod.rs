@@ -241,6 +241,11 @@ impl TransferEngine {
         Ok(engine)
     }
 
+    /// The runtime this engine's sockets, timers and tasks live on.
+    pub fn handle(&self) -> &Handle {
+        &self.inner.handle
+    }
+
     /// This engine's segment name.
     pub fn name(&self) -> &str {
         &self.inner.config.name

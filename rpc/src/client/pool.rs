@@ -245,7 +245,7 @@ impl<C: ServiceClient> Pool<C> {
         F: FnMut(C, tarpc::context::Context) -> Fut,
         Fut: Future<Output = Result<T, RpcError>>,
     {
-        crate::entered::entered(&self.inner.handle, self.call_in_runtime(opts, f)).await
+        crate::entered::in_runtime(&self.inner.handle, self.call_in_runtime(opts, f)).await
     }
 
     async fn call_in_runtime<T, F, Fut>(&self, opts: CallOptions, mut f: F) -> Result<T, Error>

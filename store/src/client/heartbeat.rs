@@ -10,8 +10,8 @@ use crate::master::PingResult;
 pub(crate) struct Heartbeat(tokio::task::JoinHandle<()>);
 
 impl Heartbeat {
-    pub(crate) fn start(inner: Weak<Inner>) -> Heartbeat {
-        Heartbeat(tokio::spawn(async move {
+    pub(crate) fn start(inner: Weak<Inner>, handle: &tokio::runtime::Handle) -> Heartbeat {
+        Heartbeat(handle.spawn(async move {
             loop {
                 let Some(every) = inner.upgrade().map(|i| i.cfg.heartbeat) else {
                     return;

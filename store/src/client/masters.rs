@@ -16,14 +16,18 @@ pub(crate) struct Masters {
 }
 
 impl Masters {
-    pub(crate) fn new(endpoints: &[Endpoint], id: ClientId) -> Result<Masters> {
+    pub(crate) fn new(
+        endpoints: &[Endpoint],
+        id: ClientId,
+        handle: &tokio::runtime::Handle,
+    ) -> Result<Masters> {
         if endpoints.is_empty() {
             return Err(Error::params("no master address"));
         }
         Ok(Masters {
             clients: endpoints
                 .iter()
-                .map(|e| MasterClient::new(e.clone(), id))
+                .map(|e| MasterClient::new_on(e.clone(), id, handle.clone()))
                 .collect(),
             current: AtomicUsize::new(0),
         })

@@ -88,16 +88,33 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     /// Starts a client with its own Transfer Engine, mounts its store space and starts its
-    /// heartbeat.
+    /// heartbeat, on the current runtime.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime; use [`Client::start_on`] there.
     pub async fn start(cfg: ClientConfig) -> Result<Client> {
-        let engine = TransferEngine::start(cfg.engine.clone()).await?;
+        let handle = tokio::runtime::Handle::current();
+        Self::start_on(cfg, handle).await
+    }
+
+    /// Starts a client whose engine, master connections, timers and heartbeat all live on
+    /// `handle`'s runtime. It, and every call of the client, may be awaited from anywhere: a
+    /// task of another runtime, or a plain thread with any executor.
+    pub async fn start_on(cfg: ClientConfig, handle: tokio::runtime::Handle) -> Result<Client> {
+        let engine = TransferEngine::start_on(cfg.engine.clone(), handle).await?;
         Client::with_engine(cfg, engine).await
     }
 
-    /// Starts a client on an existing engine (shared with other users of it).
+    /// Starts a client on an existing engine (shared with other users of it), on the engine's
+    /// runtime.
     pub async fn with_engine(cfg: ClientConfig, engine: TransferEngine) -> Result<Client> {
+        let handle = engine.handle().clone();
+        yuebing_rpc::in_runtime(&handle, Self::with_engine_here(cfg, engine)).await
+    }
+
+    async fn with_engine_here(cfg: ClientConfig, engine: TransferEngine) -> Result<Client> {
         let id = ClientId(u128::from(fastrand::u64(..)) << 64 | u128::from(fastrand::u64(..)));
-        let masters = Masters::new(&cfg.masters, id)?;
+        let masters = Masters::new(&cfg.masters, id, engine.handle())?;
         let staging = Staging::new(&engine, cfg.staging_size)?;
         let space = match cfg.store_size {
             0 => None,
@@ -127,7 +144,7 @@ impl Client {
             specs,
             _space: space,
         });
-        let heartbeat = heartbeat::Heartbeat::start(Arc::downgrade(&inner));
+        let heartbeat = heartbeat::Heartbeat::start(Arc::downgrade(&inner), inner.engine.handle());
         Ok(Client {
             inner,
             _heartbeat: Arc::new(heartbeat),
@@ -146,76 +163,99 @@ impl Client {
 
     /// Stores `value` under `key`. An existing key is `ObjectAlreadyExists`, its value unchanged.
     pub async fn put(&self, key: &str, value: &[u8], opts: &Options) -> Result<()> {
-        self.put_bytes(key, value, opts, false).await
+        self.in_runtime(async { self.put_bytes(key, value, opts, false).await })
+            .await
     }
 
     /// Stores `len` bytes of registered memory at `addr` under `key`, without a copy.
     pub async fn put_from(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<()> {
-        self.put_from_until(key, (addr, len, None), opts, self.until(opts), false)
-            .await
+        self.in_runtime(async {
+            self.put_from_until(key, (addr, len, None), opts, self.until(opts), false)
+                .await
+        })
+        .await
     }
 
     /// Stores `value` under `key`, replacing an existing value.
     pub async fn upsert(&self, key: &str, value: &[u8], opts: &Options) -> Result<()> {
-        self.put_bytes(key, value, opts, true).await
+        self.in_runtime(async { self.put_bytes(key, value, opts, true).await })
+            .await
     }
 
     /// The value of `key`.
     pub async fn get(&self, key: &str, opts: &Options) -> Result<Vec<u8>> {
-        let until = self.until(opts);
-        let (sent, list) = self.replica_list(key, until).await?;
-        self.read_to_vec(key, &list, sent, until).await
+        self.in_runtime(async {
+            let until = self.until(opts);
+            let (sent, list) = self.replica_list(key, until).await?;
+            self.read_to_vec(key, &list, sent, until).await
+        })
+        .await
     }
 
     /// Reads `key` into registered memory at `addr` (room for `len` bytes), without a copy;
     /// returns the object's size. A buffer smaller than the object is `InvalidParams` and
     /// nothing is written.
     pub async fn get_into(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<u64> {
-        let until = self.until(opts);
-        let (sent, list) = self.replica_list(key, until).await?;
-        fits(key, &list, len)?;
-        self.read_object(key, &list, sent, addr, until, None)
-            .await?;
-        Ok(list.size)
+        self.in_runtime(async {
+            let until = self.until(opts);
+            let (sent, list) = self.replica_list(key, until).await?;
+            fits(key, &list, len)?;
+            self.read_object(key, &list, sent, addr, until, None)
+                .await?;
+            Ok(list.size)
+        })
+        .await
     }
 
     /// Whether `key` exists (completed).
     pub async fn exist(&self, key: &str, opts: &Options) -> Result<bool> {
-        self.master(
-            self.until(opts),
-            |m, k| async move { m.exist(&k).await },
-            key,
-        )
+        self.in_runtime(async {
+            self.master(
+                self.until(opts),
+                |m, k| async move { m.exist(&k).await },
+                key,
+            )
+            .await
+        })
         .await
     }
 
     /// The size of `key`.
     pub async fn get_size(&self, key: &str, opts: &Options) -> Result<u64> {
-        self.master(
-            self.until(opts),
-            |m, k| async move { m.get_size(&k).await },
-            key,
-        )
+        self.in_runtime(async {
+            self.master(
+                self.until(opts),
+                |m, k| async move { m.get_size(&k).await },
+                key,
+            )
+            .await
+        })
         .await
     }
 
     /// Removes `key` (`force`: even while a reader holds a lease).
     pub async fn remove(&self, key: &str, force: bool, opts: &Options) -> Result<()> {
-        self.master(
-            self.until(opts),
-            |m, k| async move { m.remove(&k, force).await },
-            key,
-        )
+        self.in_runtime(async {
+            self.master(
+                self.until(opts),
+                |m, k| async move { m.remove(&k, force).await },
+                key,
+            )
+            .await
+        })
         .await
     }
 
     /// Removes every object (`force`: leased ones too); returns how many.
     pub async fn remove_all(&self, force: bool, opts: &Options) -> Result<u64> {
-        self.master(
-            self.until(opts),
-            |m, _| async move { m.remove_all(force).await },
-            "",
-        )
+        self.in_runtime(async {
+            self.master(
+                self.until(opts),
+                |m, _| async move { m.remove_all(force).await },
+                "",
+            )
+            .await
+        })
         .await
     }
 
@@ -226,18 +266,29 @@ impl Client {
         limit: u64,
         opts: &Options,
     ) -> Result<Vec<ListedObject>> {
-        self.master(
-            self.until(opts),
-            |m, p| async move { m.list(&p, limit).await },
-            prefix,
-        )
+        self.in_runtime(async {
+            self.master(
+                self.until(opts),
+                |m, p| async move { m.list(&p, limit).await },
+                prefix,
+            )
+            .await
+        })
         .await
     }
 
     /// The master's counts.
     pub async fn stats(&self, opts: &Options) -> Result<Stats> {
-        self.master(self.until(opts), |m, _| async move { m.stats().await }, "")
-            .await
+        self.in_runtime(async {
+            self.master(self.until(opts), |m, _| async move { m.stats().await }, "")
+                .await
+        })
+        .await
+    }
+
+    /// Runs a call inside the client's runtime (its engine's), whoever polls it.
+    pub(crate) async fn in_runtime<T>(&self, call: impl std::future::Future<Output = T>) -> T {
+        yuebing_rpc::in_runtime(self.inner.engine.handle(), call).await
     }
 
     pub(crate) fn until(&self, opts: &Options) -> Instant {

@@ -14,9 +14,12 @@ impl Client {
         items: &[(&str, &[u8])],
         opts: &Options,
     ) -> Result<Vec<Result<()>>> {
-        let items: Vec<(&str, Source<'_>)> =
-            items.iter().map(|(k, v)| (*k, Source::Bytes(v))).collect();
-        self.batch_put_sources(&items, opts).await
+        self.in_runtime(async {
+            let items: Vec<(&str, Source<'_>)> =
+                items.iter().map(|(k, v)| (*k, Source::Bytes(v))).collect();
+            self.batch_put_sources(&items, opts).await
+        })
+        .await
     }
 
     /// Stores each `(key, addr, len)` of registered memory, without a copy; one result per
@@ -26,11 +29,14 @@ impl Client {
         items: &[(&str, u64, u64)],
         opts: &Options,
     ) -> Result<Vec<Result<()>>> {
-        let items: Vec<(&str, Source<'_>)> = items
-            .iter()
-            .map(|&(k, addr, len)| (k, Source::Registered(addr, len)))
-            .collect();
-        self.batch_put_sources(&items, opts).await
+        self.in_runtime(async {
+            let items: Vec<(&str, Source<'_>)> = items
+                .iter()
+                .map(|&(k, addr, len)| (k, Source::Registered(addr, len)))
+                .collect();
+            self.batch_put_sources(&items, opts).await
+        })
+        .await
     }
 
     async fn batch_put_sources(
@@ -116,13 +122,16 @@ impl Client {
 
     /// The value of each key; one result per key, in order.
     pub async fn batch_get(&self, keys: &[&str], opts: &Options) -> Result<Vec<Result<Vec<u8>>>> {
-        let until = self.until(opts);
-        let (sent, lists) = self.replica_lists(keys.iter().copied(), until).await?;
-        let reads = keys
-            .iter()
-            .zip(lists)
-            .map(|(key, list)| async move { self.read_to_vec(key, &list?, sent, until).await });
-        Ok(futures::future::join_all(reads).await)
+        self.in_runtime(async {
+            let until = self.until(opts);
+            let (sent, lists) = self.replica_lists(keys.iter().copied(), until).await?;
+            let reads = keys
+                .iter()
+                .zip(lists)
+                .map(|(key, list)| async move { self.read_to_vec(key, &list?, sent, until).await });
+            Ok(futures::future::join_all(reads).await)
+        })
+        .await
     }
 
     /// Reads each `(key, addr, len)` into registered memory, without a copy; one result per key
@@ -133,21 +142,24 @@ impl Client {
         items: &[(&str, u64, u64)],
         opts: &Options,
     ) -> Result<Vec<Result<u64>>> {
-        let until = self.until(opts);
-        let (sent, lists) = self
-            .replica_lists(items.iter().map(|(k, _, _)| *k), until)
-            .await?;
-        let reads = items
-            .iter()
-            .zip(lists)
-            .map(|(&(key, addr, len), list)| async move {
-                let list = list?;
-                super::fits(key, &list, len)?;
-                self.read_object(key, &list, sent, addr, until, None)
-                    .await?;
-                Ok(list.size)
-            });
-        Ok(futures::future::join_all(reads).await)
+        self.in_runtime(async {
+            let until = self.until(opts);
+            let (sent, lists) = self
+                .replica_lists(items.iter().map(|(k, _, _)| *k), until)
+                .await?;
+            let reads = items
+                .iter()
+                .zip(lists)
+                .map(|(&(key, addr, len), list)| async move {
+                    let list = list?;
+                    super::fits(key, &list, len)?;
+                    self.read_object(key, &list, sent, addr, until, None)
+                        .await?;
+                    Ok(list.size)
+                });
+            Ok(futures::future::join_all(reads).await)
+        })
+        .await
     }
 
     /// One `batch_get_replica_list` for `keys` (granting their leases), and when it was sent.
@@ -173,15 +185,18 @@ impl Client {
 
     /// Whether each key exists; one result per key.
     pub async fn batch_exist(&self, keys: &[&str], opts: &Options) -> Result<Vec<Result<bool>>> {
-        let owned: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-        self.master(
-            self.until(opts),
-            |m, _| {
-                let owned = owned.clone();
-                async move { m.batch_exist(owned).await }
-            },
-            "",
-        )
+        self.in_runtime(async {
+            let owned: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+            self.master(
+                self.until(opts),
+                |m, _| {
+                    let owned = owned.clone();
+                    async move { m.batch_exist(owned).await }
+                },
+                "",
+            )
+            .await
+        })
         .await
     }
 

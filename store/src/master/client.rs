@@ -68,10 +68,20 @@ macro_rules! call_each {
 }
 
 impl MasterClient {
-    /// A client for the master at `endpoint`, calling as `client`.
+    /// A client for the master at `endpoint`, calling as `client`, on the current runtime.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime; use [`MasterClient::new_on`] there.
     pub fn new(endpoint: Endpoint, client: ClientId) -> Self {
+        Self::new_on(endpoint, client, tokio::runtime::Handle::current())
+    }
+
+    /// A client whose connections, timers and tasks live on `handle`'s runtime; its calls may
+    /// be awaited from anywhere.
+    pub fn new_on(endpoint: Endpoint, client: ClientId, handle: tokio::runtime::Handle) -> Self {
+        let config = PoolConfig::new(SERVICE).idempotent(IDEMPOTENT);
         MasterClient {
-            pool: Pool::new(endpoint, PoolConfig::new(SERVICE).idempotent(IDEMPOTENT)),
+            pool: Pool::new_on(endpoint, config, handle),
             client,
             deadline: None,
         }

@@ -189,7 +189,27 @@ pub struct RunningMaster {
 }
 
 impl RunningMaster {
-    /// Restores the state (from `data_dir` if set), binds `endpoint` and starts serving.
+    /// Like [`RunningMaster::start`], with the listener, the driver and every task on
+    /// `handle`'s runtime; the caller may be anywhere (another runtime, a plain thread).
+    pub async fn start_on(
+        cfg: MasterServerConfig,
+        endpoint: &Endpoint,
+        handle: Handle,
+    ) -> Result<RunningMaster> {
+        let endpoint = endpoint.clone();
+        handle
+            .spawn(async move { RunningMaster::start(cfg, &endpoint).await })
+            .await
+            .map_err(|e| Error::Internal {
+                reason: format!("the master's start task ended: {e}"),
+            })?
+    }
+
+    /// Restores the state (from `data_dir` if set), binds `endpoint` and starts serving, on
+    /// the current runtime.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime; use [`RunningMaster::start_on`] there.
     pub async fn start(cfg: MasterServerConfig, endpoint: &Endpoint) -> Result<RunningMaster> {
         cfg.core.validate().map_err(Error::params)?;
         let now = wall_ms();
@@ -262,7 +282,13 @@ impl RunningMaster {
 
     /// Stops accepting, lets calls in flight finish within `grace`, stops the driver, and
     /// releases the data directory (every answered mutation is already durable).
+    /// It may be awaited from anywhere: it runs inside the master's runtime.
     pub async fn shutdown(self, grace: Duration) -> ShutdownReport {
+        let handle = self.shared.handle.clone();
+        yuebing_rpc::in_runtime(&handle, self.shutdown_here(grace)).await
+    }
+
+    async fn shutdown_here(self, grace: Duration) -> ShutdownReport {
         self.shared.ready.store(false, Ordering::Release);
         let report = self.server.shutdown(grace).await;
         self.stop.disarm().cancel();
@@ -273,4 +299,38 @@ impl RunningMaster {
         }
         report
     }
+}
+
+/// Compile-time checks: the master, its client and the store client are shared freely between
+/// threads, and the futures of their public methods may be spawned anywhere.
+#[allow(dead_code)]
+fn _store_types_are_send_sync_and_their_futures_send(
+    m: RunningMaster,
+    c: &crate::client::Client,
+    mc: &crate::master::MasterClient,
+    ep: &Endpoint,
+) {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    fn send<T: Send>(_: &T) {}
+    send_sync::<RunningMaster>();
+    send_sync::<crate::client::Client>();
+    send_sync::<crate::master::MasterClient>();
+    let cfg = MasterServerConfig::default();
+    send(&RunningMaster::start(cfg.clone(), ep));
+    send(&RunningMaster::start_on(cfg, ep, Handle::current()));
+    let client_cfg = crate::client::ClientConfig::default();
+    send(&crate::client::Client::start(client_cfg.clone()));
+    send(&crate::client::Client::start_on(
+        client_cfg,
+        Handle::current(),
+    ));
+    let opts = crate::client::Options::default();
+    send(&c.put("k", b"v", &opts));
+    send(&c.get("k", &opts));
+    send(&c.get_into("k", 0, 1, &opts));
+    send(&c.put_from("k", 0, 1, &opts));
+    send(&c.exist("k", &opts));
+    send(&c.batch_get(&["k"], &opts));
+    send(&mc.exist("k"));
+    send(&m.shutdown(Duration::ZERO));
 }
