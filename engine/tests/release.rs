@@ -16,8 +16,9 @@ use yuebing_engine::{EngineBuffer, EngineConfig, Location, TransferEngine};
 /// # Safety
 /// `addr` must stay mapped for the call.
 unsafe fn byte_at(addr: u64) -> u8 {
-    // SAFETY: the caller keeps `addr` mapped; an atomic load never races destructively with the
-    // kernel's or another thread's writes, and no other reference to this byte is held.
+    // SAFETY: the caller keeps `addr` mapped. The only writer meanwhile is the kernel (the
+    // target's `recv` into this memory), whose stores are not Rust accesses, and this test reads
+    // the byte only atomically; no other reference to it is held.
     unsafe { (*(addr as *const AtomicU8)).load(Ordering::Relaxed) }
 }
 

@@ -257,16 +257,13 @@ impl MemoryRegistry {
     }
 
     /// The engine-allocated buffers (memfd-backed, so a same-host peer can map them), in
-    /// address order.
+    /// address order (the states are kept by address).
     pub fn exported(&self) -> Vec<Arc<EngineBuffer>> {
-        let mut v: Vec<_> = self
-            .lock()
+        self.lock()
             .states
             .values()
             .filter_map(|s| s.buffer().cloned())
-            .collect();
-        v.sort_by_key(|b| b.addr());
-        v
+            .collect()
     }
 
     /// Every registered range, in address order.

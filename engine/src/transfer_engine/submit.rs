@@ -326,21 +326,19 @@ fn run_task(
         batch,
         task,
     };
-    run_task_armed(engine, batch, task, p, cancel, unrecorded)
+    run_task_armed(engine, p, cancel, unrecorded)
 }
 
 async fn run_task_armed(
     engine: TransferEngine,
-    batch: BatchId,
-    task: usize,
-    p: Planned,
+    mut p: Planned,
     cancel: CancellationToken,
     unrecorded: Unrecorded,
 ) {
     // Dropped last: if this future is dropped unfinished or a transport panics, the task is
     // still made final, after its transfer is gone.
     let mut unrecorded = unrecorded;
-    let mut p = p;
+    let (batch, task) = (unrecorded.batch, unrecorded.task);
     let start = engine.inner.batches.with(|t| t.handle_started(batch, task));
     let outcome = match start {
         // Canceled while it waited: final already, and its transfer never starts.

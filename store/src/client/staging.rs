@@ -85,8 +85,10 @@ impl Scratch {
         let (b, off) = self.buffer();
         // SAFETY: this scratch range belongs to one operation (the staging allocator hands it
         // out once), which fills it before submitting the transfer that reads it, so no
-        // transfer of this engine touches it meanwhile. It is registered and so reachable by
-        // peers until issue 13 makes staging local-only; no peer is given its address.
+        // transfer of this engine touches it meanwhile. What this cannot exclude: the range is
+        // registered, so its address is in the published descriptor and a hostile peer could
+        // write it now; no yuebing peer is ever asked to. Issue 13 makes staging local-only,
+        // which closes that hole.
         Ok(unsafe { b.write_at(off, data) }?)
     }
 

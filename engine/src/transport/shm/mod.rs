@@ -374,6 +374,16 @@ fn export_to(inner: &Inner, s: std::os::unix::net::UnixStream) -> std::io::Resul
     send_export(&s, &export, &fds)
 }
 
+/// Connects to a peer's side channel on the blocking pool (a blocking handshake and mapping).
+async fn connect_off_runtime(inner: &Arc<Inner>, socket: &Path) -> Result<Arc<ShmPeer>, Error> {
+    let (i, s) = (inner.clone(), socket.to_path_buf());
+    tokio::task::spawn_blocking(move || i.connect(&s))
+        .await
+        .map_err(|e| Error::Io {
+            reason: e.to_string(),
+        })?
+}
+
 /// Whether the other end of a side-channel stream closed it.
 fn hung_up(stream: &std::os::unix::net::UnixStream) -> bool {
     let mut fds = [PollFd::new(stream, PollFlags::IN | PollFlags::RDHUP)];
@@ -432,6 +442,7 @@ impl Inner {
 }
 
 /// A range of a peer's mapped buffer, kept mapped by the peer entry it holds.
+#[derive(Clone)]
 struct Mapped {
     peer: Arc<ShmPeer>,
     /// Address of the range in the peer.
@@ -469,7 +480,6 @@ impl Side for Mapped {
         // resize-sealed memfd; `self.peer` holds that mapping, so it stays mapped while `self`
         // lives. The memory is shared with another process and never behind a Rust reference.
         let span = unsafe { Span::new(ptr, self.len) };
-        let _ = &self.peer;
         Ok(f(span))
     }
 }
@@ -530,14 +540,7 @@ impl Transport for ShmTransport {
             })?;
             let mut peer = match inner.peer(&socket) {
                 Some(p) => p,
-                None => {
-                    let (i, s) = (inner.clone(), socket.clone());
-                    tokio::task::spawn_blocking(move || i.connect(&s))
-                        .await
-                        .map_err(|e| Error::Io {
-                            reason: e.to_string(),
-                        })??
-                }
+                None => connect_off_runtime(&inner, &socket).await?,
             };
             // Whether the peer is alive is asked once, after the copy: that is what decides
             // whether a write counts, and a copy into a dead peer's pages harms nobody.
@@ -553,30 +556,22 @@ impl Transport for ShmTransport {
                 && crate::bounds::check_access(&job.segment.regions(), job.remote, job.len).is_ok()
             {
                 // The peer exported a buffer after we mapped its others: map again.
-                let (i, s) = (inner.clone(), socket.clone());
-                peer = tokio::task::spawn_blocking(move || i.connect(&s))
-                    .await
-                    .map_err(|e| Error::Io {
-                        reason: e.to_string(),
-                    })??;
+                peer = connect_off_runtime(&inner, &socket).await?;
                 remote = peer.resolve(job.remote, job.len);
             }
             let remote = remote.ok_or(Error::OutOfBounds {
                 addr: job.remote,
                 len: job.len,
             })?;
-            let check = (remote.peer.clone(), remote.slot, remote.generation);
+            let after = remote.clone();
             match job.opcode {
                 Opcode::Write => copy_between(job.local, remote, job.len).await?,
                 Opcode::Read => copy_between(remote, job.local, job.len).await?,
             }
             // A copy that raced the peer's release of the buffer landed in orphaned pages.
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-            if !check.0.status.is_live(check.1, check.2) {
-                return Err(Error::OutOfBounds {
-                    addr: job.remote,
-                    len: job.len,
-                });
+            if !after.is_live() {
+                return Err(after.released());
             }
             // A write counts only if the peer outlived it (the same process: the same instance).
             if peer.exited() {
