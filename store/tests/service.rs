@@ -66,6 +66,11 @@ async fn calls_and_typed_errors_cross_the_wire() {
     assert_eq!(c.get_size("nope").await.unwrap_err().code(), -704);
     let e = c.put_start("", 1, &PutConfig::default()).await.unwrap_err();
     assert!(matches!(e, Error::InvalidParams { .. }), "{e:?}");
+    let e = c
+        .put_start("huge", u64::MAX - 1, &PutConfig::default())
+        .await;
+    assert!(matches!(e, Err(Error::InvalidParams { .. })), "{e:?}");
+    assert!(master.health().ready, "the master keeps serving");
     let items = vec![("a".to_string(), 10), ("k".to_string(), 10)];
     let r = c
         .batch_put_start(items, &PutConfig::default())

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::runtime::Handle;
@@ -58,10 +58,30 @@ pub(crate) struct Shared {
     snapshotting: Arc<AtomicBool>,
     ready: AtomicBool,
     closed: AtomicBool,
+    /// Set when a panic poisoned the core's lock: the master stops serving for good.
+    poisoned: AtomicBool,
     handle: Handle,
 }
 
+/// Why a master whose core lock was poisoned answers every call with an error.
+const POISONED: &str = "a panic interrupted a change to the master's state, which may be half \
+    applied; this master stopped serving (restart it: the operation log holds every \
+    acknowledged change)";
+
 impl Shared {
+    /// The core, or the error that stops this master for good: a panic while the lock was
+    /// held may have left the core half changed, so a poisoned core is never used again.
+    fn core(&self) -> Result<MutexGuard<'_, Master>> {
+        self.core.lock().map_err(|_| {
+            if !self.poisoned.swap(true, Ordering::AcqRel) {
+                tracing::error!("{POISONED}");
+            }
+            Error::Internal {
+                reason: POISONED.into(),
+            }
+        })
+    }
+
     /// Runs `f` on the core at the current time, hands its effects to the log, and returns once
     /// every entry made so far is durable.
     pub(crate) async fn run<T>(&self, f: impl FnOnce(&mut Master, Millis) -> T) -> Result<T> {
@@ -77,7 +97,7 @@ impl Shared {
             });
         }
         let (out, seq) = {
-            let mut core = self.core.lock().unwrap_or_else(|p| p.into_inner());
+            let mut core = self.core()?;
             let out = f(&mut core, wall_ms());
             self.perform_effects(&mut core);
             self.maybe_snapshot(&core);
@@ -136,16 +156,14 @@ impl Shared {
     }
 
     pub(crate) fn health(&self) -> Health {
-        let last_seq = self
-            .core
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .last_seq();
+        let core = self.core().map(|c| c.last_seq());
+        let last_seq = *core.as_ref().unwrap_or(&0);
         let (durable_seq, failure) = match self.log.as_ref().map(LogWriter::durable) {
             None => (last_seq, None),
             Some(Durable::Upto(s)) => (s, None),
             Some(Durable::Failed(r)) => (0, Some(r)),
         };
+        let failure = core.err().map(|e| e.to_string()).or(failure);
         Health {
             ready: self.ready.load(Ordering::Acquire) && failure.is_none(),
             persistent: self.log.is_some(),
@@ -158,11 +176,9 @@ impl Shared {
     /// Feeds timeouts to the core until `stop`.
     async fn drive(self: Arc<Self>, stop: CancellationToken) {
         loop {
-            let due = self
-                .core
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .poll_timeout();
+            let Ok(due) = self.core().map(|c| c.poll_timeout()) else {
+                return;
+            };
             let now = wall_ms();
             // Wake at the next deadline, and at least every 250 ms (new clients and puts add
             // deadlines without waking the driver).
@@ -242,6 +258,7 @@ impl RunningMaster {
             snapshotting: Arc::new(AtomicBool::new(false)),
             ready: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            poisoned: AtomicBool::new(false),
             handle: Handle::current(),
         });
         let handler = MasterHandler {
@@ -333,4 +350,43 @@ fn _store_types_are_send_sync_and_their_futures_send(
     send(&c.batch_get(&["k"], &opts));
     send(&mc.exist("k"));
     send(&m.shutdown(Duration::ZERO));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panic_mid_change_stops_the_master_with_an_error_that_says_why() {
+        let master = RunningMaster::start(
+            MasterServerConfig::default(),
+            &"127.0.0.1:0".parse().unwrap(),
+        )
+        .await
+        .unwrap();
+        let shared = master.shared.clone();
+        assert!(shared.run(|m, _| m.last_seq()).await.is_ok());
+        let panicking = shared.clone();
+        let died = tokio::spawn(async move {
+            panicking
+                .run(|_, _| -> u64 { panic!("injected panic while the core is locked") })
+                .await
+        })
+        .await;
+        assert!(died.unwrap_err().is_panic());
+        let e = shared.run(|m, _| m.last_seq()).await.unwrap_err();
+        assert!(
+            matches!(e, Error::Internal { .. }) && e.to_string().contains("stopped serving"),
+            "{e}"
+        );
+        let health = master.health();
+        assert!(!health.ready, "a poisoned master does not report ready");
+        assert!(health.failure.is_some_and(|f| f.contains("half")));
+        let client = crate::master::MasterClient::new(
+            master.local_endpoint().clone(),
+            crate::master::ClientId(7),
+        );
+        let e = client.exist("k").await.unwrap_err();
+        assert_eq!(e.code(), -1, "{e}");
+    }
 }

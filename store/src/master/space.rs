@@ -256,9 +256,17 @@ impl Space {
         ok
     }
 
-    /// Bytes a replica of `size` takes (aligned).
+    /// Bytes a replica of `size` takes (aligned), or `None` when that does not fit in a `u64`
+    /// (a size from the wire near `u64::MAX`).
+    pub(crate) fn checked_align_up(&self, size: u64) -> Option<u64> {
+        size.div_ceil(self.align).checked_mul(self.align)
+    }
+
+    /// Bytes a replica of `size` takes (aligned); saturates where
+    /// [`Space::checked_align_up`] has no answer (no stored object has such a size: writes
+    /// are refused by it first).
     pub(crate) fn align_up(&self, size: u64) -> u64 {
-        size.div_ceil(self.align) * self.align
+        self.checked_align_up(size).unwrap_or(u64::MAX)
     }
 
     /// Bytes handed out over all ranges.

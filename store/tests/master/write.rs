@@ -43,10 +43,18 @@ fn free_ratio_first_picks_the_emptiest_node() {
 fn bad_parameters_are_invalid_params_and_change_nothing() {
     let mut fx = three_nodes();
     let seq = fx.m.last_seq();
-    for (key, size, n) in [("", 10, 1), ("k", 0, 1), ("k", 10, 0)] {
+    let huge = [u64::MAX, u64::MAX - 1, u64::MAX - 62];
+    let bad = [("", 10, 1), ("k", 0, 1), ("k", 10, 0)];
+    for (key, size, n) in bad.into_iter().chain(huge.map(|s| ("k", s, 1))) {
         let e = fx.m.put_start(A, 1, key, size, &replicas(n)).unwrap_err();
-        assert!(matches!(e, Error::InvalidParams { .. }), "{e}");
+        assert!(matches!(e, Error::InvalidParams { .. }), "{size}: {e}");
         assert_eq!(e.code(), -600);
+    }
+    for size in huge {
+        let e =
+            fx.m.upsert_start(A, 1, "k", size, &replicas(1))
+                .unwrap_err();
+        assert_eq!(e.code(), -600, "upsert of {size}: {e}");
     }
     let long = "k".repeat(5000);
     assert_eq!(

@@ -223,6 +223,9 @@ impl Master {
         if cfg.replica_num == 0 {
             return Err(Error::params("replica_num 0"));
         }
+        if self.space.checked_align_up(size).is_none() {
+            return Err(Error::params(format!("size {size} is too large")));
+        }
         Ok(())
     }
 
@@ -252,9 +255,6 @@ impl Master {
 
     /// Places the replicas; when fewer nodes than wanted had room, evicts once and retries.
     fn allocate(&mut self, now: Millis, size: u64, cfg: &PutConfig) -> Result<Replicas> {
-        if self.space.align_up(size) < size {
-            return Err(Error::params(format!("size {size} is too large")));
-        }
         let want = cfg.replica_num as usize;
         let strategy = self.cfg.placement;
         let mut placed = self
