@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use yuebing::bench::{master as master_bench, report, rpc, store as store_bench, transfer};
 use yuebing::cli::client_args::ClientArgs;
+use yuebing::cli::cluster::ClusterArgs;
 use yuebing::cli::demo::{self, DemoArgs};
 use yuebing::cli::master::{self, MasterArgs};
 use yuebing::cli::node::{self, NodeArgs};
@@ -22,6 +23,8 @@ struct Cli {
     /// TOML file with settings (flags and YUEBING_* variables take precedence).
     #[arg(long, global = true, env = "YUEBING_CONFIG")]
     config: Option<PathBuf>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -275,7 +278,11 @@ async fn bench_master(file: &ConfigFile, args: BenchMasterArgs) -> Result<(), Cl
     finish("master", &bar, rows, header, args.common.json)
 }
 
-async fn bench_store(file: &ConfigFile, args: BenchStoreArgs) -> Result<(), CliError> {
+async fn bench_store(
+    file: &ConfigFile,
+    args: BenchStoreArgs,
+    token: Option<yuebing::rpc::Token>,
+) -> Result<(), CliError> {
     let list = |s: String| -> Result<Vec<usize>, CliError> {
         s.split(',')
             .map(|x| transfer::parse_size(x).map_err(CliError::Usage))
@@ -304,6 +311,7 @@ async fn bench_store(file: &ConfigFile, args: BenchStoreArgs) -> Result<(), CliE
             .max(1),
         repeat: file.resolve("bench", "repeat", args.repeat, 3)?.max(1),
         transports,
+        token,
     };
     let total = u64::from(cfg.repeat) * cfg.transports.len() as u64 * (cfg.sizes.len() as u64 + 1);
     let bar = progress(total);
@@ -345,7 +353,11 @@ fn list<T>(text: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<
         .map_err(CliError::Usage)
 }
 
-async fn bench_transfer(file: &ConfigFile, args: BenchTransferArgs) -> Result<(), CliError> {
+async fn bench_transfer(
+    file: &ConfigFile,
+    args: BenchTransferArgs,
+    token: Option<yuebing::rpc::Token>,
+) -> Result<(), CliError> {
     let (repeat, duration, warmup) = args.common.resolve(file)?;
     use yuebing::engine::{Opcode, TransportKind};
     let op = match file
@@ -384,6 +396,7 @@ async fn bench_transfer(file: &ConfigFile, args: BenchTransferArgs) -> Result<()
         warmup,
         repeat,
         transports,
+        token,
     };
     let total = u64::from(cfg.repeat)
         * (cfg.blocks.len() * cfg.batches.len() * (cfg.transports.len() + 1)) as u64;
@@ -420,6 +433,10 @@ fn main() -> ExitCode {
         Ok(f) => f,
         Err(e) => return fail(e.into()),
     };
+    let token = match cli.cluster.resolve(&file) {
+        Ok(t) => t,
+        Err(e) => return fail(e.into()),
+    };
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all();
     let workers = match &cli.command {
@@ -451,21 +468,23 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Demo(args) => {
                 let bar = progress(0);
-                let summary = demo::run(args, bar).await.map_err(CliError::Demo)?;
+                let summary = demo::run(args, token, bar).await.map_err(CliError::Demo)?;
                 print!("{summary}");
                 Ok(())
             }
-            Command::Node(args) => Ok(node::run(args.resolve(&file)?).await?),
-            Command::Store { client, cmd } => Ok(store::run(client.resolve(&file)?, cmd).await?),
+            Command::Node(args) => Ok(node::run(args.resolve(&file, token)?).await?),
+            Command::Store { client, cmd } => {
+                Ok(store::run(client.resolve(&file, token)?, cmd).await?)
+            }
             Command::Master(args) => {
-                let (cfg, endpoint) = args.resolve(&file)?;
+                let (cfg, endpoint) = args.resolve(&file, token)?;
                 Ok(master::serve(cfg, endpoint).await?)
             }
             Command::Bench(Bench::Rpc(args)) => bench_rpc(&file, args).await,
-            Command::Bench(Bench::Transfer(args)) => bench_transfer(&file, args).await,
+            Command::Bench(Bench::Transfer(args)) => bench_transfer(&file, args, token).await,
             Command::Bench(Bench::Master(args)) => bench_master(&file, args).await,
-            Command::Bench(Bench::Store(args)) => bench_store(&file, args).await,
-            Command::BenchTarget { bind, len, .. } => transfer::target::run(bind, len)
+            Command::Bench(Bench::Store(args)) => bench_store(&file, args, token).await,
+            Command::BenchTarget { bind, len, .. } => transfer::target::run(bind, len, token)
                 .await
                 .map_err(CliError::Bench),
         }

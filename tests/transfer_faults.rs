@@ -20,7 +20,7 @@ struct Target(TargetProcess);
 impl Target {
     fn start(len: usize) -> Target {
         Target(
-            TargetProcess::spawn(Path::new(env!("CARGO_BIN_EXE_yuebing")), len, 1)
+            TargetProcess::spawn(Path::new(env!("CARGO_BIN_EXE_yuebing")), len, 1, None)
                 .expect("target starts"),
         )
     }

@@ -56,12 +56,12 @@ impl P2pMetadata {
     ///
     /// # Panics
     /// Outside a tokio runtime.
-    pub fn new(token: Option<String>) -> Self {
+    pub fn new(token: Option<yuebing_rpc::Token>) -> Self {
         Self::new_on(token, tokio::runtime::Handle::current())
     }
 
     /// Looks peers up through pools whose connections and tasks live on `handle`'s runtime.
-    pub fn new_on(token: Option<String>, handle: tokio::runtime::Handle) -> Self {
+    pub fn new_on(token: Option<yuebing_rpc::Token>, handle: tokio::runtime::Handle) -> Self {
         Self::with_registry(Self::registry(token, handle))
     }
 
@@ -73,7 +73,7 @@ impl P2pMetadata {
     /// Pools of control-service clients on `handle`, presenting `token`; `descriptor` is
     /// declared idempotent, `notify` is not.
     pub fn registry(
-        token: Option<String>,
+        token: Option<yuebing_rpc::Token>,
         handle: tokio::runtime::Handle,
     ) -> PoolRegistry<EngineControlRpc> {
         let config = PoolConfig {

@@ -176,7 +176,7 @@ impl Transport for Watched {
     fn kind(&self) -> TransportKind {
         TransportKind::Tcp
     }
-    fn can_reach(&self, _: &SegmentDescriptor) -> bool {
+    fn can_reach(&self, _: &SegmentDescriptor, _: bool) -> bool {
         true
     }
     fn transfer(&self, _: Job) -> BoxFuture<'static, Result<(), Error>> {

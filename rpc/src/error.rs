@@ -116,6 +116,14 @@ pub enum Error {
         /// Why none could be used.
         reason: String,
     },
+    /// A cluster token that cannot be used: empty, too long, holding spaces or control
+    /// characters, or a token file that cannot be read. Remedy: use 1 to 1024 visible ASCII
+    /// characters (the message never repeats the token).
+    #[error("invalid cluster token: {reason}")]
+    InvalidToken {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// An error code from a peer that this version does not know. Remedy: upgrade this side.
     #[error("remote error {code}: {message}")]
     Remote {
@@ -149,6 +157,7 @@ impl Error {
             Error::InvalidEndpoint { .. } => -2012,
             Error::Bind { .. } => -2013,
             Error::NoEndpoint { .. } => -2014,
+            Error::InvalidToken { .. } => -2015,
             Error::Remote { code, .. } => *code,
         }
     }

@@ -20,6 +20,7 @@
 //! - `client`: the client [`Channel`] (a tarpc stub) and its driver, connections, [`Pool`],
 //!   [`PoolRegistry`], [`Balancer`], [`CallOptions`].
 //! - [`metrics`]: per-method counters and latency histograms.
+//! - `token`: the cluster [`Token`] (never printed, compared in constant time).
 //! - `clock`: the time deadlines and back-offs read (tokio's clock, so tests can pause it).
 //! - `entered`: polling a call inside its pool's runtime, whoever polls it.
 //!
@@ -62,6 +63,7 @@ mod frame;
 pub mod metrics;
 mod preamble;
 pub mod server;
+mod token;
 mod transport;
 
 pub use attachment::Attachment;
@@ -76,3 +78,4 @@ pub use preamble::PROTOCOL_VERSION;
 pub use server::{
     CallContext, ConnInfo, HandlerFuture, RunningServer, Server, ServerConfig, ShutdownReport,
 };
+pub use token::{Token, MAX_TOKEN_LEN};

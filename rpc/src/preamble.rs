@@ -17,6 +17,7 @@ use bytes::{Buf, BufMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::error::Error;
+use crate::token::{Token, MAX_TOKEN_LEN};
 
 /// The protocol version this build speaks.
 pub const PROTOCOL_VERSION: u16 = 1;
@@ -24,7 +25,6 @@ const MAGIC: [u8; 8] = *b"YUEBING\0";
 const HELLO_FIXED: usize = 8 + 2 + 8 + 2 + 2;
 const REPLY_FIXED: usize = 8 + 2 + 4 + 8 + 2;
 const MAX_SERVICE_LEN: usize = 256;
-const MAX_TOKEN_LEN: usize = 1024;
 
 /// What a client sends first.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +32,7 @@ pub(crate) struct Hello {
     pub(crate) version: u16,
     pub(crate) max_frame: u64,
     pub(crate) service: String,
-    pub(crate) token: Option<String>,
+    pub(crate) token: Option<Token>,
 }
 
 /// What the server answers.
@@ -47,7 +47,7 @@ pub(crate) struct Reply {
 
 impl Hello {
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let token = self.token.as_deref().unwrap_or("");
+        let token: &[u8] = self.token.as_ref().map_or(&[], Token::as_bytes);
         let mut out = Vec::with_capacity(HELLO_FIXED + self.service.len() + token.len());
         out.put_slice(&MAGIC);
         out.put_u16(self.version);
@@ -55,7 +55,7 @@ impl Hello {
         out.put_u16(self.service.len() as u16);
         out.put_u16(token.len() as u16);
         out.put_slice(self.service.as_bytes());
-        out.put_slice(token.as_bytes());
+        out.put_slice(token);
         out
     }
 
@@ -81,11 +81,8 @@ impl Hello {
             version,
             max_frame,
             service: utf8(var)?,
-            token: if token.is_empty() {
-                None
-            } else {
-                Some(utf8(token)?)
-            },
+            // Kept as sent, to be checked against the server's in constant time.
+            token: (!token.is_empty()).then(|| Token::received(token)),
         })
     }
 }

@@ -31,6 +31,8 @@ pub struct StoreBenchConfig {
     pub repeat: u32,
     /// Transports measured.
     pub transports: Vec<TransportKind>,
+    /// The cluster token of the bench's master, node and clients.
+    pub token: Option<yuebing_rpc::Token>,
 }
 
 /// One measurement: items moved, bytes, wall time and per-call latency.
@@ -240,15 +242,17 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
     // The master runs in its own process, as `mooncake_master` does in the peer's bench.
     // Short leases: a forced remove_all holds leased space until the lease ends, and each
     // measurement waits for the store to be empty before it starts.
-    let (_master, addr) = ChildProcess::master(&["--lease-ttl-ms", "2000"]).await?;
+    let token = cfg.token.as_ref();
+    let (_master, addr) = ChildProcess::master(&["--lease-ttl-ms", "2000"], token).await?;
     let biggest = cfg.sizes.iter().copied().max().unwrap_or(1 << 20) * cfg.batch.max(1);
     let mut samples: Vec<(String, String, Sample)> = Vec::new();
     // The node serves both transports; only this process's client forces one (the client
     // initiates every transfer).
-    let _node = ChildProcess::node(&addr, &cfg.segment.to_string(), None).await?;
+    let _node = ChildProcess::node(&addr, &cfg.segment.to_string(), None, token).await?;
     for &kind in &cfg.transports {
         let client = Client::start(ClientConfig {
             masters: vec![addr.clone()],
+            token: cfg.token.clone(),
             engine: EngineConfig {
                 transport: Some(kind),
                 ..EngineConfig::default()

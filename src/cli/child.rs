@@ -7,7 +7,9 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use yuebing_rpc::Endpoint;
+use yuebing_rpc::{Endpoint, Token};
+
+use super::cluster::TOKEN_ENV;
 
 /// A running child process and what it announced.
 pub struct ChildProcess {
@@ -20,10 +22,17 @@ impl ChildProcess {
     /// Starts `yuebing ARGS…` and waits for its first line, which must start with `ready`. The
     /// wait runs on the blocking pool: a node mounts its space at a master that may be served
     /// by this very runtime, which must stay free to answer it.
-    pub async fn start(args: Vec<String>, ready: &'static str) -> Result<ChildProcess, String> {
+    /// With a `token`, the child gets it in its environment (`YUEBING_TOKEN`: not on its
+    /// command line, where `ps` would show it).
+    pub async fn start(
+        args: Vec<String>,
+        ready: &'static str,
+        token: Option<&Token>,
+    ) -> Result<ChildProcess, String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let what = format!("{args:?}");
-        tokio::task::spawn_blocking(move || ChildProcess::spawn(&exe, &args, ready))
+        let token = token.cloned();
+        tokio::task::spawn_blocking(move || ChildProcess::spawn(&exe, &args, ready, token.as_ref()))
             .await
             .map_err(|e| format!("cannot start {what}: {e}"))?
     }
@@ -33,6 +42,7 @@ impl ChildProcess {
         master: &Endpoint,
         size: &str,
         transport: Option<&str>,
+        token: Option<&Token>,
     ) -> Result<ChildProcess, String> {
         let mut args: Vec<String> = [
             "node",
@@ -46,14 +56,17 @@ impl ChildProcess {
         if let Some(t) = transport {
             args.extend(["--transport".to_string(), t.to_string()]);
         }
-        ChildProcess::start(args, "yuebing node ready ").await
+        ChildProcess::start(args, "yuebing node ready ", token).await
     }
 
     /// `yuebing master` on an ephemeral port of 127.0.0.1 with `extra` flags; its address.
-    pub async fn master(extra: &[&str]) -> Result<(ChildProcess, Endpoint), String> {
+    pub async fn master(
+        extra: &[&str],
+        token: Option<&Token>,
+    ) -> Result<(ChildProcess, Endpoint), String> {
         let mut args: Vec<String> = ["master", "--port", "0"].map(String::from).into();
         args.extend(extra.iter().map(|s| s.to_string()));
-        let child = ChildProcess::start(args, "yuebing master ready on ").await?;
+        let child = ChildProcess::start(args, "yuebing master ready on ", token).await?;
         let addr = child
             .announced
             .parse()
@@ -68,9 +81,11 @@ impl ChildProcess {
         exe: &Path,
         args: &[S],
         ready: &str,
+        token: Option<&Token>,
     ) -> Result<ChildProcess, String> {
         let mut cmd = Command::new(exe);
         cmd.args(args);
+        pass_token(&mut cmd, token);
         let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -105,6 +120,17 @@ impl ChildProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Hands `token` to a child process in its environment, and nothing else of the parent's
+/// token settings (an inherited token file would clash with it).
+pub fn pass_token(cmd: &mut Command, token: Option<&Token>) {
+    use std::os::unix::ffi::OsStrExt;
+    cmd.env_remove("YUEBING_TOKEN_FILE");
+    match token {
+        Some(t) => cmd.env(TOKEN_ENV, OsStr::from_bytes(t.as_bytes())),
+        None => cmd.env_remove(TOKEN_ENV),
+    };
 }
 
 impl Drop for ChildProcess {

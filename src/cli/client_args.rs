@@ -2,7 +2,7 @@
 
 use clap::Args;
 use yuebing_engine::{EngineConfig, TransportKind};
-use yuebing_rpc::Endpoint;
+use yuebing_rpc::{Endpoint, Token};
 use yuebing_store::ClientConfig;
 
 use crate::config::{ConfigError, ConfigFile};
@@ -32,8 +32,12 @@ fn bad(key: &str, reason: String) -> ConfigError {
 }
 
 impl ClientArgs {
-    /// A client configuration (store size 0) from these flags.
-    pub fn resolve(&self, file: &ConfigFile) -> Result<ClientConfig, ConfigError> {
+    /// A client configuration (store size 0) from these flags, presenting the cluster `token`.
+    pub fn resolve(
+        &self,
+        file: &ConfigFile,
+        token: Option<Token>,
+    ) -> Result<ClientConfig, ConfigError> {
         let s = "client";
         let masters: String =
             file.resolve(s, "masters", self.masters.clone(), "127.0.0.1:50051".into())?;
@@ -62,6 +66,7 @@ impl ClientArgs {
         let bind = file.resolve(s, "bind", self.bind.clone(), "127.0.0.1:0".into())?;
         Ok(ClientConfig {
             masters,
+            token,
             engine: EngineConfig {
                 bind,
                 transport,

@@ -8,7 +8,7 @@ use clap::Args;
 use futures::StreamExt;
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
-use yuebing_rpc::Endpoint;
+use yuebing_rpc::{Endpoint, Token};
 use yuebing_store::master::{MasterServerConfig, PutConfig, RunningMaster};
 use yuebing_store::{Client, ClientConfig, Options};
 
@@ -126,10 +126,14 @@ where
 }
 
 /// Runs the demo; prints progress on `bar` and returns the summary text, or why it failed.
-pub async fn run(args: DemoArgs, bar: ProgressBar) -> Result<String, String> {
+/// With a `token`, every connection of the demo (its master, its nodes, its clients) presents
+/// and requires it.
+pub async fn run(args: DemoArgs, token: Option<Token>, bar: ProgressBar) -> Result<String, String> {
     let (min, max) = (parse_size(&args.min)?, parse_size(&args.max)?);
     let ep: Endpoint = "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?;
-    let master = RunningMaster::start(MasterServerConfig::default(), &ep)
+    let mut master_cfg = MasterServerConfig::default();
+    master_cfg.rpc.token = token.clone();
+    let master = RunningMaster::start(master_cfg, &ep)
         .await
         .map_err(|e| e.to_string())?;
     let addr = master.local_endpoint().clone();
@@ -139,10 +143,12 @@ pub async fn run(args: DemoArgs, bar: ProgressBar) -> Result<String, String> {
     ));
     let mut nodes = Vec::with_capacity(args.nodes);
     for _ in 0..args.nodes {
-        nodes.push(ChildProcess::node(&addr, &args.store_size, args.transport.as_deref()).await?);
+        let transport = args.transport.as_deref();
+        nodes.push(ChildProcess::node(&addr, &args.store_size, transport, token.as_ref()).await?);
     }
     let client_cfg = || ClientConfig {
         masters: vec![addr.clone()],
+        token: token.clone(),
         ..ClientConfig::default()
     };
     let writer = Client::start(client_cfg())

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use yuebing_rpc::Endpoint;
+use yuebing_rpc::{Endpoint, Token};
 use yuebing_store::master::{MasterConfig, MasterServerConfig, PlacementStrategy, RunningMaster};
 
 use crate::config::{ConfigError, ConfigFile};
@@ -27,9 +27,6 @@ pub struct MasterArgs {
     /// Log entries between snapshots [default: 1000000; config: master.snapshot_every].
     #[arg(long, env = "YUEBING_MASTER_SNAPSHOT_EVERY")]
     pub snapshot_every: Option<u64>,
-    /// Cluster token clients must present [config: master.token].
-    #[arg(long, env = "YUEBING_MASTER_TOKEN")]
-    pub token: Option<String>,
     /// Read lease, ms [default: 10000; config: master.lease_ttl_ms].
     #[arg(long, env = "YUEBING_MASTER_LEASE_TTL_MS")]
     pub lease_ttl_ms: Option<u64>,
@@ -79,8 +76,13 @@ impl MasterArgs {
         super::worker_threads(file, "master", self.worker_threads, 1)
     }
 
-    /// The server settings and the endpoint to bind.
-    pub fn resolve(self, file: &ConfigFile) -> Result<(MasterServerConfig, Endpoint), ConfigError> {
+    /// The server settings and the endpoint to bind; `token` (the cluster's, see
+    /// [`ClusterArgs`](super::cluster::ClusterArgs)) is required of every client.
+    pub fn resolve(
+        self,
+        file: &ConfigFile,
+        token: Option<Token>,
+    ) -> Result<(MasterServerConfig, Endpoint), ConfigError> {
         let d = MasterConfig::default();
         let s = "master";
         let core = MasterConfig {
@@ -138,9 +140,7 @@ impl MasterArgs {
             snapshot_every: file.resolve(s, "snapshot_every", self.snapshot_every, 1_000_000)?,
             ..MasterServerConfig::default()
         };
-        server.rpc.token = file
-            .resolve(s, "token", self.token, String::new())
-            .map(|t| (!t.is_empty()).then_some(t))?;
+        server.rpc.token = token;
         let bind: String = file.resolve(s, "bind", self.bind, "127.0.0.1".to_string())?;
         let port: u16 = file.resolve(s, "port", self.port, 50051)?;
         let endpoint = format!("{bind}:{port}")

@@ -4,6 +4,7 @@
 
 pub mod child;
 pub mod client_args;
+pub mod cluster;
 pub mod demo;
 pub mod master;
 pub mod node;

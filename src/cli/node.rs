@@ -41,9 +41,13 @@ impl NodeArgs {
             .transpose()
     }
 
-    /// The client configuration of the node.
-    pub fn resolve(&self, file: &ConfigFile) -> Result<ClientConfig, ConfigError> {
-        let mut cfg = self.client.resolve(file)?;
+    /// The client configuration of the node, with the cluster `token`.
+    pub fn resolve(
+        &self,
+        file: &ConfigFile,
+        token: Option<yuebing_rpc::Token>,
+    ) -> Result<ClientConfig, ConfigError> {
+        let mut cfg = self.client.resolve(file, token)?;
         let size: String =
             file.resolve("node", "store_size", self.store_size.clone(), "1G".into())?;
         cfg.store_size = parse_size(&size).map_err(|reason| ConfigError {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use yuebing::cli::child::ChildProcess;
 use yuebing::engine::EngineBuffer;
-use yuebing::rpc::Endpoint;
+use yuebing::rpc::{Endpoint, Token};
 
 /// A `yuebing` child process that printed `<prefix><value>` as its first line.
 pub(crate) struct Process {
@@ -19,8 +19,13 @@ impl Process {
     /// Runs `yuebing ARGS` (the binary cargo built for the tests) and waits for its first
     /// line, which must start with `prefix`.
     pub(crate) fn start(args: &[&str], prefix: &str) -> Process {
+        Process::start_with(args, prefix, None)
+    }
+
+    /// Like [`Process::start`], with the cluster token in the child's environment.
+    pub(crate) fn start_with(args: &[&str], prefix: &str, token: Option<&Token>) -> Process {
         let exe = Path::new(env!("CARGO_BIN_EXE_yuebing"));
-        let child = ChildProcess::spawn(exe, args, prefix).unwrap_or_else(|e| panic!("{e}"));
+        let child = ChildProcess::spawn(exe, args, prefix, token).unwrap_or_else(|e| panic!("{e}"));
         Process { child }
     }
 

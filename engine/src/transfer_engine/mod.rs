@@ -37,8 +37,9 @@ pub struct EngineConfig {
     /// Where the control service listens (port 0: any free port); the data port uses the same
     /// host.
     pub bind: String,
-    /// Cluster token for control and data connections.
-    pub token: Option<String>,
+    /// The cluster token, presented and required on every connection the engine makes or
+    /// accepts: its control service, its tcp data port and its shm side channel.
+    pub token: Option<yuebing_rpc::Token>,
     /// The tcp transport's settings.
     pub tcp: TcpConfig,
     /// Where the tcp data port listens; default: the control service's host, any free port.
@@ -218,6 +219,7 @@ impl TransferEngine {
             engine.inner.instance_id,
             &data_bind,
             tcp_config,
+            engine.inner.config.token.clone(),
             handle,
         )
         .await?;
@@ -226,6 +228,8 @@ impl TransferEngine {
             match ShmTransport::start(
                 engine.inner.memory.clone(),
                 engine.inner.instance_id,
+                engine.inner.config.token.clone(),
+                engine.inner.config.tcp.hello_timeout,
                 engine.inner.handle.clone(),
             )
             .await
@@ -246,6 +250,11 @@ impl TransferEngine {
         &self.inner.handle
     }
 
+    /// The cluster token this engine presents and requires.
+    pub fn token(&self) -> Option<&yuebing_rpc::Token> {
+        self.inner.config.token.as_ref()
+    }
+
     /// This engine's segment name.
     pub fn name(&self) -> &str {
         &self.inner.config.name
@@ -258,6 +267,7 @@ impl TransferEngine {
         }
         let metadata = self.metadata()?;
         let descriptor = metadata.get(name).await?;
+        self.prepare_transports(&descriptor).await;
         let handle = SegmentHandle(self.inner.next_segment.fetch_add(1, Ordering::Relaxed));
         self.lock_segments().insert(handle, Arc::new(descriptor));
         Ok(handle)
@@ -326,9 +336,20 @@ impl TransferEngine {
         }
         if fresh.instance_id != old.instance_id {
             tracing::info!(segment = %old.name, old = old.instance_id, new = fresh.instance_id, "segment restarted; descriptor refreshed");
+            self.prepare_transports(&fresh).await;
         }
         self.lock_segments().insert(handle, fresh.clone());
         Ok(fresh)
+    }
+
+    /// Lets every transport prepare to reach `segment` (see [`Transport::prepare`]).
+    async fn prepare_transports(&self, segment: &SegmentDescriptor) {
+        let work: Vec<_> = self
+            .transports()
+            .iter()
+            .map(|t| t.prepare(segment))
+            .collect();
+        futures::future::join_all(work).await;
     }
 
     /// This engine's instance id (new at every start).

@@ -45,7 +45,9 @@ impl TransferEngine {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .find(|t| wanted.is_none_or(|k| t.kind() == k) && t.can_reach(segment))
+            .find(|t| {
+                wanted.is_none_or(|k| t.kind() == k) && t.can_reach(segment, forced.is_some())
+            })
             .cloned()
             .ok_or_else(|| {
                 Error::invalid(format!(
@@ -68,6 +70,13 @@ impl TransferEngine {
             let bad = |why: String| Error::invalid(format!("request {i}: {why}"));
             if r.length == 0 {
                 return Err(bad("length 0".into()));
+            }
+            if r.target_offset.checked_add(r.length).is_none() {
+                // What a target would answer; no transport need handle a range that wraps.
+                return Err(Error::OutOfBounds {
+                    addr: r.target_offset,
+                    len: r.length,
+                });
             }
             let local = self.inner.memory.lease(r.source, r.length).map_err(|_| {
                 bad(format!(

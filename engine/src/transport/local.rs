@@ -41,7 +41,7 @@ impl Transport for LocalTransport {
         TransportKind::Local
     }
 
-    fn can_reach(&self, segment: &SegmentDescriptor) -> bool {
+    fn can_reach(&self, segment: &SegmentDescriptor, _forced: bool) -> bool {
         segment.instance_id == self.instance_id
     }
 

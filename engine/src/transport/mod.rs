@@ -12,7 +12,7 @@ mod shm;
 mod tcp;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 
@@ -47,13 +47,38 @@ pub struct Job {
     pub can_spin: bool,
 }
 
+/// Waits between failed accepts: 10 ms, doubling up to 1 s.
+#[derive(Debug, Default)]
+pub(crate) struct Backoff(u32);
+
+impl Backoff {
+    /// The next wait.
+    pub(crate) fn next(&mut self) -> Duration {
+        let wait = Duration::from_millis(10u64 << self.0.min(7)).min(Duration::from_secs(1));
+        self.0 = self.0.saturating_add(1);
+        wait
+    }
+}
+
 /// A way to move bytes (see the module docs for what every implementation promises).
 pub trait Transport: Send + Sync {
     /// Which transport this is.
     fn kind(&self) -> TransportKind;
 
-    /// Whether this transport can reach the segment, from what it published.
-    fn can_reach(&self, segment: &SegmentDescriptor) -> bool;
+    /// Whether this transport can reach the segment, from what it published. It answers at
+    /// once, without blocking: work it needs first (a connection, a mapping) runs in the
+    /// background, and until it is done the answer may be no, unless the caller `forced` this
+    /// transport, in which case a yes only means it may reach the segment, and
+    /// [`Transport::transfer`] does that work (and reports its failure).
+    fn can_reach(&self, segment: &SegmentDescriptor, forced: bool) -> bool;
+
+    /// Does, off the async threads, the work that lets [`Transport::can_reach`] say yes to
+    /// `segment` (a connection, a mapping); the engine awaits it when it opens a segment or
+    /// learns of a restart. A failure is the transport's to remember (it then says no).
+    fn prepare(&self, segment: &SegmentDescriptor) -> BoxFuture<'static, ()> {
+        let _ = segment;
+        Box::pin(std::future::ready(()))
+    }
 
     /// Moves one task's bytes; resolves when they landed.
     fn transfer(&self, job: Job) -> BoxFuture<'static, Result<(), Error>>;

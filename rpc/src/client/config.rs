@@ -11,7 +11,7 @@ pub struct PoolConfig {
     /// The service to ask for in the preamble.
     pub service: String,
     /// The cluster token to present, if the servers require one.
-    pub token: Option<String>,
+    pub token: Option<crate::Token>,
     /// Most connections the pool keeps to one endpoint.
     pub max_connections: usize,
     /// Connections opened ahead of demand (pre-warm) and kept.

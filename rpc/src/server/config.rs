@@ -11,7 +11,7 @@ pub struct ServerConfig {
     /// Largest frame accepted; larger requests get [`FrameTooLarge`](crate::Error::FrameTooLarge).
     pub max_frame: u64,
     /// Cluster token clients must present; `None` accepts any client.
-    pub token: Option<String>,
+    pub token: Option<crate::Token>,
     /// Most connections open at once; more are refused at the preamble with `Overloaded`.
     pub max_connections: usize,
     /// Most requests executing at once on one connection.

@@ -95,11 +95,9 @@ fn check(shared: &Shared, hello: &Hello, have_slot: bool) -> Option<Error> {
             theirs: hello.version,
         });
     }
-    if let Some(expected) = &shared.config.token {
-        let given = hello.token.as_deref().unwrap_or("");
-        if !constant_time_eq::constant_time_eq(expected.as_bytes(), given.as_bytes()) {
-            return Some(Error::Unauthenticated);
-        }
+    let given = hello.token.as_ref().map(crate::Token::as_bytes);
+    if !crate::Token::admits(shared.config.token.as_ref(), given) {
+        return Some(Error::Unauthenticated);
     }
     if shared.is_draining() {
         return Some(Error::ShuttingDown);

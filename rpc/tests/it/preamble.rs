@@ -69,13 +69,13 @@ async fn unknown_service_is_refused() {
 #[tokio::test]
 async fn token_is_checked() {
     let cfg = ServerConfig {
-        token: Some("s3cret".into()),
+        token: Some("s3cret".parse().unwrap()),
         ..ServerConfig::default()
     };
     let server = start(&localhost(), cfg, Default::default()).await;
     let with = |token: Option<&str>| {
         let cfg = PoolConfig {
-            token: token.map(str::to_string),
+            token: token.map(|t| t.parse().unwrap()),
             ..PoolConfig::new("lab")
         };
         Pool::<LabRpc>::new(server.local_endpoint().clone(), cfg)

@@ -49,6 +49,8 @@ pub struct TransferBenchConfig {
     pub repeat: u32,
     /// Transports measured, each forced on every request (tcp, shm).
     pub transports: Vec<TransportKind>,
+    /// The cluster token of both engines.
+    pub token: Option<yuebing_rpc::Token>,
 }
 
 /// Parses `4K`, `64KiB`, `1M`, `16MiB`, `512` into bytes.
@@ -171,12 +173,18 @@ pub async fn run(
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     // Started from the blocking pool: it waits for the target's announcement.
     let workers = cfg.worker_threads;
-    let target = tokio::task::spawn_blocking(move || TargetProcess::spawn(&exe, region, workers))
-        .await
-        .map_err(|e| e.to_string())??;
-    let engine = TransferEngine::start(EngineConfig::default())
-        .await
-        .map_err(|e| e.to_string())?;
+    let token = cfg.token.clone();
+    let target = tokio::task::spawn_blocking(move || {
+        TargetProcess::spawn(&exe, region, workers, token.as_ref())
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    let engine = TransferEngine::start(EngineConfig {
+        token: cfg.token.clone(),
+        ..EngineConfig::default()
+    })
+    .await
+    .map_err(|e| e.to_string())?;
     let local = engine.allocate(region, true).map_err(|e| e.to_string())?;
     let peer = engine
         .open_segment(&target.announce.name)

@@ -22,10 +22,15 @@ pub struct Announce {
     pub pid: u32,
 }
 
-/// Runs the target until stdin closes.
-pub async fn run(bind: String, len: usize) -> Result<(), String> {
+/// Runs the target until stdin closes; its engine requires `token`.
+pub async fn run(
+    bind: String,
+    len: usize,
+    token: Option<yuebing_rpc::Token>,
+) -> Result<(), String> {
     let engine = TransferEngine::start(EngineConfig {
         bind,
+        token,
         ..EngineConfig::default()
     })
     .await
@@ -59,10 +64,17 @@ pub struct TargetProcess {
 }
 
 impl TargetProcess {
-    /// Starts `exe bench-target` serving `len` bytes on `workers` runtime worker threads and
-    /// waits for its announcement.
-    pub fn spawn(exe: &Path, len: usize, workers: usize) -> Result<TargetProcess, String> {
-        let mut child = Command::new(exe)
+    /// Starts `exe bench-target` serving `len` bytes on `workers` runtime worker threads,
+    /// requiring `token` (handed over in its environment), and waits for its announcement.
+    pub fn spawn(
+        exe: &Path,
+        len: usize,
+        workers: usize,
+        token: Option<&yuebing_rpc::Token>,
+    ) -> Result<TargetProcess, String> {
+        let mut cmd = Command::new(exe);
+        crate::cli::child::pass_token(&mut cmd, token);
+        let mut child = cmd
             .args([
                 "bench-target",
                 "--bind",

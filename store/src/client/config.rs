@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use yuebing_engine::EngineConfig;
-use yuebing_rpc::Endpoint;
+use yuebing_rpc::{Endpoint, Token};
 
 use crate::master::PutConfig;
 
@@ -12,6 +12,10 @@ use crate::master::PutConfig;
 pub struct ClientConfig {
     /// Master addresses, tried in order (failover, not load balancing).
     pub masters: Vec<Endpoint>,
+    /// The cluster token: presented to the masters and used by the client's engine on every
+    /// connection it makes or accepts (peers must present it too). `engine.token` must be
+    /// unset or the same. Default none.
+    pub token: Option<Token>,
     /// Bytes of engine memory mounted as store space (0: a pure client). Default 0.
     pub store_size: u64,
     /// Pre-fault the store space at start. Default true.
@@ -39,6 +43,7 @@ impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
             masters: Vec::new(),
+            token: None,
             store_size: 0,
             prefault: true,
             staging_size: 64 << 20,

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use yuebing_rpc::Endpoint;
+use yuebing_rpc::{Endpoint, Token};
 
 use crate::error::{Error, Result};
 use crate::master::{ClientId, MasterClient};
@@ -19,6 +19,7 @@ impl Masters {
     pub(crate) fn new(
         endpoints: &[Endpoint],
         id: ClientId,
+        token: Option<&Token>,
         handle: &tokio::runtime::Handle,
     ) -> Result<Masters> {
         if endpoints.is_empty() {
@@ -27,7 +28,7 @@ impl Masters {
         Ok(Masters {
             clients: endpoints
                 .iter()
-                .map(|e| MasterClient::new_on(e.clone(), id, handle.clone()))
+                .map(|e| MasterClient::with_token(e.clone(), id, token.cloned(), handle.clone()))
                 .collect(),
             current: AtomicUsize::new(0),
         })

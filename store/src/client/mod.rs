@@ -32,6 +32,17 @@ use crate::master::{
     ClientId, ListedObject, MasterClient, MountSpec, PutConfig, ReplicaDesc, ReplicaList, Stats,
 };
 
+/// The cluster token of a client configuration: `token`, or `engine.token` (they may not
+/// differ).
+fn one_token(cfg: &ClientConfig) -> Result<Option<yuebing_rpc::Token>> {
+    match (&cfg.token, &cfg.engine.token) {
+        (Some(a), Some(b)) if a != b => Err(Error::params(
+            "ClientConfig.token and ClientConfig.engine.token differ; set one",
+        )),
+        (a, b) => Ok(a.clone().or_else(|| b.clone())),
+    }
+}
+
 /// Per-call settings.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -101,7 +112,9 @@ impl Client {
     /// `handle`'s runtime. It, and every call of the client, may be awaited from anywhere: a
     /// task of another runtime, or a plain thread with any executor.
     pub async fn start_on(cfg: ClientConfig, handle: tokio::runtime::Handle) -> Result<Client> {
-        let engine = TransferEngine::start_on(cfg.engine.clone(), handle).await?;
+        let mut engine_cfg = cfg.engine.clone();
+        engine_cfg.token = one_token(&cfg)?;
+        let engine = TransferEngine::start_on(engine_cfg, handle).await?;
         Client::with_engine(cfg, engine).await
     }
 
@@ -113,8 +126,14 @@ impl Client {
     }
 
     async fn with_engine_here(cfg: ClientConfig, engine: TransferEngine) -> Result<Client> {
+        let token = one_token(&cfg)?;
+        if engine.token() != token.as_ref() {
+            return Err(Error::params(
+                "the engine was started with another cluster token than the client's",
+            ));
+        }
         let id = ClientId(u128::from(fastrand::u64(..)) << 64 | u128::from(fastrand::u64(..)));
-        let masters = Masters::new(&cfg.masters, id, engine.handle())?;
+        let masters = Masters::new(&cfg.masters, id, token.as_ref(), engine.handle())?;
         let staging = Staging::new(&engine, cfg.staging_size)?;
         let space = match cfg.store_size {
             0 => None,

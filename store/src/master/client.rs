@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use yuebing_rpc::{CallOptions, Endpoint, Pool, PoolConfig};
+use yuebing_rpc::{CallOptions, Endpoint, Pool, PoolConfig, Token};
 
 use super::service::{unwire, Health, MasterServiceRpc, Reply, SERVICE};
 use super::types::{
@@ -79,7 +79,20 @@ impl MasterClient {
     /// A client whose connections, timers and tasks live on `handle`'s runtime; its calls may
     /// be awaited from anywhere.
     pub fn new_on(endpoint: Endpoint, client: ClientId, handle: tokio::runtime::Handle) -> Self {
-        let config = PoolConfig::new(SERVICE).idempotent(IDEMPOTENT);
+        Self::with_token(endpoint, client, None, handle)
+    }
+
+    /// Like [`MasterClient::new_on`], presenting the cluster `token` on every connection.
+    pub fn with_token(
+        endpoint: Endpoint,
+        client: ClientId,
+        token: Option<Token>,
+        handle: tokio::runtime::Handle,
+    ) -> Self {
+        let config = PoolConfig {
+            token,
+            ..PoolConfig::new(SERVICE).idempotent(IDEMPOTENT)
+        };
         MasterClient {
             pool: Pool::new_on(endpoint, config, handle),
             client,

@@ -7,9 +7,16 @@
 //! reports a write Completed only if the peer is still alive after the copy (a pidfd that turns
 //! readable when it exits), so a dead peer's orphaned pages never count as delivered. A peer
 //! whose side channel cannot be reached (another host, another container) is not "same host":
-//! [`Transport::can_reach`] says no and the engine uses tcp.
+//! [`Transport::can_reach`] says no and the engine uses tcp. It never blocks: it answers from
+//! the descriptor and the peers mapped so far, and maps a new peer in the background (on the
+//! blocking pool) while tcp serves it.
+//!
+//! - `channel`: the side channel's wire (hello with the cluster token, export, fds).
+//! - `export`: the exporting side (accept loop, hand-over, importers held open).
+//! - `sockets`: where side-channel sockets live. `status`: the exporter's status page.
 
 mod channel;
+mod export;
 mod sockets;
 mod status;
 
@@ -19,6 +26,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -28,15 +36,17 @@ use rustix::fs::SealFlags;
 use tokio::net::UnixListener;
 use tokio::runtime::Handle;
 use tokio_util::sync::{CancellationToken, DropGuard};
+use yuebing_rpc::Token;
 
-use self::channel::{fetch_export, send_export, Export, ExportedBuffer, MAX_FDS};
+use self::channel::{fetch_export, ExportedBuffer, FetchError, Refused};
+use self::export::{export_loop, ReleaseHook};
 use self::sockets::{socket_dir, socket_path, sweep_stale};
 use self::status::{StatusPage, StatusView};
 use super::copy::{copy_between, Side};
 use super::{Job, Transport};
 use crate::error::Error;
 use crate::memory::raw::Span;
-use crate::memory::{MemoryRegistry, Region, RegistrationHook};
+use crate::memory::{MemoryRegistry, RegistrationHook};
 use crate::request::{Opcode, TransportKind};
 use crate::segment::SegmentDescriptor;
 
@@ -69,11 +79,27 @@ impl ShmPeer {
     /// Fetches the peer's export and maps its buffers; those `previous` (an earlier import of
     /// the same peer) already maps, with the same slot and generation, are kept, not mapped and
     /// populated again.
-    fn connect(socket: &Path, previous: Option<&ShmPeer>) -> Result<ShmPeer, Error> {
+    fn connect(
+        socket: &Path,
+        previous: Option<&ShmPeer>,
+        token: Option<&Token>,
+        timeout: Duration,
+    ) -> Result<ShmPeer, Error> {
         let failed = |e: std::io::Error| Error::PeerFailed {
             reason: format!("shm side channel {}: {e}", socket.display()),
         };
-        let (export, fds, pid, channel) = fetch_export(socket).map_err(failed)?;
+        let (export, fds, pid, channel) = match fetch_export(socket, token, timeout) {
+            Ok(fetched) => fetched,
+            Err(FetchError::Io(e)) => return Err(failed(e)),
+            Err(FetchError::Refused(Refused::BadToken)) => {
+                return Err(yuebing_rpc::Error::Unauthenticated.into())
+            }
+            Err(FetchError::Refused(Refused::BadVersion)) => {
+                return Err(failed(std::io::Error::other(
+                    "refused: not the same side-channel protocol version",
+                )))
+            }
+        };
         let pid = rustix::process::Pid::from_raw(pid as i32).ok_or_else(|| Error::PeerFailed {
             reason: "shm peer without a pid".into(),
         })?;
@@ -114,6 +140,11 @@ impl ShmPeer {
             }
             let file = File::from(fd);
             let size = file.metadata().map_err(failed)?.len();
+            if remote.checked_add(len).is_none() || usize::try_from(len).is_err() {
+                return Err(Error::PeerFailed {
+                    reason: format!("shm buffer {remote:#x}+{len} wraps around"),
+                });
+            }
             if size != len || len == 0 {
                 return Err(Error::PeerFailed {
                     reason: format!("shm buffer is {size} bytes, announced {len}"),
@@ -178,15 +209,24 @@ impl ShmPeer {
             .partition_point(|m| m.remote <= remote)
             .checked_sub(1)?;
         let m = &self.maps[i];
+        // Imports refuse buffers whose end wraps, so `checked_add` only restates that.
+        let inside = m
+            .remote
+            .checked_add(m.len)
+            .is_some_and(|m_end| end <= m_end);
+        if len == 0 || !inside {
+            return None;
+        }
         let mapped = Mapped {
             peer: self.clone(),
             remote,
+            // Inside the mapping (checked above), so no overflow.
             addr: m.map.as_mut_ptr() as u64 + (remote - m.remote),
             len: usize::try_from(len).ok()?,
             slot: m.slot,
             generation: m.generation,
         };
-        (len > 0 && end <= m.remote + m.len && mapped.is_live()).then_some(mapped)
+        mapped.is_live().then_some(mapped)
     }
 }
 
@@ -194,6 +234,11 @@ struct Inner {
     socket: PathBuf,
     boot_id: String,
     instance: u64,
+    /// The cluster token: presented to exporters, required of importers.
+    token: Option<Token>,
+    /// Time a side-channel handshake may take, each way.
+    hello_timeout: Duration,
+    handle: Handle,
     memory: Arc<MemoryRegistry>,
     /// Tells importers which exported buffers are still registered.
     status: Arc<StatusPage>,
@@ -202,6 +247,8 @@ struct Inner {
     importers: Mutex<Option<Vec<std::os::unix::net::UnixStream>>>,
     peers: Mutex<HashMap<PathBuf, Arc<ShmPeer>>>,
     unreachable: Mutex<HashSet<PathBuf>>,
+    /// Peers being mapped in the background (see [`Transport::can_reach`]).
+    connecting: Mutex<HashSet<PathBuf>>,
 }
 
 /// The shm transport of one engine: its side channel (exporting) and its mapped peers.
@@ -226,10 +273,13 @@ fn boot_id() -> String {
 
 impl ShmTransport {
     /// Opens the side channel that exports `memory`'s engine-allocated buffers of instance
-    /// `instance`; tasks run on `handle`.
+    /// `instance` to importers presenting `token` (and presents it to exporters); a handshake
+    /// must end within `hello_timeout`; tasks run on `handle`.
     pub async fn start(
         memory: Arc<MemoryRegistry>,
         instance: u64,
+        token: Option<Token>,
+        hello_timeout: Duration,
         handle: Handle,
     ) -> Result<ShmTransport, Error> {
         let io = |e: std::io::Error| Error::Io {
@@ -246,11 +296,15 @@ impl ShmTransport {
             socket,
             boot_id: boot_id(),
             instance,
+            token,
+            hello_timeout,
+            handle: handle.clone(),
             memory,
             status,
             importers: Mutex::new(Some(Vec::new())),
             peers: Mutex::new(HashMap::new()),
             unreachable: Mutex::new(HashSet::new()),
+            connecting: Mutex::new(HashSet::new()),
         });
         let stop = CancellationToken::new();
         handle.spawn(export_loop(listener, inner.clone(), stop.clone()));
@@ -286,118 +340,17 @@ impl Drop for Inner {
     }
 }
 
-/// Clears an exported buffer's status slot when it is unregistered, so that importers stop
-/// copying into it (they cannot be made to unmap it).
-struct ReleaseHook(Arc<StatusPage>);
-
-impl RegistrationHook for ReleaseHook {
-    fn name(&self) -> &str {
-        "shm"
-    }
-    fn register(&self, _: &Region) -> Result<(), Error> {
-        Ok(())
-    }
-    fn unregister(&self, region: &Region) {
-        self.0.release(region.addr);
-    }
-}
-
-/// Hands the exported buffers to every same-user peer that connects.
-async fn export_loop(listener: UnixListener, inner: Arc<Inner>, stop: CancellationToken) {
-    loop {
-        let stream = tokio::select! {
-            _ = stop.cancelled() => return,
-            r = listener.accept() => match r {
-                Ok((s, _)) => s,
-                Err(e) => {
-                    tracing::warn!(error = %e, "shm side channel accept failed");
-                    continue;
-                }
-            },
-        };
-        let inner = inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let result = stream.into_std().and_then(|s| export_to(&inner, s));
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "shm export refused or failed");
-            }
-        });
-    }
-}
-
-/// Hands the exported buffers to one importer, over its (blocking) side-channel stream.
-fn export_to(inner: &Inner, s: std::os::unix::net::UnixStream) -> std::io::Result<()> {
-    s.set_nonblocking(false)?;
-    let mut buffers = inner.memory.exported();
-    buffers.truncate(MAX_FDS - 1);
-    // Each with its status slot; one that finds none left is not exported.
-    let held: Vec<_> = buffers
-        .iter()
-        .filter_map(|b| {
-            let h = inner.status.hold(b.addr())?;
-            // Unregistered since the list was taken: its release may have run before the slot
-            // was held, so release it here (retiring comes first).
-            if b.is_retired() {
-                inner.status.release(b.addr());
-                return None;
-            }
-            Some((b, h))
-        })
-        .collect();
-    let export = Export {
-        instance: inner.instance,
-        buffers: held
-            .iter()
-            .map(|(b, (slot, generation))| ExportedBuffer {
-                addr: b.addr(),
-                len: b.len() as u64,
-                slot: *slot,
-                generation: *generation,
-            })
-            .collect(),
-    };
-    let fds: Vec<_> = std::iter::once(inner.status.fd())
-        .chain(held.iter().map(|(b, _)| b.fd()))
-        .collect();
-    {
-        // Held from before the importer has the export, so that an engine stopping meanwhile
-        // shuts this stream down too (and releases the slots): no importer copies into this
-        // engine's buffers, or counts a copy as delivered, once it stopped.
-        let mut importers = inner.importers.lock().unwrap_or_else(|p| p.into_inner());
-        let importers = importers
-            .as_mut()
-            .ok_or_else(|| std::io::Error::other("the engine stopped"))?;
-        // Importers that went away (or connected again) hang up: let them go.
-        importers.retain(|i| !hung_up(i));
-        importers.push(s.try_clone()?);
-    }
-    send_export(&s, &export, &fds)
-}
-
 /// Connects to a peer's side channel on the blocking pool (a blocking handshake and mapping).
 async fn connect_off_runtime(inner: &Arc<Inner>, socket: &Path) -> Result<Arc<ShmPeer>, Error> {
     let (i, s) = (inner.clone(), socket.to_path_buf());
-    tokio::task::spawn_blocking(move || i.connect(&s))
+    // On the engine's runtime: the caller may be a plain thread.
+    inner
+        .handle
+        .spawn_blocking(move || i.connect(&s))
         .await
         .map_err(|e| Error::Io {
             reason: e.to_string(),
         })?
-}
-
-/// Whether the other end of a side-channel stream closed it.
-fn hung_up(stream: &std::os::unix::net::UnixStream) -> bool {
-    let mut fds = [PollFd::new(stream, PollFlags::IN | PollFlags::RDHUP)];
-    let now = rustix::fs::Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    match poll(&mut fds, Some(&now)) {
-        Ok(0) => false,
-        Ok(_) => fds[0]
-            .revents()
-            .intersects(PollFlags::HUP | PollFlags::RDHUP | PollFlags::ERR),
-        Err(_) => true,
-    }
 }
 
 fn section(segment: &SegmentDescriptor) -> Option<(PathBuf, String)> {
@@ -408,6 +361,35 @@ fn section(segment: &SegmentDescriptor) -> Option<(PathBuf, String)> {
 }
 
 impl Inner {
+    /// Maps the peer behind `socket` on the blocking pool, unless that is under way already;
+    /// requests go over tcp meanwhile.
+    fn connect_in_background(self: &Arc<Self>, socket: PathBuf) {
+        let fresh = self
+            .connecting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(socket.clone());
+        if !fresh {
+            return;
+        }
+        let inner = self.clone();
+        self.handle.spawn_blocking(move || {
+            let _ = inner.connect(&socket);
+            inner
+                .connecting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&socket);
+        });
+    }
+
+    fn is_unreachable(&self, socket: &Path) -> bool {
+        self.unreachable
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(socket)
+    }
+
     fn peer(&self, socket: &Path) -> Option<Arc<ShmPeer>> {
         self.peers
             .lock()
@@ -420,7 +402,8 @@ impl Inner {
     /// unreachable.
     fn connect(&self, socket: &Path) -> Result<Arc<ShmPeer>, Error> {
         let previous = self.peer(socket);
-        match ShmPeer::connect(socket, previous.as_deref()) {
+        let token = self.token.as_ref();
+        match ShmPeer::connect(socket, previous.as_deref(), token, self.hello_timeout) {
             Ok(p) => {
                 let p = Arc::new(p);
                 self.peers
@@ -489,7 +472,23 @@ impl Transport for ShmTransport {
         TransportKind::Shm
     }
 
-    fn can_reach(&self, segment: &SegmentDescriptor) -> bool {
+    fn prepare(&self, segment: &SegmentDescriptor) -> BoxFuture<'static, ()> {
+        let Some((socket, boot)) = section(segment) else {
+            return futures::future::ready(()).boxed();
+        };
+        let inner = self.inner.clone();
+        let same_host = boot == inner.boot_id && segment.instance_id != inner.instance;
+        let unknown = same_host && inner.peer(&socket).is_none() && !inner.is_unreachable(&socket);
+        async move {
+            if unknown {
+                // A failure is remembered by `connect` (the peer is then served by tcp).
+                let _ = connect_off_runtime(&inner, &socket).await;
+            }
+        }
+        .boxed()
+    }
+
+    fn can_reach(&self, segment: &SegmentDescriptor, forced: bool) -> bool {
         let Some((socket, boot)) = section(segment) else {
             return false;
         };
@@ -499,13 +498,14 @@ impl Transport for ShmTransport {
         if self.inner.peer(&socket).is_some() {
             return true;
         }
-        let unreachable = self
-            .inner
-            .unreachable
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(&socket);
-        !unreachable && self.inner.connect(&socket).is_ok()
+        if forced {
+            // `transfer` maps the peer (on the blocking pool) and reports why it could not.
+            return true;
+        }
+        if !self.inner.is_unreachable(&socket) {
+            self.inner.connect_in_background(socket);
+        }
+        false
     }
 
     fn registration_hook(&self) -> Option<Arc<dyn RegistrationHook>> {
@@ -523,6 +523,11 @@ impl Transport for ShmTransport {
         if let Some((socket, _)) = section(segment) {
             self.inner
                 .peers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&socket);
+            self.inner
+                .unreachable
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&socket);

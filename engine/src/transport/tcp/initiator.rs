@@ -6,15 +6,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::try_join_all;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
+use yuebing_rpc::Token;
 
 use super::spin::spin_then_park;
-use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, REQUEST_LEN, RESPONSE_LEN};
+use super::wire::{
+    encode_hello, HelloStatus, RequestHeader, ResponseHeader, REQUEST_LEN, RESPONSE_LEN,
+};
 use super::{read_header, spin_budget, TcpConfig, BULK, IO_BUFFER};
 use crate::error::Error;
 use crate::memory::raw::{self, Part};
@@ -206,16 +210,24 @@ fn failed(reason: impl Into<String>) -> Error {
 }
 
 impl Peer {
-    /// Opens `cfg.connections` data connections to `endpoint`.
+    /// Opens `cfg.connections` data connections to `endpoint`, in parallel, presenting
+    /// `token`; all must be admitted within `cfg.connect_timeout`.
     pub(crate) async fn connect(
         endpoint: &str,
         cfg: &TcpConfig,
+        token: Option<&Token>,
         handle: &Handle,
     ) -> Result<Peer, Error> {
-        let mut conns = Vec::with_capacity(cfg.connections);
-        for _ in 0..cfg.connections.max(1) {
-            conns.push(open(endpoint, cfg, handle).await?);
-        }
+        let hello = encode_hello(token);
+        let opens = (0..cfg.connections.max(1)).map(|_| open(endpoint, &hello, handle));
+        let conns = tokio::time::timeout(cfg.connect_timeout, try_join_all(opens))
+            .await
+            .map_err(|_| {
+                failed(format!(
+                    "{endpoint}: no data connection admitted within {:?}",
+                    cfg.connect_timeout
+                ))
+            })??;
         let capacity = cfg.max_in_flight_bytes.max(cfg.slice_size) as usize;
         Ok(Peer {
             conns,
@@ -301,22 +313,24 @@ impl Peer {
     }
 }
 
-async fn open(endpoint: &str, cfg: &TcpConfig, handle: &Handle) -> Result<Conn, Error> {
+/// Opens one data connection and has it admitted with `hello`.
+async fn open(endpoint: &str, hello: &[u8], handle: &Handle) -> Result<Conn, Error> {
     let mut s = TcpStream::connect(endpoint)
         .await
         .map_err(|e| failed(format!("connect {endpoint}: {e}")))?;
     s.set_nodelay(true).map_err(|e| failed(e.to_string()))?;
-    let token = cfg.token.as_deref().unwrap_or("").as_bytes();
-    let mut hello = HELLO_MAGIC.to_vec();
-    hello.extend_from_slice(&(token.len() as u16).to_be_bytes());
-    hello.extend_from_slice(token);
-    s.write_all(&hello)
+    s.write_all(hello)
         .await
         .map_err(|e| failed(e.to_string()))?;
-    if s.read_u8().await.map_err(|e| failed(e.to_string()))? != 0 {
-        return Err(failed(format!(
-            "{endpoint} refused the data connection (cluster token or protocol version?)"
-        )));
+    let status = s.read_u8().await.map_err(|e| failed(e.to_string()))?;
+    match HelloStatus::from_byte(status) {
+        Some(HelloStatus::Accepted) => {}
+        Some(HelloStatus::BadToken) => return Err(yuebing_rpc::Error::Unauthenticated.into()),
+        Some(HelloStatus::BadVersion) | None => {
+            return Err(failed(format!(
+                "{endpoint} refused the data connection: protocol version"
+            )))
+        }
     }
     let (rd, wr) = s.into_split();
     let wr = Arc::new(wr);

@@ -26,6 +26,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
 use tokio::net::TcpListener;
 use tokio::runtime::Handle;
 use tokio_util::sync::{CancellationToken, DropGuard};
+use yuebing_rpc::Token;
 
 use self::initiator::Peer;
 use self::target::Target;
@@ -77,8 +78,16 @@ pub struct TcpConfig {
     pub max_in_flight_bytes: u64,
     /// Slices that may wait for in-flight room before `Overloaded`.
     pub queue_len: usize,
-    /// Cluster token for data connections.
-    pub token: Option<String>,
+    /// Data connections served at once, at most; past it new connections wait in the
+    /// kernel's backlog. Default 1024.
+    pub max_connections: usize,
+    /// Time a new data connection has to complete its hello (magic, version, token); the
+    /// engine gives its shm side channel's handshake the same time. Default 5 s.
+    pub hello_timeout: Duration,
+    /// Time a payload has to move once its header arrived (each way). Default 30 s.
+    pub payload_timeout: Duration,
+    /// Time to open a peer's connections and have them admitted. Default 3 s.
+    pub connect_timeout: Duration,
     /// How long the waiter of a lone small request polls for its answer before it parks, and
     /// how long the target polls for the next request after answering a lone one. In force only
     /// on a runtime with one worker, and for a caller polled by that runtime (see the README).
@@ -94,7 +103,10 @@ impl Default for TcpConfig {
             slice_size: 1 << 20,
             max_in_flight_bytes: 64 << 20,
             queue_len: 4096,
-            token: None,
+            max_connections: 1024,
+            hello_timeout: Duration::from_secs(5),
+            payload_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(3),
             spin: Duration::from_micros(50),
         }
     }
@@ -102,10 +114,12 @@ impl Default for TcpConfig {
 
 struct Inner {
     config: TcpConfig,
+    token: Option<Token>,
     endpoint: String,
     peers: std::sync::Mutex<HashMap<String, Arc<Peer>>>,
-    /// Held while connecting, so that one connect to a peer runs at a time.
-    connecting: tokio::sync::Mutex<()>,
+    /// One lock per endpoint, held while connecting to it: one connect per peer at a time,
+    /// while connects to other peers go on.
+    connecting: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     next_req: AtomicU64,
     handle: Handle,
 }
@@ -126,12 +140,14 @@ impl std::fmt::Debug for TcpTransport {
 
 impl TcpTransport {
     /// Listens on `bind` (e.g. `127.0.0.1:0`) and serves `memory` of instance `instance`; every
-    /// task is spawned on `handle`.
+    /// task is spawned on `handle`. With a `token`, data connections in both directions present
+    /// it and accept only peers that present it.
     pub async fn start(
         memory: Arc<MemoryRegistry>,
         instance: u64,
         bind: &str,
         config: TcpConfig,
+        token: Option<Token>,
         handle: Handle,
     ) -> Result<TcpTransport, Error> {
         let listener = TcpListener::bind(bind).await.map_err(|e| Error::Io {
@@ -146,8 +162,11 @@ impl TcpTransport {
         let target = Arc::new(Target {
             memory,
             instance,
-            token: config.token.clone(),
-            max_slice: config.slice_size.max(1 << 20) * 64,
+            token: token.clone(),
+            max_slice: config.slice_size.max(1 << 20).saturating_mul(64),
+            max_connections: config.max_connections,
+            hello_timeout: config.hello_timeout,
+            payload_timeout: config.payload_timeout,
             spin: spin_budget(&config, &handle),
         });
         let stop = CancellationToken::new();
@@ -160,9 +179,10 @@ impl TcpTransport {
         Ok(TcpTransport {
             inner: Arc::new(Inner {
                 config,
+                token,
                 endpoint,
                 peers: std::sync::Mutex::new(HashMap::new()),
-                connecting: tokio::sync::Mutex::new(()),
+                connecting: std::sync::Mutex::new(HashMap::new()),
                 next_req: AtomicU64::new(1),
                 handle,
             }),
@@ -199,17 +219,25 @@ fn endpoint_of(segment: &SegmentDescriptor) -> Option<String> {
 }
 
 impl Inner {
-    /// The live connections to `endpoint`, opened now if there are none (one connect at a
-    /// time).
+    /// The live connections to `endpoint`, opened now if there are none (one connect per
+    /// endpoint at a time; a slow or stopped peer delays only the requests for it).
     async fn peer(&self, endpoint: &str) -> Result<Arc<Peer>, Error> {
         if let Some(p) = self.live_peer(endpoint) {
             return Ok(p);
         }
-        let _connecting = self.connecting.lock().await;
+        let lock = self
+            .connecting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(endpoint.to_string())
+            .or_default()
+            .clone();
+        let _connecting = lock.lock().await;
         if let Some(p) = self.live_peer(endpoint) {
             return Ok(p);
         }
-        let p = Arc::new(Peer::connect(endpoint, &self.config, &self.handle).await?);
+        let token = self.token.as_ref();
+        let p = Arc::new(Peer::connect(endpoint, &self.config, token, &self.handle).await?);
         self.lock_peers().insert(endpoint.to_string(), p.clone());
         Ok(p)
     }
@@ -244,7 +272,7 @@ impl Transport for TcpTransport {
         TransportKind::Tcp
     }
 
-    fn can_reach(&self, segment: &SegmentDescriptor) -> bool {
+    fn can_reach(&self, segment: &SegmentDescriptor, _forced: bool) -> bool {
         endpoint_of(segment).is_some()
     }
 
@@ -255,6 +283,13 @@ impl Transport for TcpTransport {
     fn forget(&self, segment: &SegmentDescriptor) {
         if let Some(ep) = endpoint_of(segment) {
             self.inner.lock_peers().remove(&ep);
+            let mut connecting = self
+                .inner
+                .connecting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            // A connect under way still holds its lock; the next one makes a new entry.
+            connecting.remove(&ep);
         }
     }
 

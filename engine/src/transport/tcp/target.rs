@@ -2,8 +2,14 @@
 //! reads straight into (or writes straight from) registered memory, one non-blocking syscall per
 //! access. Unregistering the range revokes the lease: the connection is shut down at once (the
 //! peer sees its request fail), whatever the peer still sends.
+//!
+//! Admission: at most `max_connections` connections are served at once (the next accept waits
+//! for a slot, so the kernel's backlog pushes back); each must complete its hello within
+//! `hello_timeout` (magic and version first, then the token, before anything else is read),
+//! and each payload must move within `payload_timeout` of its header.
 
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,79 +18,121 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Interes
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Handle;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use yuebing_rpc::Token;
 
 use super::spin::spin_then_park;
-use super::wire::{RequestHeader, ResponseHeader, HELLO_MAGIC, HELLO_MAGIC_V1, REQUEST_LEN};
+use super::wire::{
+    check_hello, HelloStatus, RequestHeader, ResponseHeader, HELLO_FIXED, REQUEST_LEN,
+};
 use super::{read_header, BULK, IO_BUFFER};
 use crate::error::Error;
 use crate::memory::raw::{self, Part, Span};
 use crate::memory::{Lease, MemoryRegistry};
 use crate::request::Opcode;
+use crate::transport::Backoff;
 
 /// What the serving side needs.
 pub(crate) struct Target {
     pub(crate) memory: Arc<MemoryRegistry>,
     pub(crate) instance: u64,
-    pub(crate) token: Option<String>,
+    pub(crate) token: Option<Token>,
     /// Largest slice accepted; a larger request is a protocol error.
     pub(crate) max_slice: u64,
+    /// Connections served at once, at most.
+    pub(crate) max_connections: usize,
+    /// Time a new connection has to complete its hello.
+    pub(crate) hello_timeout: Duration,
+    /// Time a payload has to move once its header arrived.
+    pub(crate) payload_timeout: Duration,
     /// How long to poll for the next request after answering a lone one.
     pub(crate) spin: Duration,
 }
 
-/// Accepts data connections until `stop` is cancelled.
+/// Accepts data connections until `stop` is cancelled, at most `max_connections` at once.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     target: Arc<Target>,
     stop: CancellationToken,
     handle: Handle,
 ) {
+    let slots = Arc::new(Semaphore::new(target.max_connections.max(1)));
+    let mut backoff = Backoff::default();
     loop {
+        // A slot first: past the cap, connections wait in the kernel's backlog.
+        let slot = tokio::select! {
+            _ = stop.cancelled() => return,
+            s = slots.clone().acquire_owned() => match s {
+                Ok(s) => s,
+                Err(_) => return,
+            },
+        };
         let (stream, peer) = tokio::select! {
             _ = stop.cancelled() => return,
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
+                    // Out of file descriptors, say: wait, longer each time, instead of spinning.
                     tracing::warn!(error = %e, "tcp data accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    tokio::time::sleep(backoff.next()).await;
                     continue;
                 }
             },
         };
+        backoff = Backoff::default();
         let _ = stream.set_nodelay(true);
         let (target, stop) = (target.clone(), stop.clone());
         handle.spawn(async move {
             tokio::select! {
                 _ = stop.cancelled() => {}
-                r = serve(stream, &target) => if let Err(e) = r {
+                r = serve(stream, &target, &peer) => if let Err(e) = r {
                     tracing::debug!(%peer, error = %e, "tcp data connection closed");
                 },
             }
+            drop(slot);
         });
     }
 }
 
-/// Reads the hello and answers it: `Some(why)` when the connection is refused.
+/// Reads the hello and answers it: `Some(why)` when the connection is refused. The magic and
+/// version are checked before the token's length is trusted, the token before anything else
+/// is read.
 async fn hello(s: &mut TcpStream, target: &Target) -> io::Result<Option<&'static str>> {
-    let mut magic = [0u8; 8];
-    s.read_exact(&mut magic).await?;
-    let len = s.read_u16().await? as usize;
-    let mut token = vec![0u8; len];
-    s.read_exact(&mut token).await?;
-    let token_ok = target
-        .token
-        .as_ref()
-        .is_none_or(|t| constant_time_eq::constant_time_eq(t.as_bytes(), &token));
-    let refused = if magic != HELLO_MAGIC && magic != HELLO_MAGIC_V1 {
-        Some("unknown magic or protocol version")
-    } else if !token_ok {
-        Some("wrong cluster token")
-    } else {
-        None
+    let mut fixed = [0u8; HELLO_FIXED];
+    s.read_exact(&mut fixed).await?;
+    let status = match check_hello(&fixed) {
+        Err(status) => status,
+        Ok(len) => {
+            let mut token = vec![0u8; len];
+            s.read_exact(&mut token).await?;
+            let given = (!token.is_empty()).then_some(&token[..]);
+            match Token::admits(target.token.as_ref(), given) {
+                true => HelloStatus::Accepted,
+                false => HelloStatus::BadToken,
+            }
+        }
     };
-    s.write_u8(u8::from(refused.is_some())).await?;
-    Ok(refused)
+    s.write_u8(status as u8).await?;
+    Ok(match status {
+        HelloStatus::Accepted => None,
+        HelloStatus::BadVersion => Some("not a yuebing data connection or an unknown version"),
+        HelloStatus::BadToken => Some("missing or wrong cluster token"),
+    })
+}
+
+/// `io` within `limit`, or a `TimedOut` error naming `what`.
+async fn within<T>(
+    limit: Duration,
+    what: &str,
+    io: impl std::future::Future<Output = io::Result<T>>,
+) -> io::Result<T> {
+    tokio::time::timeout(limit, io).await.unwrap_or_else(|_| {
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("{what} took longer than {limit:?}"),
+        ))
+    })
 }
 
 /// The error that shuts a connection down when the region its request leases is unregistered:
@@ -191,11 +239,12 @@ impl Answers<'_> {
     }
 }
 
-async fn serve(mut s: TcpStream, target: &Target) -> io::Result<()> {
-    if let Some(why) = hello(&mut s, target).await? {
-        tracing::warn!("refused a tcp data connection: {why}");
+async fn serve(mut s: TcpStream, target: &Target, peer: &SocketAddr) -> io::Result<()> {
+    if let Some(why) = within(target.hello_timeout, "the hello", hello(&mut s, target)).await? {
+        tracing::warn!(%peer, "refused a tcp data connection: {why}");
         return Ok(());
     }
+    let limit = target.payload_timeout;
     let (rd, wr) = s.split();
     // Buffered both ways: small requests arrive many per read and their answers leave many per
     // write; the rest of a payload moves straight between the socket and registered memory.
@@ -249,12 +298,14 @@ async fn serve(mut s: TcpStream, target: &Target) -> io::Result<()> {
         };
         match (req.opcode, checked) {
             (Opcode::Write, Ok(lease)) => {
-                receive(&mut rd, &lease).await?;
+                within(limit, "a write's payload", receive(&mut rd, &lease)).await?;
                 // The ack is queued only after every byte landed in the destination.
                 out.push(&reply(0));
             }
             (Opcode::Write, Err(e)) => {
-                tokio::io::copy(&mut (&mut rd).take(req.len), &mut tokio::io::sink()).await?;
+                let (mut payload, mut sink) = ((&mut rd).take(req.len), tokio::io::sink());
+                let skip = tokio::io::copy(&mut payload, &mut sink);
+                within(limit, "a refused write's payload", skip).await?;
                 out.push(&reply(e.code()));
             }
             (Opcode::Read, Ok(lease)) => {
@@ -263,7 +314,7 @@ async fn serve(mut s: TcpStream, target: &Target) -> io::Result<()> {
                     out.push_leased(&lease)?;
                 } else {
                     out.flush().await?;
-                    send(out.wr.as_ref(), &lease).await?;
+                    within(limit, "a read's payload", send(out.wr.as_ref(), &lease)).await?;
                 }
             }
             (Opcode::Read, Err(e)) => out.push(&reply(e.code())),
@@ -275,24 +326,134 @@ async fn serve(mut s: TcpStream, target: &Target) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::tcp::wire::{ResponseHeader, RESPONSE_LEN};
+    use crate::transport::tcp::wire::{ResponseHeader, HELLO_MAGIC, HELLO_MAGIC_V1, RESPONSE_LEN};
+
+    fn a_target(token: Option<&str>, max_connections: usize) -> Target {
+        Target {
+            memory: Arc::new(MemoryRegistry::default()),
+            instance: 7,
+            token: token.map(|t| Token::new(t).unwrap()),
+            max_slice: 1 << 20,
+            max_connections,
+            hello_timeout: Duration::from_millis(300),
+            payload_timeout: Duration::from_millis(300),
+            spin: Duration::ZERO,
+        }
+    }
+
+    /// Serves `target` on 127.0.0.1 until the guard is dropped; returns its address.
+    async fn serving(target: Target) -> (SocketAddr, tokio_util::sync::DropGuard) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let handle = Handle::current();
+        tokio::spawn(accept_loop(
+            listener,
+            Arc::new(target),
+            stop.clone(),
+            handle,
+        ));
+        (addr, stop.drop_guard())
+    }
 
     /// Serves one connection on 127.0.0.1 and returns the client's end.
     async fn connect_to_a_target() -> TcpStream {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let target = Target {
-            memory: Arc::new(MemoryRegistry::default()),
-            instance: 7,
-            token: None,
-            max_slice: 1 << 20,
-            spin: Duration::ZERO,
-        };
-        tokio::spawn(async move {
-            let (s, _) = listener.accept().await.unwrap();
-            let _ = serve(s, &target).await;
-        });
+        let (addr, stop) = serving(a_target(None, 8)).await;
+        std::mem::forget(stop);
         TcpStream::connect(addr).await.unwrap()
+    }
+
+    /// Whether the target closes `s` (end of stream or reset) within `limit`, reading and
+    /// discarding whatever it answers first.
+    async fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
+        let mut sink = Vec::new();
+        tokio::time::timeout(limit, s.read_to_end(&mut sink))
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test]
+    async fn garbage_a_partial_hello_or_http_is_closed_within_the_hello_deadline() {
+        let (addr, _stop) = serving(a_target(Some("t0ken"), 8)).await;
+        let sends: [&[u8]; 4] = [
+            b"",
+            b"YBTCP\0",
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+            &[0xAB; 64],
+        ];
+        for bytes in sends {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            s.write_all(bytes).await.unwrap();
+            let started = std::time::Instant::now();
+            assert!(
+                closed_within(&mut s, Duration::from_secs(5)).await,
+                "{bytes:?} kept open"
+            );
+            assert!(started.elapsed() < Duration::from_secs(3), "{bytes:?}");
+        }
+        // A hello announcing a huge token is refused on its fixed part, nothing waited for.
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(&HELLO_MAGIC).await.unwrap();
+        s.write_u16(u16::MAX).await.unwrap();
+        assert_eq!(s.read_u8().await.unwrap(), HelloStatus::BadVersion as u8);
+    }
+
+    #[tokio::test]
+    async fn a_wrong_or_missing_token_is_refused_before_anything_else_is_read() {
+        let (addr, _stop) = serving(a_target(Some("t0ken"), 8)).await;
+        for token in [None, Some("wr0ng")] {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            let token = token.map(|t| Token::new(t).unwrap());
+            s.write_all(&super::super::wire::encode_hello(token.as_ref()))
+                .await
+                .unwrap();
+            assert_eq!(s.read_u8().await.unwrap(), HelloStatus::BadToken as u8);
+            assert!(closed_within(&mut s, Duration::from_secs(5)).await);
+        }
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let token = Token::new("t0ken").unwrap();
+        s.write_all(&super::super::wire::encode_hello(Some(&token)))
+            .await
+            .unwrap();
+        assert_eq!(s.read_u8().await.unwrap(), HelloStatus::Accepted as u8);
+    }
+
+    #[tokio::test]
+    async fn connections_past_the_cap_wait_until_a_slot_frees() {
+        let (addr, _stop) = serving(a_target(None, 1)).await;
+        let mut first = TcpStream::connect(addr).await.unwrap();
+        assert_eq!(say_hello(&mut first, HELLO_MAGIC).await, 0);
+        // The second is accepted by the kernel but not served while the first holds the slot.
+        let mut second = TcpStream::connect(addr).await.unwrap();
+        second.write_all(&HELLO_MAGIC).await.unwrap();
+        second.write_u16(0).await.unwrap();
+        let early = tokio::time::timeout(Duration::from_millis(200), second.read_u8()).await;
+        assert!(early.is_err(), "served past the cap");
+        drop(first);
+        let answer = tokio::time::timeout(Duration::from_secs(5), second.read_u8()).await;
+        assert_eq!(answer.unwrap().unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_payload_that_stalls_after_its_header_is_cut_at_its_deadline() {
+        let target = a_target(None, 8);
+        let memory = target.memory.clone();
+        let buf = Arc::new(crate::memory::EngineBuffer::allocate(4096, false).unwrap());
+        let region = memory.register_buffer(buf).unwrap();
+        let (addr, _stop) = serving(target).await;
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        assert_eq!(say_hello(&mut s, HELLO_MAGIC).await, 0);
+        let req = RequestHeader {
+            opcode: Opcode::Write,
+            req_id: 1,
+            instance: 7,
+            addr: region.addr,
+            len: 4096,
+            lone: false,
+        };
+        s.write_all(&req.encode()).await.unwrap();
+        s.write_all(&[1u8; 100]).await.unwrap();
+        assert!(closed_within(&mut s, Duration::from_secs(5)).await);
     }
 
     async fn say_hello(s: &mut TcpStream, magic: [u8; 8]) -> u8 {

@@ -1,9 +1,12 @@
 //! The tcp data plane's wire format (pure encoding, no I/O).
 //!
 //! A data connection opens with a hello (magic, version, cluster token) answered by one status
-//! byte. Then the initiator sends requests and the target answers each, in order:
+//! byte ([`HelloStatus`]). The target checks the magic and version before it trusts the token's
+//! length, and the token before it reads anything else. Then the initiator sends requests and
+//! the target answers each, in order:
 //!
 //! ```text
+//! hello:    "YBTCP\0\0" | version u8 | token_len u16 | token      answer: status u8
 //! request:  "YT" | op u8 | flags u8 | req id u64 | instance u64 | addr u64 | len u64 | (write: len bytes)
 //! response: "YR" | 0 u16 | status i32 | req id u64 | extra u64 | (read, status 0: len bytes)
 //! ```
@@ -22,6 +25,59 @@ pub(crate) const HELLO_MAGIC: [u8; 8] = *b"YBTCP\0\0\x02";
 /// The hello of version 1, still served: its initiators never set a flag, so targets can be
 /// upgraded before their initiators.
 pub(crate) const HELLO_MAGIC_V1: [u8; 8] = *b"YBTCP\0\0\x01";
+/// Length of the hello before the token: magic (with the version) and the token's length.
+pub(crate) const HELLO_FIXED: usize = 10;
+
+/// The target's one-byte answer to a hello. Initiators of version 1 read any non-zero status as
+/// a refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HelloStatus {
+    /// Admitted: requests may follow.
+    Accepted = 0,
+    /// Not a yuebing data connection, or a protocol version this target does not speak.
+    BadVersion = 1,
+    /// The cluster token is missing or wrong.
+    BadToken = 2,
+}
+
+impl HelloStatus {
+    /// The status a target sent (an unknown byte is a refusal of unknown cause).
+    pub(crate) fn from_byte(b: u8) -> Option<HelloStatus> {
+        match b {
+            0 => Some(HelloStatus::Accepted),
+            1 => Some(HelloStatus::BadVersion),
+            2 => Some(HelloStatus::BadToken),
+            _ => None,
+        }
+    }
+}
+
+/// The hello an initiator sends.
+pub(crate) fn encode_hello(token: Option<&yuebing_rpc::Token>) -> Vec<u8> {
+    let token = token.map_or(&[][..], yuebing_rpc::Token::as_bytes);
+    let mut out = Vec::with_capacity(HELLO_FIXED + token.len());
+    out.put_slice(&HELLO_MAGIC);
+    // A token is at most MAX_TOKEN_LEN (1024) bytes, so its length fits.
+    out.put_u16(token.len() as u16);
+    out.put_slice(token);
+    out
+}
+
+/// Checks the fixed part of a hello: the magic and version first, then the token's length
+/// (at most [`yuebing_rpc::MAX_TOKEN_LEN`]), which it returns. Anything else is `BadVersion`,
+/// and the target reads no further.
+pub(crate) fn check_hello(fixed: &[u8; HELLO_FIXED]) -> Result<usize, HelloStatus> {
+    let (magic, len) = fixed.split_at(8);
+    if magic != HELLO_MAGIC && magic != HELLO_MAGIC_V1 {
+        return Err(HelloStatus::BadVersion);
+    }
+    let len = usize::from(u16::from_be_bytes([len[0], len[1]]));
+    match len <= yuebing_rpc::MAX_TOKEN_LEN {
+        true => Ok(len),
+        false => Err(HelloStatus::BadVersion),
+    }
+}
+
 /// Request flag: the initiator waits for this request alone, so its next one is likely to
 /// follow the answer within a round trip (the target may spin for it instead of parking).
 pub(crate) const LONE: u8 = 0x01;
@@ -118,6 +174,32 @@ impl ResponseHeader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hello_checks_the_magic_before_the_length() {
+        let token = yuebing_rpc::Token::new("t0ken").unwrap();
+        let hello = encode_hello(Some(&token));
+        let fixed: [u8; HELLO_FIXED] = hello[..HELLO_FIXED].try_into().unwrap();
+        assert_eq!(check_hello(&fixed), Ok(5));
+        assert_eq!(&hello[HELLO_FIXED..], b"t0ken");
+        let mut v1 = fixed;
+        v1[7] = 1;
+        assert_eq!(check_hello(&v1), Ok(5), "version 1 is still served");
+        let mut long = fixed;
+        long[8..].copy_from_slice(&u16::MAX.to_be_bytes());
+        assert_eq!(check_hello(&long), Err(HelloStatus::BadVersion));
+        // An HTTP request is refused on its first bytes.
+        let http: [u8; HELLO_FIXED] = b"GET / HTTP"[..].try_into().unwrap();
+        assert_eq!(check_hello(&http), Err(HelloStatus::BadVersion));
+        for s in [
+            HelloStatus::Accepted,
+            HelloStatus::BadVersion,
+            HelloStatus::BadToken,
+        ] {
+            assert_eq!(HelloStatus::from_byte(s as u8), Some(s));
+        }
+        assert_eq!(HelloStatus::from_byte(9), None);
+    }
 
     #[test]
     fn round_trips_and_garbage() {
