@@ -20,7 +20,8 @@ pub enum Error {
     Timeout,
     /// A request or response frame is larger than the receiver accepts. The frame was skipped and
     /// the connection kept. Remedy: send large payloads in pieces, or raise `max_frame` on both
-    /// sides (the server announces its limit in the preamble reply).
+    /// sides (the server announces its limit in the preamble reply; a server's limit is also
+    /// capped by its `max_in_flight_bytes`, since a larger frame could never be admitted).
     #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
     FrameTooLarge {
         /// Size of the refused frame (body plus attachment), in bytes.

@@ -5,7 +5,8 @@
 //! a connection preamble that selects one of several services on a listener and checks version
 //! and token; per-request frame limits with a typed [`Error::FrameTooLarge`]; raw-bytes
 //! [`Attachment`]s outside serde; server caps with a bounded wait queue and a retryable
-//! [`Error::Overloaded`]; graceful shutdown; client [`Pool`]s that share live connections,
+//! [`Error::Overloaded`], and byte permits a large frame takes before it is read (its connection
+//! waits, and TCP pushes back on the peer); graceful shutdown; client [`Pool`]s that share live connections,
 //! replace dead ones and pick the least-loaded; a [`PoolRegistry`] keyed by endpoint; a
 //! [`Balancer`] over several endpoints; deadlines and retries of idempotent calls; [`Metrics`].
 //!
@@ -14,7 +15,8 @@
 //! - `frame`: the fixed frame header (pure).
 //! - `preamble`: the connection preamble and its reply.
 //! - [`attachment`]: out-of-band payloads.
-//! - `transport`: the framing's read and write halves, and the `Stream + Sink` the server runs on.
+//! - `transport`: the framing's read and write halves, the `Stream + Sink` the server runs on, and
+//!   the byte budget the server's reader draws on for large frames.
 //! - [`endpoint`]: TCP and Unix-domain addresses.
 //! - [`server`]: listener, connections, admission caps, per-call context, shutdown.
 //! - `client`: the client [`Channel`] (a tarpc stub) and its driver, connections, [`Pool`],

@@ -9,6 +9,8 @@ pub const DEFAULT_MAX_FRAME: u64 = 64 << 20;
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// Largest frame accepted; larger requests get [`FrameTooLarge`](crate::Error::FrameTooLarge).
+    /// Where `max_in_flight_bytes` is smaller (but at least 64 KiB) the smaller value is the
+    /// limit, since a larger frame could never be admitted; the preamble announces the limit.
     pub max_frame: u64,
     /// Cluster token clients must present; `None` accepts any client.
     pub token: Option<String>,
@@ -16,7 +18,10 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Most requests executing at once on one connection.
     pub max_in_flight_per_connection: usize,
-    /// Most request bytes (body plus attachment) executing at once, over all connections.
+    /// Most request bytes (body plus attachment) buffered or executing at once, over all
+    /// connections. A frame over 64 KiB takes its share before it is read: until the share is
+    /// free its connection is not read further (TCP pushes back on the peer), without a time
+    /// limit. Smaller requests take theirs after they are read, in the bounded wait queue.
     pub max_in_flight_bytes: u64,
     /// Most requests waiting at one cap; past it, requests get `Overloaded` at once.
     pub queue_len: usize,

@@ -53,7 +53,7 @@ pub(super) async fn handle_socket(
     let reply = Reply {
         version: PROTOCOL_VERSION,
         status: refusal.as_ref().map_or(0, Error::code),
-        max_frame: shared.config.max_frame,
+        max_frame: shared.admission.frame_limit(),
         message: match &refusal {
             Some(Error::UnknownService { name }) => name.clone(),
             Some(e) => e.to_string(),
@@ -79,7 +79,7 @@ pub(super) async fn handle_socket(
             service: hello.service,
         },
         limits: Limits {
-            recv_max: shared.config.max_frame,
+            recv_max: shared.admission.frame_limit(),
             send_max: hello.max_frame,
         },
         shared,
@@ -142,6 +142,7 @@ where
     let stop = StopReading::default();
     let transport = FramedTransport::<ClientMessage<Req>, Response<Resp>>::new(socket, limits)
         .with_ledger(ledger.clone())
+        .with_budget(shared.admission.read_budget())
         .stop_reading_on(stop.clone());
     let config = tarpc::server::Config {
         pending_response_buffer: 1024,
@@ -173,11 +174,11 @@ where
                 Some(Ok(req)) => {
                     let request_id = req.get().id;
                     let method = req.get().message.name().to_string();
-                    let size = ledger.take(request_id);
+                    let payload = ledger.take(request_id);
                     let call = Call {
                         handler: handler.clone(),
                         ctx: CallContext { conn: info.clone(), request_id, method },
-                        size,
+                        payload,
                         shared: shared.clone(),
                         conn: conn.clone(),
                         _types: PhantomData,

@@ -3,6 +3,9 @@
 //! [`FrameReader`] holds the read buffer and the state of the frame being read; the socket is
 //! lent to each call, so the same reader serves a whole socket (the server's transport) and the
 //! read half of a split one (the client channel's driver).
+//!
+//! A reader given a [`ReadBudget`] (the server's) takes byte permits for a large frame before it
+//! allocates the frame's buffer, and reads nothing more from the socket until it has them.
 
 use std::io;
 use std::pin::Pin;
@@ -12,7 +15,9 @@ use bincode::Options;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::de::DeserializeOwned;
 use tokio::io::AsyncRead;
+use tokio::sync::OwnedSemaphorePermit;
 
+use super::budget::{frame_limit, Charge, Payload, PermitWait, ReadBudget};
 use super::{codec, invalid};
 use crate::attachment;
 use crate::frame::{FrameHeader, HEADER_LEN};
@@ -22,19 +27,22 @@ const READ_CHUNK: usize = 64 << 10;
 
 /// One thing read off the wire.
 pub(crate) enum Received<In> {
-    /// A decoded message and its payload size (body + attachments).
-    Message(In, u64),
+    /// A decoded message, its payload size (body + attachments) and the permits it holds.
+    Message(In, Payload),
     /// A frame over the receive limit: its bytes are being skipped; the caller answers for it.
     Oversize(FrameHeader),
 }
 
 enum ReadState {
     Header,
-    Body(FrameHeader),
+    /// Waiting for byte permits before the payload is read.
+    Permits(FrameHeader, PermitWait),
+    Body(FrameHeader, Option<OwnedSemaphorePermit>),
     Attachment {
         header: FrameHeader,
         body: Bytes,
         region: BytesMut,
+        permit: Option<OwnedSemaphorePermit>,
     },
     Skip {
         remaining: u64,
@@ -46,6 +54,7 @@ pub(crate) struct FrameReader {
     recv_max: u64,
     rbuf: BytesMut,
     read: ReadState,
+    budget: Option<ReadBudget>,
 }
 
 impl FrameReader {
@@ -55,7 +64,16 @@ impl FrameReader {
             recv_max,
             rbuf: BytesMut::with_capacity(READ_CHUNK),
             read: ReadState::Header,
+            budget: None,
         }
+    }
+
+    /// Charges frames larger than [`CHARGE_ABOVE`](super::budget::CHARGE_ABOVE) against
+    /// `budget` before reading their payload, and lowers the limit to what the budget can hold.
+    pub(crate) fn with_budget(mut self, budget: ReadBudget) -> Self {
+        self.recv_max = frame_limit(self.recv_max, budget.total());
+        self.budget = Some(budget);
+        self
     }
 
     /// The largest payload this reader accepts.
@@ -83,13 +101,13 @@ impl FrameReader {
                     }
                     Ok(Some(h)) => {
                         self.rbuf.advance(HEADER_LEN);
-                        if h.payload_len() > self.recv_max {
+                        let Some(next) = self.start_payload(h) else {
                             self.read = ReadState::Skip {
                                 remaining: h.payload_len(),
                             };
                             return Poll::Ready(Some(Ok(Received::Oversize(h))));
-                        }
-                        self.read = ReadState::Body(h);
+                        };
+                        self.read = next;
                     }
                     Ok(None) => {
                         if !ready!(self.poll_fill(io, cx, HEADER_LEN))? {
@@ -101,7 +119,15 @@ impl FrameReader {
                         }
                     }
                 },
-                ReadState::Body(h) => {
+                ReadState::Permits(h, wait) => {
+                    // Nothing more is read from this connection until the permits are ours.
+                    let h = *h;
+                    let permit = ready!(wait.poll(cx)).map_err(|_| {
+                        io::Error::new(io::ErrorKind::ConnectionAborted, "byte budget closed")
+                    })?;
+                    self.read = ReadState::Body(h, Some(permit));
+                }
+                ReadState::Body(h, permit) => {
                     let h = *h;
                     let body_len = h.body_len as usize;
                     if self.rbuf.len() < body_len {
@@ -112,9 +138,10 @@ impl FrameReader {
                         continue;
                     }
                     let body = self.rbuf.split_to(body_len).freeze();
+                    let permit = permit.take();
                     if h.attach_len == 0 {
                         self.read = ReadState::Header;
-                        return Poll::Ready(Some(decode(h, body, Bytes::new())));
+                        return Poll::Ready(Some(decode(h, body, Bytes::new(), permit)));
                     }
                     let attach_len = h.attach_len as usize;
                     let mut region = BytesMut::with_capacity(attach_len);
@@ -125,6 +152,7 @@ impl FrameReader {
                         header: h,
                         body,
                         region,
+                        permit,
                     };
                 }
                 ReadState::Attachment { header, region, .. } => {
@@ -134,11 +162,12 @@ impl FrameReader {
                             header,
                             body,
                             region,
+                            permit,
                         } = std::mem::replace(&mut self.read, ReadState::Header)
                         else {
                             unreachable!("matched above")
                         };
-                        return Poll::Ready(Some(decode(header, body, region.freeze())));
+                        return Poll::Ready(Some(decode(header, body, region.freeze(), permit)));
                     }
                     let mut limited = region.limit(missing);
                     let n = ready!(tokio_util::io::poll_read_buf(
@@ -163,6 +192,23 @@ impl FrameReader {
                     }
                 }
             }
+        }
+    }
+
+    /// The state that reads `h`'s payload (maybe after waiting for permits), or `None` when the
+    /// frame is over the limit.
+    fn start_payload(&self, h: FrameHeader) -> Option<ReadState> {
+        if h.payload_len() > self.recv_max {
+            return None;
+        }
+        let Some(budget) = &self.budget else {
+            return Some(ReadState::Body(h, None));
+        };
+        match budget.charge(h.payload_len()) {
+            Charge::Free => Some(ReadState::Body(h, None)),
+            Charge::Held(permit) => Some(ReadState::Body(h, Some(permit))),
+            Charge::Wait(wait) => Some(ReadState::Permits(h, wait)),
+            Charge::OverBudget => None,
         }
     }
 
@@ -191,6 +237,7 @@ fn decode<In: DeserializeOwned>(
     header: FrameHeader,
     body: Bytes,
     region: Bytes,
+    permit: Option<OwnedSemaphorePermit>,
 ) -> io::Result<Received<In>> {
     let limit = body.len() as u64;
     let (res, exact) = attachment::provide(region, || {
@@ -204,5 +251,9 @@ fn decode<In: DeserializeOwned>(
         tracing::warn!("closing connection: attachment region does not match the body");
         return Err(invalid("attachment region does not match the body"));
     }
-    Ok(Received::Message(item, header.payload_len()))
+    let payload = Payload {
+        len: header.payload_len(),
+        permit,
+    };
+    Ok(Received::Message(item, payload))
 }
