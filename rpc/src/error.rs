@@ -79,8 +79,11 @@ pub enum Error {
     /// after it restarts.
     #[error("server is shutting down")]
     ShuttingDown,
-    /// The peer sent bytes that are not yuebing-rpc (bad magic, malformed frame or body). The
-    /// connection was closed. Remedy: check that both sides are yuebing and the port is right.
+    /// The peer sent bytes that are not yuebing-rpc (bad magic, malformed frame or body), or
+    /// sent a frame header and did not send the rest of the frame within the server's
+    /// `payload_timeout`. The connection was closed. Remedy: check that both sides are yuebing
+    /// and the port is right; for a timeout, find out why the peer stalls, or raise
+    /// `ServerConfig::payload_timeout` for a slow link.
     #[error("protocol error: {reason}")]
     Protocol {
         /// What was malformed.

@@ -21,7 +21,9 @@ pub struct ServerConfig {
     /// Most request bytes (body plus attachment) buffered or executing at once, over all
     /// connections. A frame over 64 KiB takes its share before it is read: until the share is
     /// free its connection is not read further (TCP pushes back on the peer), without a time
-    /// limit. Smaller requests take theirs after they are read, in the bounded wait queue.
+    /// limit; once it has its share, the rest of the frame must arrive within
+    /// `payload_timeout`. Smaller requests take theirs after they are read, in the bounded wait
+    /// queue.
     pub max_in_flight_bytes: u64,
     /// Most requests waiting at one cap; past it, requests get `Overloaded` at once.
     pub queue_len: usize,
@@ -29,6 +31,16 @@ pub struct ServerConfig {
     pub queue_timeout: Duration,
     /// Longest a new connection may take to send its preamble.
     pub preamble_timeout: Duration,
+    /// Longest the rest of a frame (body plus attachment) may take to arrive once its header has
+    /// been read. The clock starts at the header, or, for a frame that waits for its share of
+    /// `max_in_flight_bytes`, when the share is granted: the wait is the server's, not the
+    /// peer's. Bytes may trickle in at any pace as long as the whole frame is in by then.
+    /// Otherwise the server closes the connection (logged with the peer and an
+    /// [`Error::Protocol`](crate::Error::Protocol)) and releases the frame's buffer and byte
+    /// permits, so a peer that stalls mid-frame cannot hold them. An idle connection between
+    /// frames has no limit. A value too large to add to the current time (`Duration::MAX`)
+    /// disables the limit.
+    pub payload_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -42,6 +54,7 @@ impl Default for ServerConfig {
             queue_len: 4096,
             queue_timeout: Duration::from_secs(1),
             preamble_timeout: Duration::from_secs(5),
+            payload_timeout: Duration::from_secs(30),
         }
     }
 }

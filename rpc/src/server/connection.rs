@@ -17,7 +17,7 @@ use super::{HandlerFuture, Shared};
 use crate::endpoint::Socket;
 use crate::error::Error;
 use crate::preamble::{self, Hello, Reply, PROTOCOL_VERSION};
-use crate::transport::{FramedTransport, Limits, SizeLedger, StopReading};
+use crate::transport::{payload_timeout_error, FramedTransport, Limits, SizeLedger, StopReading};
 
 /// What a service needs to serve one connection.
 pub(crate) struct ConnSetup {
@@ -143,6 +143,7 @@ where
     let transport = FramedTransport::<ClientMessage<Req>, Response<Resp>>::new(socket, limits)
         .with_ledger(ledger.clone())
         .with_budget(shared.admission.read_budget())
+        .with_payload_timeout(shared.config.payload_timeout)
         .stop_reading_on(stop.clone());
     let config = tarpc::server::Config {
         pending_response_buffer: 1024,
@@ -168,7 +169,22 @@ where
             next = requests.next() => match next {
                 None => break,
                 Some(Err(e)) => {
-                    tracing::debug!(conn_id = info.conn_id, error = %e, "connection ended");
+                    let timed_out = match &e {
+                        tarpc::ChannelError::Read(e) => payload_timeout_error(e),
+                        _ => None,
+                    };
+                    match timed_out {
+                        Some(err) => tracing::warn!(
+                            peer = %info.peer,
+                            conn_id = info.conn_id,
+                            error = %err,
+                            code = err.code(),
+                            "closing connection: frame payload not received in time"
+                        ),
+                        None => {
+                            tracing::debug!(conn_id = info.conn_id, error = %e, "connection ended");
+                        }
+                    }
                     break;
                 }
                 Some(Ok(req)) => {

@@ -4,9 +4,11 @@
 //! permits from the server-wide semaphore behind `ServerConfig::max_in_flight_bytes` *before*
 //! the reader allocates its buffer. While too few are free the reader waits and reads nothing
 //! more from that connection, so the peer's bytes back up in TCP (its sends block) rather than in
-//! this process. The permits travel with the decoded request ([`Payload`]); the server's
-//! admission takes them over instead of charging the request again, and they are released when
-//! its handler finishes. Smaller frames are read at once and charged at admission, with its
+//! this process. Once the permits are granted, the rest of the frame must arrive within the
+//! server's payload timeout (see [`read`](super::read)), or the connection is closed and the
+//! permits return: a peer cannot hold them by stalling mid-frame. The permits travel with the
+//! decoded request ([`Payload`]); the server's admission takes them over instead of charging the
+//! request again, and they are released when its handler finishes. Smaller frames are read at once and charged at admission, with its
 //! bounded wait queue and `Overloaded` answers.
 //!
 //! A reader with a budget accepts no frame larger than the whole budget ([`frame_limit`]): such

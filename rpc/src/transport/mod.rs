@@ -9,7 +9,10 @@
 //!   buffer and arrive in one pre-sized buffer;
 //! - bytes that are not frames close this one connection with a log line;
 //! - on the server, a large frame waits for byte permits before it is buffered, and its
-//!   connection is not read meanwhile ([`budget`]).
+//!   connection is not read meanwhile ([`budget`]);
+//! - on the server, the rest of a frame must arrive within the payload timeout once its header
+//!   (and its permits) are in, or the connection is closed and the frame's permits and buffer
+//!   are released: a peer that stalls mid-frame holds nothing for long.
 //!
 //! Small frames written back to back share one buffer and one `writev`.
 
@@ -31,7 +34,7 @@ use tarpc::{ClientMessage, Response};
 use tokio::io::AsyncWrite;
 
 pub(crate) use self::budget::{Payload, ReadBudget};
-pub(crate) use self::read::{FrameReader, Received};
+pub(crate) use self::read::{payload_timeout_error, FrameReader, Received};
 pub(crate) use self::write::{EncodeError, FrameWriter, Outgoing, TryWrite};
 use crate::endpoint::Socket;
 use crate::error::Error;
@@ -201,6 +204,13 @@ where
     /// to the budget.
     pub(crate) fn with_budget(mut self, budget: ReadBudget) -> Self {
         self.reader = self.reader.with_budget(budget);
+        self
+    }
+
+    /// Closes the connection when the rest of a frame does not arrive within `timeout` once its
+    /// payload starts to be read (server side; see [`FrameReader::with_payload_timeout`]).
+    pub(crate) fn with_payload_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.reader = self.reader.with_payload_timeout(timeout);
         self
     }
 

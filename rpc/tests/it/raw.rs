@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 
 use bincode::Options;
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use yuebing_rpc::PROTOCOL_VERSION;
@@ -36,6 +37,23 @@ pub fn frame_header(request_id: u64, body_len: u32, attach_len: u32) -> [u8; HEA
     out[4..12].copy_from_slice(&request_id.to_be_bytes());
     out[12..16].copy_from_slice(&body_len.to_be_bytes());
     out[16..20].copy_from_slice(&attach_len.to_be_bytes());
+    out
+}
+
+/// A whole request frame: header and the bincode body of a tarpc request `id` carrying
+/// `message` (no attachment), as a client would send it.
+pub fn request_frame<T: Serialize>(id: u64, message: T) -> Vec<u8> {
+    let request = tarpc::ClientMessage::Request(tarpc::Request {
+        context: tarpc::context::current(),
+        id,
+        message,
+    });
+    let body = bincode::DefaultOptions::new()
+        .serialize(&request)
+        .expect("a request serializes");
+    let body_len = u32::try_from(body.len()).expect("a body under 4 GiB");
+    let mut out = frame_header(id, body_len, 0).to_vec();
+    out.extend_from_slice(&body);
     out
 }
 
