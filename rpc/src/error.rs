@@ -20,7 +20,8 @@ pub enum Error {
     Timeout,
     /// A request or response frame is larger than the receiver accepts. The frame was skipped and
     /// the connection kept. Remedy: send large payloads in pieces, or raise `max_frame` on both
-    /// sides (the server announces its limit in the preamble reply).
+    /// sides (the server announces its limit in the preamble reply; a server's limit is also
+    /// capped by its `max_in_flight_bytes`, since a larger frame could never be admitted).
     #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
     FrameTooLarge {
         /// Size of the refused frame (body plus attachment), in bytes.
@@ -78,8 +79,11 @@ pub enum Error {
     /// after it restarts.
     #[error("server is shutting down")]
     ShuttingDown,
-    /// The peer sent bytes that are not yuebing-rpc (bad magic, malformed frame or body). The
-    /// connection was closed. Remedy: check that both sides are yuebing and the port is right.
+    /// The peer sent bytes that are not yuebing-rpc (bad magic, malformed frame or body), or
+    /// sent a frame header and did not send the rest of the frame within the server's
+    /// `payload_timeout`. The connection was closed. Remedy: check that both sides are yuebing
+    /// and the port is right; for a timeout, find out why the peer stalls, or raise
+    /// `ServerConfig::payload_timeout` for a slow link.
     #[error("protocol error: {reason}")]
     Protocol {
         /// What was malformed.

@@ -5,16 +5,21 @@
 //! a connection preamble that selects one of several services on a listener and checks version
 //! and token; per-request frame limits with a typed [`Error::FrameTooLarge`]; raw-bytes
 //! [`Attachment`]s outside serde; server caps with a bounded wait queue and a retryable
-//! [`Error::Overloaded`]; graceful shutdown; client [`Pool`]s that share live connections,
-//! replace dead ones and pick the least-loaded; a [`PoolRegistry`] keyed by endpoint; a
-//! [`Balancer`] over several endpoints; deadlines and retries of idempotent calls; [`Metrics`].
+//! [`Error::Overloaded`], and byte permits a large frame takes before it is read (its connection
+//! waits, and TCP pushes back on the peer); a deadline for the rest of each frame once its header
+//! arrived, so a peer that stalls mid-frame is closed and holds no permits or buffer for long
+//! ([`ServerConfig::payload_timeout`]); graceful shutdown; client [`Pool`]s that share live
+//! connections, replace dead ones and pick the least-loaded; a [`PoolRegistry`] keyed by
+//! endpoint; a [`Balancer`] over several endpoints; deadlines and retries of idempotent calls;
+//! [`Metrics`].
 //!
 //! # Layout
 //! - [`error`]: the [`Error`] enum, codes −2000 … −2999, wire encoding.
 //! - `frame`: the fixed frame header (pure).
 //! - `preamble`: the connection preamble and its reply.
 //! - [`attachment`]: out-of-band payloads.
-//! - `transport`: the framing's read and write halves, and the `Stream + Sink` the server runs on.
+//! - `transport`: the framing's read and write halves, the `Stream + Sink` the server runs on, the
+//!   byte budget the server's reader draws on for large frames, and its payload deadline.
 //! - [`endpoint`]: TCP and Unix-domain addresses.
 //! - [`server`]: listener, connections, admission caps, per-call context, shutdown.
 //! - `client`: the client [`Channel`] (a tarpc stub) and its driver, connections, [`Pool`],

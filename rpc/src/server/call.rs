@@ -11,12 +11,14 @@ use super::admission::ConnAdmission;
 use super::context::CallContext;
 use super::{HandlerFuture, Shared};
 use crate::error::Error;
+use crate::transport::Payload;
 
 /// A request wrapped with everything the server does around its handler.
 pub(super) struct Call<H, Req, Resp> {
     pub(super) handler: H,
     pub(super) ctx: CallContext,
-    pub(super) size: u64,
+    /// Its size, and the byte permits its frame took before it was read, if any.
+    pub(super) payload: Payload,
     pub(super) shared: Arc<Shared>,
     pub(super) conn: Arc<ConnAdmission>,
     pub(super) _types: PhantomData<fn(Req) -> Resp>,
@@ -34,7 +36,7 @@ where
         let Call {
             handler,
             ctx: call,
-            size,
+            payload,
             shared,
             conn,
             ..
@@ -57,7 +59,7 @@ where
                 }
                 let _permits = shared
                     .admission
-                    .admit(&conn, size, ctx.deadline)
+                    .admit(&conn, payload, ctx.deadline)
                     .await
                     .map_err(|e| e.to_server_error())?;
                 call.scope(handler(ctx, req)).await

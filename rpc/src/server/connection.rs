@@ -17,7 +17,7 @@ use super::{HandlerFuture, Shared};
 use crate::endpoint::Socket;
 use crate::error::Error;
 use crate::preamble::{self, Hello, Reply, PROTOCOL_VERSION};
-use crate::transport::{FramedTransport, Limits, SizeLedger, StopReading};
+use crate::transport::{payload_timeout_error, FramedTransport, Limits, SizeLedger, StopReading};
 
 /// What a service needs to serve one connection.
 pub(crate) struct ConnSetup {
@@ -53,7 +53,7 @@ pub(super) async fn handle_socket(
     let reply = Reply {
         version: PROTOCOL_VERSION,
         status: refusal.as_ref().map_or(0, Error::code),
-        max_frame: shared.config.max_frame,
+        max_frame: shared.admission.frame_limit(),
         message: match &refusal {
             Some(Error::UnknownService { name }) => name.clone(),
             Some(e) => e.to_string(),
@@ -79,7 +79,7 @@ pub(super) async fn handle_socket(
             service: hello.service,
         },
         limits: Limits {
-            recv_max: shared.config.max_frame,
+            recv_max: shared.admission.frame_limit(),
             send_max: hello.max_frame,
         },
         shared,
@@ -140,6 +140,8 @@ where
     let stop = StopReading::default();
     let transport = FramedTransport::<ClientMessage<Req>, Response<Resp>>::new(socket, limits)
         .with_ledger(ledger.clone())
+        .with_budget(shared.admission.read_budget())
+        .with_payload_timeout(shared.config.payload_timeout)
         .stop_reading_on(stop.clone());
     let config = tarpc::server::Config {
         pending_response_buffer: 1024,
@@ -165,17 +167,32 @@ where
             next = requests.next() => match next {
                 None => break,
                 Some(Err(e)) => {
-                    tracing::debug!(conn_id = info.conn_id, error = %e, "connection ended");
+                    let timed_out = match &e {
+                        tarpc::ChannelError::Read(e) => payload_timeout_error(e),
+                        _ => None,
+                    };
+                    match timed_out {
+                        Some(err) => tracing::warn!(
+                            peer = %info.peer,
+                            conn_id = info.conn_id,
+                            error = %err,
+                            code = err.code(),
+                            "closing connection: frame payload not received in time"
+                        ),
+                        None => {
+                            tracing::debug!(conn_id = info.conn_id, error = %e, "connection ended");
+                        }
+                    }
                     break;
                 }
                 Some(Ok(req)) => {
                     let request_id = req.get().id;
                     let method = req.get().message.name().to_string();
-                    let size = ledger.take(request_id);
+                    let payload = ledger.take(request_id);
                     let call = Call {
                         handler: handler.clone(),
                         ctx: CallContext { conn: info.clone(), request_id, method },
-                        size,
+                        payload,
                         shared: shared.clone(),
                         conn: conn.clone(),
                         _types: PhantomData,

@@ -265,6 +265,18 @@ impl RunningServer {
         self.shared.in_flight.load(Ordering::Acquire)
     }
 
+    /// Bytes charged against [`ServerConfig::max_in_flight_bytes`] now: large frames being
+    /// received, and requests admitted or executing.
+    pub fn in_flight_bytes(&self) -> u64 {
+        self.shared.admission.bytes_taken()
+    }
+
+    /// Connections not being read because their next frame waits for byte permits (their peers'
+    /// sends back up in TCP meanwhile).
+    pub fn reads_waiting_for_bytes(&self) -> usize {
+        self.shared.admission.reads_waiting()
+    }
+
     /// Stops accepting (new connections are refused), answers new requests on open connections
     /// with [`Error::ShuttingDown`], lets the calls in flight finish for up to `grace`, aborts the
     /// rest and closes every connection.

@@ -7,10 +7,16 @@
 //!   will not accept and answers with the error — and the connection stays up;
 //! - [`Attachment`](crate::Attachment)s leave with vectored writes straight from the caller's
 //!   buffer and arrive in one pre-sized buffer;
-//! - bytes that are not frames close this one connection with a log line.
+//! - bytes that are not frames close this one connection with a log line;
+//! - on the server, a large frame waits for byte permits before it is buffered, and its
+//!   connection is not read meanwhile ([`budget`]);
+//! - on the server, the rest of a frame must arrive within the payload timeout once its header
+//!   (and its permits) are in, or the connection is closed and the frame's permits and buffer
+//!   are released: a peer that stalls mid-frame holds nothing for long.
 //!
 //! Small frames written back to back share one buffer and one `writev`.
 
+pub(crate) mod budget;
 mod read;
 mod write;
 
@@ -27,7 +33,8 @@ use serde::Serialize;
 use tarpc::{ClientMessage, Response};
 use tokio::io::AsyncWrite;
 
-pub(crate) use self::read::{FrameReader, Received};
+pub(crate) use self::budget::{Payload, ReadBudget};
+pub(crate) use self::read::{payload_timeout_error, FrameReader, Received};
 pub(crate) use self::write::{EncodeError, FrameWriter, Outgoing, TryWrite};
 use crate::endpoint::Socket;
 use crate::error::Error;
@@ -42,28 +49,36 @@ pub(crate) struct Limits {
     pub(crate) send_max: u64,
 }
 
-/// Payload sizes of received requests, in arrival order, for the server's byte cap. tarpc yields
-/// requests in the order the transport read them, skipping some (duplicates, expired), so the
-/// server takes entries up to the id it is given.
+/// Payloads of received requests (sizes and the byte permits of large frames), in arrival
+/// order, for the server's byte cap. tarpc yields requests in the order the transport read them,
+/// skipping duplicates of an id in flight, so the server takes entries up to the id it is given.
+///
+/// tarpc hands requests up one at a time (its channel returns each as soon as it is read, and
+/// the server takes the entry before it polls for the next), so entries still here when the
+/// next request is read belong to skipped requests: they are dropped then, and their permits
+/// return, rather than held until a later request is taken.
 #[derive(Clone, Default)]
-pub(crate) struct SizeLedger(Arc<Mutex<VecDeque<(u64, u64)>>>);
+pub(crate) struct SizeLedger(Arc<Mutex<VecDeque<(u64, Payload)>>>);
 
 impl SizeLedger {
-    fn record(&self, request_id: u64, size: u64) {
+    fn record(&self, request_id: u64, payload: Payload) {
         if let Ok(mut q) = self.0.lock() {
-            q.push_back((request_id, size));
+            q.clear();
+            q.push_back((request_id, payload));
         }
     }
 
-    /// The size of `request_id`, dropping the entries of requests tarpc skipped before it.
-    pub(crate) fn take(&self, request_id: u64) -> u64 {
-        let Ok(mut q) = self.0.lock() else { return 0 };
-        while let Some((id, size)) = q.pop_front() {
+    /// The payload of `request_id`, dropping the entries of requests tarpc skipped before it.
+    pub(crate) fn take(&self, request_id: u64) -> Payload {
+        let Ok(mut q) = self.0.lock() else {
+            return Payload::default();
+        };
+        while let Some((id, payload)) = q.pop_front() {
             if id == request_id {
-                return size;
+                return payload;
             }
         }
-        0
+        Payload::default()
     }
 }
 
@@ -178,9 +193,24 @@ where
         }
     }
 
-    /// Records received requests' sizes in `ledger` (server side).
+    /// Records received requests' payloads in `ledger` (server side).
     pub(crate) fn with_ledger(mut self, ledger: SizeLedger) -> Self {
         self.ledger = Some(ledger);
+        self
+    }
+
+    /// Takes byte permits from `budget` for each large frame before buffering it (server side,
+    /// with a ledger: the permits travel with the request through it). Lowers the receive limit
+    /// to the budget.
+    pub(crate) fn with_budget(mut self, budget: ReadBudget) -> Self {
+        self.reader = self.reader.with_budget(budget);
+        self
+    }
+
+    /// Closes the connection when the rest of a frame does not arrive within `timeout` once its
+    /// payload starts to be read (server side; see [`FrameReader::with_payload_timeout`]).
+    pub(crate) fn with_payload_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.reader = self.reader.with_payload_timeout(timeout);
         self
     }
 
@@ -231,10 +261,11 @@ where
                 None => return Poll::Ready(None),
                 Some(Err(e)) => return Poll::Ready(Some(Err(e))),
                 Some(Ok(Received::Oversize(h))) => self.refuse_received(h),
-                Some(Ok(Received::Message(item, len))) => {
+                Some(Ok(Received::Message(item, payload))) => {
+                    // A cancellation's permits (if any) are returned here, at once.
                     if item.is_request() {
                         if let Some(ledger) = &self.ledger {
-                            ledger.record(item.request_id(), len);
+                            ledger.record(item.request_id(), payload);
                         }
                     }
                     return Poll::Ready(Some(Ok(item)));
@@ -359,12 +390,34 @@ mod tests {
         let (_, got) = tokio::join!(sending, server.next());
         let got = got.unwrap().unwrap();
         assert_eq!(got.request_id(), 2, "frame 1 was skipped");
-        assert!(ledger.take(2) > 10, "size recorded");
+        assert!(ledger.take(2).len > 10, "size recorded");
         let (reply, _) = tokio::join!(client.next(), server.flush());
         let reply = reply.unwrap().unwrap();
         assert_eq!(reply.request_id, 1);
         let err = Error::from_server_error(&reply.message.unwrap_err());
         assert!(matches!(err, Error::FrameTooLarge { max: 1000, len } if len > 200_000));
+    }
+
+    #[test]
+    fn a_skipped_request_returns_its_permits_when_the_next_is_read() {
+        let permits = Arc::new(tokio::sync::Semaphore::new(100));
+        let charged = |n| Payload {
+            len: u64::from(n),
+            permit: Some(permits.clone().try_acquire_many_owned(n).unwrap()),
+        };
+        let ledger = SizeLedger::default();
+        ledger.record(1, charged(60));
+        ledger.record(1, charged(30));
+        assert_eq!(
+            permits.available_permits(),
+            70,
+            "the duplicate's permits are back"
+        );
+        let taken = ledger.take(1);
+        assert_eq!(taken.len, 30);
+        drop(taken);
+        assert_eq!(permits.available_permits(), 100);
+        assert!(ledger.take(1).permit.is_none(), "taken once");
     }
 
     #[tokio::test]
