@@ -428,6 +428,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // No colour codes in a log file or a pipe.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let file = match ConfigFile::load(cli.config.as_deref()) {
         Ok(f) => f,

@@ -84,11 +84,16 @@ impl ChildProcess {
         token: Option<&Token>,
     ) -> Result<ChildProcess, String> {
         let mut cmd = Command::new(exe);
-        cmd.args(args);
+        cmd.args(args).stderr(Stdio::inherit());
         pass_token(&mut cmd, token);
+        ChildProcess::spawn_command(cmd, ready)
+    }
+
+    /// Starts `cmd` (its stdout is taken over; the rest is the caller's: environment, stderr)
+    /// and waits for its ready line, as [`ChildProcess::spawn`].
+    pub fn spawn_command(mut cmd: Command, ready: &str) -> Result<ChildProcess, String> {
         let mut child = cmd
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
         // From here on dropping `proc` kills the child, on every early return too.
