@@ -70,6 +70,11 @@ pub async fn run(cfg: ClientConfig) -> yuebing_store::Result<()> {
     use std::io::Write;
     let _ = std::io::stdout().flush();
     super::wait_for_signal().await?;
+    // Tell the master at once that no new replica may come here (else it notices at the TTL).
+    let leave = yuebing_store::Options::deadline(std::time::Duration::from_secs(5));
+    if let Err(e) = client.close(&leave).await {
+        tracing::warn!(error = %e, "could not unmount the store space; the master will expire it");
+    }
     drop(client);
     Ok(())
 }

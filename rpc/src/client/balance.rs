@@ -163,8 +163,19 @@ impl<C: ServiceClient> Balancer<C> {
         self.call_with(CallOptions::default(), f).await
     }
 
-    /// Calls `f` on one endpoint, moving to another when a try fails and may be repeated.
-    pub async fn call_with<T, F, Fut>(&self, opts: CallOptions, mut f: F) -> Result<T, Error>
+    /// Calls `f` on one endpoint, moving to another when a try fails and may be repeated. It
+    /// may be awaited from anywhere: it runs inside the first pool's runtime (a balancer's pools
+    /// come from one registry, or are made on one runtime).
+    pub async fn call_with<T, F, Fut>(&self, opts: CallOptions, f: F) -> Result<T, Error>
+    where
+        F: FnMut(C, tarpc::context::Context) -> Fut,
+        Fut: Future<Output = Result<T, RpcError>>,
+    {
+        let handle = self.members[0].pool.handle().clone();
+        crate::entered::in_runtime(&handle, self.call_here(opts, f)).await
+    }
+
+    async fn call_here<T, F, Fut>(&self, opts: CallOptions, mut f: F) -> Result<T, Error>
     where
         F: FnMut(C, tarpc::context::Context) -> Fut,
         Fut: Future<Output = Result<T, RpcError>>,

@@ -179,6 +179,11 @@ impl<C: ServiceClient> Pool<C> {
         pool
     }
 
+    /// The runtime this pool's connections, timers and tasks live on.
+    pub(crate) fn handle(&self) -> &Handle {
+        &self.inner.handle
+    }
+
     /// The endpoint this pool connects to.
     pub fn endpoint(&self) -> &Endpoint {
         &self.inner.endpoint

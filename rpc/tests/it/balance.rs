@@ -94,3 +94,40 @@ fn an_empty_list_is_an_error() {
         Balancer::<LabRpc>::new(vec![], PoolConfig::new("lab"), Strategy::Random).unwrap_err();
     assert_eq!(err.code(), -2014);
 }
+
+#[test]
+fn a_balancer_is_driven_from_a_plain_thread() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (server, _) = rt.block_on(start_default());
+    let registry = yuebing_rpc::PoolRegistry::<LabRpc>::new_on(
+        PoolConfig::new("lab"),
+        Duration::from_secs(60),
+        rt.handle().clone(),
+    );
+    let endpoints = [server.local_endpoint().clone()];
+    let lb = Balancer::with_registry(
+        &registry,
+        &endpoints,
+        PoolConfig::new("lab"),
+        Strategy::RoundRobin,
+    )
+    .unwrap();
+    let back = std::thread::spawn(move || {
+        assert!(
+            tokio::runtime::Handle::try_current().is_err(),
+            "no ambient runtime"
+        );
+        futures::executor::block_on(
+            lb.call(|c, ctx| async move { c.echo(ctx, Bytes::from_static(b"hi")).await }),
+        )
+    })
+    .join()
+    .unwrap()
+    .unwrap();
+    assert_eq!(back, "hi");
+    drop(server);
+}

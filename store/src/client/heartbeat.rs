@@ -6,7 +6,7 @@ use std::sync::Weak;
 use super::Inner;
 use crate::master::PingResult;
 
-/// The heartbeat task; it stops when dropped or when the client is gone.
+/// The heartbeat task; it stops when dropped, when the client is gone, or at `stop`.
 pub(crate) struct Heartbeat(tokio::task::JoinHandle<()>);
 
 impl Heartbeat {
@@ -26,6 +26,13 @@ impl Heartbeat {
     }
 }
 
+impl Heartbeat {
+    /// Stops the pings (a closed client must not remount its space).
+    pub(crate) fn stop(&self) {
+        self.0.abort();
+    }
+}
+
 impl Drop for Heartbeat {
     fn drop(&mut self) {
         self.0.abort();
@@ -42,7 +49,10 @@ async fn beat(c: &Inner, bound: std::time::Duration) {
                 async move { m.remount(specs).await }
             });
             match tokio::time::timeout(bound, remount).await {
-                Ok(Ok(_)) => tracing::info!(client = %c.id, "store space mounted again"),
+                Ok(Ok(ids)) => {
+                    *c.lock_mounts() = ids;
+                    tracing::info!(client = %c.id, "store space mounted again")
+                }
                 Ok(Err(e)) => tracing::warn!(error = %e, "remount failed; retrying"),
                 Err(_) => tracing::warn!("remount timed out; retrying"),
             }

@@ -29,7 +29,8 @@ use self::peers::Peers;
 use self::staging::Staging;
 use crate::error::{Error, Result};
 use crate::master::{
-    ClientId, ListedObject, MasterClient, MountSpec, PutConfig, ReplicaDesc, ReplicaList, Stats,
+    ClientId, ListedObject, MasterClient, MountId, MountSpec, PutConfig, ReplicaDesc, ReplicaList,
+    Stats,
 };
 
 /// The cluster token of a client configuration: `token`, or `engine.token` (they may not
@@ -40,6 +41,12 @@ fn one_token(cfg: &ClientConfig) -> Result<Option<yuebing_rpc::Token>> {
             "ClientConfig.token and ClientConfig.engine.token differ; set one",
         )),
         (a, b) => Ok(a.clone().or_else(|| b.clone())),
+    }
+}
+
+impl Inner {
+    pub(crate) fn lock_mounts(&self) -> std::sync::MutexGuard<'_, Vec<MountId>> {
+        self.mounts.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -78,6 +85,8 @@ pub(crate) struct Inner {
     pub(crate) staging: Staging,
     pub(crate) peers: Peers,
     pub(crate) specs: Vec<MountSpec>,
+    /// The master's ids of the mounted ranges (new at every remount).
+    pub(crate) mounts: std::sync::Mutex<Vec<MountId>>,
     _space: Option<Arc<EngineBuffer>>,
 }
 
@@ -147,7 +156,7 @@ impl Client {
                 len: b.len() as u64,
             })
             .collect();
-        masters
+        let mounts = masters
             .call(|m| {
                 let specs = specs.clone();
                 async move { m.remount(specs).await }
@@ -161,6 +170,7 @@ impl Client {
             masters,
             staging,
             specs,
+            mounts: std::sync::Mutex::new(mounts),
             _space: space,
         });
         let heartbeat = heartbeat::Heartbeat::start(Arc::downgrade(&inner), inner.engine.handle());
@@ -168,6 +178,25 @@ impl Client {
             inner,
             _heartbeat: Arc::new(heartbeat),
         })
+    }
+
+    /// Leaves the cluster gracefully: the master places no new replica in this client's store
+    /// space from now on (its replicas stay readable while this process serves them, and the
+    /// master drops the ranges after its unmount grace, or sooner when the pings stop), and
+    /// the heartbeat stops. Calls after it may still read and write through other nodes.
+    /// Dropping a client without `close` leaves the master to notice at its client TTL.
+    pub async fn close(&self, opts: &Options) -> Result<()> {
+        self.in_runtime(async {
+            self._heartbeat.stop();
+            let until = self.until(opts);
+            let mounts = self.inner.lock_mounts().clone();
+            for mount in mounts {
+                self.master(until, |m, _| async move { m.unmount(mount).await }, "")
+                    .await?;
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// The client's id at the master.

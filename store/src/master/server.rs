@@ -194,6 +194,27 @@ impl Shared {
     }
 }
 
+impl Drop for Shared {
+    /// Closing the operation log joins its writer thread, which finishes its last `fdatasync`
+    /// first: on a runtime worker that is handed to a thread of its own (with the data
+    /// directory, whose lock is released only after the log is closed), so that dropping a
+    /// master never stalls the runtime.
+    fn drop(&mut self) {
+        let (log, data) = (self.log.take(), self.data.take());
+        if log.is_none() || tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let close = move || {
+            drop(log);
+            drop(data);
+        };
+        // If no thread can be started, the closure is dropped here: the log closes inline.
+        let _ = std::thread::Builder::new()
+            .name("yuebing-log-close".into())
+            .spawn(close);
+    }
+}
+
 /// A master serving on an endpoint. Dropping it stops the driver; call
 /// [`RunningMaster::shutdown`] for a graceful stop.
 pub struct RunningMaster {
