@@ -285,3 +285,41 @@ fn read_all(buf: &EngineBuffer) -> Vec<u8> {
     buf.get(0, &mut back).unwrap();
     back
 }
+
+/// Connecting to a peer is single-flight per endpoint: while a connect to a stopped peer hangs
+/// (its kernel accepts, its process never answers the hello), transfers to a healthy peer open
+/// their own connections and complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_peer_is_served_while_a_connect_to_a_stopped_peer_is_pending() {
+    let (stopped, healthy) = (Target::start(1 << 20), Target::start(1 << 20));
+    let engine = initiator().await;
+    let src = engine.allocate(1 << 20, true).unwrap();
+    src.put(0, &[5u8; 4096]).unwrap();
+    let to_stopped = engine.open_segment(&stopped.0.announce.name).await.unwrap();
+    let to_healthy = engine.open_segment(&healthy.0.announce.name).await.unwrap();
+    stopped.signal(libc::SIGSTOP);
+    let req = TransferRequest::write(src.addr(), to_stopped, stopped.0.announce.addr, 4096)
+        .with_deadline(Duration::from_secs(30));
+    let pending = tokio::spawn({
+        let engine = engine.clone();
+        async move { engine.transfer(req).await }
+    });
+    // Give the stopped peer's connect time to start and hang.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for _ in 0..20 {
+        engine
+            .write(src.addr(), to_healthy, healthy.0.announce.addr, 4096)
+            .await
+            .unwrap();
+    }
+    // With one connect lock for every peer, these writes would wait for the stopped peer's
+    // connect to time out, and its transfer would end first.
+    assert!(
+        !pending.is_finished(),
+        "the healthy peer waited for the stopped peer's connect"
+    );
+    // The stopped peer's connect gives up at its timeout (3 s by default), not at 30 s.
+    let e = pending.await.unwrap().unwrap_err();
+    assert!(matches!(e, Error::PeerFailed { .. }), "{e}");
+    stopped.signal(libc::SIGCONT);
+}
