@@ -8,12 +8,11 @@ use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use bincode::Options;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use serde::de::DeserializeOwned;
 use tokio::io::AsyncRead;
 
-use super::{codec, invalid};
+use super::decode::Decode;
+use super::invalid;
 use crate::attachment;
 use crate::frame::{FrameHeader, HEADER_LEN};
 
@@ -71,7 +70,7 @@ impl FrameReader {
         cx: &mut Context<'_>,
     ) -> Poll<Option<io::Result<Received<In>>>>
     where
-        In: DeserializeOwned,
+        In: Decode,
         R: AsyncRead + Unpin,
     {
         loop {
@@ -187,15 +186,8 @@ impl FrameReader {
 }
 
 /// Decodes one frame's body, with its attachment region as the source of attachments.
-fn decode<In: DeserializeOwned>(
-    header: FrameHeader,
-    body: Bytes,
-    region: Bytes,
-) -> io::Result<Received<In>> {
-    let limit = body.len() as u64;
-    let (res, exact) = attachment::provide(region, || {
-        codec().with_limit(limit).deserialize::<In>(&body)
-    });
+fn decode<In: Decode>(header: FrameHeader, body: Bytes, region: Bytes) -> io::Result<Received<In>> {
+    let (res, exact) = attachment::provide(region, || In::decode(&body));
     let item = res.map_err(|e| {
         tracing::warn!(error = %e, "closing connection: undecodable frame body");
         invalid(e)
