@@ -10,6 +10,8 @@
 //! [`Transport::can_reach`] says no and the engine uses tcp.
 
 mod channel;
+#[cfg(test)]
+mod channel_fuzz;
 mod sockets;
 mod status;
 
