@@ -203,9 +203,14 @@ pub(crate) fn overwrite(
     input[at..at + width].copy_from_slice(&bytes);
 }
 
-/// Proptest settings for the fuzz tests: `cases` cases, and failures are not written to files
-/// in the source tree (a failure found is kept as a plain regression test instead).
+/// Proptest settings for the fuzz tests: `cases` cases (`PROPTEST_CASES` overrides it, for a
+/// longer hunt), and failures are not written to files in the source tree (a failure found is
+/// kept as a plain regression test instead).
 pub(crate) fn config(cases: u32) -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(cases);
     ProptestConfig {
         cases,
         failure_persistence: None,
