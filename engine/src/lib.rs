@@ -23,16 +23,23 @@
 //! - [`service`]: the engine's control service on yuebing-rpc (descriptor exchange).
 //! - `transfer_engine`: the [`TransferEngine`] facade (allocate/register, submit, wait, cancel,
 //!   free, read/write).
+//! - `segment_fuzz`, `transport::tcp::wire_fuzz`, `transport::shm::channel_fuzz`,
+//!   `fuzz_support` (tests only): proptest fuzzing of the decoders of peer input, with a
+//!   counting allocator that bounds what each may allocate.
 
 pub mod batch;
 pub mod bounds;
 mod deadlines;
 pub mod error;
+#[cfg(test)]
+mod fuzz_support;
 pub mod location;
 pub mod memory;
 pub mod metadata;
 pub mod request;
 pub mod segment;
+#[cfg(test)]
+mod segment_fuzz;
 pub mod service;
 mod transfer_engine;
 pub mod transport;

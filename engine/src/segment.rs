@@ -78,7 +78,8 @@ impl SegmentDescriptor {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
-    /// Decodes JSON, refusing other format versions and malformed input.
+    /// Decodes JSON, refusing other format versions and malformed input, buffers that overlap or
+    /// end past the address space included.
     pub fn from_json(bytes: &[u8]) -> Result<Self, Error> {
         let value: serde_json::Value = serde_json::from_slice(bytes)
             .map_err(|e| Error::invalid(format!("malformed segment descriptor: {e}")))?;
@@ -95,6 +96,7 @@ impl SegmentDescriptor {
         let mut d: SegmentDescriptor = serde_json::from_value(value)
             .map_err(|e| Error::invalid(format!("malformed segment descriptor: {e}")))?;
         d.buffers.sort_by_key(|b| b.addr);
+        check_buffers(&d.buffers)?;
         Ok(d)
     }
 
@@ -122,6 +124,29 @@ impl SegmentDescriptor {
             })
         }
     }
+}
+
+/// Refuses buffers (sorted by address) that end past `u64::MAX` or overlap: peers check
+/// accesses against them with [`crate::bounds::check_access`], which takes them as ranges that
+/// end within `u64` and are disjoint.
+fn check_buffers(buffers: &[BufferDesc]) -> Result<(), Error> {
+    let mut prev_end = None;
+    for b in buffers {
+        let end = b.addr.checked_add(b.len).ok_or_else(|| {
+            Error::invalid(format!(
+                "segment descriptor: buffer {:#x} + {} ends past the address space",
+                b.addr, b.len
+            ))
+        })?;
+        if prev_end.is_some_and(|prev| b.addr < prev) {
+            return Err(Error::invalid(format!(
+                "segment descriptor: buffer {:#x} overlaps the one before",
+                b.addr
+            )));
+        }
+        prev_end = Some(end);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -174,6 +199,34 @@ mod tests {
             SegmentDescriptor::from_json(b"{}").unwrap_err().code(),
             -3001
         );
+    }
+
+    /// Regression (found by `segment_fuzz`): a buffer ending past `u64::MAX` decoded, and the
+    /// access check against it (`Region::end`) overflowed, a panic in debug builds; overlapping
+    /// buffers broke the check's assumption of disjoint ranges.
+    #[test]
+    fn buffers_past_the_address_space_or_overlapping_are_refused() {
+        let with = |buffers: &[(u64, u64)]| {
+            let mut d = sample();
+            d.buffers = buffers
+                .iter()
+                .map(|&(addr, len)| BufferDesc {
+                    addr,
+                    len,
+                    location: Location::default(),
+                })
+                .collect();
+            SegmentDescriptor::from_json(&d.to_json())
+        };
+        let err = with(&[(u64::MAX - 1, 10)]).unwrap_err();
+        assert_eq!(err.code(), -3001, "{err}");
+        assert_eq!(
+            with(&[(0x1000, 0x100), (0x10ff, 1)]).unwrap_err().code(),
+            -3001
+        );
+        let ok = with(&[(u64::MAX - 10, 10), (0x1000, 0x100), (0x1100, 1)]).unwrap();
+        assert!(crate::bounds::check_access(&ok.regions(), u64::MAX - 5, 5).is_ok());
+        assert!(crate::bounds::check_access(&ok.regions(), u64::MAX - 5, 6).is_err());
     }
 
     #[test]

@@ -18,8 +18,9 @@
 //! - `frame`: the fixed frame header (pure).
 //! - `preamble`: the connection preamble and its reply.
 //! - [`attachment`]: out-of-band payloads.
-//! - `transport`: the framing's read and write halves, the `Stream + Sink` the server runs on, the
-//!   byte budget the server's reader draws on for large frames, and its payload deadline.
+//! - `transport`: the framing's read and write halves, body decoding, the `Stream + Sink` the
+//!   server runs on, the byte budget the server's reader draws on for large frames, and its
+//!   payload deadline.
 //! - [`endpoint`]: TCP and Unix-domain addresses.
 //! - [`server`]: listener, connections, admission caps, per-call context, shutdown.
 //! - `client`: the client [`Channel`] (a tarpc stub) and its driver, connections, [`Pool`],
@@ -28,6 +29,8 @@
 //! - `token`: the cluster [`Token`] (never printed, compared in constant time).
 //! - `clock`: the time deadlines and back-offs read (tokio's clock, so tests can pause it).
 //! - `entered`: polling a call inside its pool's runtime, whoever polls it.
+//! - `decode_fuzz`, `fuzz_support` (tests only): proptest fuzzing of every decoder of peer input,
+//!   with a counting allocator that bounds what each may allocate.
 //!
 //! # Example
 //! ```
@@ -60,11 +63,15 @@
 pub mod attachment;
 mod client;
 mod clock;
+#[cfg(test)]
+mod decode_fuzz;
 pub mod endpoint;
 mod entered;
 pub use entered::in_runtime;
 pub mod error;
 mod frame;
+#[cfg(test)]
+mod fuzz_support;
 pub mod metrics;
 mod preamble;
 pub mod server;

@@ -3,9 +3,13 @@
 //! # Layout
 //! - [`error`]: the [`Error`] enum, codes −1 … −1999 (Mooncake's store codes where they match).
 //! - [`master`]: the master's metadata core as a pure state machine, its log and snapshots.
+//! - `fuzz_support` (tests only): a counting allocator and byte mutations for the fuzz tests of
+//!   what the master reads from disk (`master::disk::decode_fuzz`).
 
 pub mod client;
 pub mod error;
+#[cfg(test)]
+mod fuzz_support;
 pub mod master;
 
 pub use client::{Client, ClientConfig, Options};

@@ -14,9 +14,11 @@
 //!   (and its permits) are in, or the connection is closed and the frame's permits and buffer
 //!   are released: a peer that stalls mid-frame holds nothing for long.
 //!
-//! Small frames written back to back share one buffer and one `writev`.
+//! Small frames written back to back share one buffer and one `writev`. A frame body becomes a
+//! message in `decode`, which reads nothing past the body and nothing a peer can make panic.
 
 pub(crate) mod budget;
+mod decode;
 mod read;
 mod write;
 
@@ -28,12 +30,12 @@ use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll, Waker};
 
 use futures::{Sink, Stream};
-use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tarpc::{ClientMessage, Response};
 use tokio::io::AsyncWrite;
 
 pub(crate) use self::budget::{Payload, ReadBudget};
+pub(crate) use self::decode::Decode;
 pub(crate) use self::read::{payload_timeout_error, FrameReader, Received};
 pub(crate) use self::write::{EncodeError, FrameWriter, Outgoing, TryWrite};
 use crate::endpoint::Socket;
@@ -176,7 +178,7 @@ impl<In, Out> Unpin for FramedTransport<In, Out> {}
 
 impl<In, Out> FramedTransport<In, Out>
 where
-    In: DeserializeOwned + Message,
+    In: Decode + Message,
     Out: Serialize + Message,
 {
     pub(crate) fn new(io: Socket, limits: Limits) -> Self {
@@ -277,7 +279,7 @@ where
 
 impl<In, Out> Stream for FramedTransport<In, Out>
 where
-    In: DeserializeOwned + Message,
+    In: Decode + Message,
     Out: Serialize + Message,
 {
     type Item = io::Result<In>;
@@ -306,7 +308,7 @@ where
 
 impl<In, Out> Sink<Out> for FramedTransport<In, Out>
 where
-    In: DeserializeOwned + Message,
+    In: Decode + Message,
     Out: Serialize + Message,
 {
     type Error = io::Error;

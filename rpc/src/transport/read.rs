@@ -20,15 +20,14 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use bincode::Options;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use serde::de::DeserializeOwned;
 use tokio::io::AsyncRead;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Sleep;
 
 use super::budget::{frame_limit, Charge, Payload, PermitWait, ReadBudget};
-use super::{codec, invalid};
+use super::decode::Decode;
+use super::invalid;
 use crate::attachment;
 use crate::error::Error;
 use crate::frame::{FrameHeader, HEADER_LEN};
@@ -149,7 +148,7 @@ impl FrameReader {
         cx: &mut Context<'_>,
     ) -> Poll<Option<io::Result<Received<In>>>>
     where
-        In: DeserializeOwned,
+        In: Decode,
         R: AsyncRead + Unpin,
     {
         loop {
@@ -347,16 +346,13 @@ pub(crate) fn payload_timeout_error(e: &io::Error) -> Option<&Error> {
 }
 
 /// Decodes one frame's body, with its attachment region as the source of attachments.
-fn decode<In: DeserializeOwned>(
+fn decode<In: Decode>(
     header: FrameHeader,
     body: Bytes,
     region: Bytes,
     permit: Option<OwnedSemaphorePermit>,
 ) -> io::Result<Received<In>> {
-    let limit = body.len() as u64;
-    let (res, exact) = attachment::provide(region, || {
-        codec().with_limit(limit).deserialize::<In>(&body)
-    });
+    let (res, exact) = attachment::provide(region, || In::decode(&body));
     let item = res.map_err(|e| {
         tracing::warn!(error = %e, "closing connection: undecodable frame body");
         invalid(e)
@@ -386,7 +382,9 @@ mod tests {
 
     /// A whole frame whose body is `len` bytes as `Bytes` in bincode.
     fn frame(request_id: u64, len: usize) -> Vec<u8> {
-        let body = codec().serialize(&Bytes::from(vec![3u8; len])).unwrap();
+        let body =
+            bincode::Options::serialize(crate::transport::codec(), &Bytes::from(vec![3u8; len]))
+                .unwrap();
         let mut out = vec![0u8; HEADER_LEN];
         FrameHeader {
             request_id,

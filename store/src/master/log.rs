@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::object::{Pin, Replicas};
+use super::object::{deserialize_replicas, Pin, Replicas};
 use super::types::{ClientId, Millis, MountId};
 
 /// Format version of log entries and snapshots.
@@ -46,6 +46,7 @@ pub enum Record {
         /// Bytes.
         size: u64,
         /// Where the new replicas go (empty when in place).
+        #[serde(deserialize_with = "deserialize_replicas")]
         replicas: Replicas,
         /// Writes into the existing object's replicas.
         in_place: bool,

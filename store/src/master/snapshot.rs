@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::core::{ClientState, Master, Mode};
 use super::log::{LogEntry, FORMAT_VERSION};
-use super::object::{Held, Object, PendingWrite, Pin, Replicas};
+use super::object::{deserialize_replicas, Held, Object, PendingWrite, Pin, Replicas};
 use super::types::{ClientId, Millis, MountId, MountSpec};
 use super::MasterConfig;
 use crate::error::{Error, Result};
@@ -45,6 +45,7 @@ struct MountState {
 struct ObjectState {
     key: String,
     size: u64,
+    #[serde(deserialize_with = "deserialize_replicas")]
     replicas: Replicas,
     stamped: Millis,
     pin: Pin,
@@ -110,8 +111,9 @@ impl Master {
     }
 
     /// Rebuilds a master from an optional snapshot and the log entries after it, at `now` (the
-    /// restarted master's clock). Entries at or before the snapshot are skipped; a gap, or an
-    /// entry that does not fit the state, is `Corrupt`.
+    /// restarted master's clock). Entries at or before the snapshot are skipped; a gap, an
+    /// entry or snapshot range that does not fit the state, or a last position of `u64::MAX`
+    /// (no number left for the next entry) is `Corrupt`.
     pub fn restore(
         cfg: MasterConfig,
         logging: bool,
@@ -125,6 +127,10 @@ impl Master {
         }
         for entry in log {
             m.replay(entry)?;
+        }
+        if m.seq == u64::MAX {
+            // The next entry would have no number.
+            return Err(corrupt("the log is at position u64::MAX".into()));
         }
         m.tick(now);
         let owners: Vec<ClientId> = m.space.iter().map(|(_, mt)| mt.client).collect();
@@ -179,6 +185,7 @@ impl Master {
             )));
         }
         for mt in &s.mounts {
+            self.space.check_add(mt.id, &mt.spec).map_err(corrupt)?;
             self.space.add(mt.id, mt.client, &mt.spec, true);
             if let Some(m) = self.space.get_mut(mt.id) {
                 m.draining_until = mt.draining_until;

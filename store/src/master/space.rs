@@ -99,6 +99,27 @@ impl Space {
         })
     }
 
+    /// Why a range (from the log, a snapshot or a live mount) cannot be added under `id`: the id
+    /// is taken, the range is what `mount` refuses (no node, empty, past `u64::MAX`), it
+    /// overlaps its node's others, or the total capacity would pass `u64::MAX`. Ranges mounted
+    /// live passed `Master::mount`'s checks already; a damaged or foreign file may hold any.
+    pub(crate) fn check_add(&self, id: MountId, spec: &MountSpec) -> Result<(), String> {
+        let fits = !spec.node.is_empty()
+            && spec.len > 0
+            && spec.base.checked_add(spec.len).is_some()
+            && self.capacity.checked_add(spec.len).is_some();
+        if !fits {
+            return Err(format!(
+                "mount {}: range {:?} {:#x}+{} is not one a node can mount",
+                id.0, spec.node, spec.base, spec.len
+            ));
+        }
+        if self.mounts.contains_key(&id) || self.overlaps(spec) {
+            return Err(format!("mount {} collides", id.0));
+        }
+        Ok(())
+    }
+
     /// Adds a range under a given id (ids come from the log so that replay rebuilds the same).
     pub(crate) fn add(&mut self, id: MountId, client: ClientId, spec: &MountSpec, ready: bool) {
         let node = match self.by_name.get(&spec.node) {
@@ -128,7 +149,7 @@ impl Space {
                 ready,
             },
         );
-        self.next_mount = self.next_mount.max(id.0 + 1);
+        self.next_mount = self.next_mount.max(id.0.saturating_add(1));
     }
 
     pub(crate) fn remove(&mut self, id: MountId) -> Option<Mount> {

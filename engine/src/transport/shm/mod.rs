@@ -16,6 +16,8 @@
 //! - `sockets`: where side-channel sockets live. `status`: the exporter's status page.
 
 mod channel;
+#[cfg(test)]
+mod channel_fuzz;
 mod export;
 mod sockets;
 mod status;

@@ -14,6 +14,8 @@ mod initiator;
 mod spin;
 mod target;
 mod wire;
+#[cfg(test)]
+mod wire_fuzz;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -38,9 +38,7 @@ impl Master {
                 len,
             } => {
                 let spec = MountSpec { node, base, len };
-                if self.space.get(mount).is_some() || self.space.overlaps(&spec) {
-                    return Err(format!("mount {} collides", mount.0));
-                }
+                self.space.check_add(mount, &spec)?;
                 self.space.add(mount, client, &spec, true);
             }
             Record::UnmountBegin { mount, until } => {
@@ -95,7 +93,7 @@ impl Master {
                 let mut until = hold_until;
                 if o.writing {
                     if let Some(w) = self.writes.remove(&key) {
-                        let release = w.started + self.cfg.put_release_ms;
+                        let release = w.started.saturating_add(self.cfg.put_release_ms);
                         if w.in_place {
                             until = until.max(release);
                         } else {
@@ -226,7 +224,7 @@ impl Master {
     /// freed; an in-place write leaves its object torn, so the object goes too.
     pub(crate) fn drop_write(&mut self, key: &str, w: PendingWrite, hold: bool, now: Millis) {
         let until = if hold {
-            w.started + self.cfg.put_release_ms
+            w.started.saturating_add(self.cfg.put_release_ms)
         } else {
             now
         };
@@ -295,7 +293,7 @@ impl Master {
         for key in broken {
             if let Some(mut w) = self.writes.remove(&key) {
                 w.replicas.retain(|r| r.mount != mount);
-                let release = w.started + self.cfg.put_release_ms;
+                let release = w.started.saturating_add(self.cfg.put_release_ms);
                 self.hold_or_free(&w.replicas, w.size, release, now);
                 if let Some(o) = self.objects.get_mut(&key) {
                     o.writing = false;

@@ -135,12 +135,12 @@ impl Master {
         let clients = self
             .clients
             .values()
-            .map(|c| c.last_ping + self.cfg.client_ttl_ms);
+            .map(|c| c.last_ping.saturating_add(self.cfg.client_ttl_ms));
         let drains = self.space.iter().filter_map(|(_, m)| m.draining_until);
         let writes = self
             .writes
             .iter()
-            .map(|(_, w)| w.started + self.cfg.put_release_ms);
+            .map(|(_, w)| w.started.saturating_add(self.cfg.put_release_ms));
         let held = self.held.iter().map(|h| h.until);
         clients.chain(drains).chain(writes).chain(held).min()
     }
@@ -162,7 +162,7 @@ impl Master {
         let mut stale: Vec<Box<str>> = self
             .writes
             .iter()
-            .filter(|(_, w)| w.started + self.cfg.put_release_ms <= now)
+            .filter(|(_, w)| w.started.saturating_add(self.cfg.put_release_ms) <= now)
             .map(|(k, _)| k.clone())
             .collect();
         stale.sort();

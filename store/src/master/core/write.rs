@@ -235,7 +235,7 @@ impl Master {
         let Some(w) = self.writes.get_h(h, key) else {
             return Ok(());
         };
-        if now < w.started + self.cfg.put_discard_ms {
+        if now < w.started.saturating_add(self.cfg.put_discard_ms) {
             return Err(if upsert {
                 Error::WriteInProgress { key: key.into() }
             } else {

@@ -10,6 +10,8 @@
 //! cut off, damage anywhere else is `Corrupt`. Writing a snapshot at `S` starts a new segment at
 //! `S + 1`, after which older segments and snapshots are deleted.
 
+#[cfg(test)]
+mod decode_fuzz;
 mod frame;
 mod writer;
 
