@@ -92,10 +92,12 @@ impl ChildProcess {
     /// Starts `cmd` (its stdout is taken over; the rest is the caller's: environment, stderr)
     /// and waits for its ready line, as [`ChildProcess::spawn`].
     pub fn spawn_command(mut cmd: Command, ready: &str) -> Result<ChildProcess, String> {
+        // Not `{cmd:?}`: a command's Debug shows the environment it sets, the token included.
+        let shown = shown(&cmd);
         let mut child = cmd
             .stdout(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
+            .map_err(|e| format!("cannot start {shown}: {e}"))?;
         // From here on dropping `proc` kills the child, on every early return too.
         let stdout = child.stdout.take();
         let mut proc = ChildProcess {
@@ -110,7 +112,7 @@ impl ChildProcess {
             .trim()
             .strip_prefix(ready.trim_end())
             .map(str::trim)
-            .ok_or_else(|| format!("{cmd:?} did not start: {line:?}"))?
+            .ok_or_else(|| format!("{shown} did not start: {line:?}"))?
             .to_string();
         Ok(proc)
     }
@@ -127,6 +129,15 @@ impl ChildProcess {
     }
 }
 
+/// A command's program and arguments, for messages (never its environment).
+fn shown(cmd: &Command) -> String {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Hands `token` to a child process in its environment, and nothing else of the parent's
 /// token settings (an inherited token file would clash with it).
 pub fn pass_token(cmd: &mut Command, token: Option<&Token>) {
@@ -141,5 +152,20 @@ pub fn pass_token(cmd: &mut Command, token: Option<&Token>) {
 impl Drop for ChildProcess {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_that_fails_to_start_is_reported_without_its_token() {
+        let token = Token::new("child-secret-42").unwrap();
+        let err = ChildProcess::spawn(Path::new("/bin/true"), &["--flag"], "ready", Some(&token))
+            .err()
+            .expect("/bin/true prints no ready line");
+        assert!(err.contains("/bin/true --flag"), "{err}");
+        assert!(!err.contains("child-secret-42"), "{err}");
     }
 }

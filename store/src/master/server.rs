@@ -198,13 +198,15 @@ impl Drop for Shared {
     /// Closing the operation log joins its writer thread, which finishes its last `fdatasync`
     /// first: on a runtime worker that is handed to a thread of its own (with the data
     /// directory, whose lock is released only after the log is closed), so that dropping a
-    /// master never stalls the runtime.
+    /// master never stalls the runtime. The directory is then free a little later than the
+    /// drop; [`RunningMaster::shutdown`] returns only once it is.
     fn drop(&mut self) {
-        let (log, data) = (self.log.take(), self.data.take());
-        if log.is_none() || tokio::runtime::Handle::try_current().is_err() {
+        let closing = (self.log.take(), self.data.take());
+        if closing.0.is_none() || tokio::runtime::Handle::try_current().is_err() {
             return;
         }
         let close = move || {
+            let (log, data) = closing;
             drop(log);
             drop(data);
         };
@@ -332,6 +334,20 @@ impl RunningMaster {
         self.stop.disarm().cancel();
         let _ = self.driver.await;
         self.shared.closed.store(true, Ordering::Release);
+        // Nothing may touch the directory once its lock is released (a second master may open
+        // it): the log writes what it has queued and stops, and a snapshot under way finishes.
+        let shared = self.shared.clone();
+        let closed = self.shared.handle.spawn_blocking(move || {
+            if let Some(log) = &shared.log {
+                log.close();
+            }
+        });
+        if let Err(e) = closed.await {
+            tracing::error!(error = %e, "closing the operation log failed");
+        }
+        while self.shared.snapshotting.load(Ordering::Acquire) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         if let Some(data) = &self.shared.data {
             data.release();
         }

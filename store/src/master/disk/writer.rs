@@ -5,7 +5,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use tokio::sync::watch;
@@ -29,11 +29,12 @@ enum Cmd {
     Rotate(u64),
 }
 
-/// Handle to the writer thread. Dropping it flushes and stops the thread.
+/// Handle to the writer thread. [`LogWriter::close`] (or dropping it) writes what is queued
+/// and stops the thread.
 pub(crate) struct LogWriter {
-    tx: Option<mpsc::Sender<Cmd>>,
+    tx: Mutex<Option<mpsc::Sender<Cmd>>>,
     durable: watch::Receiver<Durable>,
-    thread: Option<JoinHandle<()>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// The file name of the segment whose first entry is `seq`.
@@ -70,23 +71,38 @@ impl LogWriter {
             .spawn(move || run(dir, out, path, rx, durable_tx))
             .map_err(|e| io_err(Path::new("oplog thread"), e))?;
         Ok(LogWriter {
-            tx: Some(tx),
+            tx: Mutex::new(Some(tx)),
             durable,
-            thread: Some(thread),
+            thread: Mutex::new(Some(thread)),
         })
     }
 
-    /// Queues entries (in order); they become durable in the background.
+    fn sender(&self) -> MutexGuard<'_, Option<mpsc::Sender<Cmd>>> {
+        self.tx.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues entries (in order); they become durable in the background. Nothing is queued
+    /// once the log is closed.
     pub(crate) fn append(&self, entries: Vec<LogEntry>) {
-        if let Some(tx) = &self.tx {
+        if let Some(tx) = &*self.sender() {
             let _ = tx.send(Cmd::Append(entries));
         }
     }
 
     /// Starts a new segment at `next_seq` after what is queued.
     pub(crate) fn rotate(&self, next_seq: u64) {
-        if let Some(tx) = &self.tx {
+        if let Some(tx) = &*self.sender() {
             let _ = tx.send(Cmd::Rotate(next_seq));
+        }
+    }
+
+    /// Writes what is queued, stops the writer thread and waits for it (blocking: its last
+    /// `fdatasync`). Once it returns, this log touches no file again. Repeating it is harmless.
+    pub(crate) fn close(&self) {
+        self.sender().take();
+        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = thread {
+            let _ = t.join();
         }
     }
 
@@ -118,10 +134,7 @@ impl LogWriter {
 
 impl Drop for LogWriter {
     fn drop(&mut self) {
-        self.tx.take();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.close();
     }
 }
 
