@@ -4,9 +4,11 @@
 //! peer sees its request fail), whatever the peer still sends.
 //!
 //! Admission: at most `max_connections` connections are served at once (the next accept waits
-//! for a slot, so the kernel's backlog pushes back); each must complete its hello within
-//! `hello_timeout` (magic and version first, then the token, before anything else is read),
-//! and each payload must move within `payload_timeout` of its header.
+//! for a slot, so the kernel's backlog pushes back), of which at most [`MAX_HELLOS`] may still
+//! be in their hello (more are closed at once, so peers without the token cannot crowd out
+//! admitted ones); each must complete its hello within `hello_timeout` (magic and version first,
+//! then the token, before anything else is read); each payload, and each batch of answers, must
+//! move within `payload_timeout`; and TCP keepalive finds initiators whose host went away.
 
 use std::io;
 use std::net::SocketAddr;
@@ -18,7 +20,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Interes
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Handle;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use yuebing_rpc::Token;
 
@@ -58,6 +60,7 @@ pub(crate) async fn accept_loop(
     handle: Handle,
 ) {
     let slots = Arc::new(Semaphore::new(target.max_connections.max(1)));
+    let hellos = Arc::new(Semaphore::new(MAX_HELLOS));
     let mut backoff = Backoff::default();
     loop {
         // A slot first: past the cap, connections wait in the kernel's backlog.
@@ -81,17 +84,38 @@ pub(crate) async fn accept_loop(
             },
         };
         backoff = Backoff::default();
+        let Ok(hello_slot) = hellos.clone().try_acquire_owned() else {
+            tracing::debug!(%peer, "closed a tcp data connection: {MAX_HELLOS} hellos under way");
+            continue;
+        };
         let _ = stream.set_nodelay(true);
+        keep_alive(&stream);
         let (target, stop) = (target.clone(), stop.clone());
         handle.spawn(async move {
             tokio::select! {
                 _ = stop.cancelled() => {}
-                r = serve(stream, &target, &peer) => if let Err(e) = r {
+                r = serve(stream, &target, &peer, hello_slot) => if let Err(e) = r {
                     tracing::debug!(%peer, error = %e, "tcp data connection closed");
                 },
             }
             drop(slot);
         });
+    }
+}
+
+/// Connections still in their hello, at most: past it new ones are closed at once.
+pub(crate) const MAX_HELLOS: usize = 128;
+
+/// TCP keepalive on a data connection: an initiator whose host went away (no FIN, no RST) is
+/// found within about two minutes, and its slot freed.
+fn keep_alive(stream: &TcpStream) {
+    use rustix::net::sockopt;
+    let set = sockopt::set_socket_keepalive(stream, true)
+        .and_then(|()| sockopt::set_tcp_keepidle(stream, Duration::from_secs(60)))
+        .and_then(|()| sockopt::set_tcp_keepintvl(stream, Duration::from_secs(10)))
+        .and_then(|()| sockopt::set_tcp_keepcnt(stream, 6));
+    if let Err(e) = set {
+        tracing::debug!(error = %e, "tcp keepalive not set");
     }
 }
 
@@ -239,11 +263,17 @@ impl Answers<'_> {
     }
 }
 
-async fn serve(mut s: TcpStream, target: &Target, peer: &SocketAddr) -> io::Result<()> {
+async fn serve(
+    mut s: TcpStream,
+    target: &Target,
+    peer: &SocketAddr,
+    hello_slot: OwnedSemaphorePermit,
+) -> io::Result<()> {
     if let Some(why) = within(target.hello_timeout, "the hello", hello(&mut s, target)).await? {
         tracing::warn!(%peer, "refused a tcp data connection: {why}");
         return Ok(());
     }
+    drop(hello_slot);
     let limit = target.payload_timeout;
     let (rd, wr) = s.split();
     // Buffered both ways: small requests arrive many per read and their answers leave many per
@@ -259,7 +289,7 @@ async fn serve(mut s: TcpStream, target: &Target, peer: &SocketAddr) -> io::Resu
         let mut spin = Duration::ZERO;
         if rd.buffer().len() < REQUEST_LEN {
             // About to wait for the next request: send the answers gathered so far.
-            out.flush().await?;
+            within(limit, "sending answers", out.flush()).await?;
             if lone {
                 // The initiator waited for that answer alone: its next request is likely to
                 // follow within a round trip.
@@ -313,13 +343,13 @@ async fn serve(mut s: TcpStream, target: &Target, peer: &SocketAddr) -> io::Resu
                 if req.len < BULK {
                     out.push_leased(&lease)?;
                 } else {
-                    out.flush().await?;
+                    within(limit, "sending answers", out.flush()).await?;
                     within(limit, "a read's payload", send(out.wr.as_ref(), &lease)).await?;
                 }
             }
             (Opcode::Read, Err(e)) => out.push(&reply(e.code())),
         }
-        out.flush_if_full().await?;
+        within(limit, "sending answers", out.flush_if_full()).await?;
     }
 }
 
@@ -416,6 +446,38 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(s.read_u8().await.unwrap(), HelloStatus::Accepted as u8);
+    }
+
+    #[tokio::test]
+    async fn peers_stuck_in_their_hello_cannot_take_every_slot() {
+        let target = Target {
+            hello_timeout: Duration::from_secs(30),
+            ..a_target(None, 1024)
+        };
+        let (addr, _stop) = serving(target).await;
+        let mut idle = Vec::new();
+        for _ in 0..MAX_HELLOS {
+            idle.push(TcpStream::connect(addr).await.unwrap());
+        }
+        // Every hello slot is taken: one more connection is closed at once, hello or not.
+        let mut late = TcpStream::connect(addr).await.unwrap();
+        let _ = late.write_all(&HELLO_MAGIC).await;
+        let _ = late.write_u16(0).await;
+        assert!(closed_within(&mut late, Duration::from_secs(10)).await);
+        // They go away: hellos are admitted again.
+        drop(idle);
+        let mut ok = false;
+        for _ in 0..100 {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            if s.write_all(&HELLO_MAGIC).await.is_ok() && s.write_u16(0).await.is_ok() {
+                if let Ok(Ok(0)) = tokio::time::timeout(Duration::from_secs(1), s.read_u8()).await {
+                    ok = true;
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(ok, "hellos admitted once the stuck peers left");
     }
 
     #[tokio::test]
