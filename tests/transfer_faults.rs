@@ -298,12 +298,17 @@ async fn a_healthy_peer_is_served_while_a_connect_to_a_stopped_peer_is_pending()
     let to_stopped = engine.open_segment(&stopped.0.announce.name).await.unwrap();
     let to_healthy = engine.open_segment(&healthy.0.announce.name).await.unwrap();
     stopped.signal(libc::SIGSTOP);
-    let req = TransferRequest::write(src.addr(), to_stopped, stopped.0.announce.addr, 4096)
-        .with_deadline(Duration::from_secs(30));
-    let pending = tokio::spawn({
-        let engine = engine.clone();
-        async move { engine.transfer(req).await }
-    });
+    let started = Instant::now();
+    // Three transfers wait for the one connect; its failure ends all three, not one after
+    // another (each waiting out the 3 s connect timeout in turn).
+    let pending: Vec<_> = (0..3)
+        .map(|_| {
+            let req = TransferRequest::write(src.addr(), to_stopped, stopped.0.announce.addr, 4096)
+                .with_deadline(Duration::from_secs(30));
+            let engine = engine.clone();
+            tokio::spawn(async move { (engine.transfer(req).await, Instant::now()) })
+        })
+        .collect();
     // Give the stopped peer's connect time to start and hang.
     tokio::time::sleep(Duration::from_millis(200)).await;
     for _ in 0..20 {
@@ -315,11 +320,26 @@ async fn a_healthy_peer_is_served_while_a_connect_to_a_stopped_peer_is_pending()
     // With one connect lock for every peer, these writes would wait for the stopped peer's
     // connect to time out, and its transfer would end first.
     assert!(
-        !pending.is_finished(),
+        pending.iter().all(|p| !p.is_finished()),
         "the healthy peer waited for the stopped peer's connect"
     );
     // The stopped peer's connect gives up at its timeout (3 s by default), not at 30 s.
-    let e = pending.await.unwrap().unwrap_err();
-    assert!(matches!(e, Error::PeerFailed { .. }), "{e}");
+    let mut ends = Vec::new();
+    for p in pending {
+        let (r, at) = p.await.unwrap();
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::PeerFailed { .. }), "{e}");
+        ends.push(at - started);
+    }
+    // Each would otherwise wait out the connect timeout (3 s) after the one before it.
+    let spread = ends
+        .iter()
+        .max()
+        .unwrap()
+        .saturating_sub(*ends.iter().min().unwrap());
+    assert!(
+        spread < Duration::from_secs(2),
+        "the waiters tried in turn: {ends:?}"
+    );
     stopped.signal(libc::SIGCONT);
 }

@@ -62,6 +62,13 @@ pub(crate) async fn read_header<R: AsyncRead + Unpin>(
     Ok(())
 }
 
+/// When a connect to a peer failed, and why.
+type LastFailure = Option<(std::time::Instant, Error)>;
+
+/// How long the callers that waited for a failed connect get its error rather than trying
+/// again one after another (each for up to the connect timeout).
+const FAILURE_SHARED_FOR: Duration = Duration::from_secs(1);
+
 /// Smallest slice a task is cut into for spreading over connections. A socket's copies already
 /// run on two cores (the sender's into the socket, the receiver's out of it), so cutting a lone
 /// 1 MiB task over several connections only added hand-overs: one slice ran it at 2.7–2.8
@@ -120,8 +127,9 @@ struct Inner {
     endpoint: String,
     peers: std::sync::Mutex<HashMap<String, Arc<Peer>>>,
     /// One lock per endpoint, held while connecting to it: one connect per peer at a time,
-    /// while connects to other peers go on.
-    connecting: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// while connects to other peers go on. It keeps the last failure, which callers that
+    /// waited for that connect get at once instead of trying again in turn.
+    connecting: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<LastFailure>>>>,
     next_req: AtomicU64,
     handle: Handle,
 }
@@ -234,12 +242,22 @@ impl Inner {
             .entry(endpoint.to_string())
             .or_default()
             .clone();
-        let _connecting = lock.lock().await;
+        let mut last_failure = lock.lock().await;
         if let Some(p) = self.live_peer(endpoint) {
             return Ok(p);
         }
+        if let Some((at, e)) = &*last_failure {
+            if at.elapsed() < FAILURE_SHARED_FOR {
+                return Err(e.clone());
+            }
+        }
         let token = self.token.as_ref();
-        let p = Arc::new(Peer::connect(endpoint, &self.config, token, &self.handle).await?);
+        let connected = Peer::connect(endpoint, &self.config, token, &self.handle).await;
+        *last_failure = connected
+            .as_ref()
+            .err()
+            .map(|e| (std::time::Instant::now(), e.clone()));
+        let p = Arc::new(connected?);
         self.lock_peers().insert(endpoint.to_string(), p.clone());
         Ok(p)
     }
