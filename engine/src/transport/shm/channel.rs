@@ -168,6 +168,40 @@ pub(crate) fn send_export(
     Ok(())
 }
 
+/// Connects to `path` within `timeout`. A blocking connect would wait for as long as the
+/// exporter's accept backlog is full (it is stopped, or busy with other handshakes); a
+/// non-blocking one says so at once (`EAGAIN` on a Unix socket), and is tried again.
+fn connect_within(path: &Path, timeout: Duration) -> io::Result<UnixStream> {
+    use rustix::io::Errno;
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let fd = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        None,
+    )?;
+    let addr = SocketAddrUnix::new(path)?;
+    let until = std::time::Instant::now() + timeout;
+    loop {
+        match rustix::net::connect(&fd, &addr) {
+            Ok(()) => break,
+            Err(Errno::AGAIN | Errno::INTR) if std::time::Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(Errno::AGAIN) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("the exporter accepted no connection within {timeout:?}"),
+                ))
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let stream = UnixStream::from(fd);
+    stream.set_nonblocking(false)?;
+    Ok(stream)
+}
+
 /// What an importer got: the export, its fds, the exporter's pid, and the connection, which
 /// the exporter keeps open for as long as its engine lives (the importer's heartbeat).
 pub(crate) type Fetched = (Export, Vec<OwnedFd>, u32, UnixStream);
@@ -194,7 +228,7 @@ pub(crate) fn fetch_export(
     token: Option<&Token>,
     timeout: Duration,
 ) -> Result<Fetched, FetchError> {
-    let stream = UnixStream::connect(path)?;
+    let stream = connect_within(path, timeout)?;
     stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(timeout))?;
     let pid = same_user(&stream)?;
@@ -248,4 +282,38 @@ pub(crate) fn fetch_export(
         .into());
     }
     Ok((export, fds, pid, stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connect_to_an_exporter_that_accepts_nothing_gives_up_at_its_timeout() {
+        use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+        let path = std::env::temp_dir().join(format!("yuebing-full-{}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        // A listener with the smallest backlog that never accepts (a stopped exporter).
+        let listener = rustix::net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        rustix::net::bind(&listener, &SocketAddrUnix::new(&path).unwrap()).unwrap();
+        rustix::net::listen(&listener, 0).unwrap();
+        let mut queued = Vec::new();
+        let started = std::time::Instant::now();
+        let e = loop {
+            match connect_within(&path, Duration::from_millis(200)) {
+                Ok(s) => queued.push(s),
+                Err(e) => break e,
+            }
+            assert!(queued.len() < 64, "the backlog never filled");
+        };
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
 }

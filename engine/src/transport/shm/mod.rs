@@ -19,10 +19,10 @@ mod channel;
 #[cfg(test)]
 mod channel_fuzz;
 mod export;
+mod import;
 mod sockets;
 mod status;
 
-use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
@@ -42,6 +42,7 @@ use yuebing_rpc::Token;
 
 use self::channel::{fetch_export, ExportedBuffer, FetchError, Refused};
 use self::export::{export_loop, ReleaseHook};
+use self::import::Imports;
 use self::sockets::{socket_dir, socket_path, sweep_stale};
 use self::status::{StatusPage, StatusView};
 use super::copy::{copy_between, Side};
@@ -247,10 +248,8 @@ struct Inner {
     /// Importers' side-channel connections, held open while this engine lives; `None` once
     /// it stopped (an export finishing after that closes its connection at once).
     importers: Mutex<Option<Vec<std::os::unix::net::UnixStream>>>,
-    peers: Mutex<HashMap<PathBuf, Arc<ShmPeer>>>,
-    unreachable: Mutex<HashSet<PathBuf>>,
-    /// Peers being mapped in the background (see [`Transport::can_reach`]).
-    connecting: Mutex<HashSet<PathBuf>>,
+    /// The peers imported (see `import`).
+    imports: Imports,
 }
 
 /// The shm transport of one engine: its side channel (exporting) and its mapped peers.
@@ -304,9 +303,7 @@ impl ShmTransport {
             memory,
             status,
             importers: Mutex::new(Some(Vec::new())),
-            peers: Mutex::new(HashMap::new()),
-            unreachable: Mutex::new(HashSet::new()),
-            connecting: Mutex::new(HashSet::new()),
+            imports: Imports::default(),
         });
         let stop = CancellationToken::new();
         handle.spawn(export_loop(listener, inner.clone(), stop.clone()));
@@ -342,88 +339,11 @@ impl Drop for Inner {
     }
 }
 
-/// Connects to a peer's side channel on the blocking pool (a blocking handshake and mapping).
-async fn connect_off_runtime(inner: &Arc<Inner>, socket: &Path) -> Result<Arc<ShmPeer>, Error> {
-    let (i, s) = (inner.clone(), socket.to_path_buf());
-    // On the engine's runtime: the caller may be a plain thread.
-    inner
-        .handle
-        .spawn_blocking(move || i.connect(&s))
-        .await
-        .map_err(|e| Error::Io {
-            reason: e.to_string(),
-        })?
-}
-
 fn section(segment: &SegmentDescriptor) -> Option<(PathBuf, String)> {
     let s = segment.transports.get("shm")?;
     let socket = PathBuf::from(s.get("socket")?.as_str()?);
     let boot = s.get("boot_id")?.as_str()?.to_string();
     Some((socket, boot))
-}
-
-impl Inner {
-    /// Maps the peer behind `socket` on the blocking pool, unless that is under way already;
-    /// requests go over tcp meanwhile.
-    fn connect_in_background(self: &Arc<Self>, socket: PathBuf) {
-        let fresh = self
-            .connecting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(socket.clone());
-        if !fresh {
-            return;
-        }
-        let inner = self.clone();
-        self.handle.spawn_blocking(move || {
-            let _ = inner.connect(&socket);
-            inner
-                .connecting
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&socket);
-        });
-    }
-
-    fn is_unreachable(&self, socket: &Path) -> bool {
-        self.unreachable
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(socket)
-    }
-
-    fn peer(&self, socket: &Path) -> Option<Arc<ShmPeer>> {
-        self.peers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(socket)
-            .cloned()
-    }
-
-    /// Connects (blocking: a local Unix socket) and caches the peer, or remembers that it is
-    /// unreachable.
-    fn connect(&self, socket: &Path) -> Result<Arc<ShmPeer>, Error> {
-        let previous = self.peer(socket);
-        let token = self.token.as_ref();
-        match ShmPeer::connect(socket, previous.as_deref(), token, self.hello_timeout) {
-            Ok(p) => {
-                let p = Arc::new(p);
-                self.peers
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(socket.to_path_buf(), p.clone());
-                Ok(p)
-            }
-            Err(e) => {
-                tracing::debug!(socket = %socket.display(), error = %e, "shm peer unreachable; tcp serves it");
-                self.unreachable
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(socket.to_path_buf());
-                Err(e)
-            }
-        }
-    }
 }
 
 /// A range of a peer's mapped buffer, kept mapped by the peer entry it holds.
@@ -480,11 +400,10 @@ impl Transport for ShmTransport {
         };
         let inner = self.inner.clone();
         let same_host = boot == inner.boot_id && segment.instance_id != inner.instance;
-        let unknown = same_host && inner.peer(&socket).is_none() && !inner.is_unreachable(&socket);
         async move {
-            if unknown {
-                // A failure is remembered by `connect` (the peer is then served by tcp).
-                let _ = connect_off_runtime(&inner, &socket).await;
+            if same_host {
+                // A failure is remembered (the peer is then served by tcp for a while).
+                let _ = inner.import(&socket, None).await;
             }
         }
         .boxed()
@@ -497,15 +416,15 @@ impl Transport for ShmTransport {
         if boot != self.inner.boot_id || segment.instance_id == self.inner.instance {
             return false;
         }
-        if self.inner.peer(&socket).is_some() {
+        if self.inner.imports.peer(&socket).is_some() {
             return true;
         }
         if forced {
             // `transfer` maps the peer (on the blocking pool) and reports why it could not.
             return true;
         }
-        if !self.inner.is_unreachable(&socket) {
-            self.inner.connect_in_background(socket);
+        if self.inner.imports.unreachable(&socket).is_none() {
+            self.inner.import_in_background(socket);
         }
         false
     }
@@ -523,16 +442,7 @@ impl Transport for ShmTransport {
 
     fn forget(&self, segment: &SegmentDescriptor) {
         if let Some((socket, _)) = section(segment) {
-            self.inner
-                .peers
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&socket);
-            self.inner
-                .unreachable
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&socket);
+            self.inner.imports.forget(&socket);
         }
     }
 
@@ -545,9 +455,9 @@ impl Transport for ShmTransport {
                     job.segment.name
                 ))
             })?;
-            let mut peer = match inner.peer(&socket) {
+            let mut peer = match inner.imports.peer(&socket) {
                 Some(p) => p,
-                None => connect_off_runtime(&inner, &socket).await?,
+                None => inner.import(&socket, None).await?,
             };
             // Whether the peer is alive is asked once, after the copy: that is what decides
             // whether a write counts, and a copy into a dead peer's pages harms nobody.
@@ -563,7 +473,7 @@ impl Transport for ShmTransport {
                 && crate::bounds::check_access(&job.segment.regions(), job.remote, job.len).is_ok()
             {
                 // The peer exported a buffer after we mapped its others: map again.
-                peer = connect_off_runtime(&inner, &socket).await?;
+                peer = inner.import(&socket, Some(&peer)).await?;
                 remote = peer.resolve(job.remote, job.len);
             }
             let remote = remote.ok_or(Error::OutOfBounds {
