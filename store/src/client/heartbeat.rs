@@ -7,11 +7,11 @@ use super::Inner;
 use crate::master::PingResult;
 
 /// The heartbeat task; it stops when dropped, when the client is gone, or at `stop`.
-pub(crate) struct Heartbeat(tokio::task::JoinHandle<()>);
+pub(crate) struct Heartbeat(std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>);
 
 impl Heartbeat {
     pub(crate) fn start(inner: Weak<Inner>, handle: &tokio::runtime::Handle) -> Heartbeat {
-        Heartbeat(handle.spawn(async move {
+        Heartbeat(std::sync::Mutex::new(Some(handle.spawn(async move {
             loop {
                 let Some(every) = inner.upgrade().map(|i| i.cfg.heartbeat) else {
                     return;
@@ -22,20 +22,30 @@ impl Heartbeat {
                 };
                 beat(&client, every * 3).await;
             }
-        }))
+        }))))
     }
 }
 
 impl Heartbeat {
-    /// Stops the pings (a closed client must not remount its space).
-    pub(crate) fn stop(&self) {
-        self.0.abort();
+    fn take(&self) -> Option<tokio::task::JoinHandle<()>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// Stops the pings and returns once the task is gone, so that no remount it had under way
+    /// lands after this (a closed client must not mount its space again).
+    pub(crate) async fn stop(&self) {
+        if let Some(task) = self.take() {
+            task.abort();
+            let _ = task.await;
+        }
     }
 }
 
 impl Drop for Heartbeat {
     fn drop(&mut self) {
-        self.0.abort();
+        if let Some(task) = self.take() {
+            task.abort();
+        }
     }
 }
 

@@ -187,12 +187,18 @@ impl Client {
     /// Dropping a client without `close` leaves the master to notice at its client TTL.
     pub async fn close(&self, opts: &Options) -> Result<()> {
         self.in_runtime(async {
-            self._heartbeat.stop();
+            self._heartbeat.stop().await;
             let until = self.until(opts);
             let mounts = self.inner.lock_mounts().clone();
             for mount in mounts {
-                self.master(until, |m, _| async move { m.unmount(mount).await }, "")
-                    .await?;
+                let unmounted = self
+                    .master(until, |m, _| async move { m.unmount(mount).await }, "")
+                    .await;
+                match unmounted {
+                    // Gone already (expired, or replaced by a remount the master applied).
+                    Ok(()) | Err(Error::SegmentNotFound { .. }) => {}
+                    Err(e) => return Err(e),
+                }
             }
             Ok(())
         })
