@@ -31,7 +31,10 @@ pub mod batch;
 pub mod bounds;
 mod deadlines;
 pub mod error;
+/// The fuzz tests' allocator and mutations, one file for the three crates (each crate's
+/// unit-test binary installs its own copy of the counting allocator).
 #[cfg(test)]
+#[path = "../../rpc/src/fuzz_support.rs"]
 mod fuzz_support;
 pub mod location;
 pub mod memory;

@@ -1,7 +1,7 @@
 //! Test support for the decoder fuzz tests: a counting allocator and byte mutations.
 //!
-//! Kept identical in `rpc/src`, `engine/src` and `store/src` (each crate's unit-test binary
-//! needs its own global allocator, and no crate depends on another's tests).
+//! One file for the three crates: `engine` and `store` include it by path (each crate's
+//! unit-test binary needs its own global allocator, and no crate depends on another's tests).
 //!
 //! [`measure`] runs a closure and reports the most bytes it had allocated at once, counting
 //! only allocations made on its own thread, so tests running in parallel do not disturb each

@@ -8,7 +8,10 @@
 
 pub mod client;
 pub mod error;
+/// The fuzz tests' allocator and mutations, one file for the three crates (each crate's
+/// unit-test binary installs its own copy of the counting allocator).
 #[cfg(test)]
+#[path = "../../rpc/src/fuzz_support.rs"]
 mod fuzz_support;
 pub mod master;
 
