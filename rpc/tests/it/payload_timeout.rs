@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use yuebing_rpc::{Attachment, CallOptions, Pool, PoolConfig, RunningServer, ServerConfig};
 
@@ -39,22 +39,6 @@ async fn stall_mid_frame(server: &RunningServer, body: u32, attach: u32, sent: u
         .unwrap();
     s.write_all(&vec![0u8; sent]).await.unwrap();
     s
-}
-
-/// Waits until the server closes `s`, for at most `ceiling`.
-async fn closed_within(mut s: TcpStream, ceiling: Duration) {
-    let mut buf = vec![0u8; 1024];
-    let closed = async {
-        loop {
-            match s.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-        }
-    };
-    tokio::time::timeout(ceiling, closed)
-        .await
-        .expect("the server closes a connection stalled mid-frame");
 }
 
 fn echo_att(
@@ -92,7 +76,7 @@ async fn a_large_frame_stalled_mid_payload_is_closed_and_its_permits_return() {
     tokio::pin!(waiting);
     tokio::select! {
         biased;
-        () = closed_within(stalled, CEILING) => {}
+        () = raw::closed_within(stalled, CEILING) => {}
         r = &mut waiting => panic!("served while the stalled frame held the budget: {r:?}"),
     }
     let echoed = waiting
@@ -112,9 +96,9 @@ async fn a_large_frame_stalled_mid_payload_is_closed_and_its_permits_return() {
 async fn a_small_frame_stalled_mid_body_is_closed_and_others_are_served() {
     let server = server(STALL_TIMEOUT).await;
     let stalled = stall_mid_frame(&server, 1000, 0, 300).await;
-    closed_within(stalled, CEILING).await;
+    raw::closed_within(stalled, CEILING).await;
     let stalled = stall_mid_frame(&server, BODY, 4000, BODY as usize + 100).await;
-    closed_within(stalled, CEILING).await;
+    raw::closed_within(stalled, CEILING).await;
     let pool = pool(&server);
     let echoed = pool
         .call(|c, ctx| async move { c.echo(ctx, Bytes::from_static(b"still here")).await })

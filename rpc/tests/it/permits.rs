@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use yuebing_rpc::{Attachment, CallOptions, Error, Pool, PoolConfig, RunningServer, ServerConfig};
 
@@ -57,19 +57,8 @@ async fn budget_held(server: &RunningServer) -> (TcpStream, TcpStream) {
     (holder, waiter)
 }
 
-async fn assert_closed(mut s: TcpStream) {
-    let mut buf = vec![0u8; 1024];
-    let closed = async {
-        loop {
-            match s.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), closed)
-        .await
-        .expect("the server closes the connection");
+async fn assert_closed(s: TcpStream) {
+    raw::closed_within(s, Duration::from_secs(10)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -86,3 +86,20 @@ pub async fn read_response<T: DeserializeOwned>(s: &mut TcpStream) -> tarpc::Res
         .deserialize(&body)
         .expect("a tarpc response")
 }
+
+/// Waits until the server closes `s` (end of stream or an error), for at most `ceiling`;
+/// panics if it does not.
+pub async fn closed_within(mut s: TcpStream, ceiling: std::time::Duration) {
+    let mut buf = vec![0u8; 1024];
+    let closed = async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::time::timeout(ceiling, closed)
+        .await
+        .expect("the server closes the connection");
+}
