@@ -460,8 +460,9 @@ impl TransferEngine {
     }
 
     /// Registers caller memory with `remote` rights for peers (see
-    /// [`TransferEngine::allocate_exported`] and [`MemoryRegistry::register`]). Peers reach
-    /// caller memory over tcp (and rdma); shm maps only engine buffers.
+    /// [`TransferEngine::allocate_exported`] and [`MemoryRegistry::register`]). The shm
+    /// transport maps only engine buffers, so a same-host peer reaches exported caller memory
+    /// only over tcp (one whose requests to this engine take shm is refused `OutOfBounds`).
     ///
     /// # Safety
     /// The contract of [`MemoryRegistry::register`].
