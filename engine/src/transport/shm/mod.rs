@@ -7,12 +7,13 @@
 //! write (such a buffer is sealed against writable mappings, so the kernel refuses anything
 //! else). No code of the target runs on this path, so the initiator enforces the bounds, the
 //! rights and the instance id against the exported mappings, and reports a write Completed only
-//! if the peer is still alive after the copy (a pidfd that turns
-//! readable when it exits), so a dead peer's orphaned pages never count as delivered. A peer
-//! whose side channel cannot be reached (another host, another container) is not "same host":
-//! [`Transport::can_reach`] says no and the engine uses tcp. It never blocks: it answers from
-//! the descriptor and the peers mapped so far, and maps a new peer in the background (on the
-//! blocking pool) while tcp serves it.
+//! if the peer is still alive after the copy (a pidfd that turns readable when it exits), so a
+//! dead peer's orphaned pages never count as delivered. (A buffer exported write-only must be
+//! mapped writable, so its "no read" holds only in the initiating engine's code, as in
+//! Mooncake's shm transport.) A peer whose side channel cannot be reached (another host, another
+//! container) is not "same host": [`Transport::can_reach`] says no and the engine uses tcp. It
+//! never blocks: it answers from the descriptor and the peers mapped so far, and maps a new peer
+//! in the background (on the blocking pool) while tcp serves it.
 //!
 //! - `channel`: the side channel's wire (hello with the cluster token, export, fds).
 //! - `export`: the exporting side (accept loop, hand-over, importers held open).
