@@ -148,7 +148,7 @@ async fn one_token_reaches_every_connection_and_a_wrong_one_is_refused_everywher
     let shm = UnixStream::connect(&socket).unwrap();
     shm.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     assert_eq!(
-        hello(&shm, b"YBSHM\0\0\x01", b"wrong-token"),
+        hello(&shm, b"YBSHM\0\0\x02", b"wrong-token"),
         wrong_token_status
     );
     // Refused connections are closed: nothing more is read or answered.

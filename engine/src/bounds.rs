@@ -1,15 +1,33 @@
-//! The serving side's check of a remote access against its registered buffers (pure).
+//! The check of a remote access against a segment's exported buffers (pure), as an initiator
+//! makes it against a peer's descriptor (where no code of the target runs, as over shm, that
+//! check is the one that counts).
 //!
 //! A request is accepted only if `[addr, addr + len)` lies inside one buffer: the exact range or
-//! a sub-range. Zero size, overflow, out of bounds, partial overlap and a range spanning two
-//! adjacent buffers are refused before any byte is copied.
+//! a sub-range, and that buffer's rights allow the request's direction. Zero size, overflow, out
+//! of bounds, partial overlap, a range spanning two adjacent buffers, and a buffer registered
+//! local-only are refused (`OutOfBounds`); a buffer exported without the right for the direction
+//! is `AccessDenied`. All before any byte is copied.
 
 use crate::error::Error;
 use crate::memory::Region;
+use crate::request::Opcode;
 
-/// Checks an access against `buffers` (sorted by address, disjoint) and returns the buffer that
-/// holds it.
-pub fn check_access(buffers: &[Region], addr: u64, len: u64) -> Result<Region, Error> {
+/// Checks a peer's access in direction `opcode` against `buffers` (sorted by address,
+/// disjoint) and returns the buffer that holds it.
+pub fn check_access(
+    buffers: &[Region],
+    addr: u64,
+    len: u64,
+    opcode: Opcode,
+) -> Result<Region, Error> {
+    let b = check_bounds(buffers, addr, len)?;
+    b.remote.check(opcode, addr, len)?;
+    Ok(b)
+}
+
+/// Checks only that `[addr, addr + len)` lies inside one of `buffers` (sorted by address,
+/// disjoint) and returns that buffer, whatever its rights.
+pub fn check_bounds(buffers: &[Region], addr: u64, len: u64) -> Result<Region, Error> {
     if len == 0 {
         return Err(Error::invalid("a transfer of 0 bytes"));
     }
@@ -29,25 +47,34 @@ pub fn check_access(buffers: &[Region], addr: u64, len: u64) -> Result<Region, E
 mod tests {
     use super::*;
     use crate::location::Location;
+    use crate::memory::RemoteAccess;
     use proptest::prelude::*;
 
     fn buf(addr: u64, len: u64) -> Region {
+        with_rights(addr, len, RemoteAccess::READ_WRITE)
+    }
+
+    fn with_rights(addr: u64, len: u64, remote: RemoteAccess) -> Region {
         Region {
             addr,
             len,
             location: Location::default(),
+            remote,
         }
+    }
+
+    fn check(buffers: &[Region], addr: u64, len: u64) -> Result<Region, Error> {
+        let read = check_access(buffers, addr, len, Opcode::Read);
+        assert_eq!(read, check_access(buffers, addr, len, Opcode::Write));
+        read
     }
 
     #[test]
     fn the_cases_the_issue_lists() {
         let bufs = [buf(1000, 100), buf(1100, 100)];
-        assert!(check_access(&bufs, 1000, 100).is_ok(), "exact");
-        assert!(check_access(&bufs, 1010, 20).is_ok(), "sub-range");
-        assert!(
-            check_access(&bufs, 1100, 100).is_ok(),
-            "second buffer, exact"
-        );
+        assert!(check(&bufs, 1000, 100).is_ok(), "exact");
+        assert!(check(&bufs, 1010, 20).is_ok(), "sub-range");
+        assert!(check(&bufs, 1100, 100).is_ok(), "second buffer, exact");
         let refused = [
             (900, 10, -3504),          // before everything
             (1300, 1, -3504),          // after everything
@@ -59,12 +86,33 @@ mod tests {
         ];
         for (addr, len, code) in refused {
             assert_eq!(
-                check_access(&bufs, addr, len).unwrap_err().code(),
+                check(&bufs, addr, len).unwrap_err().code(),
                 code,
                 "{addr}+{len}"
             );
         }
-        assert!(check_access(&[], 0, 1).is_err());
+        assert!(check(&[], 0, 1).is_err());
+    }
+
+    #[test]
+    fn rights_are_checked_per_direction_after_the_bounds() {
+        let bufs = [
+            with_rights(1000, 100, RemoteAccess::READ),
+            with_rights(1100, 100, RemoteAccess::WRITE),
+            with_rights(1200, 100, RemoteAccess::LOCAL_ONLY),
+        ];
+        let code = |addr, len, opcode| {
+            check_access(&bufs, addr, len, opcode)
+                .err()
+                .map_or(0, |e| e.code())
+        };
+        assert_eq!(code(1000, 10, Opcode::Read), 0);
+        assert_eq!(code(1000, 10, Opcode::Write), -3511);
+        assert_eq!(code(1100, 10, Opcode::Read), -3511);
+        assert_eq!(code(1100, 10, Opcode::Write), 0);
+        assert_eq!(code(1200, 10, Opcode::Read), -3504, "local-only: unseen");
+        assert_eq!(code(1090, 20, Opcode::Write), -3504, "bounds first");
+        assert!(check_bounds(&bufs, 1200, 10).is_ok());
     }
 
     proptest! {
@@ -84,7 +132,7 @@ mod tests {
                 })
                 .collect();
             let inside = len > 0 && bufs.iter().any(|b| addr >= b.addr && addr + len <= b.end());
-            prop_assert_eq!(check_access(&bufs, addr, len).is_ok(), inside);
+            prop_assert_eq!(check(&bufs, addr, len).is_ok(), inside);
         }
     }
 }

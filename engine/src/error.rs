@@ -93,10 +93,11 @@ pub enum Error {
         /// Which bound was hit.
         reason: String,
     },
-    /// A remote range is not inside one registered buffer of the target (out of bounds, partial
-    /// overlap, spanning two buffers, or overflowing). Checked where the data is served, before any
-    /// byte is copied; fails only that task. Remedy: address ranges inside one buffer.
-    #[error("range {addr:#x}+{len} is outside the target's registered buffers")]
+    /// A remote range is not inside one buffer the target exported (out of bounds, partial
+    /// overlap, spanning two buffers, or overflowing; memory the target registered local-only is
+    /// invisible to peers, as if unregistered). Checked where the data is served, before any byte
+    /// is copied; fails only that task. Remedy: address ranges inside one exported buffer.
+    #[error("range {addr:#x}+{len} is outside the target's exported buffers")]
     OutOfBounds {
         /// Start of the refused range.
         addr: u64,
@@ -137,6 +138,19 @@ pub enum Error {
         /// The buffer's address.
         addr: u64,
     },
+    /// A peer's request for a region the target exported, but without the right for the
+    /// request's direction: a write into a region exported read-only, or a read of one exported
+    /// write-only (see `RemoteAccess`). Checked where the data is served (the initiator, for
+    /// shm), before any byte is copied; fails only that task. A region registered local-only is
+    /// not exported at all and is refused as [`Error::OutOfBounds`]. Remedy: address memory the
+    /// target exported for this access, or have the target register it with that right.
+    #[error("range {addr:#x}+{len} is exported without the right for this access")]
+    AccessDenied {
+        /// Start of the refused range (0 when the refusal came over the wire).
+        addr: u64,
+        /// Its length.
+        len: u64,
+    },
     /// An operating-system call failed. Remedy: read the message.
     #[error("i/o error: {reason}")]
     Io {
@@ -174,6 +188,7 @@ impl Error {
             Error::VersionMismatch { .. } => -3508,
             Error::Io { .. } => -3509,
             Error::BufferRetired { .. } => -3510,
+            Error::AccessDenied { .. } => -3511,
             Error::Rpc(e) => e.code(),
         }
     }

@@ -8,11 +8,14 @@
 //! - [`error`]: the [`Error`] enum, codes −3000 … −3999.
 //! - [`location`]: `cpu:N` / `cuda:N` tags.
 //! - [`memory`]: [`MemoryRegistry`] (caller memory, `unsafe` with a contract; engine-allocated
-//!   [`EngineBuffer`]s, safe), the pure [`RegionTable`], per-transport registration hooks,
+//!   [`EngineBuffer`]s, safe), each region's [`RemoteAccess`] (local-only unless registered for
+//!   peers' reads or writes), the pure [`RegionTable`], per-transport registration hooks,
 //!   revocable [`Lease`]s on regions (how `unregister` stops every access), and `memory::raw`,
 //!   the one audited module that moves bytes of transferable memory by raw pointer.
-//! - [`bounds`]: the check every remote access passes before a byte is copied.
-//! - [`segment`]: the versioned [`SegmentDescriptor`] an engine publishes.
+//! - [`bounds`]: the check every remote access passes before a byte is copied (bounds, then
+//!   the region's rights).
+//! - [`segment`]: the versioned [`SegmentDescriptor`] an engine publishes (its exported
+//!   buffers only).
 //! - [`batch`]: checked [`BatchId`]s and the sans-IO [`BatchTable`] of task states, driven
 //!   behind one lock with per-batch wake-ups and cancellation.
 //! - `deadlines`: running tasks' deadlines on one sweeper timer (not a tokio timer each).
@@ -52,6 +55,7 @@ pub use error::{Error, Result};
 pub use location::Location;
 pub use memory::{
     EngineBuffer, Lease, MemoryRegistry, RangeSpec, Region, RegionTable, RegistrationHook,
+    RemoteAccess,
 };
 pub use metadata::{MetadataStore, P2pMetadata};
 pub use request::{Opcode, SegmentHandle, TransferRequest, TransportKind};

@@ -1,7 +1,8 @@
 //! Segment descriptors: what an engine publishes so peers can address its memory.
 //!
-//! A descriptor is versioned and carries the engine's instance id (new at every start), its
-//! buffers, and one opaque section per transport it serves (a transport added later, e.g. RDMA
+//! A descriptor is versioned and carries the engine's instance id (new at every start), the
+//! buffers it exported for remote access with their rights (local-only memory is never
+//! published), and one opaque section per transport it serves (a transport added later, e.g. RDMA
 //! with per-NIC keys, adds its own section without changing this type). It travels as JSON so that
 //! an operator can read it where it is stored (etcd).
 
@@ -11,12 +12,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::location::Location;
-use crate::memory::Region;
+use crate::memory::{Region, RemoteAccess};
 
-/// The descriptor format this build writes and reads.
-pub const DESCRIPTOR_VERSION: u32 = 1;
+/// The descriptor format this build writes and reads. Version 2 publishes only exported
+/// buffers, each with its rights (`remote`).
+pub const DESCRIPTOR_VERSION: u32 = 2;
 
-/// One buffer of a segment, as peers see it.
+/// One exported buffer of a segment, as peers see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BufferDesc {
     /// First byte, in the owner's address space.
@@ -25,6 +27,8 @@ pub struct BufferDesc {
     pub len: u64,
     /// Where the memory lives.
     pub location: Location,
+    /// What peers may do with it (never local-only in a published descriptor).
+    pub remote: RemoteAccess,
 }
 
 impl From<Region> for BufferDesc {
@@ -33,6 +37,7 @@ impl From<Region> for BufferDesc {
             addr: r.addr,
             len: r.len,
             location: r.location,
+            remote: r.remote,
         }
     }
 }
@@ -48,7 +53,7 @@ pub struct SegmentDescriptor {
     pub endpoint: String,
     /// Changes at every start of the engine; requests carry it and are refused on mismatch.
     pub instance_id: u64,
-    /// Registered buffers, sorted by address.
+    /// Buffers exported for remote access, sorted by address.
     pub buffers: Vec<BufferDesc>,
     /// One section per transport served, keyed by transport name.
     pub transports: BTreeMap<String, serde_json::Value>,
@@ -100,7 +105,8 @@ impl SegmentDescriptor {
         Ok(d)
     }
 
-    /// The buffers as regions, sorted by address (for [`crate::bounds::check_access`]).
+    /// The buffers as regions with their rights, sorted by address (for
+    /// [`crate::bounds::check_access`]).
     pub fn regions(&self) -> Vec<Region> {
         self.buffers
             .iter()
@@ -108,6 +114,7 @@ impl SegmentDescriptor {
                 addr: b.addr,
                 len: b.len,
                 location: b.location,
+                remote: b.remote,
             })
             .collect()
     }
@@ -159,11 +166,13 @@ mod tests {
             addr: 0x2000,
             len: 4096,
             location: Location::default(),
+            remote: RemoteAccess::READ_WRITE,
         });
         d.buffers.push(BufferDesc {
             addr: 0x1000,
             len: 4096,
             location: Location::Cuda { device: 0 },
+            remote: RemoteAccess::READ,
         });
         d.transports
             .insert("tcp".into(), serde_json::json!({"connections": 4}));
@@ -175,6 +184,11 @@ mod tests {
         let d = sample();
         let back = SegmentDescriptor::from_json(&d.to_json()).unwrap();
         assert_eq!(back.buffers[0].addr, 0x1000);
+        assert_eq!(
+            back.regions()[0].remote,
+            RemoteAccess::READ,
+            "rights travel"
+        );
         assert_eq!(back.transports["tcp"]["connections"], 4);
         assert_eq!(back.instance_id, 42);
     }
@@ -188,9 +202,13 @@ mod tests {
             err,
             Error::VersionMismatch {
                 found: 9,
-                supported: 1
+                supported: DESCRIPTOR_VERSION
             }
         );
+        // A version-1 descriptor published every registered buffer, without rights.
+        v["version"] = 1.into();
+        let err = SegmentDescriptor::from_json(&serde_json::to_vec(&v).unwrap()).unwrap_err();
+        assert_eq!(err.code(), -3508);
         assert_eq!(
             SegmentDescriptor::from_json(b"{").unwrap_err().code(),
             -3001
@@ -214,6 +232,7 @@ mod tests {
                     addr,
                     len,
                     location: Location::default(),
+                    remote: crate::memory::RemoteAccess::READ_WRITE,
                 })
                 .collect();
             SegmentDescriptor::from_json(&d.to_json())
@@ -225,8 +244,8 @@ mod tests {
             -3001
         );
         let ok = with(&[(u64::MAX - 10, 10), (0x1000, 0x100), (0x1100, 1)]).unwrap();
-        assert!(crate::bounds::check_access(&ok.regions(), u64::MAX - 5, 5).is_ok());
-        assert!(crate::bounds::check_access(&ok.regions(), u64::MAX - 5, 6).is_err());
+        assert!(crate::bounds::check_bounds(&ok.regions(), u64::MAX - 5, 5).is_ok());
+        assert!(crate::bounds::check_bounds(&ok.regions(), u64::MAX - 5, 6).is_err());
     }
 
     #[test]

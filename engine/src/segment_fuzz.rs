@@ -9,7 +9,7 @@ use proptest::collection::{btree_map, vec};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-use crate::bounds::check_access;
+use crate::bounds::check_bounds;
 use crate::fuzz_support::{config, edge_u64, measure, mutate, mutations};
 use crate::location::Location;
 use crate::segment::{SegmentDescriptor, DESCRIPTOR_VERSION};
@@ -46,9 +46,9 @@ fn check(bytes: &[u8]) -> Result<(), TestCaseError> {
                 && addr >= b.addr
                 && addr.checked_add(len).is_some_and(|e| e <= b.addr + b.len);
             if inside {
-                prop_assert!(check_access(&regions, addr, len).is_ok());
+                prop_assert!(check_bounds(&regions, addr, len).is_ok());
             } else {
-                let _ = check_access(&regions, addr, len);
+                let _ = check_bounds(&regions, addr, len);
             }
         }
     }
@@ -148,6 +148,7 @@ fn valid_descriptor() -> impl Strategy<Value = SegmentDescriptor> {
                     addr: next + gap,
                     len,
                     location: Location::default(),
+                    remote: crate::memory::RemoteAccess::READ_WRITE,
                 });
                 next += gap + len;
             }

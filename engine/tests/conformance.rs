@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 mod common;
 use common::*;
 use yuebing_engine::{
-    EngineBuffer, EngineConfig, Error, Location, SegmentHandle, TaskState, TransferEngine,
-    TransferRequest, TransportKind,
+    BufferDesc, EngineBuffer, EngineConfig, Error, Location, Opcode, RemoteAccess, SegmentHandle,
+    TaskState, TransferEngine, TransferRequest, TransportKind,
 };
 
 /// A transport under test.
@@ -129,7 +129,7 @@ async fn round_trips(kind: Kind) {
     let size = (64 << 20) + 64;
     let src = p.a.allocate(size, false).unwrap();
     let back = p.a.allocate(size, false).unwrap();
-    let dst = p.target().allocate(size, false).unwrap();
+    let dst = p.target().allocate_exported(size, false, RW).unwrap();
     common::round_trips(&p.a, p.peer, &src, &dst, &back).await;
 }
 
@@ -138,7 +138,7 @@ async fn round_trips(kind: Kind) {
 async fn bounds(kind: Kind) {
     let p = Pair::new(kind).await;
     let src = p.a.allocate(1 << 16, false).unwrap();
-    let b1 = p.target().allocate(4096, false).unwrap();
+    let b1 = p.target().allocate_exported(4096, false, RW).unwrap();
     let bad = [
         (b1.addr() + 4000, 200),      // past the end
         (b1.addr() - 10, 20),         // partial overlap at the start
@@ -159,16 +159,114 @@ async fn bounds(kind: Kind) {
     assert_eq!(p.a.transfer(unregistered).await.unwrap_err().code(), -3001);
 }
 
+/// Only exported memory is reachable, and only with its rights: a peer's write or read of memory
+/// the target registered local-only (an engine buffer, caller memory) is refused as if it were
+/// unregistered (`OutOfBounds`); of a buffer exported read-only a read is served and a write is
+/// `AccessDenied`, of one exported write-only the reverse. Each refusal comes from the
+/// initiator's check against the descriptor and, with that check skipped, from where the access
+/// is enforced (the tcp target, the shm importer's mappings); no byte moves either way. The
+/// descriptor lists only the exported buffers, with their rights.
+async fn access_rights(kind: Kind) {
+    let p = Pair::new(kind).await;
+    let t = p.target();
+    let len = 4096usize;
+    let src = p.a.allocate(len, false).unwrap();
+    let back = p.a.allocate(len, false).unwrap();
+    let local = t.allocate(len, false).unwrap();
+    let caller = caller_memory(t, len);
+    let read_only = t.allocate_exported(len, false, RemoteAccess::READ).unwrap();
+    let write_only = t
+        .allocate_exported(len, false, RemoteAccess::WRITE)
+        .unwrap();
+    let buffers: [(&EngineBuffer, u8); 4] =
+        [(&local, 1), (&caller, 2), (&read_only, 3), (&write_only, 4)];
+    for (b, seed) in buffers {
+        b.put(0, &pattern(len, seed)).unwrap();
+    }
+    src.put(0, &pattern(len, 9)).unwrap();
+
+    // What peers may do is served (the first requests also refresh the cached descriptor,
+    // published before these buffers existed, and map them over shm).
+    p.a.read(back.addr(), p.peer, read_only.addr(), len as u64)
+        .await
+        .unwrap();
+    assert!(
+        read_back(&back, 0, len) == pattern(len, 3),
+        "{kind:?}: read served"
+    );
+    p.a.write(src.addr(), p.peer, write_only.addr(), len as u64)
+        .await
+        .unwrap();
+    assert!(
+        read_back(&write_only, 0, len) == pattern(len, 9),
+        "{kind:?}: write landed"
+    );
+    write_only.put(0, &pattern(len, 4)).unwrap();
+
+    // The descriptor publishes the exported buffers only, each with its rights.
+    let mut exported = [
+        (read_only.addr(), RemoteAccess::READ),
+        (write_only.addr(), RemoteAccess::WRITE),
+    ];
+    exported.sort_unstable_by_key(|&(addr, _)| addr);
+    let published = |d: &yuebing_engine::SegmentDescriptor| -> Vec<(u64, RemoteAccess)> {
+        d.buffers
+            .iter()
+            .map(|b: &BufferDesc| (b.addr, b.remote))
+            .collect()
+    };
+    assert_eq!(published(&t.descriptor()), exported, "{kind:?}");
+    assert_eq!(
+        published(&p.a.segment_descriptor(p.peer).unwrap()),
+        exported
+    );
+
+    // What peers may not do is refused, nothing copied.
+    back.put(0, &pattern(len, 10)).unwrap();
+    let refused = [
+        (local.addr(), Opcode::Write, -3504),
+        (local.addr(), Opcode::Read, -3504),
+        (caller.addr(), Opcode::Write, -3504),
+        (caller.addr(), Opcode::Read, -3504),
+        (read_only.addr(), Opcode::Write, -3511),
+        (write_only.addr(), Opcode::Read, -3511),
+    ];
+    for (addr, opcode, code) in refused {
+        for skip_initiator_checks in [false, true] {
+            let mut req = match opcode {
+                Opcode::Write => TransferRequest::write(src.addr(), p.peer, addr + 8, 64),
+                Opcode::Read => TransferRequest::read(back.addr(), p.peer, addr + 8, 64),
+            };
+            req.skip_initiator_checks = skip_initiator_checks;
+            let err = p.a.transfer(req).await.unwrap_err();
+            let case = format!("{kind:?} {opcode:?} {addr:#x} unchecked={skip_initiator_checks}");
+            assert_eq!(err.code(), code, "{case}: {err:?}");
+            assert!(!err.is_retryable(), "{case}");
+            for (b, seed) in buffers {
+                assert!(
+                    read_back(b, 0, len) == pattern(len, seed),
+                    "{case}: target changed"
+                );
+            }
+            assert!(
+                read_back(&back, 0, len) == pattern(len, 10),
+                "{case}: read landed"
+            );
+        }
+    }
+    t.unregister(caller.addr()).unwrap();
+}
+
 /// A request built for an earlier instance of a restarted peer is refused before it touches
 /// anything, and the descriptor is refreshed so that the next request reaches the new one.
 async fn stale_instance(kind: Kind) {
     let mut p = Pair::new(kind).await;
     let src = p.a.allocate(4096, false).unwrap();
-    let old = p.target().allocate(4096, false).unwrap();
+    let old = p.target().allocate_exported(4096, false, RW).unwrap();
     p.a.write(src.addr(), p.peer, old.addr(), 64).await.unwrap();
     let old_instance = p.target().instance_id();
     p.restart_target().await;
-    let fresh = p.target().allocate(4096, false).unwrap();
+    let fresh = p.target().allocate_exported(4096, false, RW).unwrap();
     assert_ne!(p.target().instance_id(), old_instance);
 
     let err =
@@ -201,21 +299,21 @@ async fn restart(kind: Kind) {
     let mut p = Pair::new(kind).await;
     let src = p.a.allocate(1 << 20, false).unwrap();
     src.put(0, &pattern(1 << 20, 3)).unwrap();
-    let old = p.target().allocate(1 << 20, false).unwrap();
+    let old = p.target().allocate_exported(1 << 20, false, RW).unwrap();
     p.a.write(src.addr(), p.peer, old.addr(), 4096)
         .await
         .unwrap();
     p.restart_target().await;
     // A new layout (the old buffer is still mapped here, so the new one cannot take its
     // addresses).
-    let _first = p.target().allocate(64 << 10, false).unwrap();
-    let new = p.target().allocate(2 << 20, false).unwrap();
+    let _first = p.target().allocate_exported(64 << 10, false, RW).unwrap();
+    let new = p.target().allocate_exported(2 << 20, false, RW).unwrap();
     p.a.write(src.addr(), p.peer, new.addr() + 100, 1 << 20)
         .await
         .expect("the first transfer to the restarted peer's new memory succeeds");
     assert!(read_back(&new, 100, 1 << 20) == pattern(1 << 20, 3));
     p.check_transport();
-    let later = p.target().allocate(8192, false).unwrap();
+    let later = p.target().allocate_exported(8192, false, RW).unwrap();
     p.a.read(src.addr(), p.peer, later.addr(), 8192)
         .await
         .unwrap();
@@ -232,7 +330,7 @@ async fn restart(kind: Kind) {
 async fn cancel_finality(kind: Kind) {
     let p = Pair::new(kind).await;
     let len = 64usize << 20;
-    let remote = p.target().allocate(len, true).unwrap();
+    let remote = p.target().allocate_exported(len, true, RW).unwrap();
     let back = p.a.allocate(len, true).unwrap();
     for round in 0..3u8 {
         let batch = p.a.allocate_batch(4).unwrap();
@@ -273,7 +371,7 @@ async fn cancel_finality(kind: Kind) {
 async fn unregister_under_load(kind: Kind) {
     let p = Pair::new(kind).await;
     let (len, each) = (8usize << 20, 512u64 << 10);
-    let remote = p.target().allocate(len, true).unwrap();
+    let remote = p.target().allocate_exported(len, true, RW).unwrap();
 
     // The initiator's memory, read into by 16 tasks at once.
     let local = caller_memory(&p.a, len);
@@ -376,7 +474,7 @@ fn ended_with(engine: &TransferEngine, batch: yuebing_engine::BatchId, codes: &[
 async fn peer_death(kind: Kind) {
     let mut p = Pair::new(kind).await;
     let src = p.a.allocate(1 << 20, false).unwrap();
-    let dst = p.target().allocate(1 << 20, false).unwrap();
+    let dst = p.target().allocate_exported(1 << 20, false, RW).unwrap();
     p.a.write(src.addr(), p.peer, dst.addr(), 1024)
         .await
         .unwrap();
@@ -419,6 +517,7 @@ macro_rules! conformance {
 conformance! {
     round_trips: [local, tcp, shm];
     bounds: [local, tcp, shm];
+    access_rights: [tcp, shm];
     cancel_finality: [local, tcp, shm];
     unregister_under_load: [local, tcp, shm];
     stale_instance: [tcp, shm];

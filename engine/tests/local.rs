@@ -9,8 +9,8 @@ use futures::FutureExt;
 mod common;
 use common::*;
 use yuebing_engine::{
-    EngineConfig, Error, Job, SegmentDescriptor, SegmentHandle, TaskState, TransferEngine,
-    TransferRequest, Transport, TransportKind,
+    EngineBuffer, EngineConfig, Error, Job, Location, RemoteAccess, SegmentDescriptor,
+    SegmentHandle, TaskState, TransferEngine, TransferRequest, Transport, TransportKind,
 };
 
 fn engine() -> TransferEngine {
@@ -40,6 +40,44 @@ async fn invalid_submits_change_nothing() {
         assert_eq!(err.code(), -3001, "case {i}: {err}");
         assert_eq!(e.status(batch).unwrap().tasks, 0, "nothing started");
     }
+}
+
+#[tokio::test]
+async fn the_descriptor_publishes_only_exported_memory_and_the_engine_reaches_all_of_its_own() {
+    let e = engine();
+    let local = e.allocate(4096, false).unwrap();
+    let caller = EngineBuffer::allocate(4096, false).unwrap();
+    // SAFETY (test): `caller` outlives its registration and is only touched through raw copies.
+    unsafe { e.register(caller.addr() as *mut u8, 4096, Location::default()) }.unwrap();
+    let shared = e.allocate_exported(4096, false, RW).unwrap();
+    let read_only = e
+        .allocate_exported(4096, false, RemoteAccess::READ)
+        .unwrap();
+    assert!(read_only.is_sealed(), "sealed against peers' writes");
+    let mut expected = vec![(shared.addr(), RW), (read_only.addr(), RemoteAccess::READ)];
+    expected.sort_unstable_by_key(|&(addr, _)| addr);
+    let published: Vec<_> = e
+        .descriptor()
+        .buffers
+        .iter()
+        .map(|b| (b.addr, b.remote))
+        .collect();
+    assert_eq!(published, expected, "local-only memory is not published");
+    assert_eq!(e.memory().regions().len(), 4);
+    // The `local` transport is no remote access: local-only memory is a fine target.
+    let own = e.own_segment();
+    local.put(0, b"local").unwrap();
+    e.write(local.addr(), own, caller.addr() + 8, 5)
+        .await
+        .unwrap();
+    e.write(caller.addr() + 8, own, read_only.addr(), 5)
+        .await
+        .unwrap();
+    e.read(local.addr() + 100, own, read_only.addr(), 5)
+        .await
+        .unwrap();
+    assert_eq!(read_back(&local, 100, 5), b"local");
+    e.unregister(caller.addr()).unwrap();
 }
 
 #[tokio::test]
@@ -131,7 +169,7 @@ async fn a_completed_write_is_immediately_visible_and_8_batches_from_4_tasks_com
 async fn cancel_and_deadline_end_stuck_transfers() {
     let e = engine();
     e.add_transport(Arc::new(Watched::default()));
-    let a = e.allocate(4096, false).unwrap();
+    let a = e.allocate_exported(4096, false, RW).unwrap();
     let own = e.own_segment();
     let batch = e.allocate_batch(2).unwrap();
     let stuck = TransferRequest::write(a.addr(), own, a.addr() + 1024, 8).via(TransportKind::Tcp);
@@ -156,7 +194,8 @@ async fn cancel_and_deadline_end_stuck_transfers() {
 }
 
 /// A transport whose transfers never finish (for cancellation and deadlines) and that counts
-/// them: started, and still alive.
+/// them: started, and still alive. It stands in for tcp, so the engine's own memory it targets
+/// must be exported (the initiator's check) like any peer's.
 #[derive(Default)]
 struct Watched {
     started: Arc<std::sync::atomic::AtomicUsize>,
@@ -201,7 +240,7 @@ fn submit_stuck(e: &TransferEngine) -> (yuebing_engine::BatchId, Watched) {
         alive: watched.alive.clone(),
     };
     e.add_transport(Arc::new(watched));
-    let a = e.allocate(4096, false).unwrap();
+    let a = e.allocate_exported(4096, false, RW).unwrap();
     let own = e.own_segment();
     let batch = e.allocate_batch(1).unwrap();
     let req = TransferRequest::write(a.addr(), own, a.addr() + 1024, 8).via(TransportKind::Tcp);
@@ -242,7 +281,7 @@ async fn a_task_canceled_while_waiting_never_starts_its_transfer() {
     let watched = Watched::default();
     let started = watched.started.clone();
     e.add_transport(Arc::new(watched));
-    let a = e.allocate(4 << 20, false).unwrap();
+    let a = e.allocate_exported(4 << 20, false, RW).unwrap();
     let own = e.own_segment();
     let batch = e.allocate_batch(1).unwrap();
     // Too large to start on the caller's thread: it waits for the runtime.
@@ -279,7 +318,7 @@ async fn a_deadline_too_far_to_represent_is_accepted() {
 async fn deadlines_follow_paused_time() {
     let e = engine();
     e.add_transport(Arc::new(Watched::default()));
-    let a = e.allocate(4096, false).unwrap();
+    let a = e.allocate_exported(4096, false, RW).unwrap();
     let own = e.own_segment();
     let hour = Duration::from_secs(3600);
     let started = Instant::now();
@@ -342,7 +381,7 @@ fn a_task_whose_runtime_shut_down_is_final_not_pending_forever() {
     let (batch, watched) = submit_stuck(&e);
     let (started, alive) = (watched.started, watched.alive);
     // Large: handed to the runtime without a poll.
-    let a = e.allocate(1 << 20, false).unwrap();
+    let a = e.allocate_exported(1 << 20, false, RW).unwrap();
     let own = e.own_segment();
     let unpolled = e.allocate_batch(2).unwrap();
     let half = TransferRequest::write(a.addr(), own, a.addr() + (512 << 10), 256 << 10)

@@ -55,7 +55,7 @@ async fn a_write_whose_region_is_unregistered_mid_payload_lands_nothing_after() 
     let addr = memory.addr();
     // SAFETY (test): `memory` outlives both registrations below and the test touches its bytes
     // only through raw copies and atomic loads.
-    unsafe { engine.register(addr as *mut u8, len, Location::default()) }.unwrap();
+    unsafe { engine.register_exported(addr as *mut u8, len, Location::default(), RW) }.unwrap();
 
     let mut peer = data_connection(&engine).await;
     peer.write_all(&write_header(engine.instance_id(), addr, len as u64))
@@ -83,7 +83,7 @@ async fn a_write_whose_region_is_unregistered_mid_payload_lands_nothing_after() 
     // The canary: zeroed and registered again at the same address.
     memory.put(0, &vec![0u8; len]).unwrap();
     // SAFETY (test): as above.
-    unsafe { engine.register(addr as *mut u8, len, Location::default()) }.unwrap();
+    unsafe { engine.register_exported(addr as *mut u8, len, Location::default(), RW) }.unwrap();
 
     // The peer goes on sending the rest of its payload.
     let _ = peer.write_all(&vec![0xBB; len - half]).await;

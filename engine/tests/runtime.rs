@@ -18,7 +18,7 @@ async fn round_trip_on(
     let b = TransferEngine::start_on(EngineConfig::default(), handle).await?;
     let src = a.allocate(1 << 20, false)?;
     let back = a.allocate(1 << 20, false)?;
-    let dst = b.allocate(1 << 20, false)?;
+    let dst = b.allocate_exported(1 << 20, false, RW)?;
     let data = pattern(1 << 20, 11);
     src.put(0, &data)?;
     let peer = a.open_segment(b.name()).await?;

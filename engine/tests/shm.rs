@@ -23,7 +23,7 @@ async fn the_initiator_enforces_bounds_and_a_buffer_exported_later_is_mapped() {
     let a = start().await;
     let b = start().await;
     let src = a.allocate(1 << 16, false).unwrap();
-    let first = b.allocate(4096, false).unwrap();
+    let first = b.allocate_exported(4096, false, RW).unwrap();
     let peer = a.open_segment(b.name()).await.unwrap();
     a.write(src.addr(), peer, first.addr(), 4096).await.unwrap();
     for (addr, len) in [
@@ -39,7 +39,7 @@ async fn the_initiator_enforces_bounds_and_a_buffer_exported_later_is_mapped() {
             "{addr:#x}+{len}"
         );
     }
-    let later = b.allocate(8192, false).unwrap();
+    let later = b.allocate_exported(8192, false, RW).unwrap();
     a.close_segment(peer).unwrap();
     let peer = a.open_segment(b.name()).await.unwrap();
     a.write(src.addr(), peer, later.addr() + 100, 1000)
@@ -66,7 +66,7 @@ async fn a_buffer_released_while_an_importer_maps_it_is_never_written_again() {
     let a = start().await;
     let b = start().await;
     let src = a.allocate(1 << 20, false).unwrap();
-    let dst = b.allocate(1 << 20, false).unwrap();
+    let dst = b.allocate_exported(1 << 20, false, RW).unwrap();
     let peer = a.open_segment(b.name()).await.unwrap();
     assert_eq!(a.selected_transport(peer).unwrap(), TransportKind::Shm);
     // The importer maps the buffer.
@@ -101,7 +101,10 @@ async fn a_buffer_released_while_an_importer_maps_it_is_never_written_again() {
         "bytes landed in a released buffer"
     );
     // A released engine buffer is retired for good.
-    assert_eq!(b.memory().register_buffer(dst).unwrap_err().code(), -3510);
+    assert_eq!(
+        b.memory().register_buffer(dst, RW).unwrap_err().code(),
+        -3510
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,7 +112,7 @@ async fn a_stopped_exporters_buffers_are_never_written_again() {
     let a = start().await;
     let b = start().await;
     let src = a.allocate(1 << 20, false).unwrap();
-    let dst = b.allocate(1 << 20, false).unwrap();
+    let dst = b.allocate_exported(1 << 20, false, RW).unwrap();
     let peer = a.open_segment(b.name()).await.unwrap();
     src.put(0, &pattern(1 << 20, 4)).unwrap();
     a.write(src.addr(), peer, dst.addr(), 4096).await.unwrap();

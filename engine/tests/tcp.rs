@@ -36,7 +36,7 @@ async fn round_tripped() -> RoundTripped {
     let size = (64 << 20) + 64;
     let src = a.allocate(size, false).unwrap();
     let back = a.allocate(size, false).unwrap();
-    let dst = b.allocate(size, false).unwrap();
+    let dst = b.allocate_exported(size, false, RW).unwrap();
     let peer = a.open_segment(b.name()).await.unwrap();
     assert_eq!(a.selected_transport(peer).unwrap(), TransportKind::Tcp);
     round_trips(&a, peer, &src, &dst, &back).await;
@@ -66,7 +66,7 @@ async fn large_and_small_requests_alternate_on_one_connection_byte_exact() {
     let size = 4 << 20;
     let src = a.allocate(size, false).unwrap();
     let back = a.allocate(size, false).unwrap();
-    let dst = b.allocate(size, false).unwrap();
+    let dst = b.allocate_exported(size, false, RW).unwrap();
     let peer = a.open_segment(b.name()).await.unwrap();
     let lens = [
         3 << 20,
@@ -210,7 +210,7 @@ async fn in_flight_bound_slices_big_requests_and_refuses_only_on_a_full_queue() 
     .await;
     let b = start(EngineConfig::default()).await;
     let src = a.allocate(8 << 20, false).unwrap();
-    let dst = b.allocate(8 << 20, false).unwrap();
+    let dst = b.allocate_exported(8 << 20, false, RW).unwrap();
     let peer = a.open_segment(b.name()).await.unwrap();
     let batch = a.allocate_batch(8).unwrap();
     let reqs: Vec<_> = (0..8u64)
@@ -269,7 +269,7 @@ async fn notifications_arrive_without_polling_and_never_for_failed_batches() {
     })
     .await;
     let src = a.allocate(1 << 20, false).unwrap();
-    let dst = b.allocate(1 << 20, false).unwrap();
+    let dst = b.allocate_exported(1 << 20, false, RW).unwrap();
     let peer = a.open_segment(b.name()).await.unwrap();
     let data = pattern(1 << 20, 5);
     src.put(0, &data).unwrap();

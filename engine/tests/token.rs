@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{pattern, read_back, TestBytes};
-use yuebing_engine::memory::MemoryRegistry;
+use yuebing_engine::memory::{MemoryRegistry, RemoteAccess};
 use yuebing_engine::transport::{ShmTransport, TcpTransport};
 use yuebing_engine::{
     EngineBuffer, EngineConfig, Job, Opcode, TcpConfig, TransferEngine, Transport,
@@ -44,7 +44,9 @@ fn job(memory: &MemoryRegistry, src: &EngineBuffer, target: &TransferEngine, dst
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_listener_refuses_a_wrong_or_missing_token_with_the_typed_error() {
     let target = engine(Some("right-token")).await;
-    let dst = target.allocate(4096, false).unwrap();
+    let dst = target
+        .allocate_exported(4096, false, RemoteAccess::READ_WRITE)
+        .unwrap();
     dst.put(0, &[0u8; 4096]).unwrap();
 
     // The control service: the descriptor exchange itself is refused.
@@ -58,7 +60,9 @@ async fn every_listener_refuses_a_wrong_or_missing_token_with_the_typed_error() 
     let memory = Arc::new(MemoryRegistry::default());
     let src = Arc::new(EngineBuffer::allocate(4096, false).unwrap());
     src.put(0, &pattern(4096, 3)).unwrap();
-    memory.register_buffer(src.clone()).unwrap();
+    memory
+        .register_buffer(src.clone(), RemoteAccess::LOCAL_ONLY)
+        .unwrap();
     let handle = tokio::runtime::Handle::current();
     for wrong in [None, Some(token("wrong-token"))] {
         let tcp = TcpTransport::start(

@@ -1,5 +1,7 @@
 //! Engine-allocated memory: memfd-backed, shared-mapped, sealed against resizing, so that a
-//! same-host peer can map it (the `shm` transport) and its size can be trusted.
+//! same-host peer can map it (the `shm` transport) and its size can be trusted. A buffer meant
+//! for read-only export is also sealed against peers' writes (see
+//! [`EngineBuffer::allocate_sealed`]).
 
 use std::os::fd::{AsFd, BorrowedFd};
 use std::ptr::NonNull;
@@ -24,6 +26,8 @@ pub struct EngineBuffer {
     map: MmapRaw,
     memfd: memfd::Memfd,
     len: usize,
+    /// Sealed against writes through any mapping made after allocation (`F_SEAL_FUTURE_WRITE`).
+    sealed: bool,
     retired: AtomicBool,
 }
 
@@ -31,6 +35,21 @@ impl EngineBuffer {
     /// Allocates `len` bytes (zero-filled). With `prefault`, every page is mapped now rather than
     /// on first touch, so that the first transfer does not pay for page faults.
     pub fn allocate(len: usize, prefault: bool) -> Result<EngineBuffer, Error> {
+        Self::allocate_with(len, prefault, false)
+    }
+
+    /// As [`EngineBuffer::allocate`], and sealed against peers' writes: the memfd gets
+    /// `F_SEAL_FUTURE_WRITE` once this buffer's own mapping exists, so that mapping (through
+    /// which the engine and its transports copy) stays writable, but no process can map the
+    /// memfd writable or `write(2)` to it any more. A same-host peer that imports the buffer
+    /// can then only map it read-only: the kernel, not only the peer's code, keeps the peer
+    /// from writing it. What a buffer exported read-only must be (see
+    /// [`MemoryRegistry::register_buffer`](super::MemoryRegistry::register_buffer)).
+    pub fn allocate_sealed(len: usize, prefault: bool) -> Result<EngineBuffer, Error> {
+        Self::allocate_with(len, prefault, true)
+    }
+
+    fn allocate_with(len: usize, prefault: bool, sealed: bool) -> Result<EngineBuffer, Error> {
         if len == 0 {
             return Err(Error::invalid("cannot allocate a buffer of length 0"));
         }
@@ -43,19 +62,25 @@ impl EngineBuffer {
             .create("yuebing-buffer")
             .map_err(|e| oom(&e))?;
         memfd.as_file().set_len(len as u64).map_err(|e| oom(&e))?;
-        memfd
-            .add_seals(&[FileSeal::SealShrink, FileSeal::SealGrow, FileSeal::SealSeal])
-            .map_err(|e| oom(&e))?;
         let mut opts = MmapOptions::new();
         opts.len(len);
         if prefault {
             opts.populate();
         }
+        // Mapped before the seals: a future-write seal leaves only mappings made before it
+        // writable. Sealing the seals last keeps anyone (an importer too) from adding more.
         let map = opts.map_raw(memfd.as_file()).map_err(|e| oom(&e))?;
+        let mut seals = vec![FileSeal::SealShrink, FileSeal::SealGrow];
+        if sealed {
+            seals.push(FileSeal::SealFutureWrite);
+        }
+        seals.push(FileSeal::SealSeal);
+        memfd.add_seals(&seals).map_err(|e| oom(&e))?;
         Ok(EngineBuffer {
             map,
             memfd,
             len,
+            sealed,
             retired: AtomicBool::new(false),
         })
     }
@@ -78,6 +103,11 @@ impl EngineBuffer {
     /// The memfd, to export to a same-host peer.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.memfd.as_file().as_fd()
+    }
+
+    /// Whether the buffer is sealed against peers' writes ([`EngineBuffer::allocate_sealed`]).
+    pub fn is_sealed(&self) -> bool {
+        self.sealed
     }
 
     /// Whether the buffer was unregistered (see the type's docs).
@@ -110,8 +140,8 @@ impl EngineBuffer {
     ///
     /// # Safety
     /// Nothing else may write or read `[offset, offset + data.len())` meanwhile: no transfer in
-    /// flight on it, and no peer that could write it (a registered buffer is reachable by
-    /// peers). Racing with them is a data race.
+    /// flight on it, and no peer that could reach it (a buffer registered for remote access is
+    /// reachable by peers; a local-only one is not). Racing with them is a data race.
     pub unsafe fn write_at(&self, offset: usize, data: &[u8]) -> Result<(), Error> {
         raw::copy_in(data, self.part(offset, data.len())?);
         Ok(())
@@ -155,5 +185,35 @@ mod tests {
         assert!(seals.contains(&FileSeal::SealShrink) && seals.contains(&FileSeal::SealGrow));
         assert!(b.memfd.as_file().set_len(4096).is_err(), "cannot shrink");
         assert!(b.memfd.as_file().set_len(1 << 20).is_err(), "cannot grow");
+        assert!(!b.is_sealed() && !seals.contains(&FileSeal::SealFutureWrite));
+    }
+
+    #[test]
+    fn a_sealed_buffer_is_written_by_its_owner_and_mapped_only_read_only_by_others() {
+        use std::os::unix::fs::FileExt;
+        let b = EngineBuffer::allocate_sealed(8192, false).unwrap();
+        assert!(b.is_sealed());
+        // SAFETY (test): the buffer is not registered; nothing else touches it.
+        unsafe { b.write_at(100, b"owner").unwrap() };
+        let file = b.memfd.as_file();
+        assert!(file.write_at(b"peer", 0).is_err(), "write(2) refused");
+        let writable = MmapOptions::new().len(8192).map_raw(file);
+        assert!(writable.is_err(), "a writable shared mapping is refused");
+        let read_only = MmapOptions::new().len(8192).map_raw_read_only(file);
+        assert!(read_only.is_ok(), "a read-only one is fine");
+        let mut out = [0u8; 5];
+        file.read_at(&mut out, 100).unwrap();
+        assert_eq!(&out, b"owner", "peers read what the owner wrote");
+        // SAFETY (test): a read-only view of the memfd; nothing writes through it.
+        let view = unsafe { MmapOptions::new().len(8192).map(file) }.unwrap();
+        assert!(
+            view.make_mut().is_err(),
+            "nor made writable later (mprotect)"
+        );
+        let seals = b.memfd.seals().unwrap();
+        assert!(
+            seals.contains(&FileSeal::SealSeal),
+            "no seal can be added or lifted"
+        );
     }
 }

@@ -118,6 +118,11 @@ impl RegionState {
         })
     }
 
+    /// The region.
+    pub(crate) fn region(&self) -> &Region {
+        &self.region
+    }
+
     /// The engine buffer behind the region, if the engine allocated it.
     pub(crate) fn buffer(&self) -> Option<&Arc<EngineBuffer>> {
         self.keep.as_ref()
@@ -182,6 +187,11 @@ impl Lease {
     /// Always false: a lease covers at least one byte.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// What peers may do with the leased region.
+    pub(crate) fn remote(&self) -> super::RemoteAccess {
+        self.state.region().remote
     }
 
     /// Whether the region was unregistered (every access is refused from then on).
@@ -260,6 +270,7 @@ mod tests {
             addr: mem.as_mut_ptr() as u64,
             len: 64,
             location: Location::default(),
+            remote: crate::memory::RemoteAccess::LOCAL_ONLY,
         };
         let state = RegionState::new(region, None);
         assert!(state.lease(region.addr + 60, 8).is_err());

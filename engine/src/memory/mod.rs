@@ -1,7 +1,15 @@
 //! Memory the engine may transfer: registration of caller memory, engine-allocated buffers,
-//! revocable leases on registered regions, and per-transport registration hooks.
+//! their rights for peers, revocable leases on registered regions, and per-transport
+//! registration hooks.
+//!
+//! Every region is registered with its [`RemoteAccess`]: local-only (the default of
+//! `TransferEngine::register` and `allocate`) or exported for peers' reads, writes or both.
+//! Local-only memory is the local side of this engine's own requests (and the target of its
+//! `local` transport, which is no remote access); only exported memory is published and
+//! served to peers (see `rights`).
 //!
 //! # Layout
+//! - `rights`: [`RemoteAccess`], what peers may do with a region.
 //! - `table`: the pure [`RegionTable`] of registered ranges.
 //! - `buffer`: [`EngineBuffer`], memfd-backed memory the engine allocates.
 //! - `lease`: [`Lease`]s on regions, revoked by `unregister` (see its docs for the rule).
@@ -10,6 +18,7 @@
 mod buffer;
 mod lease;
 pub(crate) mod raw;
+mod rights;
 mod table;
 
 use std::collections::BTreeMap;
@@ -19,10 +28,12 @@ pub use buffer::EngineBuffer;
 pub use lease::Lease;
 use lease::RegionState;
 pub(crate) use lease::{Access, Gate, Pass, CHUNK};
+pub use rights::RemoteAccess;
 pub use table::{Region, RegionTable};
 
 use crate::error::Error;
 use crate::location::Location;
+use crate::request::Opcode;
 
 /// Work a transport does when memory is registered (e.g. RDMA memory registration) and undoes
 /// when it is unregistered. `register` failing makes the whole registration fail and be rolled
@@ -45,6 +56,8 @@ pub struct RangeSpec {
     pub len: usize,
     /// Where the memory lives.
     pub location: Location,
+    /// What peers may do with it.
+    pub remote: RemoteAccess,
 }
 
 /// The registered memory of one engine.
@@ -92,18 +105,20 @@ impl MemoryRegistry {
             .push(hook);
     }
 
-    /// Registers caller memory.
+    /// Registers caller memory, with `remote` rights for peers ([`RemoteAccess::LOCAL_ONLY`]:
+    /// only this engine transfers from and into it).
     ///
     /// # Safety
     /// `[addr, addr + len)` must be valid for reads and writes until it is unregistered, and
     /// must not be accessed through Rust references (`&`/`&mut`) while registered: the engine
-    /// and remote peers read and write it concurrently through raw pointers. Unregister before
-    /// freeing it.
+    /// (and, if it is exported, remote peers) read and write it concurrently through raw
+    /// pointers. Unregister before freeing it.
     pub unsafe fn register(
         &self,
         addr: *mut u8,
         len: usize,
         location: Location,
+        remote: RemoteAccess,
     ) -> Result<Region, Error> {
         // SAFETY: the caller upholds this function's contract for the one range.
         let mut regions = unsafe {
@@ -111,6 +126,7 @@ impl MemoryRegistry {
                 addr,
                 len,
                 location,
+                remote,
             }])
         }?;
         regions
@@ -143,7 +159,7 @@ impl MemoryRegistry {
         {
             let table = &mut self.lock().table;
             for r in ranges {
-                match table.reserve(r.addr as u64, r.len as u64, r.location) {
+                match table.reserve(r.addr as u64, r.len as u64, r.location, r.remote) {
                     Ok(region) => reserved.push(region),
                     Err(e) => {
                         for region in &reserved {
@@ -182,20 +198,42 @@ impl MemoryRegistry {
         Ok(reserved)
     }
 
-    /// Registers an engine-allocated buffer; the registry keeps it alive until unregistered,
-    /// and each lease on it until the lease is dropped. A buffer once unregistered is retired:
-    /// a same-host peer may still map its memfd, so it is never registered again
-    /// ([`Error::BufferRetired`]).
-    pub fn register_buffer(&self, buffer: Arc<EngineBuffer>) -> Result<Region, Error> {
+    /// Registers an engine-allocated buffer, with `remote` rights for peers; the registry
+    /// keeps it alive until unregistered, and each lease on it until the lease is dropped. A
+    /// buffer once unregistered is retired: a same-host peer may still map its memfd, so it is
+    /// never registered again ([`Error::BufferRetired`]).
+    ///
+    /// Same-host peers map an exported buffer's memfd, so its rights must hold in the kernel
+    /// too where they can: a buffer exported read-only must be one allocated sealed against
+    /// peers' writes ([`EngineBuffer::allocate_sealed`]), and a sealed one cannot be exported
+    /// for writes; either mismatch is [`Error::InvalidArgument`].
+    pub fn register_buffer(
+        &self,
+        buffer: Arc<EngineBuffer>,
+        remote: RemoteAccess,
+    ) -> Result<Region, Error> {
         if buffer.is_retired() {
             return Err(Error::BufferRetired {
                 addr: buffer.addr(),
             });
         }
+        let read_only = remote == RemoteAccess::READ;
+        if remote.write && buffer.is_sealed() {
+            return Err(Error::invalid(
+                "an engine buffer sealed against peers' writes cannot be exported for writes",
+            ));
+        }
+        if read_only && !buffer.is_sealed() {
+            return Err(Error::invalid(
+                "an engine buffer exported read-only must be allocated sealed against peers' \
+                 writes (EngineBuffer::allocate_sealed, or TransferEngine::allocate_exported)",
+            ));
+        }
         let spec = RangeSpec {
             addr: buffer.addr() as *mut u8,
             len: buffer.len(),
             location: Location::default(),
+            remote,
         };
         // SAFETY: the mapping is `len` bytes and stays mapped while the registry or a lease
         // holds the Arc; EngineBuffer hands out no references to its bytes.
@@ -246,9 +284,21 @@ impl MemoryRegistry {
             .map_err(|_| Error::AddressNotRegistered { addr })
     }
 
-    /// The serving side's check of a remote access (see [`crate::bounds`]): a lease on
-    /// `[addr, addr + len)` inside one registered range, or the typed refusal.
-    pub fn check_access(&self, addr: u64, len: u64) -> Result<Lease, Error> {
+    /// The serving side's check of a peer's access in direction `opcode` (see
+    /// [`crate::bounds`]): a lease on `[addr, addr + len)` inside one region exported with the
+    /// right for `opcode`, or the typed refusal, before any byte moves: [`Error::OutOfBounds`]
+    /// outside every exported region (a local-only region is invisible to peers),
+    /// [`Error::AccessDenied`] in one exported without that right.
+    pub fn check_peer_access(&self, addr: u64, len: u64, opcode: Opcode) -> Result<Lease, Error> {
+        let lease = self.check_own_access(addr, len)?;
+        lease.remote().check(opcode, addr, len)?;
+        Ok(lease)
+    }
+
+    /// The check of this engine's own access to its memory as a target (the `local`
+    /// transport, which is no remote access: local-only regions are fine): a lease on
+    /// `[addr, addr + len)` inside one registered range, or [`Error::OutOfBounds`].
+    pub fn check_own_access(&self, addr: u64, len: u64) -> Result<Lease, Error> {
         if len == 0 {
             return Err(Error::invalid("a transfer of 0 bytes"));
         }
@@ -256,19 +306,29 @@ impl MemoryRegistry {
             .map_err(|_| Error::OutOfBounds { addr, len })
     }
 
-    /// The engine-allocated buffers (memfd-backed, so a same-host peer can map them), in
-    /// address order (the states are kept by address).
-    pub fn exported(&self) -> Vec<Arc<EngineBuffer>> {
+    /// The engine-allocated buffers (memfd-backed, so a same-host peer can map them) registered
+    /// for remote access, each with its rights, in address order (the states are kept by
+    /// address). Local-only buffers are never handed to a peer.
+    pub fn exported(&self) -> Vec<(Arc<EngineBuffer>, RemoteAccess)> {
         self.lock()
             .states
             .values()
-            .filter_map(|s| s.buffer().cloned())
+            .filter(|s| s.region().remote.is_exported())
+            .filter_map(|s| Some((s.buffer()?.clone(), s.region().remote)))
             .collect()
     }
 
-    /// Every registered range, in address order.
+    /// Every registered range, local-only and exported, in address order.
     pub fn regions(&self) -> Vec<Region> {
         self.lock().table.registered()
+    }
+
+    /// The ranges registered for remote access (what the descriptor publishes), in address
+    /// order.
+    pub fn exported_regions(&self) -> Vec<Region> {
+        let mut regions = self.regions();
+        regions.retain(|r| r.remote.is_exported());
+        regions
     }
 }
 
@@ -289,6 +349,9 @@ impl Drop for MemoryRegistry {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const LOCAL_ONLY: RemoteAccess = RemoteAccess::LOCAL_ONLY;
+    const READ_WRITE: RemoteAccess = RemoteAccess::READ_WRITE;
 
     struct CountingHook {
         live: AtomicUsize,
@@ -318,6 +381,7 @@ mod tests {
             addr: buf[off..].as_ptr() as *mut u8,
             len,
             location: Location::default(),
+            remote: RemoteAccess::LOCAL_ONLY,
         }
     }
 
@@ -362,8 +426,8 @@ mod tests {
                         s.spawn(move || {
                             let addr = (base + i * 8) as *mut u8;
                             // SAFETY (test): inside `mem`, which outlives the scope.
-                            unsafe { reg.register(addr, 1024, Location::default()) }.is_ok()
-                                as usize
+                            unsafe { reg.register(addr, 1024, Location::default(), READ_WRITE) }
+                                .is_ok() as usize
                         })
                     })
                     .collect();
@@ -377,13 +441,16 @@ mod tests {
     fn owned_buffers_and_gpu_locations() {
         let reg = MemoryRegistry::default();
         let buf = Arc::new(EngineBuffer::allocate(4096, false).unwrap());
-        let region = reg.register_buffer(buf.clone()).unwrap();
+        let region = reg.register_buffer(buf.clone(), LOCAL_ONLY).unwrap();
         assert_eq!(reg.find(region.addr + 10, 100), Some(region));
-        assert_eq!(reg.register_buffer(buf).unwrap_err().code(), -3007);
+        assert_eq!(
+            reg.register_buffer(buf, LOCAL_ONLY).unwrap_err().code(),
+            -3007
+        );
         let mem = [0u8; 16];
+        let cuda = Location::Cuda { device: 1 };
         // SAFETY (test): refused before anything is recorded.
-        let gpu =
-            unsafe { reg.register(mem.as_ptr() as *mut u8, 16, Location::Cuda { device: 1 }) };
+        let gpu = unsafe { reg.register(mem.as_ptr() as *mut u8, 16, cuda, LOCAL_ONLY) };
         assert_eq!(gpu.unwrap_err().code(), -3507);
     }
 
@@ -391,14 +458,14 @@ mod tests {
     fn unregister_revokes_leases_and_retires_engine_buffers() {
         let reg = MemoryRegistry::default();
         let buf = Arc::new(EngineBuffer::allocate(4096, false).unwrap());
-        let region = reg.register_buffer(buf.clone()).unwrap();
+        let region = reg.register_buffer(buf.clone(), READ_WRITE).unwrap();
         let lease = reg.lease(region.addr + 100, 200).unwrap();
         assert_eq!(
             reg.lease(region.addr + 4000, 200).unwrap_err().code(),
             -3003
         );
         assert_eq!(
-            reg.check_access(region.addr + 4000, 200)
+            reg.check_peer_access(region.addr + 4000, 200, Opcode::Read)
                 .unwrap_err()
                 .code(),
             -3504
@@ -406,7 +473,56 @@ mod tests {
         assert!(lease.access().is_some());
         reg.unregister(region.addr).unwrap();
         assert!(lease.is_revoked() && lease.access().is_none());
-        assert_eq!(reg.register_buffer(buf).unwrap_err().code(), -3510);
+        assert_eq!(
+            reg.register_buffer(buf, READ_WRITE).unwrap_err().code(),
+            -3510
+        );
         assert!(reg.exported().is_empty());
+    }
+
+    #[test]
+    fn peers_reach_only_exported_regions_and_only_with_their_rights() {
+        let reg = MemoryRegistry::default();
+        let local = Arc::new(EngineBuffer::allocate(4096, false).unwrap());
+        let read = Arc::new(EngineBuffer::allocate_sealed(4096, false).unwrap());
+        let write = Arc::new(EngineBuffer::allocate(4096, false).unwrap());
+        let local = reg.register_buffer(local, LOCAL_ONLY).unwrap();
+        let read = reg.register_buffer(read, RemoteAccess::READ).unwrap();
+        let write = reg.register_buffer(write, RemoteAccess::WRITE).unwrap();
+        let peer = |addr: u64, opcode| {
+            reg.check_peer_access(addr + 8, 64, opcode)
+                .err()
+                .map_or(0, |e| e.code())
+        };
+        assert_eq!(peer(local.addr, Opcode::Read), -3504, "local-only: unseen");
+        assert_eq!(peer(local.addr, Opcode::Write), -3504, "local-only: unseen");
+        assert_eq!(peer(read.addr, Opcode::Read), 0);
+        assert_eq!(peer(read.addr, Opcode::Write), -3511);
+        assert_eq!(peer(write.addr, Opcode::Read), -3511);
+        assert_eq!(peer(write.addr, Opcode::Write), 0);
+        // The engine itself (the `local` transport) reaches all of them.
+        assert!(reg.check_own_access(local.addr, 4096).is_ok());
+        let exported: Vec<u64> = reg.exported().iter().map(|(b, _)| b.addr()).collect();
+        let mut expected = vec![read.addr, write.addr];
+        expected.sort_unstable();
+        assert_eq!(exported, expected, "local-only buffers are never exported");
+        assert_eq!(reg.exported_regions().len(), 2);
+        assert_eq!(reg.regions().len(), 3);
+    }
+
+    #[test]
+    fn read_only_exports_need_a_buffer_sealed_against_peers_writes() {
+        let reg = MemoryRegistry::default();
+        let plain = Arc::new(EngineBuffer::allocate(4096, false).unwrap());
+        let sealed = Arc::new(EngineBuffer::allocate_sealed(4096, false).unwrap());
+        let refused = reg.register_buffer(plain.clone(), RemoteAccess::READ);
+        assert_eq!(refused.unwrap_err().code(), -3001);
+        for rights in [RemoteAccess::WRITE, READ_WRITE] {
+            let refused = reg.register_buffer(sealed.clone(), rights);
+            assert_eq!(refused.unwrap_err().code(), -3001, "{rights}");
+        }
+        assert!(reg.regions().is_empty(), "nothing registered");
+        reg.register_buffer(sealed, RemoteAccess::READ).unwrap();
+        reg.register_buffer(plain, READ_WRITE).unwrap();
     }
 }

@@ -17,7 +17,8 @@ use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
 
-/// A range of transferable memory, valid for raw reads and writes during `'a`.
+/// A range of transferable memory, valid for raw reads (and, unless it is only ever read, for
+/// raw writes) during `'a`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Span<'a> {
     ptr: NonNull<u8>,
@@ -29,9 +30,10 @@ impl<'a> Span<'a> {
     /// A span over `[ptr, ptr + len)`.
     ///
     /// # Safety
-    /// For all of `'a`, the range must be valid for reads and writes (mapped, not freed), and no
-    /// Rust reference to any byte of it may exist: others may write it concurrently, through raw
-    /// pointers only.
+    /// For all of `'a`, the range must be valid for reads (mapped, not freed), and for writes
+    /// unless the span is only ever read (the source of a copy or a send: a peer's buffer that
+    /// this process mapped read-only), and no Rust reference to any byte of it may exist: others
+    /// may write it concurrently, through raw pointers only.
     pub(crate) unsafe fn new(ptr: NonNull<u8>, len: usize) -> Span<'a> {
         Span {
             ptr,
@@ -67,9 +69,9 @@ impl<'a> Span<'a> {
 /// Copies `min(src.len, dst.len)` bytes from `src` to `dst` (which may overlap).
 pub(crate) fn copy(src: Span<'_>, dst: Span<'_>) {
     let n = src.len.min(dst.len);
-    // SAFETY: both spans are valid for reads and writes of their whole length (their
-    // constructors' contract) and `n` is within both; `copy` (memmove) allows overlap, as when a
-    // segment copies within itself. No reference is formed over either range.
+    // SAFETY: `src` is valid for reads and `dst` for writes of their whole length (their
+    // constructors' contract: a span that is written is valid for writes) and `n` is within
+    // both; `copy` (memmove) allows overlap, as when a segment copies within itself. No reference is formed over either range.
     unsafe { std::ptr::copy(src.ptr.as_ptr(), dst.ptr.as_ptr(), n) }
 }
 
@@ -191,7 +193,8 @@ fn send_iov(fd: BorrowedFd<'_>, iov: &[libc::iovec]) -> io::Result<usize> {
 pub(crate) fn load_word(span: Span<'_>, index: usize) -> Option<u64> {
     let word = word_at(span, index)?;
     // SAFETY: `word` is an 8-byte-aligned address inside `span`, valid for reads and writes
-    // for `'_` (the span's contract; a status page is mapped writable for this reason); the
+    // for `'_` (the span's contract: these functions are given only status pages, which are
+    // mapped writable for this reason even where only read); the
     // word is only ever accessed atomically, and an atomic over memory shared with another
     // process is what `AtomicU64::from_ptr` is for.
     Some(

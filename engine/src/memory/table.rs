@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use super::RemoteAccess;
 use crate::error::Error;
 use crate::location::Location;
 
@@ -19,6 +20,8 @@ pub struct Region {
     pub len: u64,
     /// Where the memory lives.
     pub location: Location,
+    /// What peers may do with it ([`RemoteAccess::LOCAL_ONLY`]: nothing).
+    pub remote: RemoteAccess,
 }
 
 impl Region {
@@ -41,8 +44,15 @@ pub struct RegionTable {
 }
 
 impl RegionTable {
-    /// Claims `[addr, addr + len)`. Refuses length 0, ranges that wrap around, and overlaps.
-    pub fn reserve(&mut self, addr: u64, len: u64, location: Location) -> Result<Region, Error> {
+    /// Claims `[addr, addr + len)`, with `remote` rights for peers. Refuses length 0, ranges that
+    /// wrap around, and overlaps.
+    pub fn reserve(
+        &mut self,
+        addr: u64,
+        len: u64,
+        location: Location,
+        remote: RemoteAccess,
+    ) -> Result<Region, Error> {
         if len == 0 {
             return Err(Error::invalid("cannot register a range of length 0"));
         }
@@ -57,6 +67,7 @@ impl RegionTable {
             addr,
             len,
             location,
+            remote,
         };
         self.regions.insert(addr, (region, State::Registering));
         Ok(region)
@@ -98,7 +109,7 @@ impl RegionTable {
         (*state == State::Registered && len > 0 && end <= r.end()).then_some(*r)
     }
 
-    /// Every registered range, in address order.
+    /// Every registered range (local-only and exported), in address order.
     pub fn registered(&self) -> Vec<Region> {
         self.regions
             .values()
@@ -113,9 +124,10 @@ mod tests {
     use super::*;
 
     const CPU: Location = Location::Cpu { numa: 0 };
+    const LOCAL: RemoteAccess = RemoteAccess::LOCAL_ONLY;
 
     fn reg(t: &mut RegionTable, addr: u64, len: u64) -> Result<Region, Error> {
-        let r = t.reserve(addr, len, CPU)?;
+        let r = t.reserve(addr, len, CPU, LOCAL)?;
         t.commit(addr);
         Ok(r)
     }
@@ -135,8 +147,8 @@ mod tests {
     #[test]
     fn a_range_being_registered_blocks_an_overlapping_one() {
         let mut t = RegionTable::default();
-        t.reserve(0, 10, CPU).unwrap();
-        assert!(t.reserve(5, 10, CPU).is_err());
+        t.reserve(0, 10, CPU, LOCAL).unwrap();
+        assert!(t.reserve(5, 10, CPU, RemoteAccess::READ).is_err());
         assert!(t.find(0, 10).is_none(), "not usable before commit");
         t.abort(0);
         reg(&mut t, 5, 10).unwrap();
@@ -148,7 +160,7 @@ mod tests {
         assert_eq!(reg(&mut t, 1, 0).unwrap_err().code(), -3001);
         assert_eq!(reg(&mut t, u64::MAX, 2).unwrap_err().code(), -3001);
         assert_eq!(t.remove(42).unwrap_err().code(), -3003);
-        t.reserve(42, 1, CPU).unwrap();
+        t.reserve(42, 1, CPU, LOCAL).unwrap();
         assert_eq!(
             t.remove(42).unwrap_err().code(),
             -3003,

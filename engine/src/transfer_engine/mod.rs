@@ -17,7 +17,7 @@ pub use self::notify::{Notification, MAX_NOTIFY_MESSAGE};
 use crate::batch::driver::Batches;
 use crate::deadlines::Deadlines;
 use crate::error::Error;
-use crate::memory::{EngineBuffer, MemoryRegistry, Region};
+use crate::memory::{EngineBuffer, MemoryRegistry, Region, RemoteAccess};
 use crate::metadata::{MetadataStore, P2pMetadata};
 use crate::request::{SegmentHandle, TransportKind};
 use crate::segment::{BufferDesc, SegmentDescriptor};
@@ -414,15 +414,38 @@ impl TransferEngine {
             .unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Allocates `len` bytes of memfd-backed memory and registers it.
+    /// Allocates `len` bytes of memfd-backed memory and registers it local-only: this engine
+    /// transfers from and into it (as the local side of its requests, or the target of its own
+    /// segment), peers cannot reach it and the descriptor does not list it. Staging memory,
+    /// destinations of reads, sources of writes. For memory peers reach, see
+    /// [`TransferEngine::allocate_exported`].
     pub fn allocate(&self, len: usize, prefault: bool) -> Result<Arc<EngineBuffer>, Error> {
-        let buffer = Arc::new(EngineBuffer::allocate(len, prefault)?);
-        self.inner.memory.register_buffer(buffer.clone())?;
+        self.allocate_exported(len, prefault, RemoteAccess::LOCAL_ONLY)
+    }
+
+    /// Allocates `len` bytes of memfd-backed memory and registers it with `remote` rights for
+    /// peers (e.g. [`RemoteAccess::READ_WRITE`] for a node's store space): it is published in
+    /// the descriptor, and peers may read it, write it, or both, as `remote` allows. A buffer
+    /// exported read-only is allocated sealed against peers' writes
+    /// ([`EngineBuffer::allocate_sealed`]), so that same-host peers can map it only read-only.
+    pub fn allocate_exported(
+        &self,
+        len: usize,
+        prefault: bool,
+        remote: RemoteAccess,
+    ) -> Result<Arc<EngineBuffer>, Error> {
+        let buffer = Arc::new(match remote == RemoteAccess::READ {
+            true => EngineBuffer::allocate_sealed(len, prefault)?,
+            false => EngineBuffer::allocate(len, prefault)?,
+        });
+        self.inner.memory.register_buffer(buffer.clone(), remote)?;
         self.refresh_own_segment();
         Ok(buffer)
     }
 
-    /// Registers caller memory (see [`MemoryRegistry::register`]).
+    /// Registers caller memory local-only (see [`TransferEngine::allocate`] and
+    /// [`MemoryRegistry::register`]): the usual registration of a `get_into` destination or a
+    /// `put_from` source.
     ///
     /// # Safety
     /// The contract of [`MemoryRegistry::register`].
@@ -433,7 +456,25 @@ impl TransferEngine {
         location: crate::Location,
     ) -> Result<Region, Error> {
         // SAFETY: forwarded contract.
-        let r = unsafe { self.inner.memory.register(addr, len, location) }?;
+        unsafe { self.register_exported(addr, len, location, RemoteAccess::LOCAL_ONLY) }
+    }
+
+    /// Registers caller memory with `remote` rights for peers (see
+    /// [`TransferEngine::allocate_exported`] and [`MemoryRegistry::register`]). The shm
+    /// transport maps only engine buffers, so a same-host peer reaches exported caller memory
+    /// only over tcp (one whose requests to this engine take shm is refused `OutOfBounds`).
+    ///
+    /// # Safety
+    /// The contract of [`MemoryRegistry::register`].
+    pub unsafe fn register_exported(
+        &self,
+        addr: *mut u8,
+        len: usize,
+        location: crate::Location,
+        remote: RemoteAccess,
+    ) -> Result<Region, Error> {
+        // SAFETY: forwarded contract.
+        let r = unsafe { self.inner.memory.register(addr, len, location, remote) }?;
         self.refresh_own_segment();
         Ok(r)
     }
@@ -464,9 +505,10 @@ impl Inner {
             self.config.name.clone(),
             self.instance_id,
         );
+        // Only what peers may reach: local-only memory is never published.
         d.buffers = self
             .memory
-            .regions()
+            .exported_regions()
             .into_iter()
             .map(BufferDesc::from)
             .collect();

@@ -95,8 +95,13 @@ impl TransferEngine {
             let deadline = now
                 .checked_add(wanted)
                 .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400));
-            let early = (!r.skip_initiator_checks)
-                .then(|| check_access(&segment.regions(), r.target_offset, r.length).err())
+            // The initiator's own check against what the target published: exported buffers
+            // and their rights. The `local` transport is the engine serving itself, which is no
+            // remote access: it checks its own registry (local-only memory too) when it runs.
+            let early = (!r.skip_initiator_checks && transport.kind() != TransportKind::Local)
+                .then(|| {
+                    check_access(&segment.regions(), r.target_offset, r.length, r.opcode).err()
+                })
                 .flatten();
             let job = Job {
                 opcode: r.opcode,
@@ -276,15 +281,18 @@ impl TransferEngine {
         outcome
     }
 
-    /// Whether the planned request may be sent. A range outside a peer's cached descriptor may
-    /// be memory the peer registered since (or, restarted under the same name, its new
-    /// memory): the descriptor is fetched again once, and the request re-resolved against it.
+    /// Whether the planned request may be sent. A range outside a peer's cached descriptor, or
+    /// exported there without the right the request needs, may be memory the peer registered
+    /// since (or, restarted under the same name, its new memory): the descriptor is fetched
+    /// again once, and the request re-resolved against it.
     async fn ready(&self, p: &mut Planned) -> Result<(), Error> {
         match p.early.take() {
             None => Ok(()),
-            Some(Error::OutOfBounds { .. }) if p.target != super::OWN => {
+            Some(Error::OutOfBounds { .. } | Error::AccessDenied { .. })
+                if p.target != super::OWN =>
+            {
                 let fresh = self.refresh_segment(p.target, false).await?;
-                check_access(&fresh.regions(), p.job.remote, p.job.len)?;
+                check_access(&fresh.regions(), p.job.remote, p.job.len, p.job.opcode)?;
                 p.transport = self.transport_for(&fresh, p.forced)?;
                 p.job.segment = fresh;
                 Ok(())

@@ -101,15 +101,16 @@ fn copy_chunks(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::{EngineBuffer, MemoryRegistry};
+    use crate::memory::{EngineBuffer, MemoryRegistry, RemoteAccess};
     use std::future::Future;
     use std::time::Duration;
 
     #[test]
     fn a_dropped_copy_whose_blocking_task_never_ran_does_not_hang() {
         let memory = MemoryRegistry::default();
-        let a = memory.register_buffer(Arc::new(EngineBuffer::allocate(1 << 20, false).unwrap()));
-        let b = memory.register_buffer(Arc::new(EngineBuffer::allocate(1 << 20, false).unwrap()));
+        let buffer = || Arc::new(EngineBuffer::allocate(1 << 20, false).unwrap());
+        let a = memory.register_buffer(buffer(), RemoteAccess::LOCAL_ONLY);
+        let b = memory.register_buffer(buffer(), RemoteAccess::LOCAL_ONLY);
         let (a, b) = (a.unwrap(), b.unwrap());
         let src = memory.lease(a.addr, 1 << 20).unwrap();
         let dst = memory.lease(b.addr, 1 << 20).unwrap();

@@ -1,4 +1,5 @@
-//! Same process: the target segment is this engine's own memory; a transfer is a memcpy.
+//! Same process: the target segment is this engine's own memory; a transfer is a memcpy. It is
+//! no remote access, so it reaches local-only memory too (see `memory::rights`).
 
 use std::sync::Arc;
 
@@ -29,10 +30,11 @@ impl LocalTransport {
     }
 
     /// Checks the target range against the registry right now (it is the serving side too)
-    /// and leases it.
+    /// and leases it. The engine reaching its own memory is no remote access: a local-only
+    /// region is a fine target.
     fn check(&self, job: &Job) -> Result<Lease, Error> {
         job.segment.check_instance(self.instance_id)?;
-        self.memory.check_access(job.remote, job.len)
+        self.memory.check_own_access(job.remote, job.len)
     }
 }
 

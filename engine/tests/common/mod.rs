@@ -1,7 +1,10 @@
 //! Helpers shared by the engine's integration tests.
 #![allow(dead_code, unreachable_pub)]
 
-use yuebing_engine::{EngineBuffer, SegmentHandle, TransferEngine};
+use yuebing_engine::{EngineBuffer, RemoteAccess, SegmentHandle, TransferEngine};
+
+/// Rights of a target buffer that peers read and write.
+pub const RW: RemoteAccess = RemoteAccess::READ_WRITE;
 
 /// Test access to an engine buffer's bytes. Each test touches a buffer's bytes only while no
 /// transfer on them is in flight and no peer is given them to write, which is what
@@ -72,7 +75,7 @@ pub async fn round_trips(
 /// context): the engine's own runtime does the I/O and the big copies, the caller only waits.
 pub async fn writes_from_a_plain_thread(a: TransferEngine, b: &TransferEngine) {
     let src = a.allocate(1 << 20, false).unwrap();
-    let dst = b.allocate(1 << 20, false).unwrap();
+    let dst = b.allocate_exported(1 << 20, false, RW).unwrap();
     let data = pattern(1 << 20, 5);
     src.put(0, &data).unwrap();
     let peer = a.open_segment(b.name()).await.unwrap();

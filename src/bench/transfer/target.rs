@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
-use yuebing_engine::{EngineConfig, TransferEngine};
+use yuebing_engine::{EngineConfig, RemoteAccess, TransferEngine};
 
 /// What the target announces.
 #[derive(Debug, Serialize, Deserialize)]
@@ -35,7 +35,10 @@ pub async fn run(
     })
     .await
     .map_err(|e| e.to_string())?;
-    let buffer = engine.allocate(len, true).map_err(|e| e.to_string())?;
+    // The initiator reads and writes it: exported for both.
+    let buffer = engine
+        .allocate_exported(len, true, RemoteAccess::READ_WRITE)
+        .map_err(|e| e.to_string())?;
     let announce = Announce {
         name: engine.name().to_string(),
         addr: buffer.addr(),

@@ -21,7 +21,8 @@ pub struct ClientConfig {
     /// Pre-fault the store space at start. Default true.
     pub prefault: bool,
     /// Registered staging memory for `put` and `get` of plain byte slices (larger values get a
-    /// temporary buffer). Default 64 MiB.
+    /// temporary buffer); local-only, like those temporary buffers: peers cannot reach it.
+    /// Default 64 MiB.
     pub staging_size: u64,
     /// The client's Transfer Engine.
     pub engine: EngineConfig,

@@ -21,7 +21,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use yuebing_engine::{EngineBuffer, TransferEngine, TransferRequest};
+use yuebing_engine::{EngineBuffer, RemoteAccess, TransferEngine, TransferRequest};
 
 pub use self::config::ClientConfig;
 use self::masters::Masters;
@@ -143,10 +143,16 @@ impl Client {
         }
         let id = ClientId(u128::from(fastrand::u64(..)) << 64 | u128::from(fastrand::u64(..)));
         let masters = Masters::new(&cfg.masters, id, token.as_ref(), engine.handle())?;
+        // Staging is local-only (peers never reach it); the store space is what other
+        // clients write objects into and read them from: exported for both.
         let staging = Staging::new(&engine, cfg.staging_size)?;
         let space = match cfg.store_size {
             0 => None,
-            n => Some(engine.allocate(n as usize, cfg.prefault)?),
+            n => Some(engine.allocate_exported(
+                n as usize,
+                cfg.prefault,
+                RemoteAccess::READ_WRITE,
+            )?),
         };
         let specs: Vec<MountSpec> = space
             .iter()
@@ -211,8 +217,21 @@ impl Client {
     }
 
     /// The client's Transfer Engine (register memory here for `put_from` / `get_into`).
+    ///
+    /// Register that memory local-only, the default of [`TransferEngine::register`] and
+    /// [`TransferEngine::allocate`]: the store's transfers to and from it are initiated by this
+    /// client (it writes a `put_from` source into the nodes' store space, and reads objects from
+    /// there into a `get_into` destination), so peers never need to reach it, and memory
+    /// exported for peers could be written by any of them.
     pub fn engine(&self) -> &TransferEngine {
         &self.inner.engine
+    }
+
+    /// The address of the client's staging buffer, when it has one: local-only memory, which
+    /// peers cannot reach. For tests that check so.
+    #[doc(hidden)]
+    pub fn staging_addr(&self) -> Option<u64> {
+        self.inner.staging.addr()
     }
 
     /// Stores `value` under `key`. An existing key is `ObjectAlreadyExists`, its value unchanged.
@@ -221,7 +240,8 @@ impl Client {
             .await
     }
 
-    /// Stores `len` bytes of registered memory at `addr` under `key`, without a copy.
+    /// Stores `len` bytes of registered memory at `addr` under `key`, without a copy. The memory
+    /// is only read by this client's engine: register it local-only (see [`Client::engine`]).
     pub async fn put_from(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<()> {
         self.in_runtime(async {
             self.put_from_until(key, (addr, len, None), opts, self.until(opts), false)
@@ -248,7 +268,8 @@ impl Client {
 
     /// Reads `key` into registered memory at `addr` (room for `len` bytes), without a copy;
     /// returns the object's size. A buffer smaller than the object is `InvalidParams` and
-    /// nothing is written.
+    /// nothing is written. The memory is only written by this client's engine: register it
+    /// local-only (see [`Client::engine`]).
     pub async fn get_into(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<u64> {
         self.in_runtime(async {
             let until = self.until(opts);

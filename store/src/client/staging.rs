@@ -1,5 +1,7 @@
 //! Registered scratch memory for values passed as plain byte slices: a slice of one staging
-//! buffer when it has room, else a temporary engine buffer.
+//! buffer when it has room, else a temporary engine buffer. Both are local-only: this client's
+//! engine copies from and into them, peers cannot reach them (they are not in its descriptor,
+//! and its serving side refuses them).
 
 use std::sync::{Arc, Mutex};
 
@@ -42,7 +44,12 @@ impl Staging {
         })))
     }
 
-    /// Registered memory for `len` bytes.
+    /// The staging buffer's address, if there is one.
+    pub(crate) fn addr(&self) -> Option<u64> {
+        self.0.buf.as_ref().map(|b| b.addr())
+    }
+
+    /// Registered (local-only) memory for `len` bytes.
     pub(crate) fn get(&self, engine: &TransferEngine, len: u64) -> Result<Arc<Scratch>> {
         let slot = self
             .0
@@ -85,10 +92,9 @@ impl Scratch {
         let (b, off) = self.buffer();
         // SAFETY: this scratch range belongs to one operation (the staging allocator hands it
         // out once), which fills it before submitting the transfer that reads it, so no
-        // transfer of this engine touches it meanwhile. What this cannot exclude: the range is
-        // registered, so its address is in the published descriptor and a hostile peer could
-        // write it now; no yuebing peer is ever asked to. Issue 13 makes staging local-only,
-        // which closes that hole.
+        // transfer of this engine touches it meanwhile; and it is registered local-only
+        // (`TransferEngine::allocate`), so no peer can read or write it: it is not in the
+        // published descriptor, and the serving side refuses peers' requests for it.
         Ok(unsafe { b.write_at(off, data) }?)
     }
 
@@ -96,7 +102,8 @@ impl Scratch {
     pub(crate) fn read(&self, out: &mut [u8]) -> Result<()> {
         let (b, off) = self.buffer();
         // SAFETY: as for `fill`: the operation owning this range reads it only after the
-        // transfer into it is final, so nothing of this engine writes it meanwhile.
+        // transfer into it is final, so nothing of this engine writes it meanwhile, and no
+        // peer can (the range is local-only).
         Ok(unsafe { b.read_at(off, out) }?)
     }
 }

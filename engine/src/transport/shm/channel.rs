@@ -1,5 +1,6 @@
 //! The shm side channel: a Unix socket (mode 0600) over which an engine hands the memfds of its
-//! exported buffers to a same-host peer of the same user (checked with SO_PEERCRED on both
+//! exported buffers (those registered for remote access, each with its rights) to a same-host
+//! peer of the same user (checked with SO_PEERCRED on both
 //! ends). File descriptors travel as SCM_RIGHTS; tarpc cannot carry them. Blocking I/O: it runs
 //! once per peer, on the blocking pool.
 //!
@@ -25,11 +26,15 @@ use rustix::net::{
 use serde::{Deserialize, Serialize};
 use yuebing_rpc::Token;
 
+use crate::memory::RemoteAccess;
+
 /// Most buffers handed over (the kernel's SCM_MAX_FD).
 pub(crate) const MAX_FDS: usize = 253;
 const MAX_PAYLOAD: usize = 1 << 20;
-/// First bytes of an importer's hello; the last is the protocol version.
-const HELLO_MAGIC: [u8; 8] = *b"YBSHM\0\0\x01";
+/// First bytes of an importer's hello; the last is the protocol version. Version 2: each
+/// exported buffer carries its rights (`remote`), and only buffers registered for remote access
+/// are exported.
+const HELLO_MAGIC: [u8; 8] = *b"YBSHM\0\0\x02";
 /// Status: the export follows.
 const ACCEPTED: u8 = 0;
 /// Status: not this protocol, or another version.
@@ -115,6 +120,10 @@ pub(crate) struct ExportedBuffer {
     /// Its slot in the status page, and the generation that slot holds while it is registered.
     pub(crate) slot: usize,
     pub(crate) generation: u64,
+    /// What the importer may do with it. No code of the exporter runs on the shm path, so the
+    /// importer's engine enforces these rights; a buffer exported without write is sealed
+    /// against writable mappings, so the kernel enforces that one too.
+    pub(crate) remote: RemoteAccess,
 }
 
 pub(crate) fn same_user(stream: &UnixStream) -> io::Result<u32> {

@@ -99,12 +99,15 @@ fn check(bytes: Vec<u8>, fds: usize) -> Result<Option<Export>, TestCaseError> {
 }
 
 fn export() -> impl Strategy<Value = Export> {
-    let buffer = (edge_u64(), edge_u64(), any::<usize>(), edge_u64()).prop_map(
-        |(addr, len, slot, generation)| ExportedBuffer {
+    let rights = (any::<bool>(), any::<bool>())
+        .prop_map(|(read, write)| crate::memory::RemoteAccess { read, write });
+    let buffer = (edge_u64(), edge_u64(), any::<usize>(), edge_u64(), rights).prop_map(
+        |(addr, len, slot, generation, remote)| ExportedBuffer {
             addr,
             len,
             slot,
             generation,
+            remote,
         },
     );
     (any::<u64>(), vec(buffer, 0..6)).prop_map(|(instance, buffers)| Export { instance, buffers })

@@ -114,12 +114,13 @@ fn export_to(inner: &Inner, s: UnixStream) -> std::io::Result<()> {
         );
         return Ok(());
     }
+    // Only the buffers registered for remote access: a local-only one is never handed over.
     let mut buffers = inner.memory.exported();
     buffers.truncate(MAX_FDS - 1);
     // Each with its status slot; one that finds none left is not exported.
     let held: Vec<_> = buffers
         .iter()
-        .filter_map(|b| {
+        .filter_map(|(b, remote)| {
             let h = inner.status.hold(b.addr())?;
             // Unregistered since the list was taken: its release may have run before the slot
             // was held, so release it here (retiring comes first).
@@ -127,23 +128,24 @@ fn export_to(inner: &Inner, s: UnixStream) -> std::io::Result<()> {
                 inner.status.release(b.addr());
                 return None;
             }
-            Some((b, h))
+            Some((b, *remote, h))
         })
         .collect();
     let export = Export {
         instance: inner.instance,
         buffers: held
             .iter()
-            .map(|(b, (slot, generation))| ExportedBuffer {
+            .map(|(b, remote, (slot, generation))| ExportedBuffer {
                 addr: b.addr(),
                 len: b.len() as u64,
                 slot: *slot,
                 generation: *generation,
+                remote: *remote,
             })
             .collect(),
     };
     let fds: Vec<_> = std::iter::once(inner.status.fd())
-        .chain(held.iter().map(|(b, _)| b.fd()))
+        .chain(held.iter().map(|(b, _, _)| b.fd()))
         .collect();
     {
         // Held from before the importer has the export, so that an engine stopping meanwhile

@@ -1,15 +1,19 @@
 //! The `shm` transport: same-host peers map each other's exported memory and copy directly.
 //!
-//! An engine exports its engine-allocated (memfd-backed) buffers over a Unix-socket side channel
-//! ([`channel`]). The importer checks each memfd is sealed against shrinking and growing and
-//! that its size is what was announced, then maps it. No code of the target runs on this path,
-//! so the initiator enforces the bounds and the instance id against the exported mappings, and
-//! reports a write Completed only if the peer is still alive after the copy (a pidfd that turns
-//! readable when it exits), so a dead peer's orphaned pages never count as delivered. A peer
-//! whose side channel cannot be reached (another host, another container) is not "same host":
-//! [`Transport::can_reach`] says no and the engine uses tcp. It never blocks: it answers from
-//! the descriptor and the peers mapped so far, and maps a new peer in the background (on the
-//! blocking pool) while tcp serves it.
+//! An engine exports its engine-allocated (memfd-backed) buffers registered for remote access,
+//! each with its rights, over a Unix-socket side channel ([`channel`]); local-only buffers are
+//! never handed over. The importer checks each memfd is sealed against shrinking and growing and
+//! that its size is what was announced, then maps it: read-only when it was exported without
+//! write (such a buffer is sealed against writable mappings, so the kernel refuses anything
+//! else). No code of the target runs on this path, so the initiator enforces the bounds, the
+//! rights and the instance id against the exported mappings, and reports a write Completed only
+//! if the peer is still alive after the copy (a pidfd that turns readable when it exits), so a
+//! dead peer's orphaned pages never count as delivered. (A buffer exported write-only must be
+//! mapped writable, so its "no read" holds only in the initiating engine's code, as in
+//! Mooncake's shm transport.) A peer whose side channel cannot be reached (another host, another
+//! container) is not "same host": [`Transport::can_reach`] says no and the engine uses tcp. It
+//! never blocks: it answers from the descriptor and the peers mapped so far, and maps a new peer
+//! in the background (on the blocking pool) while tcp serves it.
 //!
 //! - `channel`: the side channel's wire (hello with the cluster token, export, fds).
 //! - `export`: the exporting side (accept loop, hand-over, importers held open).
@@ -49,7 +53,7 @@ use super::copy::{copy_between, Side};
 use super::{Job, Transport};
 use crate::error::Error;
 use crate::memory::raw::Span;
-use crate::memory::{MemoryRegistry, RegistrationHook};
+use crate::memory::{MemoryRegistry, RegistrationHook, RemoteAccess};
 use crate::request::{Opcode, TransportKind};
 use crate::segment::SegmentDescriptor;
 
@@ -60,6 +64,8 @@ struct Mapping {
     /// Its slot in the peer's status page and the generation it holds while registered.
     slot: usize,
     generation: u64,
+    /// What this engine may do with it; without write it is mapped read-only.
+    rights: RemoteAccess,
     map: MmapRaw,
 }
 
@@ -125,10 +131,12 @@ impl ShmPeer {
                 len,
                 slot,
                 generation,
+                remote: rights,
             } = b;
             let kept = previous.and_then(|p| {
                 p.maps.iter().find(|m| {
-                    (m.remote, m.len, m.slot, m.generation) == (remote, len, slot, generation)
+                    (m.remote, m.len, m.slot, m.generation, m.rights)
+                        == (remote, len, slot, generation, rights)
                 })
             });
             if let Some(m) = kept {
@@ -155,16 +163,21 @@ impl ShmPeer {
             }
             // Populated at map time (MAP_POPULATE): otherwise the first copy into each page
             // pays a page fault, and the first transfers to a peer run at a fraction of speed.
-            let map = MmapOptions::new()
-                .len(len as usize)
-                .populate()
-                .map_raw(&file)
-                .map_err(failed)?;
+            // Read-only unless exported for writes: a buffer exported read-only is sealed
+            // against writable mappings, and no copy ever writes it from here.
+            let mut options = MmapOptions::new();
+            options.len(len as usize).populate();
+            let map = match rights.write {
+                true => options.map_raw(&file),
+                false => options.map_raw_read_only(&file),
+            }
+            .map_err(failed)?;
             maps.push(Arc::new(Mapping {
                 remote,
                 len,
                 slot,
                 generation,
+                rights,
                 map,
             }));
         }
@@ -203,33 +216,52 @@ impl ShmPeer {
         }
     }
 
-    /// `[remote, remote + len)` as mapped here, if one mapping of a buffer still registered
-    /// holds it.
-    fn resolve(self: &Arc<Self>, remote: u64, len: u64) -> Option<Mapped> {
-        let end = remote.checked_add(len)?;
-        let i = self
+    /// `[remote, remote + len)` as mapped here for an access in direction `opcode`: `None`
+    /// unless one mapping of a buffer still registered holds it, and the typed refusal (before
+    /// anything is copied) when that buffer's rights do not allow `opcode`. So a [`Mapped`]
+    /// exists only for an access its buffer's rights allow.
+    fn resolve(
+        self: &Arc<Self>,
+        remote: u64,
+        len: u64,
+        opcode: Opcode,
+    ) -> Result<Option<Mapped>, Error> {
+        let Some(end) = remote.checked_add(len) else {
+            return Ok(None);
+        };
+        let Some(i) = self
             .maps
             .partition_point(|m| m.remote <= remote)
-            .checked_sub(1)?;
+            .checked_sub(1)
+        else {
+            return Ok(None);
+        };
         let m = &self.maps[i];
         // Imports refuse buffers whose end wraps, so `checked_add` only restates that.
         let inside = m
             .remote
             .checked_add(m.len)
             .is_some_and(|m_end| end <= m_end);
+        let Ok(span_len) = usize::try_from(len) else {
+            return Ok(None);
+        };
         if len == 0 || !inside {
-            return None;
+            return Ok(None);
         }
         let mapped = Mapped {
             peer: self.clone(),
             remote,
             // Inside the mapping (checked above), so no overflow.
             addr: m.map.as_mut_ptr() as u64 + (remote - m.remote),
-            len: usize::try_from(len).ok()?,
+            len: span_len,
             slot: m.slot,
             generation: m.generation,
         };
-        mapped.is_live().then_some(mapped)
+        if !mapped.is_live() {
+            return Ok(None);
+        }
+        m.rights.check(opcode, remote, len)?;
+        Ok(Some(mapped))
     }
 }
 
@@ -273,7 +305,8 @@ fn boot_id() -> String {
 }
 
 impl ShmTransport {
-    /// Opens the side channel that exports `memory`'s engine-allocated buffers of instance
+    /// Opens the side channel that exports `memory`'s engine-allocated buffers registered for
+    /// remote access, of instance
     /// `instance` to importers presenting `token` (and presents it to exporters); a handshake
     /// must end within `hello_timeout`; tasks run on `handle`.
     pub async fn start(
@@ -384,6 +417,9 @@ impl Side for Mapped {
         // SAFETY: `resolve` found the range inside one mapping of the peer's size-checked,
         // resize-sealed memfd; `self.peer` holds that mapping, so it stays mapped while `self`
         // lives. The memory is shared with another process and never behind a Rust reference.
+        // A buffer exported without write is mapped read-only; `resolve` makes a `Mapped` of it
+        // only for a read, whose copy only reads this span (it is the source), so every access
+        // made through the span is one the mapping allows.
         let span = unsafe { Span::new(ptr, self.len) };
         Ok(f(span))
     }
@@ -468,13 +504,14 @@ impl Transport for ShmTransport {
                     actual: peer.instance,
                 });
             }
-            let mut remote = peer.resolve(job.remote, job.len);
+            // The rights are checked here, before the copy: no code of the peer runs.
+            let mut remote = peer.resolve(job.remote, job.len, job.opcode)?;
             if remote.is_none()
-                && crate::bounds::check_access(&job.segment.regions(), job.remote, job.len).is_ok()
+                && crate::bounds::check_bounds(&job.segment.regions(), job.remote, job.len).is_ok()
             {
                 // The peer exported a buffer after we mapped its others: map again.
                 peer = inner.import(&socket, Some(&peer)).await?;
-                remote = peer.resolve(job.remote, job.len);
+                remote = peer.resolve(job.remote, job.len, job.opcode)?;
             }
             let remote = remote.ok_or(Error::OutOfBounds {
                 addr: job.remote,

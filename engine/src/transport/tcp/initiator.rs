@@ -654,6 +654,7 @@ fn status_error(status: i32, extra: u64) -> Error {
             actual: extra,
         },
         -3504 => Error::OutOfBounds { addr: 0, len: 0 },
+        -3511 => Error::AccessDenied { addr: 0, len: 0 },
         -3001 => Error::invalid("refused by the target"),
         code => failed(format!("target answered error {code}")),
     }

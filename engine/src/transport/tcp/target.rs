@@ -1,6 +1,8 @@
-//! The serving side of the tcp data plane: checks every request and leases its range, then
-//! reads straight into (or writes straight from) registered memory, one non-blocking syscall per
-//! access. Unregistering the range revokes the lease: the connection is shut down at once (the
+//! The serving side of the tcp data plane: checks every request (instance, bounds, and the
+//! region's rights for peers: local-only memory is refused as if unregistered, a direction the
+//! region is not exported for is `AccessDenied`) and leases its range, then reads straight into
+//! (or writes straight from) registered memory, one non-blocking syscall per access.
+//! Unregistering the range revokes the lease: the connection is shut down at once (the
 //! peer sees its request fail), whatever the peer still sends.
 //!
 //! Admission: at most `max_connections` connections are served at once (the next accept waits
@@ -316,7 +318,10 @@ async fn serve(
                 actual: target.instance,
             })
         } else {
-            target.memory.check_access(req.addr, req.len)
+            // A peer reaches only memory exported with the right for its request's direction.
+            target
+                .memory
+                .check_peer_access(req.addr, req.len, req.opcode)
         };
         let reply = |status: i32| {
             ResponseHeader {
@@ -501,7 +506,9 @@ mod tests {
         let target = a_target(None, 8);
         let memory = target.memory.clone();
         let buf = Arc::new(crate::memory::EngineBuffer::allocate(4096, false).unwrap());
-        let region = memory.register_buffer(buf).unwrap();
+        let region = memory
+            .register_buffer(buf, crate::memory::RemoteAccess::READ_WRITE)
+            .unwrap();
         let (addr, _stop) = serving(target).await;
         let mut s = TcpStream::connect(addr).await.unwrap();
         assert_eq!(say_hello(&mut s, HELLO_MAGIC).await, 0);
