@@ -75,7 +75,15 @@ impl EngineBuffer {
             seals.push(FileSeal::SealFutureWrite);
         }
         seals.push(FileSeal::SealSeal);
-        memfd.add_seals(&seals).map_err(|e| oom(&e))?;
+        memfd.add_seals(&seals).map_err(|e| Error::Io {
+            reason: format!(
+                "sealing an engine buffer{}: {e}",
+                match sealed {
+                    true => " against peers' writes (F_SEAL_FUTURE_WRITE needs Linux 5.1)",
+                    false => "",
+                }
+            ),
+        })?;
         Ok(EngineBuffer {
             map,
             memfd,

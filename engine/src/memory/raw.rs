@@ -71,7 +71,8 @@ pub(crate) fn copy(src: Span<'_>, dst: Span<'_>) {
     let n = src.len.min(dst.len);
     // SAFETY: `src` is valid for reads and `dst` for writes of their whole length (their
     // constructors' contract: a span that is written is valid for writes) and `n` is within
-    // both; `copy` (memmove) allows overlap, as when a segment copies within itself. No reference is formed over either range.
+    // both; `copy` (memmove) allows overlap, as when a segment copies within itself. No
+    // reference is formed over either range.
     unsafe { std::ptr::copy(src.ptr.as_ptr(), dst.ptr.as_ptr(), n) }
 }
 

@@ -397,7 +397,7 @@ impl TransferEngine {
     /// The transport requests to `handle` take (unless a request or the engine forces one).
     pub fn selected_transport(&self, handle: SegmentHandle) -> Result<TransportKind, Error> {
         let segment = self.segment_descriptor(handle)?;
-        Ok(self.transport_for(&segment, None)?.kind())
+        Ok(self.transport_for(handle, &segment, None)?.kind())
     }
 
     fn refresh_own_segment(&self) {

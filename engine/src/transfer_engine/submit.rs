@@ -33,11 +33,17 @@ impl TransferEngine {
         self.inner.batches.free(batch)
     }
 
+    /// The transport for requests to `target` (whose descriptor is `segment`). Only the
+    /// engine's own segment is served by the `local` transport: a peer's descriptor is the
+    /// peer's to write, and one that claimed this engine's instance id must not turn requests
+    /// meant for the peer into local copies (which reach local-only memory).
     pub(super) fn transport_for(
         &self,
+        target: SegmentHandle,
         segment: &SegmentDescriptor,
         forced: Option<TransportKind>,
     ) -> Result<Arc<dyn Transport>, Error> {
+        let own = target == super::OWN;
         let wanted = forced.or(self.inner.config.transport);
         // Looked up under the read lock, not on a copy of the list: this runs per request.
         self.inner
@@ -46,7 +52,9 @@ impl TransferEngine {
             .unwrap_or_else(|p| p.into_inner())
             .iter()
             .find(|t| {
-                wanted.is_none_or(|k| t.kind() == k) && t.can_reach(segment, forced.is_some())
+                (own || t.kind() != TransportKind::Local)
+                    && wanted.is_none_or(|k| t.kind() == k)
+                    && t.can_reach(segment, forced.is_some())
             })
             .cloned()
             .ok_or_else(|| {
@@ -89,16 +97,17 @@ impl TransferEngine {
                 .get(&r.target)
                 .cloned()
                 .ok_or_else(|| bad(format!("unknown segment {:?}", r.target)))?;
-            let transport = self.transport_for(&segment, r.transport)?;
+            let transport = self.transport_for(r.target, &segment, r.transport)?;
             let wanted = r.deadline.unwrap_or(self.inner.config.default_deadline);
             // A deadline past what an Instant holds means no deadline to speak of.
             let deadline = now
                 .checked_add(wanted)
                 .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400));
             // The initiator's own check against what the target published: exported buffers
-            // and their rights. The `local` transport is the engine serving itself, which is no
-            // remote access: it checks its own registry (local-only memory too) when it runs.
-            let early = (!r.skip_initiator_checks && transport.kind() != TransportKind::Local)
+            // and their rights. Requests to the engine's own segment (the `local` transport,
+            // the only one that serves it, see `transport_for`) are no remote access: the local
+            // transport checks its own registry (local-only memory too) when it runs.
+            let early = (!r.skip_initiator_checks && r.target != super::OWN)
                 .then(|| {
                     check_access(&segment.regions(), r.target_offset, r.length, r.opcode).err()
                 })
@@ -293,7 +302,7 @@ impl TransferEngine {
             {
                 let fresh = self.refresh_segment(p.target, false).await?;
                 check_access(&fresh.regions(), p.job.remote, p.job.len, p.job.opcode)?;
-                p.transport = self.transport_for(&fresh, p.forced)?;
+                p.transport = self.transport_for(p.target, &fresh, p.forced)?;
                 p.job.segment = fresh;
                 Ok(())
             }
@@ -459,5 +468,49 @@ mod tests {
             !ct.block_on(async { drives_runtime(&m) }),
             "another runtime"
         );
+    }
+}
+
+#[cfg(test)]
+mod forged {
+    use std::sync::Arc;
+
+    use crate::memory::RemoteAccess;
+    use crate::request::SegmentHandle;
+    use crate::segment::BufferDesc;
+    use crate::{EngineConfig, Location, TransferEngine, TransferRequest};
+
+    /// A peer writes its own descriptor: one that claims this engine's instance id and lists
+    /// this engine's local-only memory must not make requests meant for the peer local copies.
+    #[tokio::test]
+    async fn a_peer_descriptor_claiming_our_instance_never_reaches_local_only_memory() {
+        let engine = TransferEngine::new(EngineConfig::default());
+        let secret = engine.allocate(4096, false).unwrap();
+        // SAFETY (test): nothing transfers into `secret` while these bytes are written.
+        unsafe { secret.write_at(0, &[0x5a; 4096]) }.unwrap();
+        let src = engine.allocate(4096, false).unwrap();
+        let mut forged = engine.descriptor();
+        forged.name = "peer:1".into();
+        forged.transports.clear();
+        forged.buffers = vec![BufferDesc {
+            addr: secret.addr(),
+            len: 4096,
+            location: Location::default(),
+            remote: RemoteAccess::READ_WRITE,
+        }];
+        let peer = SegmentHandle(99);
+        engine.lock_segments().insert(peer, Arc::new(forged));
+        for skip in [false, true] {
+            let mut write = TransferRequest::write(src.addr(), peer, secret.addr(), 4096);
+            write.skip_initiator_checks = skip;
+            assert!(engine.transfer(write).await.is_err(), "a write went local");
+            let mut read = TransferRequest::read(src.addr(), peer, secret.addr(), 4096);
+            read.skip_initiator_checks = skip;
+            assert!(engine.transfer(read).await.is_err(), "a read went local");
+        }
+        let mut back = [0u8; 4096];
+        // SAFETY (test): as above.
+        unsafe { secret.read_at(0, &mut back) }.unwrap();
+        assert_eq!(back, [0x5a; 4096]);
     }
 }

@@ -20,6 +20,12 @@ pub(crate) const BLOCKING_COPY: u64 = 256 << 10;
 pub(crate) trait Side: Send + Sync + 'static {
     /// Runs `f` on the side's span while an access holds it valid.
     fn with_span<R>(&self, f: impl FnOnce(Span<'_>) -> R) -> Result<R, Error>;
+
+    /// Why the side may not be written (it is mapped read-only), if so. [`copy_between`]
+    /// refuses such a destination before any byte moves.
+    fn unwritable(&self) -> Option<Error> {
+        None
+    }
 }
 
 impl Side for Lease {
@@ -47,6 +53,10 @@ impl Side for Target {
 
 /// Copies `len` bytes from `src` to `dst`.
 pub(crate) async fn copy_between(src: impl Side, dst: impl Side, len: u64) -> Result<(), Error> {
+    // A write through a read-only mapping would fault: refused here whatever the caller did.
+    if let Some(e) = dst.unwritable() {
+        return Err(e);
+    }
     let len = usize::try_from(len).map_err(|_| Error::invalid("copy too large"))?;
     if (len as u64) < BLOCKING_COPY {
         return copy_chunks(&src, &dst, len, None);

@@ -45,6 +45,17 @@ fn one_token(cfg: &ClientConfig) -> Result<Option<yuebing_rpc::Token>> {
 }
 
 impl Inner {
+    /// A replica on this client's own node is copied by its engine's `local` transport, which
+    /// reaches local-only memory too (staging, users' buffers): the master's address must lie
+    /// inside this client's store space, or the copy is refused.
+    fn check_own_replica(&self, addr: u64, len: u64) -> Result<()> {
+        let space = self._space.as_ref().map(|s| (s.addr(), s.len() as u64));
+        match inside(space, addr, len) {
+            true => Ok(()),
+            false => Err(yuebing_engine::Error::OutOfBounds { addr, len }.into()),
+        }
+    }
+
     pub(crate) fn lock_mounts(&self) -> std::sync::MutexGuard<'_, Vec<MountId>> {
         self.mounts.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -552,6 +563,9 @@ impl Client {
             return Err(Error::Timeout);
         }
         let handle = self.inner.peers.handle(&d.node, until).await?;
+        if handle == self.inner.engine.own_segment() {
+            self.inner.check_own_replica(d.addr, len)?;
+        }
         let req = match write {
             true => TransferRequest::write(local, handle, d.addr, len),
             false => TransferRequest::read(local, handle, d.addr, len),
@@ -566,6 +580,14 @@ impl Client {
     }
 }
 
+/// Whether `[addr, addr + len)` lies inside `space` (its start and length), without overflow.
+fn inside(space: Option<(u64, u64)>, addr: u64, len: u64) -> bool {
+    space.is_some_and(|(base, size)| {
+        let (end, limit) = (addr.checked_add(len), base.checked_add(size));
+        addr >= base && end.zip(limit).is_some_and(|(end, limit)| end <= limit)
+    })
+}
+
 /// A buffer of `len` bytes must hold the whole object, or nothing is read into it.
 pub(crate) fn fits(key: &str, list: &ReplicaList, len: u64) -> Result<()> {
     if list.size > len {
@@ -575,4 +597,23 @@ pub(crate) fn fits(key: &str, list: &ReplicaList, len: u64) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inside;
+
+    #[test]
+    fn an_own_node_replica_must_lie_inside_the_store_space() {
+        let space = Some((0x1000, 0x1000));
+        assert!(inside(space, 0x1000, 0x1000));
+        assert!(inside(space, 0x1800, 0x10));
+        assert!(!inside(space, 0xff0, 0x20), "starts before");
+        assert!(
+            !inside(space, 0x1ff0, 0x20),
+            "ends after (staging may be there)"
+        );
+        assert!(!inside(space, u64::MAX - 4, 16), "wraps");
+        assert!(!inside(None, 0x1000, 1), "a pure client has no store space");
+    }
 }

@@ -256,6 +256,7 @@ impl ShmPeer {
             len: span_len,
             slot: m.slot,
             generation: m.generation,
+            writable: m.rights.write,
         };
         if !mapped.is_live() {
             return Ok(None);
@@ -390,6 +391,8 @@ struct Mapped {
     len: usize,
     slot: usize,
     generation: u64,
+    /// Whether the mapping may be written (it is mapped read-only otherwise).
+    writable: bool,
 }
 
 impl Mapped {
@@ -408,6 +411,13 @@ impl Mapped {
 }
 
 impl Side for Mapped {
+    fn unwritable(&self) -> Option<Error> {
+        (!self.writable).then_some(Error::AccessDenied {
+            addr: self.remote,
+            len: self.len as u64,
+        })
+    }
+
     fn with_span<R>(&self, f: impl FnOnce(Span<'_>) -> R) -> Result<R, Error> {
         // A buffer the peer released is never copied to or from again.
         if !self.is_live() {
