@@ -34,6 +34,9 @@ async fn a_closed_node_gets_no_new_replicas() {
         );
         assert_eq!(staying.get(&key, &opts).await.unwrap(), vec![i as u8; 4096]);
     }
+    // A deadline too long to represent means none to speak of, not a panic.
+    let forever = Options::deadline(Duration::MAX);
+    assert!(staying.exist("k0", &forever).await.unwrap());
     // Closing again is harmless.
     leaving.close(&opts).await.unwrap();
 }

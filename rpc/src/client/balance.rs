@@ -57,7 +57,7 @@ impl<C: ServiceClient> Member<C> {
         let backoff = FIRST_BACKOFF
             .saturating_mul(1 << (h.failures - 1).min(10))
             .min(MAX_BACKOFF);
-        h.retry_at = Some(now + backoff);
+        h.retry_at = Some(crate::clock::after(now, backoff));
         tracing::debug!(endpoint = %self.pool.endpoint(), failures = h.failures, ?backoff, "endpoint backing off");
     }
 
@@ -181,7 +181,8 @@ impl<C: ServiceClient> Balancer<C> {
         Fut: Future<Output = Result<T, RpcError>>,
     {
         let now = crate::clock::now();
-        let deadline = now + opts.timeout.unwrap_or(self.config.default_timeout);
+        let deadline =
+            crate::clock::after(now, opts.timeout.unwrap_or(self.config.default_timeout));
         let idempotent = opts.is_idempotent_for(&self.config);
         let max_tries = self.config.max_retries as usize + self.members.len();
         let mut record = self.metrics.record(opts.method.unwrap_or("call"), now);

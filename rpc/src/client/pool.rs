@@ -260,7 +260,7 @@ impl<C: ServiceClient> Pool<C> {
     {
         let cfg = &self.inner.config;
         let now = crate::clock::now();
-        let deadline = now + opts.timeout.unwrap_or(cfg.default_timeout);
+        let deadline = crate::clock::after(now, opts.timeout.unwrap_or(cfg.default_timeout));
         let idempotent = opts.is_idempotent_for(cfg);
         let mut record = self
             .inner

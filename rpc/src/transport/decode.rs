@@ -17,9 +17,10 @@ use tarpc::{context, trace, ClientMessage, Request, Response};
 
 use super::codec;
 
-/// The farthest deadline a received request is given (about a century): a peer's further one,
-/// even one this host's clock cannot represent, is read as this.
-pub(crate) const MAX_DEADLINE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+/// The farthest deadline a received request is given: a peer's further one, even one this host's
+/// clock cannot represent, is read as this. Under the ~2.2 years tarpc's deadline queue (tokio-
+/// util's timer wheel) accepts: a deadline past that panics the server's connection task.
+pub(crate) const MAX_DEADLINE: Duration = crate::clock::FARTHEST;
 
 /// A message the framing can read from one frame body.
 pub(crate) trait Decode: Sized {

@@ -90,3 +90,31 @@ async fn deadlines_follow_paused_time() {
         started.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_too_long_to_represent_means_no_deadline_not_a_panic() {
+    let (server, _) = start_default().await;
+    let pool = pool(&server);
+    let ok = pool
+        .call_with(
+            CallOptions::method("sleep").timeout(Duration::MAX),
+            |c, ctx| async move { c.sleep(ctx, 0).await },
+        )
+        .await;
+    assert!(ok.is_ok(), "{ok:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_asking_for_a_decade_gets_an_answer_not_a_dead_connection() {
+    let (server, _) = start_default().await;
+    let (mut s, _) = crate::raw::connect(server.local_addr().unwrap(), "lab").await;
+    let mut ctx = tarpc::context::current();
+    ctx.deadline = Instant::now() + Duration::from_secs(10 * 365 * 24 * 3600);
+    let x = bytes::Bytes::from_static(b"far");
+    let frame = crate::raw::request_frame_with_context(1, LabRequest::Echo { x }, ctx);
+    tokio::io::AsyncWriteExt::write_all(&mut s, &frame)
+        .await
+        .unwrap();
+    let answer: tarpc::Response<LabResponse> = crate::raw::read_response(&mut s).await;
+    assert!(answer.message.is_ok(), "{:?}", answer.message.err());
+}

@@ -43,8 +43,17 @@ pub fn frame_header(request_id: u64, body_len: u32, attach_len: u32) -> [u8; HEA
 /// A whole request frame: header and the bincode body of a tarpc request `id` carrying
 /// `message` (no attachment), as a client would send it.
 pub fn request_frame<T: Serialize>(id: u64, message: T) -> Vec<u8> {
+    request_frame_with_context(id, message, tarpc::context::current())
+}
+
+/// As [`request_frame`], with `context` (its deadline, say) as the client set it.
+pub fn request_frame_with_context<T: Serialize>(
+    id: u64,
+    message: T,
+    context: tarpc::context::Context,
+) -> Vec<u8> {
     let request = tarpc::ClientMessage::Request(tarpc::Request {
-        context: tarpc::context::current(),
+        context,
         id,
         message,
     });

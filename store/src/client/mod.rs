@@ -377,8 +377,13 @@ impl Client {
         yuebing_rpc::in_runtime(self.inner.engine.handle(), call).await
     }
 
+    /// When a call with `opts` must end: at most a year from now (the rpc layer's farthest
+    /// deadline), so `Duration::MAX` means "no deadline to speak of".
     pub(crate) fn until(&self, opts: &Options) -> Instant {
-        Instant::now() + opts.deadline.unwrap_or(self.inner.cfg.deadline)
+        let now = Instant::now();
+        let wanted = opts.deadline.unwrap_or(self.inner.cfg.deadline);
+        now.checked_add(wanted.min(Duration::from_secs(365 * 24 * 3600)))
+            .unwrap_or(now)
     }
 
     /// One master call (with failover) bounded by `until`; `arg` is handed to it owned.
