@@ -7,10 +7,13 @@
 //! - [`rpc`]: the control plane (`yuebing-rpc`).
 //! - [`engine`]: the Transfer Engine (`yuebing-engine`).
 //! - [`store`]: the object store (`yuebing-store`): its master and its client.
+//! - [`bridge`]: blocking and callback calls for callers that are not async Rust
+//!   (`yuebing-bridge`).
 //! - [`bench`]: the benchmark programs behind `yuebing bench …`.
 //! - [`cli`]: subcommands such as `yuebing master`.
 //! - [`config`]: settings from flags, `YUEBING_*` variables and a TOML file.
 
+pub use yuebing_bridge as bridge;
 pub use yuebing_engine as engine;
 pub use yuebing_rpc as rpc;
 pub use yuebing_store as store;

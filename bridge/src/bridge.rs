@@ -1,0 +1,314 @@
+//! [`Bridge`]: the runtime the bridged calls run on (owned, or a supplied multi-thread one), its
+//! callback pool, and the rules of blocking and shutdown.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::Duration;
+
+use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
+use tokio_util::sync::CancellationToken;
+
+use crate::call::Call;
+use crate::callbacks::{bridge_of_thread, mark_thread, CallbackPool, Job};
+use crate::error::{Error, Result};
+
+/// How a [`Bridge`] is built; `BridgeConfig::default()` suits one process.
+#[derive(Debug, Clone)]
+pub struct BridgeConfig {
+    /// Runtime worker threads (`yuebing-rt-N`). Default 2.
+    pub worker_threads: usize,
+    /// Callback-pool threads (`yuebing-cb-N`): more let a slow callback delay fewer others.
+    /// Default 2.
+    pub callback_threads: usize,
+}
+
+impl Default for BridgeConfig {
+    fn default() -> Self {
+        BridgeConfig {
+            worker_threads: 2,
+            callback_threads: 2,
+        }
+    }
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// What the calls of a bridge share with it: the runtime handle, the callback pool, the count
+/// of calls under way, and the shutdown signal.
+pub(crate) struct Shared {
+    id: u64,
+    pid: u32,
+    handle: Handle,
+    callbacks: CallbackPool,
+    stopping: CancellationToken,
+    closed: AtomicBool,
+    pending: Mutex<usize>,
+    idle: Condvar,
+}
+
+impl Shared {
+    pub(crate) fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    pub(crate) fn stopping(&self) -> CancellationToken {
+        self.stopping.clone()
+    }
+
+    fn check_pid(&self) -> Result<()> {
+        match std::process::id() == self.pid {
+            true => Ok(()),
+            false => Err(Error::Forked { parent: self.pid }),
+        }
+    }
+
+    /// Counts a new call in, unless the bridge is closed (or this is a forked child).
+    pub(crate) fn call_started(&self) -> Result<()> {
+        self.check_pid()?;
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Shutdown);
+        }
+        *pending += 1;
+        Ok(())
+    }
+
+    /// Counts a call out (its outcome was recorded or its callback handed to the pool).
+    pub(crate) fn call_ended(&self) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        *pending = pending.saturating_sub(1);
+        if *pending == 0 {
+            self.idle.notify_all();
+        }
+    }
+
+    /// Runs `job` on the callback pool; once the pool is closed (the bridge shut down, every
+    /// call ended), on this thread.
+    pub(crate) fn run_callback(&self, job: Job) {
+        if let Err(job) = self.callbacks.run(job) {
+            job();
+        }
+    }
+
+    /// Whether this thread may block waiting for a call of this bridge.
+    pub(crate) fn may_block(&self) -> Result<()> {
+        self.check_pid()?;
+        let own_thread = bridge_of_thread() == Some(self.id);
+        let own_runtime = Handle::try_current().is_ok_and(|h| h.id() == self.handle.id());
+        match own_thread || own_runtime {
+            true => Err(Error::WouldBlockBridge),
+            false => Ok(()),
+        }
+    }
+}
+
+/// Runs the blocking `wait` here: on a worker of another multi-thread runtime it is handed back
+/// to that runtime meanwhile (`block_in_place`); elsewhere (a plain thread, a current-thread
+/// runtime's thread, which then waits with it) it simply blocks.
+pub(crate) fn block_here<R>(wait: impl FnOnce() -> R) -> R {
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(wait),
+        _ => wait(),
+    }
+}
+
+/// The runtime a bridge owns, shut down with it.
+struct Owned(Mutex<Option<Runtime>>);
+
+/// A bridge between yuebing's async core and callers that are not async Rust. Cheap to clone;
+/// the last clone dropped shuts it down (see [`Bridge::shutdown`]).
+#[derive(Clone)]
+pub struct Bridge {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    runtime: Owned,
+}
+
+impl std::fmt::Debug for Bridge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bridge")
+            .field("id", &self.inner.shared.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Bridge {
+    /// A bridge with a multi-thread runtime and a callback pool of its own.
+    pub fn new(config: BridgeConfig) -> Result<Bridge> {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let start = |e: std::io::Error| Error::Start {
+            reason: e.to_string(),
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(config.worker_threads.max(1))
+            .thread_name("yuebing-rt")
+            .on_thread_start(move || mark_thread(id))
+            .enable_all()
+            .build()
+            .map_err(start)?;
+        let handle = runtime.handle().clone();
+        Bridge::build(id, handle, Some(runtime), config.callback_threads)
+    }
+
+    /// A bridge whose calls run on `handle`'s runtime, which must be multi-thread (a
+    /// current-thread runtime runs only inside its `block_on`: [`Error::CurrentThreadRuntime`]).
+    /// The bridge keeps its own callback pool; shutting it down does not stop the runtime.
+    pub fn with_handle(handle: Handle, callback_threads: usize) -> Result<Bridge> {
+        if handle.runtime_flavor() != RuntimeFlavor::MultiThread {
+            return Err(Error::CurrentThreadRuntime);
+        }
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        Bridge::build(id, handle, None, callback_threads)
+    }
+
+    fn build(
+        id: u64,
+        handle: Handle,
+        runtime: Option<Runtime>,
+        callback_threads: usize,
+    ) -> Result<Bridge> {
+        let callbacks = CallbackPool::start(id, callback_threads).map_err(|e| Error::Start {
+            reason: e.to_string(),
+        })?;
+        let shared = Arc::new(Shared {
+            id,
+            pid: std::process::id(),
+            handle,
+            callbacks,
+            stopping: CancellationToken::new(),
+            closed: AtomicBool::new(false),
+            pending: Mutex::new(0),
+            idle: Condvar::new(),
+        });
+        Ok(Bridge {
+            inner: Arc::new(Inner {
+                shared,
+                runtime: Owned(Mutex::new(runtime)),
+            }),
+        })
+    }
+
+    /// The process's default bridge ([`BridgeConfig::default`]), started on first use and
+    /// never shut down.
+    pub fn global() -> Result<Bridge> {
+        static GLOBAL: OnceLock<std::result::Result<Bridge, Error>> = OnceLock::new();
+        GLOBAL
+            .get_or_init(|| Bridge::new(BridgeConfig::default()))
+            .clone()
+    }
+
+    /// The runtime the bridged calls run on (start engines, clients and masters there with
+    /// their `start_on`).
+    pub fn handle(&self) -> &Handle {
+        &self.inner.shared.handle
+    }
+
+    /// Starts `op` on the bridge's runtime and returns its [`Call`].
+    pub fn call<T, E, F>(&self, op: F) -> Call<T>
+    where
+        T: Send + 'static,
+        E: Into<Error>,
+        F: Future<Output = std::result::Result<T, E>> + Send + 'static,
+    {
+        Call::spawn(&self.inner.shared, op)
+    }
+
+    /// Runs `op` on the bridge's runtime and blocks until it ends (see [`Call::wait`]).
+    pub fn block_on<T, E, F>(&self, op: F) -> Result<T>
+    where
+        T: Send + 'static,
+        E: Into<Error>,
+        F: Future<Output = std::result::Result<T, E>> + Send + 'static,
+    {
+        self.call(op).wait()
+    }
+
+    /// Shuts the bridge down: new calls get [`Error::Shutdown`], the calls under way are
+    /// cancelled (each outcome, `Shutdown`, delivered once its work stopped), the owned
+    /// runtime stops, and it returns once every pending callback has returned; no callback
+    /// runs after it. From a thread of this bridge it returns [`Error::WouldBlockBridge`] (it
+    /// would wait for itself). Repeating it is harmless.
+    pub fn shutdown(&self) -> Result<()> {
+        self.inner.shared.may_block()?;
+        let runtime = self.inner.runtime.take();
+        block_here(|| shut_down(&self.inner.shared, runtime));
+        Ok(())
+    }
+}
+
+impl Owned {
+    fn take(&self) -> Option<Runtime> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+/// The shutdown sequence (see [`Bridge::shutdown`]). Blocking.
+fn shut_down(shared: &Shared, runtime: Option<Runtime>) {
+    shared.closed.store(true, Ordering::Release);
+    shared.stopping.cancel();
+    {
+        let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+        while *pending > 0 {
+            pending = shared
+                .idle
+                .wait_timeout(pending, Duration::from_millis(100))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+    if let Some(rt) = runtime {
+        // A runtime cannot be stopped from inside a runtime: on a thread of its own then.
+        let stop = move || rt.shutdown_timeout(Duration::from_secs(5));
+        match Handle::try_current() {
+            Err(_) => stop(),
+            Ok(_) => match std::thread::Builder::new().spawn(stop) {
+                Ok(t) => {
+                    let _ = t.join();
+                }
+                Err(e) => tracing::error!(error = %e, "the bridge runtime could not be stopped"),
+            },
+        }
+    }
+    shared.callbacks.close();
+}
+
+impl Drop for Inner {
+    /// The last handle is gone: shut down, in the background when this thread must not block
+    /// (a bridge thread, or inside a runtime).
+    fn drop(&mut self) {
+        let runtime = self.runtime.take();
+        let must_not_block = self.shared.may_block().is_err() || Handle::try_current().is_ok();
+        if !must_not_block {
+            shut_down(&self.shared, runtime);
+            return;
+        }
+        // The runtime is handed over only once the thread runs: if it cannot start, the
+        // runtime is still here to be stopped without waiting (dropping it here would panic).
+        let (tx, rx) = std::sync::mpsc::channel::<Option<Runtime>>();
+        let shared = self.shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("yuebing-bridge-stop".into())
+            .spawn(move || shut_down(&shared, rx.recv().unwrap_or(None)));
+        match spawned {
+            Ok(_) => {
+                if let Err(unsent) = tx.send(runtime) {
+                    if let Some(rt) = unsent.0 {
+                        rt.shutdown_background();
+                    }
+                }
+            }
+            Err(e) => {
+                self.shared.closed.store(true, Ordering::Release);
+                self.shared.stopping.cancel();
+                if let Some(rt) = runtime {
+                    rt.shutdown_background();
+                }
+                tracing::error!(error = %e, "the bridge could not shut down in the background");
+            }
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! [`Call`]: one bridged operation, the analogue of Mooncake's `Lazy<T>`: wait for it
+//! (`syncAwait`), hand it a callback (`start(cb)`), or cancel it.
+//!
+//! Each call's task owns a once-guard: whatever ends the task (its result, a cancel, the bridge
+//! shutting down, or the runtime dropping the task unrun), the outcome is delivered exactly
+//! once, and only after the operation's future was dropped, so its work has stopped (a
+//! transfer touches the caller's memory no more) by the time anyone hears of it.
+
+use std::future::Future;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::bridge::Shared;
+use crate::error::{Error, Result};
+
+/// A callback, called once with the outcome.
+type Callback<T> = Box<dyn FnOnce(Result<T>) + Send + 'static>;
+
+enum Slot<T> {
+    /// Under way; nobody asked for the outcome yet (or a waiter sleeps on the condvar).
+    Running,
+    /// Under way; this callback gets the outcome.
+    Callback(Callback<T>),
+    /// Ended; the outcome waits for `wait` or `then`.
+    Done(Result<T>),
+    /// The outcome was handed over.
+    Taken,
+}
+
+/// What a call's task and its handle share.
+pub(crate) struct CallState<T> {
+    slot: Mutex<Slot<T>>,
+    done: Condvar,
+    cancel: CancellationToken,
+    shared: Arc<Shared>,
+}
+
+impl<T: Send + 'static> CallState<T> {
+    fn lock(&self) -> MutexGuard<'_, Slot<T>> {
+        self.slot.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records the outcome: wakes a waiter, or hands a registered callback to the pool.
+    fn complete(&self, outcome: Result<T>) {
+        let mut slot = self.lock();
+        match std::mem::replace(&mut *slot, Slot::Taken) {
+            Slot::Running => {
+                *slot = Slot::Done(outcome);
+                self.done.notify_all();
+            }
+            Slot::Callback(cb) => {
+                drop(slot);
+                self.shared.run_callback(Box::new(move || cb(outcome)));
+            }
+            // Completed twice cannot happen (one guard per call); keep the first.
+            other => *slot = other,
+        }
+    }
+}
+
+/// Delivers the outcome exactly once: by [`Deliver::deliver`], or, if the task is dropped
+/// unrun or unfinished (a runtime shutting down drops its tasks), as `Shutdown` from `Drop`.
+struct Deliver<T: Send + 'static> {
+    state: Option<Arc<CallState<T>>>,
+}
+
+impl<T: Send + 'static> Deliver<T> {
+    fn deliver(mut self, outcome: Result<T>) {
+        if let Some(state) = self.state.take() {
+            state.complete(outcome);
+            state.shared.call_ended();
+        }
+    }
+}
+
+impl<T: Send + 'static> Drop for Deliver<T> {
+    fn drop(&mut self) {
+        if let Some(state) = self.state.take() {
+            state.complete(Err(Error::Shutdown));
+            state.shared.call_ended();
+        }
+    }
+}
+
+/// One bridged operation under way. Consume it with [`Call::wait`], [`Call::wait_timeout`] or
+/// [`Call::then`]; [`Call::cancel`] (or a [`Canceller`] from another thread) stops it. Dropping
+/// it unconsumed cancels it, as dropping a future does.
+#[must_use = "a call dropped unconsumed is cancelled"]
+pub struct Call<T: Send + 'static> {
+    state: Arc<CallState<T>>,
+    consumed: bool,
+}
+
+/// Cancels a [`Call`] from anywhere; idempotent, and a no-op once the call ended.
+#[derive(Clone)]
+pub struct Canceller(CancellationToken);
+
+impl Canceller {
+    /// Asks the call to stop; its outcome becomes `Canceled` once its work has stopped.
+    pub fn cancel(&self) {
+        self.0.cancel();
+    }
+}
+
+impl<T: Send + 'static> Call<T> {
+    /// Starts `op` as a task on `shared`'s runtime.
+    pub(crate) fn spawn<F, E>(shared: &Arc<Shared>, op: F) -> Call<T>
+    where
+        F: Future<Output = std::result::Result<T, E>> + Send + 'static,
+        E: Into<Error>,
+    {
+        let state = Arc::new(CallState {
+            slot: Mutex::new(Slot::Running),
+            done: Condvar::new(),
+            cancel: CancellationToken::new(),
+            shared: shared.clone(),
+        });
+        let call = Call {
+            state: state.clone(),
+            consumed: false,
+        };
+        if let Err(e) = shared.call_started() {
+            state.complete(Err(e));
+            return call;
+        }
+        let guard = Deliver {
+            state: Some(state.clone()),
+        };
+        let (cancel, shutdown) = (state.cancel.clone(), shared.stopping());
+        let task = async move {
+            // Declared before `op`, so dropped after it: the outcome is heard of only once the
+            // operation's future (and its work) is gone, whatever ends the task.
+            let guard = guard;
+            let op = std::pin::pin!(op);
+            let outcome = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => Err(Error::Canceled),
+                _ = shutdown.cancelled() => Err(Error::Shutdown),
+                r = op => r.map_err(Into::into),
+            };
+            guard.deliver(outcome);
+        };
+        // A runtime that shut down drops the task unrun: the guard then delivers `Shutdown`.
+        drop(shared.handle().spawn(task));
+        call
+    }
+
+    /// A handle that cancels this call from any thread.
+    pub fn canceller(&self) -> Canceller {
+        Canceller(self.state.cancel.clone())
+    }
+
+    /// Asks the call to stop (see [`Canceller::cancel`]).
+    pub fn cancel(&self) {
+        self.state.cancel.cancel();
+    }
+
+    /// Whether the outcome is known.
+    pub fn is_done(&self) -> bool {
+        matches!(*self.state.lock(), Slot::Done(_))
+    }
+
+    /// Blocks until the call ends and returns its outcome (Mooncake's `syncAwait`). From a
+    /// plain thread, or from a task of another runtime (its worker is handed back to that
+    /// runtime meanwhile with `block_in_place`). From a thread of this bridge (a runtime
+    /// worker, a callback) it returns [`Error::WouldBlockBridge`] at once, and the call is
+    /// cancelled.
+    pub fn wait(mut self) -> Result<T> {
+        self.consumed = true;
+        self.wait_until(None)
+    }
+
+    /// As [`Call::wait`], for at most `limit`: then the call is cancelled and, once its work
+    /// has stopped, [`Error::Timeout`] returned.
+    pub fn wait_timeout(mut self, limit: Duration) -> Result<T> {
+        self.consumed = true;
+        // A limit too long to represent is a year: no limit to speak of.
+        let now = Instant::now();
+        let until = now
+            .checked_add(limit)
+            .unwrap_or_else(|| now + Duration::from_secs(365 * 86_400));
+        self.wait_until(Some(until))
+    }
+
+    fn wait_until(&self, until: Option<Instant>) -> Result<T> {
+        if let Err(e) = self.state.shared.may_block() {
+            self.cancel();
+            return Err(e);
+        }
+        if let Some(outcome) = crate::bridge::block_here(|| self.sleep(until)) {
+            return outcome;
+        }
+        // The limit passed and the call was cancelled: its outcome comes once its work stopped.
+        let outcome =
+            crate::bridge::block_here(|| self.sleep(None)).unwrap_or(Err(Error::Shutdown));
+        match outcome {
+            Err(Error::Canceled) => Err(Error::Timeout),
+            outcome => outcome,
+        }
+    }
+
+    /// Sleeps until the outcome is there (and takes it) or `until` passed (then cancels and
+    /// returns `None`).
+    fn sleep(&self, until: Option<Instant>) -> Option<Result<T>> {
+        let mut slot = self.state.lock();
+        loop {
+            if matches!(*slot, Slot::Done(_)) {
+                return match std::mem::replace(&mut *slot, Slot::Taken) {
+                    Slot::Done(outcome) => Some(outcome),
+                    _ => None,
+                };
+            }
+            match until {
+                None => {
+                    slot = self
+                        .state
+                        .done
+                        .wait(slot)
+                        .unwrap_or_else(|p| p.into_inner());
+                }
+                Some(until) => {
+                    let left = until.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        drop(slot);
+                        self.cancel();
+                        return None;
+                    }
+                    slot = self
+                        .state
+                        .done
+                        .wait_timeout(slot, left)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+            }
+        }
+    }
+
+    /// Hands the outcome to `cb` (Mooncake's `start(cb)`): called exactly once, on the bridge's
+    /// callback pool (never a runtime worker), with no bridge lock held; at once (on the pool)
+    /// if the call already ended. A panic in `cb` is caught and logged.
+    pub fn then(mut self, cb: impl FnOnce(Result<T>) + Send + 'static) {
+        self.consumed = true;
+        let mut slot = self.state.lock();
+        match std::mem::replace(&mut *slot, Slot::Taken) {
+            Slot::Running => *slot = Slot::Callback(Box::new(cb)),
+            Slot::Done(outcome) => {
+                drop(slot);
+                self.state
+                    .shared
+                    .run_callback(Box::new(move || cb(outcome)));
+            }
+            other => *slot = other,
+        }
+    }
+}
+
+impl<T: Send + 'static> Drop for Call<T> {
+    fn drop(&mut self) {
+        if !self.consumed {
+            self.state.cancel.cancel();
+        }
+    }
+}

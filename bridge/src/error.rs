@@ -1,0 +1,103 @@
+//! The one error type of yuebing-bridge and its stable codes (−4000 … −4999); an error of the
+//! store, the engine or the rpc layer that a bridged call returns keeps its own code.
+
+/// Everything a bridged call can end with besides its own success.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A blocking call was made on a thread that must never block on the bridge: a worker of
+    /// the bridge's runtime, or a thread of its callback pool. Waiting there could stall the
+    /// very threads that would finish the call. Remedy: use the callback form (`then`), or
+    /// await the async API from a task.
+    #[error("a blocking call from a bridge thread (a runtime worker or a callback) would block the bridge")]
+    WouldBlockBridge,
+    /// The bridge shut down before the call finished, or was shut down when it was made.
+    /// Remedy: make calls before shutting the bridge down.
+    #[error("the bridge is shut down")]
+    Shutdown,
+    /// The call was cancelled; its work has stopped (nothing of it touches the caller's memory
+    /// any more).
+    #[error("the call was cancelled")]
+    Canceled,
+    /// `wait_timeout` ran out: the call was cancelled, and its work has stopped. Remedy: wait
+    /// longer, or give the operation itself a deadline.
+    #[error("the call did not finish in time and was cancelled")]
+    Timeout,
+    /// The process forked since the bridge started: its runtime threads do not exist in the
+    /// child. Remedy: create a new bridge (and new clients) in the child.
+    #[error("the bridge was started by process {parent}; this is a forked child")]
+    Forked {
+        /// The process that started the bridge.
+        parent: u32,
+    },
+    /// A supplied runtime cannot host the bridge: a current-thread runtime runs only while
+    /// someone is inside its `block_on`, so calls could wait forever. Remedy: supply a
+    /// multi-thread runtime, or let the bridge own one.
+    #[error("the bridge needs a multi-thread runtime; a current-thread runtime was supplied")]
+    CurrentThreadRuntime,
+    /// The bridge's threads could not be started. Remedy: read the message (out of threads or
+    /// memory).
+    #[error("the bridge could not start: {reason}")]
+    Start {
+        /// What failed.
+        reason: String,
+    },
+    /// The store failed the call; its code is kept.
+    #[error(transparent)]
+    Store(#[from] yuebing_store::Error),
+    /// The engine failed the call; its code is kept.
+    #[error(transparent)]
+    Engine(#[from] yuebing_engine::Error),
+}
+
+/// Result alias for yuebing-bridge.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The stable numeric code: −4001 … for the bridge's own, the wrapped error's otherwise.
+    pub fn code(&self) -> i32 {
+        match self {
+            Error::WouldBlockBridge => -4001,
+            Error::Shutdown => -4002,
+            Error::Canceled => -4003,
+            Error::Timeout => -4004,
+            Error::Forked { .. } => -4005,
+            Error::CurrentThreadRuntime => -4006,
+            Error::Start { .. } => -4007,
+            Error::Store(e) => e.code(),
+            Error::Engine(e) => e.code(),
+        }
+    }
+
+    /// Whether making the call again can succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Timeout | Error::Canceled => true,
+            Error::Store(e) => e.is_retryable(),
+            Error::Engine(e) => e.is_retryable(),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_codes_are_in_range_and_wrapped_ones_kept() {
+        for e in [
+            Error::WouldBlockBridge,
+            Error::Shutdown,
+            Error::Canceled,
+            Error::Timeout,
+            Error::Forked { parent: 1 },
+            Error::CurrentThreadRuntime,
+            Error::Start { reason: "x".into() },
+        ] {
+            assert!((-4999..=-4000).contains(&e.code()), "{e}");
+        }
+        let store = Error::Store(yuebing_store::Error::ObjectNotFound { key: "k".into() });
+        assert_eq!(store.code(), -704);
+    }
+}

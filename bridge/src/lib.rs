@@ -1,0 +1,64 @@
+//! yuebing-bridge: yuebing for callers that are not async Rust — plain threads and
+//! callback-driven code — on a runtime the bridge owns.
+//!
+//! Mooncake writes its flows as `async_simple::coro::Lazy<T>` and bridges them with
+//! `syncAwait(lazy)` at synchronous boundaries and `lazy.start(callback)` for callers that want
+//! a callback. A Rust future is already lazy; the bridge adds the rest:
+//!
+//! | Mooncake (C++)                 | yuebing                                              |
+//! |--------------------------------|------------------------------------------------------|
+//! | `Lazy<T>`                      | [`Call<T>`]: an operation started on the bridge      |
+//! | `syncAwait(lazy)`              | [`Call::wait`], [`Call::wait_timeout`], `BlockingClient::get` … |
+//! | `lazy.start(callback)`         | [`Call::then`]                                       |
+//! | (none)                         | [`Call::cancel`], [`Canceller`]                      |
+//! | `tl::expected<T, ErrorCode>`   | [`Result<T>`] with a stable numeric [`Error::code`] |
+//!
+//! # Rules that hold in every calling context
+//! - **Blocking works from a plain thread**, and from a task of another runtime: a worker of a
+//!   multi-thread runtime is handed back to it while it waits (`block_in_place`); a
+//!   current-thread runtime's thread simply waits (its other tasks wait with it). No bridge can
+//!   rescue a wait on work that a sibling future of the same task must drive: don't.
+//! - **A blocking call from a bridge thread** (a runtime worker, a callback-pool thread, or a
+//!   thread inside a supplied runtime) returns [`Error::WouldBlockBridge`] at once — never a
+//!   hang — and cancels the call.
+//! - **Callbacks run on the callback pool**, never on a runtime worker, with no bridge lock
+//!   held, so a callback that blocks stalls no transfer; a panicking one is caught and logged.
+//! - **Each callback runs exactly once**: on success, error, cancel, a deadline, or shutdown
+//!   (each call's task owns a once-guard that delivers `Shutdown` if the task is dropped
+//!   unrun). A call that ended before [`Call::then`] still runs its callback. The outcome of a
+//!   cancelled or timed-out call comes only once its work has stopped, so the caller's buffers
+//!   are untouched from then on.
+//! - **Shutdown** ([`Bridge::shutdown`], or dropping the last handle) returns only after every
+//!   pending callback has returned, and no callback runs after it. Dropping the last handle
+//!   inside a runtime or a callback shuts down in the background instead of blocking.
+//! - **Cancel** is idempotent, thread-safe, and a no-op after completion.
+//! - **After `fork()`** the child's calls get [`Error::Forked`]: build a new bridge there.
+//!
+//! # Layout
+//! - `bridge`: [`Bridge`] (owned or supplied runtime, shutdown, the blocking rules).
+//! - `call`: [`Call`] and its once-guard.
+//! - `callbacks`: the callback pool and the marking of bridge threads.
+//! - `store`: [`BlockingClient`], the store client's blocking and `*_call` forms.
+//! - [`error`]: the [`Error`] enum, codes −4000 … −4999.
+
+mod bridge;
+mod call;
+mod callbacks;
+pub mod error;
+mod store;
+
+pub use bridge::{Bridge, BridgeConfig};
+pub use call::{Call, Canceller};
+pub use error::{Error, Result};
+pub use store::BlockingClient;
+
+/// Compile-time checks: the bridge's handles are shared freely between threads.
+#[allow(dead_code)]
+fn _bridge_types_are_send_sync() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    send_sync::<Bridge>();
+    send_sync::<BlockingClient>();
+    send_sync::<Canceller>();
+    fn send<T: Send + 'static>() {}
+    send::<Call<Vec<u8>>>();
+}
