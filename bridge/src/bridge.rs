@@ -10,7 +10,7 @@ use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 use tokio_util::sync::CancellationToken;
 
 use crate::call::Call;
-use crate::callbacks::{bridge_of_thread, mark_thread, CallbackPool, Job};
+use crate::callbacks::{bridge_of_thread, mark_thread, run_caught, CallbackPool, Job};
 use crate::error::{Error, Result};
 
 /// How a [`Bridge`] is built; `BridgeConfig::default()` suits one process.
@@ -45,6 +45,8 @@ pub(crate) struct Shared {
     closed: AtomicBool,
     pending: Mutex<usize>,
     idle: Condvar,
+    /// Held for the whole of a shutdown, so that a second one returns only when it is done.
+    stopping_now: Mutex<()>,
 }
 
 impl Shared {
@@ -83,12 +85,18 @@ impl Shared {
         }
     }
 
-    /// Runs `job` on the callback pool; once the pool is closed (the bridge shut down, every
-    /// call ended), on this thread.
+    /// Runs `job` on the callback pool; where there is none (the bridge shut down, so every
+    /// call ended; or a forked child, where the pool's threads do not exist), on this thread:
+    /// only `then` of a call made after that gets here, on its caller's thread.
     pub(crate) fn run_callback(&self, job: Job) {
-        if let Err(job) = self.callbacks.run(job) {
-            job();
-        }
+        let job = match self.check_pid() {
+            Ok(()) => match self.callbacks.run(job) {
+                Ok(()) => return,
+                Err(job) => job,
+            },
+            Err(_) => job,
+        };
+        run_caught(job);
     }
 
     /// Whether this thread may block waiting for a call of this bridge.
@@ -145,7 +153,10 @@ impl Bridge {
         };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.worker_threads.max(1))
-            .thread_name("yuebing-rt")
+            .thread_name_fn(|| {
+                static N: AtomicU64 = AtomicU64::new(0);
+                format!("yuebing-rt-{}", N.fetch_add(1, Ordering::Relaxed))
+            })
             .on_thread_start(move || mark_thread(id))
             .enable_all()
             .build()
@@ -171,9 +182,18 @@ impl Bridge {
         runtime: Option<Runtime>,
         callback_threads: usize,
     ) -> Result<Bridge> {
-        let callbacks = CallbackPool::start(id, callback_threads).map_err(|e| Error::Start {
-            reason: e.to_string(),
-        })?;
+        let callbacks = match CallbackPool::start(id, callback_threads) {
+            Ok(pool) => pool,
+            Err(e) => {
+                // Dropping a runtime inside another would panic: stop it without waiting.
+                if let Some(rt) = runtime {
+                    rt.shutdown_background();
+                }
+                return Err(Error::Start {
+                    reason: e.to_string(),
+                });
+            }
+        };
         let shared = Arc::new(Shared {
             id,
             pid: std::process::id(),
@@ -183,6 +203,7 @@ impl Bridge {
             closed: AtomicBool::new(false),
             pending: Mutex::new(0),
             idle: Condvar::new(),
+            stopping_now: Mutex::new(()),
         });
         Ok(Bridge {
             inner: Arc::new(Inner {
@@ -217,14 +238,22 @@ impl Bridge {
         Call::spawn(&self.inner.shared, op)
     }
 
-    /// Runs `op` on the bridge's runtime and blocks until it ends (see [`Call::wait`]).
+    /// Runs `op` on the bridge's runtime and blocks until it ends (see [`Call::wait`]). From
+    /// a thread of this bridge it returns [`Error::WouldBlockBridge`] without starting `op`.
     pub fn block_on<T, E, F>(&self, op: F) -> Result<T>
     where
         T: Send + 'static,
         E: Into<Error>,
         F: Future<Output = std::result::Result<T, E>> + Send + 'static,
     {
+        self.may_block()?;
         self.call(op).wait()
+    }
+
+    /// Whether this thread may block on this bridge ([`Error::WouldBlockBridge`] or
+    /// [`Error::Forked`] if not).
+    pub fn may_block(&self) -> Result<()> {
+        self.inner.shared.may_block()
     }
 
     /// Shuts the bridge down: new calls get [`Error::Shutdown`], the calls under way are
@@ -246,10 +275,20 @@ impl Owned {
     }
 }
 
-/// The shutdown sequence (see [`Bridge::shutdown`]). Blocking.
+/// The shutdown sequence (see [`Bridge::shutdown`]). Blocking; one at a time.
 fn shut_down(shared: &Shared, runtime: Option<Runtime>) {
+    let _one_at_a_time = shared
+        .stopping_now
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     shared.closed.store(true, Ordering::Release);
     shared.stopping.cancel();
+    if shared.check_pid().is_err() {
+        // A forked child: the runtime's and the pool's threads exist only in the parent, so
+        // nothing here can be joined or waited for.
+        std::mem::forget(runtime);
+        return;
+    }
     {
         let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
         while *pending > 0 {
@@ -261,19 +300,40 @@ fn shut_down(shared: &Shared, runtime: Option<Runtime>) {
         }
     }
     if let Some(rt) = runtime {
-        // A runtime cannot be stopped from inside a runtime: on a thread of its own then.
-        let stop = move || rt.shutdown_timeout(Duration::from_secs(5));
-        match Handle::try_current() {
-            Err(_) => stop(),
-            Ok(_) => match std::thread::Builder::new().spawn(stop) {
-                Ok(t) => {
-                    let _ = t.join();
-                }
-                Err(e) => tracing::error!(error = %e, "the bridge runtime could not be stopped"),
-            },
-        }
+        stop_runtime(rt);
     }
     shared.callbacks.close();
+}
+
+/// Stops an owned runtime, waiting a few seconds for its blocking tasks. A runtime cannot be
+/// stopped (nor dropped) from inside a runtime: on a thread of its own then, handed over only
+/// once that thread runs, so that if it cannot start the runtime is still here to be stopped
+/// without waiting.
+fn stop_runtime(rt: Runtime) {
+    let stop = |rt: Runtime| rt.shutdown_timeout(Duration::from_secs(5));
+    if Handle::try_current().is_err() {
+        return stop(rt);
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<Runtime>();
+    let stopper = std::thread::Builder::new()
+        .name("yuebing-rt-stop".into())
+        .spawn(move || {
+            if let Ok(rt) = rx.recv() {
+                stop(rt);
+            }
+        });
+    match stopper {
+        Ok(t) => {
+            if let Err(unsent) = tx.send(rt) {
+                unsent.0.shutdown_background();
+            }
+            let _ = t.join();
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the bridge runtime is stopped without waiting");
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl Drop for Inner {

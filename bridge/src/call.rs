@@ -7,9 +7,12 @@
 //! transfer touches the caller's memory no more) by the time anyone hears of it.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::bridge::Shared;
@@ -84,6 +87,30 @@ impl<T: Send + 'static> Drop for Deliver<T> {
     }
 }
 
+/// A call's operation and its once-guard, dropped in that order whatever ends the task (its
+/// end, a cancel, or the runtime dropping it unrun or mid-way): nobody hears of the outcome
+/// before the operation's future, and so its work, is gone.
+struct Work<F, T: Send + 'static> {
+    op: Option<Pin<Box<F>>>,
+    guard: Option<Deliver<T>>,
+}
+
+impl<F, T: Send + 'static> Drop for Work<F, T> {
+    fn drop(&mut self) {
+        self.op = None;
+        self.guard = None;
+    }
+}
+
+/// What a panic carried, for [`Error::Panicked`].
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
 /// One bridged operation under way. Consume it with [`Call::wait`], [`Call::wait_timeout`] or
 /// [`Call::then`]; [`Call::cancel`] (or a [`Canceller`] from another thread) stops it. Dropping
 /// it unconsumed cancels it, as dropping a future does.
@@ -125,22 +152,31 @@ impl<T: Send + 'static> Call<T> {
             state.complete(Err(e));
             return call;
         }
-        let guard = Deliver {
-            state: Some(state.clone()),
+        let mut work = Work {
+            op: Some(Box::pin(AssertUnwindSafe(op).catch_unwind())),
+            guard: Some(Deliver {
+                state: Some(state.clone()),
+            }),
         };
         let (cancel, shutdown) = (state.cancel.clone(), shared.stopping());
         let task = async move {
-            // Declared before `op`, so dropped after it: the outcome is heard of only once the
-            // operation's future (and its work) is gone, whatever ends the task.
-            let guard = guard;
-            let op = std::pin::pin!(op);
-            let outcome = tokio::select! {
-                biased;
-                _ = cancel.cancelled() => Err(Error::Canceled),
-                _ = shutdown.cancelled() => Err(Error::Shutdown),
-                r = op => r.map_err(Into::into),
+            let outcome = match work.op.as_mut() {
+                None => Err(Error::Shutdown),
+                Some(op) => tokio::select! {
+                    biased;
+                    _ = cancel.cancelled() => Err(Error::Canceled),
+                    _ = shutdown.cancelled() => Err(Error::Shutdown),
+                    r = op => match r {
+                        Ok(r) => r.map_err(Into::into),
+                        Err(panic) => Err(Error::Panicked { message: panic_message(&*panic) }),
+                    },
+                },
             };
-            guard.deliver(outcome);
+            // The operation's future (and its work) is gone before anyone hears of the outcome.
+            work.op = None;
+            if let Some(guard) = work.guard.take() {
+                guard.deliver(outcome);
+            }
         };
         // A runtime that shut down drops the task unrun: the guard then delivers `Shutdown`.
         drop(shared.handle().spawn(task));
@@ -165,8 +201,9 @@ impl<T: Send + 'static> Call<T> {
     /// Blocks until the call ends and returns its outcome (Mooncake's `syncAwait`). From a
     /// plain thread, or from a task of another runtime (its worker is handed back to that
     /// runtime meanwhile with `block_in_place`). From a thread of this bridge (a runtime
-    /// worker, a callback) it returns [`Error::WouldBlockBridge`] at once, and the call is
-    /// cancelled.
+    /// worker, a callback) it returns [`Error::WouldBlockBridge`] at once and cancels the call,
+    /// whose work may then still run for a moment: check [`crate::Bridge::may_block`] first,
+    /// or use [`crate::Bridge::block_on`] and the blocking client, which start nothing there.
     pub fn wait(mut self) -> Result<T> {
         self.consumed = true;
         self.wait_until(None)

@@ -83,6 +83,14 @@ impl CallbackPool {
     }
 }
 
+/// Runs a callback, catching and logging a panic.
+pub(crate) fn run_caught(job: Job) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(job)) {
+        let what = crate::call::panic_message(&*panic);
+        tracing::error!(panic = %what, "a bridge callback panicked; the bridge goes on");
+    }
+}
+
 /// A pool thread: takes callbacks until the queue is closed and empty.
 fn run(rx: &Mutex<Receiver<Job>>) {
     loop {
@@ -93,13 +101,6 @@ fn run(rx: &Mutex<Receiver<Job>>) {
         let Ok(job) = job else {
             return;
         };
-        if let Err(panic) = catch_unwind(AssertUnwindSafe(job)) {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            tracing::error!(panic = %what, "a bridge callback panicked; the pool goes on");
-        }
+        run_caught(job);
     }
 }

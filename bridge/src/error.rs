@@ -6,7 +6,7 @@
 #[non_exhaustive]
 pub enum Error {
     /// A blocking call was made on a thread that must never block on the bridge: a worker of
-    /// the bridge's runtime, or a thread of its callback pool. Waiting there could stall the
+    /// the bridge's runtime (owned or supplied), or a thread of its callback pool. Waiting there could stall the
     /// very threads that would finish the call. Remedy: use the callback form (`then`), or
     /// await the async API from a task.
     #[error("a blocking call from a bridge thread (a runtime worker or a callback) would block the bridge")]
@@ -42,6 +42,13 @@ pub enum Error {
         /// What failed.
         reason: String,
     },
+    /// The operation panicked (a bug in it); the panic was caught and the bridge goes on.
+    /// Remedy: report the message.
+    #[error("the operation panicked: {message}")]
+    Panicked {
+        /// What the panic said.
+        message: String,
+    },
     /// The store failed the call; its code is kept.
     #[error(transparent)]
     Store(#[from] yuebing_store::Error),
@@ -64,6 +71,7 @@ impl Error {
             Error::Forked { .. } => -4005,
             Error::CurrentThreadRuntime => -4006,
             Error::Start { .. } => -4007,
+            Error::Panicked { .. } => -4008,
             Error::Store(e) => e.code(),
             Error::Engine(e) => e.code(),
         }
@@ -94,6 +102,9 @@ mod tests {
             Error::Forked { parent: 1 },
             Error::CurrentThreadRuntime,
             Error::Start { reason: "x".into() },
+            Error::Panicked {
+                message: "x".into(),
+            },
         ] {
             assert!((-4999..=-4000).contains(&e.code()), "{e}");
         }

@@ -33,6 +33,13 @@ impl BlockingClient {
         &self.client
     }
 
+    /// Starts a call and waits for it, unless this thread must not block on the bridge (then
+    /// nothing is started: [`crate::Error::WouldBlockBridge`]).
+    fn blocking<T: Send + 'static>(&self, start: impl FnOnce() -> Call<T>) -> Result<T> {
+        self.bridge.may_block()?;
+        start().wait()
+    }
+
     /// The bridge the client runs on.
     pub fn bridge(&self) -> &Bridge {
         &self.bridge
@@ -47,7 +54,7 @@ impl BlockingClient {
 
     /// Stores `value` under `key` (see [`Client::put`]).
     pub fn put(&self, key: &str, value: &[u8], opts: &Options) -> Result<()> {
-        self.put_call(key, value.to_vec(), opts).wait()
+        self.blocking(|| self.put_call(key, value.to_vec(), opts))
     }
 
     /// `get` as a [`Call`].
@@ -58,7 +65,7 @@ impl BlockingClient {
 
     /// The value of `key` (see [`Client::get`]).
     pub fn get(&self, key: &str, opts: &Options) -> Result<Vec<u8>> {
-        self.get_call(key, opts).wait()
+        self.blocking(|| self.get_call(key, opts))
     }
 
     /// `get_into` as a [`Call`]. The memory at `addr` is written until the call ends (its
@@ -78,7 +85,7 @@ impl BlockingClient {
 
     /// Reads `key` into registered memory (see [`Client::get_into`]); returns its size.
     pub fn get_into(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<u64> {
-        self.get_into_call(key, addr, len, opts).wait()
+        self.blocking(|| self.get_into_call(key, addr, len, opts))
     }
 
     /// `put_from` as a [`Call`] (the memory is read until the call ends).
@@ -96,7 +103,7 @@ impl BlockingClient {
 
     /// Stores registered memory under `key` (see [`Client::put_from`]).
     pub fn put_from(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<()> {
-        self.put_from_call(key, addr, len, opts).wait()
+        self.blocking(|| self.put_from_call(key, addr, len, opts))
     }
 
     /// `exist` as a [`Call`].
@@ -107,7 +114,7 @@ impl BlockingClient {
 
     /// Whether `key` exists (see [`Client::exist`]).
     pub fn exist(&self, key: &str, opts: &Options) -> Result<bool> {
-        self.exist_call(key, opts).wait()
+        self.blocking(|| self.exist_call(key, opts))
     }
 
     /// `remove` as a [`Call`].
@@ -119,7 +126,7 @@ impl BlockingClient {
 
     /// Removes `key` (see [`Client::remove`]).
     pub fn remove(&self, key: &str, force: bool, opts: &Options) -> Result<()> {
-        self.remove_call(key, force, opts).wait()
+        self.blocking(|| self.remove_call(key, force, opts))
     }
 
     /// Leaves the cluster gracefully (see [`Client::close`]).

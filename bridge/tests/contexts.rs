@@ -294,3 +294,90 @@ fn every_callback_runs_exactly_once_and_none_after_shutdown() {
     assert_eq!(b.block_on(op(1)).unwrap_err(), Error::Shutdown);
     b.shutdown().unwrap();
 }
+
+#[test]
+fn a_blocking_call_from_a_bridge_thread_starts_nothing() {
+    let b = bridge();
+    let started = Arc::new(AtomicBool::new(false));
+    let (inner, flag) = (b.clone(), started.clone());
+    let nested = b
+        .block_on(async move {
+            Ok::<_, Error>(inner.block_on(async move {
+                flag.store(true, Ordering::SeqCst);
+                Ok::<_, Error>(())
+            }))
+        })
+        .unwrap();
+    assert_eq!(nested.unwrap_err(), Error::WouldBlockBridge);
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!started.load(Ordering::SeqCst), "the refused operation ran");
+}
+
+#[test]
+fn a_panicking_operation_is_its_own_error_and_the_bridge_goes_on() {
+    let b = bridge();
+    let e = b
+        .block_on(async {
+            if std::hint::black_box(true) {
+                panic!("an operation panics");
+            }
+            Ok::<u64, Error>(0)
+        })
+        .unwrap_err();
+    assert!(matches!(&e, Error::Panicked { message } if message.contains("operation panics")));
+    assert_eq!(e.code(), -4008);
+    assert_eq!(b.block_on(op(3)).unwrap(), 3);
+}
+
+#[test]
+fn the_last_handle_dropped_in_a_callback_or_a_task_shuts_down_in_the_background() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    {
+        let b = bridge();
+        let last = b.clone();
+        b.call(op(1)).then(move |_| {
+            drop(last);
+            tx.send(()).unwrap();
+        });
+        drop(b);
+    }
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("the callback returned: dropping the bridge there did not block");
+    let b = bridge();
+    let last = b.clone();
+    let dropped = b.call(async move {
+        drop(last);
+        Ok::<_, Error>(())
+    });
+    drop(b);
+    // The drop in the task did not block it; the bridge then shut down around the call.
+    let outcome = dropped.wait();
+    assert!(
+        matches!(outcome, Ok(()) | Err(Error::Shutdown)),
+        "{outcome:?}"
+    );
+}
+
+#[test]
+fn concurrent_shutdowns_each_return_once_it_is_done() {
+    let b = bridge();
+    let done = Arc::new(AtomicBool::new(false));
+    let flag = done.clone();
+    b.call(op(1)).then(move |_| {
+        std::thread::sleep(Duration::from_millis(300));
+        flag.store(true, Ordering::SeqCst);
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            let (b, done) = (&b, &done);
+            s.spawn(move || {
+                b.shutdown().unwrap();
+                assert!(
+                    done.load(Ordering::SeqCst),
+                    "a shutdown returned before the pending callback had"
+                );
+            });
+        }
+    });
+}
