@@ -217,7 +217,7 @@ impl<T: Send + 'static> Call<T> {
         let now = Instant::now();
         let until = now
             .checked_add(limit)
-            .unwrap_or_else(|| now + Duration::from_secs(365 * 86_400));
+            .unwrap_or_else(|| now + yuebing_rpc::FARTHEST_DEADLINE);
         self.wait_until(Some(until))
     }
 

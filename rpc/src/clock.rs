@@ -13,10 +13,11 @@ pub(crate) fn now() -> Instant {
 /// The farthest deadline a call is given, sent or received: a year. tarpc keeps deadlines in a
 /// tokio-util timer wheel that panics past about 2.2 years, so a caller's `Duration::MAX` (or a
 /// peer's) means "a year", never a panic.
-pub(crate) const FARTHEST: Duration = Duration::from_secs(365 * 24 * 3600);
+pub const FARTHEST: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// `now + timeout`, with the timeout at most [`FARTHEST`].
-pub(crate) fn after(now: Instant, timeout: Duration) -> Instant {
+/// `now + timeout`, with the timeout at most [`FARTHEST`]: the deadline of a call that is
+/// given `timeout`, for any timeout a caller may pass.
+pub fn after(now: Instant, timeout: Duration) -> Instant {
     let timeout = timeout.min(FARTHEST);
     now.checked_add(timeout).unwrap_or(now)
 }

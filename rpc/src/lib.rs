@@ -67,6 +67,7 @@ mod clock;
 mod decode_fuzz;
 pub mod endpoint;
 mod entered;
+pub use clock::{after as deadline_after, FARTHEST as FARTHEST_DEADLINE};
 pub use entered::in_runtime;
 pub mod error;
 mod frame;

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 
 use yuebing_rpc::{Endpoint, Token};
 
-use super::cluster::TOKEN_ENV;
+use super::cluster::{TOKEN_ENV, TOKEN_FILE_ENV};
 
 /// A running child process and what it announced.
 pub struct ChildProcess {
@@ -142,7 +142,7 @@ fn shown(cmd: &Command) -> String {
 /// token settings (an inherited token file would clash with it).
 pub fn pass_token(cmd: &mut Command, token: Option<&Token>) {
     use std::os::unix::ffi::OsStrExt;
-    cmd.env_remove("YUEBING_TOKEN_FILE");
+    cmd.env_remove(TOKEN_FILE_ENV);
     match token {
         Some(t) => cmd.env(TOKEN_ENV, OsStr::from_bytes(t.as_bytes())),
         None => cmd.env_remove(TOKEN_ENV),

@@ -12,6 +12,8 @@ use crate::config::{ConfigError, ConfigFile};
 /// Environment variable that carries the token (how `yuebing demo` and the benches hand it to
 /// the processes they start: environments are readable only by the same user, unlike argv).
 pub const TOKEN_ENV: &str = "YUEBING_TOKEN";
+/// Environment variable that names a file holding the token.
+pub const TOKEN_FILE_ENV: &str = "YUEBING_TOKEN_FILE";
 
 /// `--token` / `--token-file`, global to every subcommand.
 #[derive(Args, Debug, Default, Clone)]
@@ -21,7 +23,7 @@ pub struct ClusterArgs {
     #[arg(long, env = TOKEN_ENV, global = true, hide_env_values = true)]
     pub token: Option<String>,
     /// A file holding the cluster token (one line) [config: cluster.token_file].
-    #[arg(long, env = "YUEBING_TOKEN_FILE", global = true)]
+    #[arg(long, env = TOKEN_FILE_ENV, global = true)]
     pub token_file: Option<PathBuf>,
 }
 

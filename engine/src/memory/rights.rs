@@ -2,8 +2,8 @@
 //!
 //! A region is reachable by peers only if it was registered for remote access, with read and
 //! write rights separate, as ibverbs' `IBV_ACCESS_REMOTE_READ` / `IBV_ACCESS_REMOTE_WRITE` (an
-//! rdma transport is to map them onto its memory regions' flags). Memory registered without them is
-//! *local-only*: this engine transfers from and into it (it is the local side of its requests,
+//! rdma transport is to map them onto its memory regions' flags). Memory registered without
+//! them is *local-only*: this engine transfers from and into it (it is the local side of its requests,
 //! or the target of its own `local` transport, which is no remote access), but it is not in the
 //! published descriptor, and a peer's request for it is refused like one for unregistered
 //! memory ([`Error::OutOfBounds`]). A peer's request for an exported region without the right

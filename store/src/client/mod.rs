@@ -380,10 +380,8 @@ impl Client {
     /// When a call with `opts` must end: at most a year from now (the rpc layer's farthest
     /// deadline), so `Duration::MAX` means "no deadline to speak of".
     pub(crate) fn until(&self, opts: &Options) -> Instant {
-        let now = Instant::now();
         let wanted = opts.deadline.unwrap_or(self.inner.cfg.deadline);
-        now.checked_add(wanted.min(Duration::from_secs(365 * 24 * 3600)))
-            .unwrap_or(now)
+        yuebing_rpc::deadline_after(Instant::now(), wanted)
     }
 
     /// One master call (with failover) bounded by `until`; `arg` is handed to it owned.

@@ -157,7 +157,7 @@ impl Shared {
 
     pub(crate) fn health(&self) -> Health {
         let core = self.core().map(|c| c.last_seq());
-        let last_seq = *core.as_ref().unwrap_or(&0);
+        let last_seq = core.as_ref().map_or(0, |seq| *seq);
         let (durable_seq, failure) = match self.log.as_ref().map(LogWriter::durable) {
             None => (last_seq, None),
             Some(Durable::Upto(s)) => (s, None),
