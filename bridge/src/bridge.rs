@@ -65,6 +65,15 @@ impl Shared {
         }
     }
 
+    /// Whether calls can be made: the bridge is not shut down and this is not a forked child.
+    pub(crate) fn usable(&self) -> Result<()> {
+        self.check_pid()?;
+        match self.closed.load(Ordering::Acquire) {
+            true => Err(Error::Shutdown),
+            false => Ok(()),
+        }
+    }
+
     /// Counts a new call in, unless the bridge is closed (or this is a forked child).
     pub(crate) fn call_started(&self) -> Result<()> {
         self.check_pid()?;
@@ -236,6 +245,13 @@ impl Bridge {
         F: Future<Output = std::result::Result<T, E>> + Send + 'static,
     {
         Call::spawn(&self.inner.shared, op)
+    }
+
+    /// Whether calls can be made now: [`Error::Shutdown`] after a shutdown, [`Error::Forked`]
+    /// in a forked child. The synchronous engine calls check it, since their work runs on the
+    /// bridge's runtime too.
+    pub fn usable(&self) -> Result<()> {
+        self.inner.shared.usable()
     }
 
     /// Runs `op` on the bridge's runtime and blocks until it ends (see [`Call::wait`]). From

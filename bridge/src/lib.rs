@@ -39,18 +39,24 @@
 //! - `call`: [`Call`] and its once-guard.
 //! - `callbacks`: the callback pool and the marking of bridge threads.
 //! - `store`: [`BlockingClient`], the store client's blocking and `*_call` forms.
+//! - `engine`: [`BlockingEngine`], the transfer engine's.
+//! - `master`: [`BlockingMaster`], the master's `health` and `stats`.
 //! - [`error`]: the [`Error`] enum, codes −4000 … −4999.
 
 mod bridge;
 mod call;
 mod callbacks;
+mod engine;
 pub mod error;
+mod master;
 mod store;
 
 pub use bridge::{Bridge, BridgeConfig};
 pub use call::{Call, Canceller};
+pub use engine::BlockingEngine;
 pub use error::{Error, Result};
-pub use store::BlockingClient;
+pub use master::BlockingMaster;
+pub use store::{BlockingClient, Each};
 
 /// Compile-time checks: the bridge's handles are shared freely between threads.
 #[allow(dead_code)]
@@ -58,6 +64,8 @@ fn _bridge_types_are_send_sync() {
     fn send_sync<T: Send + Sync + 'static>() {}
     send_sync::<Bridge>();
     send_sync::<BlockingClient>();
+    send_sync::<BlockingEngine>();
+    send_sync::<BlockingMaster>();
     send_sync::<Canceller>();
     fn send<T: Send + 'static>() {}
     send::<Call<Vec<u8>>>();

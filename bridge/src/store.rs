@@ -1,12 +1,19 @@
 //! The store client for callers that are not async Rust: [`BlockingClient`], whose methods
 //! carry the async API's names, arguments and results, and whose `*_call` forms return a
-//! [`Call`] to wait for, hand a callback, or cancel.
+//! [`Call`] to wait for, hand a callback, or cancel. A `*_call` form takes owned inputs (the
+//! call may outlive the caller's borrow); the blocking form takes the async API's borrows.
 
+use std::future::Future;
+
+use yuebing_store::master::{ListedObject, Stats};
 use yuebing_store::{Client, ClientConfig, Options};
 
 use crate::bridge::Bridge;
 use crate::call::Call;
 use crate::error::Result;
+
+/// One result per item of a batch, as the async client gives them.
+pub type Each<T> = Vec<yuebing_store::Result<T>>;
 
 /// A store client on a [`Bridge`]'s runtime, for plain threads and callback-driven callers.
 /// Cheap to clone; `Send + Sync`.
@@ -14,6 +21,23 @@ use crate::error::Result;
 pub struct BlockingClient {
     bridge: Bridge,
     client: Client,
+}
+
+/// Owned `(key, addr, len)` items of the registered-memory batch forms.
+fn owned_ranges(items: &[(&str, u64, u64)]) -> Vec<(String, u64, u64)> {
+    items
+        .iter()
+        .map(|&(k, addr, len)| (k.to_string(), addr, len))
+        .collect()
+}
+
+/// Borrowed views of owned ranges, as the async client takes them.
+fn ranges(items: &[(String, u64, u64)]) -> Vec<(&str, u64, u64)> {
+    items.iter().map(|(k, a, l)| (k.as_str(), *a, *l)).collect()
+}
+
+fn keys(keys: &[String]) -> Vec<&str> {
+    keys.iter().map(String::as_str).collect()
 }
 
 impl BlockingClient {
@@ -28,9 +52,33 @@ impl BlockingClient {
         })
     }
 
+    /// `start` as a [`Call`] (for callers that must not block).
+    pub fn start_call(bridge: &Bridge, cfg: ClientConfig) -> Call<BlockingClient> {
+        let (b, handle) = (bridge.clone(), bridge.handle().clone());
+        bridge.call(async move {
+            let client = Client::start_on(cfg, handle).await?;
+            Ok::<_, crate::Error>(BlockingClient { bridge: b, client })
+        })
+    }
+
     /// The async client underneath (for its engine: register memory there).
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// The bridge the client runs on.
+    pub fn bridge(&self) -> &Bridge {
+        &self.bridge
+    }
+
+    /// Starts `op` on a clone of the async client.
+    fn op<T, F, Fut>(&self, op: F) -> Call<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Client) -> Fut,
+        Fut: Future<Output = yuebing_store::Result<T>> + Send + 'static,
+    {
+        self.bridge.call(op(self.client.clone()))
     }
 
     /// Starts a call and waits for it, unless this thread must not block on the bridge (then
@@ -40,16 +88,10 @@ impl BlockingClient {
         start().wait()
     }
 
-    /// The bridge the client runs on.
-    pub fn bridge(&self) -> &Bridge {
-        &self.bridge
-    }
-
     /// `put` as a [`Call`].
     pub fn put_call(&self, key: impl Into<String>, value: Vec<u8>, opts: &Options) -> Call<()> {
-        let (c, key, opts) = (self.client.clone(), key.into(), opts.clone());
-        self.bridge
-            .call(async move { c.put(&key, &value, &opts).await })
+        let (key, opts) = (key.into(), opts.clone());
+        self.op(|c| async move { c.put(&key, &value, &opts).await })
     }
 
     /// Stores `value` under `key` (see [`Client::put`]).
@@ -57,10 +99,38 @@ impl BlockingClient {
         self.blocking(|| self.put_call(key, value.to_vec(), opts))
     }
 
+    /// `upsert` as a [`Call`].
+    pub fn upsert_call(&self, key: impl Into<String>, value: Vec<u8>, opts: &Options) -> Call<()> {
+        let (key, opts) = (key.into(), opts.clone());
+        self.op(|c| async move { c.upsert(&key, &value, &opts).await })
+    }
+
+    /// Stores `value` under `key`, replacing an existing value (see [`Client::upsert`]).
+    pub fn upsert(&self, key: &str, value: &[u8], opts: &Options) -> Result<()> {
+        self.blocking(|| self.upsert_call(key, value.to_vec(), opts))
+    }
+
+    /// `put_from` as a [`Call`] (the memory is read until the call ends).
+    pub fn put_from_call(
+        &self,
+        key: impl Into<String>,
+        addr: u64,
+        len: u64,
+        opts: &Options,
+    ) -> Call<()> {
+        let (key, opts) = (key.into(), opts.clone());
+        self.op(move |c| async move { c.put_from(&key, addr, len, &opts).await })
+    }
+
+    /// Stores registered memory under `key` (see [`Client::put_from`]).
+    pub fn put_from(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<()> {
+        self.blocking(|| self.put_from_call(key, addr, len, opts))
+    }
+
     /// `get` as a [`Call`].
     pub fn get_call(&self, key: impl Into<String>, opts: &Options) -> Call<Vec<u8>> {
-        let (c, key, opts) = (self.client.clone(), key.into(), opts.clone());
-        self.bridge.call(async move { c.get(&key, &opts).await })
+        let (key, opts) = (key.into(), opts.clone());
+        self.op(|c| async move { c.get(&key, &opts).await })
     }
 
     /// The value of `key` (see [`Client::get`]).
@@ -78,9 +148,8 @@ impl BlockingClient {
         len: u64,
         opts: &Options,
     ) -> Call<u64> {
-        let (c, key, opts) = (self.client.clone(), key.into(), opts.clone());
-        self.bridge
-            .call(async move { c.get_into(&key, addr, len, &opts).await })
+        let (key, opts) = (key.into(), opts.clone());
+        self.op(move |c| async move { c.get_into(&key, addr, len, &opts).await })
     }
 
     /// Reads `key` into registered memory (see [`Client::get_into`]); returns its size.
@@ -88,28 +157,72 @@ impl BlockingClient {
         self.blocking(|| self.get_into_call(key, addr, len, opts))
     }
 
-    /// `put_from` as a [`Call`] (the memory is read until the call ends).
-    pub fn put_from_call(
-        &self,
-        key: impl Into<String>,
-        addr: u64,
-        len: u64,
-        opts: &Options,
-    ) -> Call<()> {
-        let (c, key, opts) = (self.client.clone(), key.into(), opts.clone());
-        self.bridge
-            .call(async move { c.put_from(&key, addr, len, &opts).await })
+    /// `batch_put` as a [`Call`].
+    pub fn batch_put_call(&self, items: Vec<(String, Vec<u8>)>, opts: &Options) -> Call<Each<()>> {
+        let opts = opts.clone();
+        self.op(|c| async move {
+            let items: Vec<(&str, &[u8])> =
+                items.iter().map(|(k, v)| (k.as_str(), &v[..])).collect();
+            c.batch_put(&items, &opts).await
+        })
     }
 
-    /// Stores registered memory under `key` (see [`Client::put_from`]).
-    pub fn put_from(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<()> {
-        self.blocking(|| self.put_from_call(key, addr, len, opts))
+    /// Stores each `(key, value)`; one result per item (see [`Client::batch_put`]).
+    pub fn batch_put(&self, items: &[(&str, &[u8])], opts: &Options) -> Result<Each<()>> {
+        let owned = items
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_vec()))
+            .collect();
+        self.blocking(|| self.batch_put_call(owned, opts))
+    }
+
+    /// `batch_put_from` as a [`Call`] (the memory is read until the call ends).
+    pub fn batch_put_from_call(
+        &self,
+        items: Vec<(String, u64, u64)>,
+        opts: &Options,
+    ) -> Call<Each<()>> {
+        let opts = opts.clone();
+        self.op(|c| async move { c.batch_put_from(&ranges(&items), &opts).await })
+    }
+
+    /// Stores each `(key, addr, len)` of registered memory (see [`Client::batch_put_from`]).
+    pub fn batch_put_from(&self, items: &[(&str, u64, u64)], opts: &Options) -> Result<Each<()>> {
+        self.blocking(|| self.batch_put_from_call(owned_ranges(items), opts))
+    }
+
+    /// `batch_get` as a [`Call`].
+    pub fn batch_get_call(&self, keys: Vec<String>, opts: &Options) -> Call<Each<Vec<u8>>> {
+        let opts = opts.clone();
+        self.op(|c| async move { c.batch_get(&self::keys(&keys), &opts).await })
+    }
+
+    /// The value of each key; one result per key (see [`Client::batch_get`]).
+    pub fn batch_get(&self, keys: &[&str], opts: &Options) -> Result<Each<Vec<u8>>> {
+        let owned = keys.iter().map(|k| k.to_string()).collect();
+        self.blocking(|| self.batch_get_call(owned, opts))
+    }
+
+    /// `batch_get_into` as a [`Call`] (the memory is written until the call ends).
+    pub fn batch_get_into_call(
+        &self,
+        items: Vec<(String, u64, u64)>,
+        opts: &Options,
+    ) -> Call<Each<u64>> {
+        let opts = opts.clone();
+        self.op(|c| async move { c.batch_get_into(&ranges(&items), &opts).await })
+    }
+
+    /// Reads each `(key, addr, len)` into registered memory; one size per key (see
+    /// [`Client::batch_get_into`]).
+    pub fn batch_get_into(&self, items: &[(&str, u64, u64)], opts: &Options) -> Result<Each<u64>> {
+        self.blocking(|| self.batch_get_into_call(owned_ranges(items), opts))
     }
 
     /// `exist` as a [`Call`].
     pub fn exist_call(&self, key: impl Into<String>, opts: &Options) -> Call<bool> {
-        let (c, key, opts) = (self.client.clone(), key.into(), opts.clone());
-        self.bridge.call(async move { c.exist(&key, &opts).await })
+        let (key, opts) = (key.into(), opts.clone());
+        self.op(|c| async move { c.exist(&key, &opts).await })
     }
 
     /// Whether `key` exists (see [`Client::exist`]).
@@ -117,11 +230,33 @@ impl BlockingClient {
         self.blocking(|| self.exist_call(key, opts))
     }
 
+    /// `batch_exist` as a [`Call`].
+    pub fn batch_exist_call(&self, keys: Vec<String>, opts: &Options) -> Call<Each<bool>> {
+        let opts = opts.clone();
+        self.op(|c| async move { c.batch_exist(&self::keys(&keys), &opts).await })
+    }
+
+    /// Whether each key exists (see [`Client::batch_exist`]).
+    pub fn batch_exist(&self, keys: &[&str], opts: &Options) -> Result<Each<bool>> {
+        let owned = keys.iter().map(|k| k.to_string()).collect();
+        self.blocking(|| self.batch_exist_call(owned, opts))
+    }
+
+    /// `get_size` as a [`Call`].
+    pub fn get_size_call(&self, key: impl Into<String>, opts: &Options) -> Call<u64> {
+        let (key, opts) = (key.into(), opts.clone());
+        self.op(|c| async move { c.get_size(&key, &opts).await })
+    }
+
+    /// The size of `key`'s value (see [`Client::get_size`]).
+    pub fn get_size(&self, key: &str, opts: &Options) -> Result<u64> {
+        self.blocking(|| self.get_size_call(key, opts))
+    }
+
     /// `remove` as a [`Call`].
     pub fn remove_call(&self, key: impl Into<String>, force: bool, opts: &Options) -> Call<()> {
-        let (c, key, opts) = (self.client.clone(), key.into(), opts.clone());
-        self.bridge
-            .call(async move { c.remove(&key, force, &opts).await })
+        let (key, opts) = (key.into(), opts.clone());
+        self.op(move |c| async move { c.remove(&key, force, &opts).await })
     }
 
     /// Removes `key` (see [`Client::remove`]).
@@ -129,9 +264,52 @@ impl BlockingClient {
         self.blocking(|| self.remove_call(key, force, opts))
     }
 
+    /// `remove_all` as a [`Call`].
+    pub fn remove_all_call(&self, force: bool, opts: &Options) -> Call<u64> {
+        let opts = opts.clone();
+        self.op(move |c| async move { c.remove_all(force, &opts).await })
+    }
+
+    /// Removes every object; returns how many (see [`Client::remove_all`]).
+    pub fn remove_all(&self, force: bool, opts: &Options) -> Result<u64> {
+        self.blocking(|| self.remove_all_call(force, opts))
+    }
+
+    /// `list` as a [`Call`].
+    pub fn list_call(
+        &self,
+        prefix: impl Into<String>,
+        limit: u64,
+        opts: &Options,
+    ) -> Call<Vec<ListedObject>> {
+        let (prefix, opts) = (prefix.into(), opts.clone());
+        self.op(move |c| async move { c.list(&prefix, limit, &opts).await })
+    }
+
+    /// Keys starting with `prefix`, sorted, at most `limit` (see [`Client::list`]).
+    pub fn list(&self, prefix: &str, limit: u64, opts: &Options) -> Result<Vec<ListedObject>> {
+        self.blocking(|| self.list_call(prefix, limit, opts))
+    }
+
+    /// `stats` as a [`Call`].
+    pub fn stats_call(&self, opts: &Options) -> Call<Stats> {
+        let opts = opts.clone();
+        self.op(|c| async move { c.stats(&opts).await })
+    }
+
+    /// The master's counts (see [`Client::stats`]).
+    pub fn stats(&self, opts: &Options) -> Result<Stats> {
+        self.blocking(|| self.stats_call(opts))
+    }
+
+    /// `close` as a [`Call`].
+    pub fn close_call(&self, opts: &Options) -> Call<()> {
+        let opts = opts.clone();
+        self.op(|c| async move { c.close(&opts).await })
+    }
+
     /// Leaves the cluster gracefully (see [`Client::close`]).
     pub fn close(&self, opts: &Options) -> Result<()> {
-        let (c, opts) = (self.client.clone(), opts.clone());
-        self.bridge.block_on(async move { c.close(&opts).await })
+        self.blocking(|| self.close_call(opts))
     }
 }

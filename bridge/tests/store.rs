@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use yuebing_bridge::{BlockingClient, Bridge, BridgeConfig};
+use yuebing_bridge::{BlockingClient, BlockingMaster, Bridge, BridgeConfig};
 use yuebing_store::master::{MasterServerConfig, RunningMaster};
 use yuebing_store::{ClientConfig, Options};
 
@@ -60,6 +60,62 @@ fn a_store_client_is_used_from_plain_threads_and_callbacks() {
     // Read leases from the gets above are still held: a forced remove.
     client.remove("t0/k0", true, &opts).unwrap();
     assert!(!client.exist("t0/k0", &opts).unwrap());
+
+    // The rest of the store's calls, blocking.
+    client.upsert("t1/k1", b"new", &opts).unwrap();
+    assert_eq!(client.get_size("t1/k1", &opts).unwrap(), 3);
+    let puts = client
+        .batch_put(&[("b/0", b"zero"), ("b/1", b"one"), ("t1/k2", b"x")], &opts)
+        .unwrap();
+    assert!(puts[0].is_ok() && puts[1].is_ok());
+    assert_eq!(puts[2].as_ref().unwrap_err().code(), -705);
+    let got = client.batch_get(&["b/0", "b/1", "b/none"], &opts).unwrap();
+    assert_eq!(got[0].as_deref().unwrap(), b"zero");
+    assert_eq!(got[1].as_deref().unwrap(), b"one");
+    assert_eq!(got[2].as_ref().unwrap_err().code(), -704);
+    let exist = client.batch_exist(&["b/0", "b/none"], &opts).unwrap();
+    assert!(*exist[0].as_ref().unwrap() && !*exist[1].as_ref().unwrap());
+    let listed = client.list("b/", 10, &opts).unwrap();
+    let names: Vec<&str> = listed.iter().map(|o| o.key.as_str()).collect();
+    assert_eq!(names, ["b/0", "b/1"]);
+    let stats = client.stats(&opts).unwrap();
+    assert_eq!(stats.objects, 81, "{stats:?}");
+    let admin = BlockingMaster::connect(&bridge, master.local_endpoint().clone(), None).unwrap();
+    assert!(admin.health().unwrap().ready);
+    assert_eq!(admin.stats().unwrap().objects, 81);
+
+    // Registered memory: put_from and get_into, single and batch.
+    let buf = client.client().engine().allocate(1 << 16, true).unwrap();
+    // SAFETY: no transfer from or into `buf` is under way.
+    unsafe { buf.write_at(0, &[9u8; 4096]) }.unwrap();
+    client.put_from("r/0", buf.addr(), 4096, &opts).unwrap();
+    let each = client
+        .batch_put_from(&[("r/1", buf.addr(), 100), ("r/2", buf.addr(), 200)], &opts)
+        .unwrap();
+    assert!(each.iter().all(|r| r.is_ok()), "{each:?}");
+    assert_eq!(
+        client
+            .get_into("r/0", buf.addr() + 8192, 8192, &opts)
+            .unwrap(),
+        4096
+    );
+    let sizes = client
+        .batch_get_into(
+            &[
+                ("r/1", buf.addr() + 20000, 100),
+                ("r/2", buf.addr() + 30000, 100),
+            ],
+            &opts,
+        )
+        .unwrap();
+    assert_eq!(*sizes[0].as_ref().unwrap(), 100);
+    // A buffer smaller than its object is that key's error; nothing is written there.
+    assert!(sizes[1].is_err());
+    let mut back = vec![0u8; 4096];
+    // SAFETY: the get_into above returned, so its transfer is final.
+    unsafe { buf.read_at(8192, &mut back) }.unwrap();
+    assert_eq!(back, vec![9u8; 4096]);
+    assert_eq!(client.remove_all(true, &opts).unwrap(), 84);
     client.close(&opts).unwrap();
     drop(client);
     let report = bridge
