@@ -125,6 +125,12 @@ pub struct Call<T: Send + 'static> {
 pub struct Canceller(CancellationToken);
 
 impl Canceller {
+    /// A canceller of no call (tests of the handle table).
+    #[cfg(test)]
+    pub(crate) fn detached() -> Canceller {
+        Canceller(CancellationToken::new())
+    }
+
     /// Asks the call to stop; its outcome becomes `Canceled` once its work has stopped.
     pub fn cancel(&self) {
         self.0.cancel();

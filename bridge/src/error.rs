@@ -57,6 +57,13 @@ pub enum Error {
     Engine(#[from] yuebing_engine::Error),
 }
 
+impl From<yuebing_rpc::Error> for Error {
+    /// An rpc error (a bad endpoint or token, a lost connection) keeps its code.
+    fn from(e: yuebing_rpc::Error) -> Error {
+        Error::Store(e.into())
+    }
+}
+
 /// Result alias for yuebing-bridge.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -42,12 +42,14 @@
 //! - `engine`: [`BlockingEngine`], the transfer engine's.
 //! - `master`: [`BlockingMaster`], the master's `health` and `stats`.
 //! - [`error`]: the [`Error`] enum, codes −4000 … −4999.
+//! - [`ffi`]: the C ABI (`include/yuebing.h`).
 
 mod bridge;
 mod call;
 mod callbacks;
 mod engine;
 pub mod error;
+pub mod ffi;
 mod master;
 mod store;
 

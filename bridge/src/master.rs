@@ -29,10 +29,30 @@ impl BlockingMaster {
         })
     }
 
+    /// The bridge the connection runs on.
+    pub fn bridge(&self) -> &Bridge {
+        &self.bridge
+    }
+
+    /// `health`'s work, to run on the bridge.
+    pub(crate) fn health_future(
+        &self,
+    ) -> impl std::future::Future<Output = yuebing_store::Result<Health>> + Send + 'static {
+        let m = self.master.clone();
+        async move { m.health().await }
+    }
+
+    /// `stats`' work, to run on the bridge.
+    pub(crate) fn stats_future(
+        &self,
+    ) -> impl std::future::Future<Output = yuebing_store::Result<Stats>> + Send + 'static {
+        let m = self.master.clone();
+        async move { m.stats().await }
+    }
+
     /// `health` as a [`Call`].
     pub fn health_call(&self) -> Call<Health> {
-        let m = self.master.clone();
-        self.bridge.call(async move { m.health().await })
+        self.bridge.call(self.health_future())
     }
 
     /// The master's readiness (a no-op call: the bridge's round-trip cost).
@@ -43,8 +63,7 @@ impl BlockingMaster {
 
     /// `stats` as a [`Call`].
     pub fn stats_call(&self) -> Call<Stats> {
-        let m = self.master.clone();
-        self.bridge.call(async move { m.stats().await })
+        self.bridge.call(self.stats_future())
     }
 
     /// The master's counts.

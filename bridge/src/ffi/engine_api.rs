@@ -1,0 +1,464 @@
+//! `yuebing_engine_*`: a transfer engine (standalone, or a store client's), its memory, its
+//! segments, and single transfers in blocking and callback forms.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void};
+use std::sync::{Arc, Mutex};
+
+use ::yuebing_engine::{
+    EngineBuffer, EngineConfig, Location, RemoteAccess, SegmentHandle, TransportKind,
+};
+
+use crate::BlockingEngine;
+
+use super::bridge_api::resolve;
+use super::deliver::{self, Op};
+use super::error::{entry, yuebing_error, Failure, FfiResult};
+use super::handles::{self, Kind, Object};
+use super::raw;
+use super::store_ops::check_range;
+use super::types::*;
+
+/// An engine as C holds it: the engine, and the memory registered or allocated through its
+/// handles, unregistered when the last of them (a store's included) is destroyed.
+pub(crate) struct EngineObject {
+    pub(crate) engine: BlockingEngine,
+    /// Start address → the engine buffer allocated there (None: caller memory).
+    owned: Mutex<HashMap<u64, Option<Arc<EngineBuffer>>>>,
+}
+
+impl EngineObject {
+    pub(crate) fn new(engine: BlockingEngine) -> Arc<EngineObject> {
+        Arc::new(EngineObject {
+            engine,
+            owned: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn owned(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Option<Arc<EngineBuffer>>>> {
+        self.owned.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for EngineObject {
+    /// The last handle is gone: no byte registered through C is touched after this returns.
+    fn drop(&mut self) {
+        for (addr, _) in self.owned().drain() {
+            if let Err(e) = self.engine.unregister(addr) {
+                tracing::debug!(addr, error = %e, "unregister at engine destroy");
+            }
+        }
+    }
+}
+
+/// Peers' rights from a `YUEBING_ACCESS_*` value.
+fn access(v: u32) -> FfiResult<RemoteAccess> {
+    Ok(match v {
+        YUEBING_ACCESS_LOCAL_ONLY => RemoteAccess::LOCAL_ONLY,
+        YUEBING_ACCESS_READ => RemoteAccess::READ,
+        YUEBING_ACCESS_WRITE => RemoteAccess::WRITE,
+        YUEBING_ACCESS_READ_WRITE => RemoteAccess::READ_WRITE,
+        other => return Err(Failure::invalid(format!("unknown access {other}"))),
+    })
+}
+
+/// An engine's config from C.
+///
+/// # Safety
+/// `c`'s strings are NULL or NUL-terminated.
+unsafe fn engine_config(c: &yuebing_engine_config) -> FfiResult<EngineConfig> {
+    if c.flags & !YUEBING_ENGINE_NO_SHM != 0 {
+        return Err(Failure::invalid(format!(
+            "unknown engine flags {:#x}",
+            c.flags
+        )));
+    }
+    let mut cfg = EngineConfig::default();
+    // SAFETY: forwarded.
+    if let Some(bind) = unsafe { raw::optional_text(c.bind, "bind") }? {
+        cfg.bind = bind;
+    }
+    // SAFETY: forwarded.
+    if let Some(t) = unsafe { raw::optional_text(c.token, "token") }? {
+        cfg.token = Some(yuebing_rpc::Token::new(t).map_err(crate::Error::from)?);
+    }
+    cfg.transport = match c.transport {
+        YUEBING_TRANSPORT_AUTO => None,
+        YUEBING_TRANSPORT_TCP => Some(TransportKind::Tcp),
+        YUEBING_TRANSPORT_SHM => Some(TransportKind::Shm),
+        other => return Err(Failure::invalid(format!("unknown transport {other}"))),
+    };
+    cfg.shm = c.flags & YUEBING_ENGINE_NO_SHM == 0;
+    Ok(cfg)
+}
+
+/// Starts an engine on `bridge` (0: the default bridge) and blocks until it serves;
+/// `config` may be NULL for the defaults.
+///
+/// # Safety
+/// `config` NULL or readable, its strings NUL-terminated; `out` writable; `err` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_engine_new(
+    bridge: yuebing_bridge,
+    config: *const yuebing_engine_config,
+    out: *mut yuebing_engine,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        raw::check_out(out, "out")?;
+        let cfg = match config.is_null() {
+            true => EngineConfig::default(),
+            // SAFETY: non-NULL, readable, strings NUL-terminated (the caller's promise).
+            false => unsafe { engine_config(&config.read()) }?,
+        };
+        let engine = BlockingEngine::start(&resolve(bridge)?, cfg)?;
+        let h = handles::insert(Object::Engine(EngineObject::new(engine)))?;
+        // SAFETY: checked non-NULL; writable.
+        unsafe { raw::write(out, h) };
+        Ok(())
+    })
+}
+
+/// Releases an engine handle. It does not wait for transfers in flight (they end normally,
+/// callbacks included). When it was the engine's last handle (a store's counts as one), every
+/// range registered or allocated through them is unregistered first: after this returns none
+/// of that memory is touched, and allocated buffers are freed.
+///
+/// # Safety
+/// `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_engine_destroy(
+    engine: yuebing_engine,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        handles::remove(engine, Kind::Engine)?;
+        Ok(())
+    })
+}
+
+/// Copies the engine's segment name (what peers pass to `yuebing_engine_open_segment`),
+/// NUL-terminated, into `buf` of `cap` bytes; its length (without the NUL) goes to `len_out`.
+/// `YUEBING_ERR_INVALID_ARGUMENT` if it does not fit (`len_out` still says how long it is).
+///
+/// # Safety
+/// `buf` valid for `cap` bytes of writes; `len_out` and `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_engine_name(
+    engine: yuebing_engine,
+    buf: *mut c_char,
+    cap: usize,
+    len_out: *mut usize,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        raw::check_out_array(buf, cap, "buf")?;
+        let e = handles::engine(engine)?;
+        let name = super::error::c_string(e.engine.name());
+        let bytes = name.as_bytes_with_nul();
+        // SAFETY: NULL or writable (the caller's promise).
+        unsafe { raw::write(len_out, bytes.len() - 1) };
+        if bytes.len() > cap {
+            return Err(Failure::invalid(format!(
+                "the name needs {} bytes",
+                bytes.len()
+            )));
+        }
+        // SAFETY: `buf` holds `cap` >= `bytes.len()` writable bytes (the caller's promise).
+        unsafe { raw::write_array(buf, bytes.iter().map(|&b| b as c_char).collect()) };
+        Ok(())
+    })
+}
+
+/// Allocates `len` bytes of engine memory (memfd-backed, zeroed) registered with `access`
+/// (`YUEBING_ACCESS_*`) for peers; its address goes to `addr_out`. The engine owns it: it is
+/// freed by `yuebing_engine_unregister(addr)` or when the engine's last handle is destroyed.
+///
+/// # Safety
+/// `addr_out` writable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_engine_allocate(
+    engine: yuebing_engine,
+    len: usize,
+    access: u32,
+    addr_out: *mut u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        raw::check_out(addr_out, "addr_out")?;
+        let remote = self::access(access)?;
+        let e = handles::engine(engine)?;
+        let buffer = e.engine.allocate_exported(len, true, remote)?;
+        let addr = buffer.addr();
+        e.owned().insert(addr, Some(buffer));
+        // SAFETY: checked non-NULL; writable.
+        unsafe { raw::write(addr_out, addr) };
+        Ok(())
+    })
+}
+
+/// Registers caller memory `[addr, addr + len)` at `location` ("cpu:0" when NULL) with
+/// `access` (`YUEBING_ACCESS_*`) for peers.
+///
+/// # Safety
+/// The memory stays valid until it is unregistered (by `yuebing_engine_unregister`, or by
+/// destroying the engine's last handle), and the caller neither frees it nor relies on its
+/// contents while transfers may run: the engine and, as `access` allows, peers read and write
+/// it at any time. `location` NULL or NUL-terminated; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_engine_register(
+    engine: yuebing_engine,
+    addr: *mut c_void,
+    len: usize,
+    location: *const c_char,
+    access: u32,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        if addr.is_null() {
+            return Err(Failure::invalid("addr is NULL"));
+        }
+        check_range(addr as u64, len as u64)?;
+        let remote = self::access(access)?;
+        // SAFETY: NULL or NUL-terminated (the caller's promise).
+        let location: Location = match unsafe { raw::optional_text(location, "location") }? {
+            Some(l) => l.parse()?,
+            None => Location::default(),
+        };
+        let e = handles::engine(engine)?;
+        // SAFETY: the memory stays valid and untouched by the caller until unregistered (the
+        // caller's promise, which is `register`'s contract; no Rust reference exists over C
+        // memory).
+        unsafe {
+            e.engine
+                .register_exported(addr.cast(), len, location, remote)
+        }?;
+        e.owned().insert(addr as u64, None);
+        Ok(())
+    })
+}
+
+/// Unregisters the range that starts at `addr` (registered or allocated): transfers touching
+/// it fail, and after this returns no byte of it is read or written. Allocated memory is
+/// freed.
+///
+/// # Safety
+/// `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_engine_unregister(
+    engine: yuebing_engine,
+    addr: u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let e = handles::engine(engine)?;
+        e.engine.unregister(addr)?;
+        e.owned().remove(&addr);
+        Ok(())
+    })
+}
+
+unsafe fn open_segment_op(engine: yuebing_engine, name: *const c_char) -> FfiResult<Op<u64>> {
+    let e = handles::engine(engine)?;
+    // SAFETY: forwarded contract.
+    let name = unsafe { raw::text(name, "name") }?;
+    let engine = e.engine.engine().clone();
+    Ok(Op::new(e.engine.bridge(), async move {
+        engine.open_segment(&name).await
+    })
+    .map(SegmentHandle::to_raw))
+}
+
+/// Opens the segment of the engine named `name` (its `yuebing_engine_name`); the segment goes
+/// to `segment_out`, for transfers.
+///
+/// # Safety
+/// `name` NUL-terminated; `segment_out` writable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_engine_open_segment(
+    engine: yuebing_engine,
+    name: *const c_char,
+    segment_out: *mut u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        raw::check_out(segment_out, "segment_out")?;
+        // SAFETY: forwarded contract.
+        let segment = unsafe { open_segment_op(engine, name) }?.wait()?;
+        // SAFETY: checked non-NULL; writable.
+        unsafe { raw::write(segment_out, segment) };
+        Ok(())
+    })
+}
+
+/// Opens a segment by name (callback form: the segment is the callback's value). Returns 0
+/// and then calls `cb` exactly once, or returns an error and never calls it.
+///
+/// # Safety
+/// `name` NUL-terminated; `user_data` usable on the callback thread; `call_out` and `err`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_engine_open_segment_async(
+    engine: yuebing_engine,
+    name: *const c_char,
+    cb: yuebing_u64_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = deliver::number(cb, user_data)?;
+        // SAFETY: forwarded contract.
+        unsafe { open_segment_op(engine, name) }?.then(call_out, deliver)
+    })
+}
+
+/// A single transfer of `request`.
+fn transfer_op(engine: yuebing_engine, request: &yuebing_request) -> FfiResult<Op<()>> {
+    let request = super::batch_api::request(request)?;
+    let e = handles::engine(engine)?;
+    let engine = e.engine.engine().clone();
+    Ok(Op::new(e.engine.bridge(), async move {
+        engine.transfer(request).await
+    }))
+}
+
+/// Runs one transfer (`YUEBING_OP_READ` or `YUEBING_OP_WRITE`) and returns when it is final:
+/// 0 only if every byte landed. Its local range is touched until then, and never after.
+///
+/// # Safety
+/// `request` readable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_engine_transfer(
+    engine: yuebing_engine,
+    request: *const yuebing_request,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let request = unsafe { super::batch_api::read_request(request) }?;
+        transfer_op(engine, &request)?.wait()
+    })
+}
+
+/// Runs one transfer (callback form; the callback comes once it is final, so its local range
+/// is untouched from then on). Returns 0 and then calls `cb` exactly once, or returns an error
+/// and never calls it.
+///
+/// # Safety
+/// `request` readable; `user_data` usable on the callback thread; `call_out` and `err` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_engine_transfer_async(
+    engine: yuebing_engine,
+    request: *const yuebing_request,
+    cb: yuebing_done_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = deliver::done(cb, user_data)?;
+        // SAFETY: forwarded contract.
+        let request = unsafe { super::batch_api::read_request(request) }?;
+        transfer_op(engine, &request)?.then(call_out, deliver)
+    })
+}
+
+/// The request of `yuebing_engine_read`/`_write`.
+fn request_of(
+    opcode: u32,
+    source: u64,
+    segment: u64,
+    target_offset: u64,
+    length: u64,
+) -> yuebing_request {
+    yuebing_request {
+        opcode,
+        source,
+        segment,
+        target_offset,
+        length,
+    }
+}
+
+/// Reads `length` bytes at `target_offset` of `segment` into local registered memory at
+/// `source` (a `yuebing_engine_transfer` of `YUEBING_OP_READ`).
+///
+/// # Safety
+/// `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_engine_read(
+    engine: yuebing_engine,
+    source: u64,
+    segment: u64,
+    target_offset: u64,
+    length: u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    let request = request_of(YUEBING_OP_READ, source, segment, target_offset, length);
+    // SAFETY: `request` is a local; `err` forwarded.
+    unsafe { yuebing_engine_transfer(engine, &request, err) }
+}
+
+/// Writes `length` bytes of local registered memory at `source` to `target_offset` of
+/// `segment` (a `yuebing_engine_transfer` of `YUEBING_OP_WRITE`).
+///
+/// # Safety
+/// `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_engine_write(
+    engine: yuebing_engine,
+    source: u64,
+    segment: u64,
+    target_offset: u64,
+    length: u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    let request = request_of(YUEBING_OP_WRITE, source, segment, target_offset, length);
+    // SAFETY: `request` is a local; `err` forwarded.
+    unsafe { yuebing_engine_transfer(engine, &request, err) }
+}
+
+/// `yuebing_engine_read` in callback form.
+///
+/// # Safety
+/// As `yuebing_engine_transfer_async`.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_engine_read_async(
+    engine: yuebing_engine,
+    source: u64,
+    segment: u64,
+    target_offset: u64,
+    length: u64,
+    cb: yuebing_done_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    let request = request_of(YUEBING_OP_READ, source, segment, target_offset, length);
+    // SAFETY: `request` is a local; the rest forwarded.
+    unsafe { yuebing_engine_transfer_async(engine, &request, cb, user_data, call_out, err) }
+}
+
+/// `yuebing_engine_write` in callback form.
+///
+/// # Safety
+/// As `yuebing_engine_transfer_async`.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_engine_write_async(
+    engine: yuebing_engine,
+    source: u64,
+    segment: u64,
+    target_offset: u64,
+    length: u64,
+    cb: yuebing_done_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    let request = request_of(YUEBING_OP_WRITE, source, segment, target_offset, length);
+    // SAFETY: `request` is a local; the rest forwarded.
+    unsafe { yuebing_engine_transfer_async(engine, &request, cb, user_data, call_out, err) }
+}

@@ -1,0 +1,363 @@
+//! Error codes and names, the `yuebing_error` out-parameter, the per-thread last message, and
+//! the wrapper every exported function runs its body in (panics caught, outcome reported).
+
+use std::cell::RefCell;
+use std::ffi::{c_char, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Success.
+pub const YUEBING_OK: i32 = 0;
+/// The store's internal error.
+pub const YUEBING_ERR_INTERNAL: i32 = -1;
+/// No room for the object on any node.
+pub const YUEBING_ERR_NO_AVAILABLE_HANDLE: i32 = -200;
+/// Invalid parameters of a store call.
+pub const YUEBING_ERR_INVALID_PARAMS: i32 = -600;
+/// The object's replicas are not ready yet.
+pub const YUEBING_ERR_REPLICA_NOT_READY: i32 = -703;
+/// No object under the key.
+pub const YUEBING_ERR_OBJECT_NOT_FOUND: i32 = -704;
+/// An object already exists under the key.
+pub const YUEBING_ERR_OBJECT_ALREADY_EXISTS: i32 = -705;
+/// The object is leased to a reader (remove it with `force`).
+pub const YUEBING_ERR_OBJECT_HAS_LEASE: i32 = -706;
+/// A read outlived its lease.
+pub const YUEBING_ERR_LEASE_EXPIRED: i32 = -707;
+/// A write of the key is under way.
+pub const YUEBING_ERR_WRITE_IN_PROGRESS: i32 = -714;
+/// The store call ran out of time.
+pub const YUEBING_ERR_STORE_TIMEOUT: i32 = -1501;
+/// An rpc call ran out of time.
+pub const YUEBING_ERR_RPC_TIMEOUT: i32 = -2001;
+/// The peer refused the cluster token.
+pub const YUEBING_ERR_UNAUTHENTICATED: i32 = -2004;
+/// A connection could not be made.
+pub const YUEBING_ERR_CONNECT: i32 = -2007;
+/// A connection was lost mid-call.
+pub const YUEBING_ERR_CONNECTION_LOST: i32 = -2008;
+/// An endpoint (`host:port`) could not be parsed.
+pub const YUEBING_ERR_INVALID_ENDPOINT: i32 = -2012;
+/// A token is empty, too long or not visible ASCII.
+pub const YUEBING_ERR_INVALID_TOKEN: i32 = -2015;
+/// An engine argument is invalid.
+pub const YUEBING_ERR_ENGINE_INVALID_ARGUMENT: i32 = -3001;
+/// The address is not registered with the engine.
+pub const YUEBING_ERR_ADDRESS_NOT_REGISTERED: i32 = -3003;
+/// The range overlaps a registered one.
+pub const YUEBING_ERR_ADDRESS_OVERLAPPED: i32 = -3007;
+/// No segment of that name.
+pub const YUEBING_ERR_SEGMENT_NOT_FOUND: i32 = -3203;
+/// A transfer ran out of time.
+pub const YUEBING_ERR_TRANSFER_TIMEOUT: i32 = -3500;
+/// A transfer was cancelled.
+pub const YUEBING_ERR_TRANSFER_CANCELED: i32 = -3501;
+/// No batch of that id (freed, or never allocated).
+pub const YUEBING_ERR_UNKNOWN_BATCH: i32 = -3502;
+/// The range lies outside the target's registered memory.
+pub const YUEBING_ERR_OUT_OF_BOUNDS: i32 = -3504;
+/// The peer failed or went away.
+pub const YUEBING_ERR_PEER_FAILED: i32 = -3505;
+/// The peer does not grant this access to the range.
+pub const YUEBING_ERR_ACCESS_DENIED: i32 = -3511;
+/// A blocking call (or a destroy) from a bridge thread, e.g. inside a callback.
+pub const YUEBING_ERR_WOULD_BLOCK_BRIDGE: i32 = -4001;
+/// The bridge is shut down.
+pub const YUEBING_ERR_SHUTDOWN: i32 = -4002;
+/// The call was cancelled; nothing of it touches the caller's memory any more.
+pub const YUEBING_ERR_CANCELED: i32 = -4003;
+/// A wait ran out of time; the call was cancelled.
+pub const YUEBING_ERR_TIMEOUT: i32 = -4004;
+/// The bridge was made by the parent of this forked process.
+pub const YUEBING_ERR_FORKED: i32 = -4005;
+/// The bridge could not start its threads.
+pub const YUEBING_ERR_START: i32 = -4007;
+/// An operation panicked (a bug in yuebing); the bridge goes on.
+pub const YUEBING_ERR_PANICKED: i32 = -4008;
+/// A handle is null, destroyed, or of another kind.
+pub const YUEBING_ERR_INVALID_HANDLE: i32 = -4009;
+/// An argument is invalid: a null pointer where one is needed, a null buffer with a non-zero
+/// length, a length that overflows, an unknown flag or enum value, text that is not UTF-8.
+pub const YUEBING_ERR_INVALID_ARGUMENT: i32 = -4010;
+
+/// The ABI version: bumped on every incompatible change of `yuebing.h`.
+pub const YUEBING_ABI_VERSION: u32 = 1;
+
+/// Longest message kept in a [`yuebing_error`], terminating NUL included.
+pub const YUEBING_ERROR_MESSAGE_LEN: usize = 256;
+
+/// Why a call failed, filled by every fallible function when the caller passes one (it may
+/// pass NULL). `code` is the function's return value; `message` a NUL-terminated text, cut to
+/// fit. On success `code` is 0 and `message` empty.
+#[repr(C)]
+pub struct yuebing_error {
+    /// The error code (0: success).
+    pub code: i32,
+    /// What went wrong, NUL-terminated.
+    pub message: [c_char; YUEBING_ERROR_MESSAGE_LEN],
+}
+
+/// A failure on its way to the C caller.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) code: i32,
+    pub(crate) message: String,
+}
+
+/// Result of an exported function's body.
+pub(crate) type FfiResult<T> = Result<T, Failure>;
+
+impl Failure {
+    /// [`YUEBING_ERR_INVALID_ARGUMENT`] with a message.
+    pub(crate) fn invalid(message: impl Into<String>) -> Failure {
+        Failure {
+            code: YUEBING_ERR_INVALID_ARGUMENT,
+            message: message.into(),
+        }
+    }
+
+    /// [`YUEBING_ERR_INVALID_HANDLE`] with a message.
+    pub(crate) fn handle(message: impl Into<String>) -> Failure {
+        Failure {
+            code: YUEBING_ERR_INVALID_HANDLE,
+            message: message.into(),
+        }
+    }
+}
+
+impl<E: Into<crate::Error>> From<E> for Failure {
+    fn from(e: E) -> Failure {
+        let e: crate::Error = e.into();
+        Failure {
+            code: e.code(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Text as a C string: interior NULs (never expected in our messages) become spaces.
+pub(crate) fn c_string(text: &str) -> CString {
+    CString::new(text.replace('\0', " ")).unwrap_or_default()
+}
+
+thread_local! {
+    static LAST: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Runs an exported function's body: a panic becomes [`YUEBING_ERR_PANICKED`]; the outcome
+/// fills `err` (when not NULL) and this thread's last message; returns the code.
+pub(crate) fn entry(err: *mut yuebing_error, body: impl FnOnce() -> FfiResult<()>) -> i32 {
+    let outcome = catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|panic| {
+        Err(Failure {
+            code: YUEBING_ERR_PANICKED,
+            message: crate::call::panic_message(&*panic),
+        })
+    });
+    let (code, message) = match outcome {
+        Ok(()) => (YUEBING_OK, String::new()),
+        Err(f) => (f.code, f.message),
+    };
+    LAST.with(|last| *last.borrow_mut() = c_string(&message));
+    if !err.is_null() {
+        // SAFETY: the caller passes NULL or a pointer to a writable `yuebing_error`.
+        unsafe { err.write(error_value(code, &message)) };
+    }
+    code
+}
+
+/// A `yuebing_error` holding `code` and as much of `message` as fits.
+fn error_value(code: i32, message: &str) -> yuebing_error {
+    let mut out = yuebing_error {
+        code,
+        message: [0; YUEBING_ERROR_MESSAGE_LEN],
+    };
+    // Cut at a character boundary, leaving room for the NUL.
+    let mut end = message.len().min(YUEBING_ERROR_MESSAGE_LEN - 1);
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    for (dst, &b) in out.message.iter_mut().zip(message.as_bytes()[..end].iter()) {
+        *dst = if b == 0 { b' ' as c_char } else { b as c_char };
+    }
+    out
+}
+
+/// The message of the last failed call on this thread ("" after a success). Valid until the
+/// next yuebing call on this thread. A thread-local alone is unreliable where successive calls
+/// may run on different OS threads (Go's cgo): pass a `yuebing_error` there.
+#[no_mangle]
+pub extern "C" fn yuebing_last_error_message() -> *const c_char {
+    LAST.with(|last| last.borrow().as_ptr())
+}
+
+/// The ABI version of the library ([`YUEBING_ABI_VERSION`] of the header it was built with):
+/// compare it with the header's at start-up.
+#[no_mangle]
+pub extern "C" fn yuebing_abi_version() -> u32 {
+    YUEBING_ABI_VERSION
+}
+
+/// The name of an error code ("ObjectNotFound", …), or "Unknown"; a static string, never
+/// freed.
+#[no_mangle]
+pub extern "C" fn yuebing_error_name(code: i32) -> *const c_char {
+    name_of(code).as_ptr()
+}
+
+fn name_of(code: i32) -> &'static std::ffi::CStr {
+    match code {
+        YUEBING_OK => c"Ok",
+        YUEBING_ERR_INTERNAL => c"Internal",
+        -101 => c"SegmentNotFound",
+        -102 => c"SegmentAlreadyExists",
+        YUEBING_ERR_NO_AVAILABLE_HANDLE => c"NoAvailableHandle",
+        -300 => c"InvalidVersion",
+        YUEBING_ERR_INVALID_PARAMS => c"InvalidParams",
+        -601 => c"IllegalClient",
+        -700 => c"InvalidWrite",
+        YUEBING_ERR_REPLICA_NOT_READY => c"ReplicaNotReady",
+        YUEBING_ERR_OBJECT_NOT_FOUND => c"ObjectNotFound",
+        YUEBING_ERR_OBJECT_ALREADY_EXISTS => c"ObjectAlreadyExists",
+        YUEBING_ERR_OBJECT_HAS_LEASE => c"ObjectHasLease",
+        YUEBING_ERR_LEASE_EXPIRED => c"LeaseExpired",
+        YUEBING_ERR_WRITE_IN_PROGRESS => c"WriteInProgress",
+        -1103 => c"Io",
+        -1500 => c"Corrupt",
+        YUEBING_ERR_STORE_TIMEOUT => c"StoreTimeout",
+        YUEBING_ERR_RPC_TIMEOUT => c"RpcTimeout",
+        -2002 => c"FrameTooLarge",
+        -2003 => c"RpcOverloaded",
+        YUEBING_ERR_UNAUTHENTICATED => c"Unauthenticated",
+        -2005 => c"RpcVersionMismatch",
+        -2006 => c"UnknownService",
+        YUEBING_ERR_CONNECT => c"Connect",
+        YUEBING_ERR_CONNECTION_LOST => c"ConnectionLost",
+        -2009 => c"ShuttingDown",
+        -2010 => c"Protocol",
+        -2011 => c"Server",
+        YUEBING_ERR_INVALID_ENDPOINT => c"InvalidEndpoint",
+        -2013 => c"Bind",
+        -2014 => c"NoEndpoint",
+        YUEBING_ERR_INVALID_TOKEN => c"InvalidToken",
+        YUEBING_ERR_ENGINE_INVALID_ARGUMENT => c"EngineInvalidArgument",
+        -3002 => c"TooManyRequests",
+        YUEBING_ERR_ADDRESS_NOT_REGISTERED => c"AddressNotRegistered",
+        -3004 => c"Busy",
+        YUEBING_ERR_ADDRESS_OVERLAPPED => c"AddressOverlapped",
+        YUEBING_ERR_SEGMENT_NOT_FOUND => c"EngineSegmentNotFound",
+        -3204 => c"StaleSegment",
+        -3302 => c"OutOfMemory",
+        YUEBING_ERR_TRANSFER_TIMEOUT => c"TransferTimeout",
+        YUEBING_ERR_TRANSFER_CANCELED => c"TransferCanceled",
+        YUEBING_ERR_UNKNOWN_BATCH => c"UnknownBatch",
+        -3503 => c"EngineOverloaded",
+        YUEBING_ERR_OUT_OF_BOUNDS => c"OutOfBounds",
+        YUEBING_ERR_PEER_FAILED => c"PeerFailed",
+        -3506 => c"NotificationQueueFull",
+        -3507 => c"GpuNotBuilt",
+        -3508 => c"EngineVersionMismatch",
+        -3509 => c"EngineIo",
+        -3510 => c"BufferRetired",
+        YUEBING_ERR_ACCESS_DENIED => c"AccessDenied",
+        YUEBING_ERR_WOULD_BLOCK_BRIDGE => c"WouldBlockBridge",
+        YUEBING_ERR_SHUTDOWN => c"Shutdown",
+        YUEBING_ERR_CANCELED => c"Canceled",
+        YUEBING_ERR_TIMEOUT => c"Timeout",
+        YUEBING_ERR_FORKED => c"Forked",
+        -4006 => c"CurrentThreadRuntime",
+        YUEBING_ERR_START => c"Start",
+        YUEBING_ERR_PANICKED => c"Panicked",
+        YUEBING_ERR_INVALID_HANDLE => c"InvalidHandle",
+        YUEBING_ERR_INVALID_ARGUMENT => c"InvalidArgument",
+        _ => c"Unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Error;
+
+    #[test]
+    fn constants_are_the_rust_codes() {
+        use yuebing_engine::Error as E;
+        use yuebing_store::Error as S;
+        let pairs = [
+            (
+                S::ObjectNotFound { key: "k".into() }.code(),
+                YUEBING_ERR_OBJECT_NOT_FOUND,
+            ),
+            (
+                S::ObjectAlreadyExists { key: "k".into() }.code(),
+                YUEBING_ERR_OBJECT_ALREADY_EXISTS,
+            ),
+            (
+                S::ObjectHasLease { key: "k".into() }.code(),
+                YUEBING_ERR_OBJECT_HAS_LEASE,
+            ),
+            (S::Timeout.code(), YUEBING_ERR_STORE_TIMEOUT),
+            (
+                E::UnknownBatch { id: "b".into() }.code(),
+                YUEBING_ERR_UNKNOWN_BATCH,
+            ),
+            (
+                E::AddressNotRegistered { addr: 0 }.code(),
+                YUEBING_ERR_ADDRESS_NOT_REGISTERED,
+            ),
+            (
+                E::OutOfBounds { addr: 0, len: 0 }.code(),
+                YUEBING_ERR_OUT_OF_BOUNDS,
+            ),
+            (
+                yuebing_rpc::Error::Unauthenticated.code(),
+                YUEBING_ERR_UNAUTHENTICATED,
+            ),
+            (
+                Error::WouldBlockBridge.code(),
+                YUEBING_ERR_WOULD_BLOCK_BRIDGE,
+            ),
+            (Error::Shutdown.code(), YUEBING_ERR_SHUTDOWN),
+            (Error::Canceled.code(), YUEBING_ERR_CANCELED),
+            (Error::Timeout.code(), YUEBING_ERR_TIMEOUT),
+            (Error::Forked { parent: 1 }.code(), YUEBING_ERR_FORKED),
+            (
+                Error::Panicked {
+                    message: String::new(),
+                }
+                .code(),
+                YUEBING_ERR_PANICKED,
+            ),
+        ];
+        for (rust, c) in pairs {
+            assert_eq!(rust, c);
+            assert_ne!(name_of(c).to_bytes(), b"Unknown", "{c}");
+        }
+    }
+
+    #[test]
+    fn names_are_distinct_and_unknown_codes_named_so() {
+        let mut seen = std::collections::HashMap::new();
+        for code in -5000..=0 {
+            let name = name_of(code);
+            if name.to_bytes() != b"Unknown" {
+                assert!(seen.insert(name, code).is_none(), "{name:?} twice");
+            }
+        }
+        assert!(seen.len() > 60, "{}", seen.len());
+        assert_eq!(name_of(12345).to_bytes(), b"Unknown");
+    }
+
+    #[test]
+    fn a_long_message_is_cut_at_a_character_and_terminated() {
+        let long = "é".repeat(300);
+        let e = error_value(-1, &long);
+        assert_eq!(e.message[YUEBING_ERROR_MESSAGE_LEN - 1], 0);
+        let text: Vec<u8> = e
+            .message
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        assert!(std::str::from_utf8(&text).is_ok());
+        assert!(text.len() >= YUEBING_ERROR_MESSAGE_LEN - 3);
+    }
+}

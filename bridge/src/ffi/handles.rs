@@ -1,0 +1,218 @@
+//! The handle table: every object handed to C is named by a 64-bit handle (kind tag, slot
+//! index, slot generation) and held here behind its `Arc`. A null, destroyed, reused or
+//! wrong-kind handle is [`YUEBING_ERR_INVALID_HANDLE`](super::error::YUEBING_ERR_INVALID_HANDLE),
+//! never a dangling pointer: generations make a slot's old handles invalid once it is reused.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::{BlockingClient, BlockingMaster, Bridge, Canceller};
+
+use super::engine_api::EngineObject;
+use super::error::{Failure, FfiResult};
+
+/// What a handle names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Bridge = 1,
+    Store = 2,
+    Engine = 3,
+    Batch = 4,
+    Call = 5,
+    Master = 6,
+}
+
+/// An engine's batch, with the engine it belongs to.
+#[derive(Clone)]
+pub(crate) struct BatchObject {
+    pub(crate) engine: crate::BlockingEngine,
+    pub(crate) id: yuebing_engine::BatchId,
+}
+
+/// The objects C holds.
+#[derive(Clone)]
+pub(crate) enum Object {
+    Bridge(Bridge),
+    Store(BlockingClient, Arc<EngineObject>),
+    Engine(Arc<EngineObject>),
+    Batch(BatchObject),
+    Call(Canceller),
+    Master(BlockingMaster),
+}
+
+impl Object {
+    fn kind(&self) -> Kind {
+        match self {
+            Object::Bridge(_) => Kind::Bridge,
+            Object::Store(..) => Kind::Store,
+            Object::Engine(_) => Kind::Engine,
+            Object::Batch(_) => Kind::Batch,
+            Object::Call(_) => Kind::Call,
+            Object::Master(_) => Kind::Master,
+        }
+    }
+}
+
+/// Generations are 24 bits: the top byte of a handle is its kind, the low 32 bits its index.
+const GENERATION_MASK: u32 = 0x00ff_ffff;
+
+struct Slot {
+    generation: u32,
+    object: Option<Object>,
+}
+
+#[derive(Default)]
+struct Table {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+}
+
+static TABLE: Mutex<Table> = Mutex::new(Table {
+    slots: Vec::new(),
+    free: Vec::new(),
+});
+
+fn table() -> MutexGuard<'static, Table> {
+    TABLE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn encode(kind: Kind, index: u32, generation: u32) -> u64 {
+    ((kind as u64) << 56) | (u64::from(generation & GENERATION_MASK) << 32) | u64::from(index)
+}
+
+/// Stores `object` and returns its new handle (never 0).
+pub(crate) fn insert(object: Object) -> FfiResult<u64> {
+    let kind = object.kind();
+    let mut t = table();
+    let index = match t.free.pop() {
+        Some(i) => i,
+        None => {
+            let i = u32::try_from(t.slots.len())
+                .map_err(|_| Failure::handle("the handle table is full"))?;
+            t.slots.push(Slot {
+                generation: 1,
+                object: None,
+            });
+            i
+        }
+    };
+    let slot = &mut t.slots[index as usize];
+    slot.object = Some(object);
+    Ok(encode(kind, index, slot.generation))
+}
+
+/// The slot a handle of `kind` names, if it is live.
+fn slot_of(t: &mut Table, handle: u64, kind: Kind) -> FfiResult<&mut Slot> {
+    let what = || {
+        Failure::handle(format!(
+            "{kind:?} handle {handle:#x} is null, destroyed or of another kind"
+        ))
+    };
+    if handle == 0 || (handle >> 56) as u8 != kind as u8 {
+        return Err(what());
+    }
+    let index = handle as u32 as usize;
+    let generation = ((handle >> 32) as u32) & GENERATION_MASK;
+    match t.slots.get_mut(index) {
+        Some(slot) if slot.generation == generation && slot.object.is_some() => Ok(slot),
+        _ => Err(what()),
+    }
+}
+
+/// The object a live handle of `kind` names (a clone: the table keeps its own).
+pub(crate) fn get(handle: u64, kind: Kind) -> FfiResult<Object> {
+    let mut t = table();
+    let slot = slot_of(&mut t, handle, kind)?;
+    slot.object
+        .clone()
+        .ok_or_else(|| Failure::handle("destroyed"))
+}
+
+/// Takes the object out: the handle (and every copy of it) is invalid from now on.
+pub(crate) fn remove(handle: u64, kind: Kind) -> FfiResult<Object> {
+    let mut t = table();
+    let slot = slot_of(&mut t, handle, kind)?;
+    let object = slot.object.take();
+    slot.generation = match slot.generation.wrapping_add(1) & GENERATION_MASK {
+        0 => 1,
+        g => g,
+    };
+    let index = handle as u32;
+    t.free.push(index);
+    object.ok_or_else(|| Failure::handle("destroyed"))
+}
+
+/// Typed lookups.
+pub(crate) fn bridge(handle: u64) -> FfiResult<Bridge> {
+    match get(handle, Kind::Bridge)? {
+        Object::Bridge(b) => Ok(b),
+        _ => Err(Failure::handle("not a bridge")),
+    }
+}
+
+/// The store client and its engine's object.
+pub(crate) fn store(handle: u64) -> FfiResult<(BlockingClient, Arc<EngineObject>)> {
+    match get(handle, Kind::Store)? {
+        Object::Store(c, e) => Ok((c, e)),
+        _ => Err(Failure::handle("not a store")),
+    }
+}
+
+/// An engine's object.
+pub(crate) fn engine(handle: u64) -> FfiResult<Arc<EngineObject>> {
+    match get(handle, Kind::Engine)? {
+        Object::Engine(e) => Ok(e),
+        _ => Err(Failure::handle("not an engine")),
+    }
+}
+
+/// A batch.
+pub(crate) fn batch(handle: u64) -> FfiResult<BatchObject> {
+    match get(handle, Kind::Batch)? {
+        Object::Batch(b) => Ok(b),
+        _ => Err(Failure::handle("not a batch")),
+    }
+}
+
+/// A call's canceller.
+pub(crate) fn call(handle: u64) -> FfiResult<Canceller> {
+    match get(handle, Kind::Call)? {
+        Object::Call(c) => Ok(c),
+        _ => Err(Failure::handle("not a call")),
+    }
+}
+
+/// A master connection.
+pub(crate) fn master(handle: u64) -> FfiResult<BlockingMaster> {
+    match get(handle, Kind::Master)? {
+        Object::Master(m) => Ok(m),
+        _ => Err(Failure::handle("not a master")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn canceller() -> Canceller {
+        Canceller::detached()
+    }
+
+    #[test]
+    fn stale_null_and_wrong_kind_handles_are_refused() {
+        let h = insert(Object::Call(canceller())).unwrap();
+        assert_ne!(h, 0);
+        assert!(call(h).is_ok());
+        assert!(call(0).is_err());
+        assert!(master(h).is_err(), "wrong kind");
+        assert!(call(h ^ (1 << 33)).is_err(), "wrong generation");
+        remove(h, Kind::Call).unwrap();
+        assert!(call(h).is_err(), "destroyed");
+        assert!(remove(h, Kind::Call).is_err(), "destroyed twice");
+        // The slot is reused under a new generation: the old handle stays invalid.
+        let h2 = insert(Object::Call(canceller())).unwrap();
+        assert_ne!(h, h2);
+        assert!(call(h).is_err());
+        assert!(call(h2).is_ok());
+        remove(h2, Kind::Call).unwrap();
+    }
+}

@@ -1,0 +1,44 @@
+//! The C ABI of yuebing (`include/yuebing.h`, generated from this module by a pinned
+//! cbindgen): handles for bridges, store clients, engines, batches, calls and master
+//! connections, and every bridged operation in a blocking form (`yuebing_X`) and a callback
+//! form (`yuebing_X_async`).
+//!
+//! # Conventions (the header repeats them)
+//! - Every fallible function returns an `int32_t` code: 0 on success, else a negative code
+//!   (`YUEBING_ERR_*`, the same numbers as the Rust errors; `yuebing_error_name` names any
+//!   code). Each takes a last `yuebing_error *err`, which may be NULL; when given it is filled
+//!   (code and message) on every return. `yuebing_last_error_message()` holds the message of
+//!   the last call on this thread.
+//! - Handles are 64-bit values checked on every use: 0, a destroyed handle, a handle of
+//!   another kind or one destroyed twice is `YUEBING_ERR_INVALID_HANDLE`, never undefined
+//!   behaviour. Wild (non-NULL but invalid) pointers remain the caller's responsibility.
+//! - Invalid arguments — NULL where a pointer is required, a NULL buffer with a non-zero
+//!   length, a length or range that overflows, unknown flags or enum values, text that is not
+//!   UTF-8 — are `YUEBING_ERR_INVALID_ARGUMENT`, and nothing happens.
+//! - A callback form returns 0 and then calls its callback exactly once (success, error,
+//!   cancel, deadline or shutdown), on one of the bridge's callback threads, never on the
+//!   calling thread's stack and never with a lock held; or it returns an error and never calls
+//!   it. Arguments handed to a callback are valid only until it returns. A callback may start
+//!   new callback-form calls but must not call a blocking form (`YUEBING_ERR_WOULD_BLOCK_BRIDGE`)
+//!   or destroy its bridge. Callbacks must not unwind (C++ exceptions, longjmp) into the
+//!   library.
+//! - Inputs are read before the function returns (byte values are copied); memory given by
+//!   address (`get_into`, `put_from`, transfers) must be registered with the engine and is
+//!   touched until the call ends — its blocking form returns or its callback runs.
+//! - Bytes and listings the library hands over are freed with `yuebing_buf_free` and
+//!   `yuebing_list_free`.
+
+#![allow(non_camel_case_types)]
+
+pub mod batch_api;
+pub mod bridge_api;
+pub mod deliver;
+pub mod engine_api;
+pub mod error;
+mod handles;
+pub mod master_api;
+mod raw;
+pub mod store_api;
+pub mod store_batch;
+pub mod store_ops;
+pub mod types;

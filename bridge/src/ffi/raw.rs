@@ -1,0 +1,250 @@
+//! The audited C boundary: every pointer a C caller hands over is read here, and every buffer
+//! handed to C is made and taken back here. Nothing outside this module (and the engine's own
+//! `memory/raw.rs`) builds a slice from a raw pointer or copies raw memory;
+//! `scripts/check_raw_memory.sh` checks it.
+//!
+//! What the caller promises (the header says it): a non-NULL pointer points to as many valid
+//! elements as its length says, strings are NUL-terminated, and none of it is freed or changed
+//! by the caller until the function returns. Byte buffers are copied without forming a Rust
+//! reference over them, so they may even be registered memory that a peer writes meanwhile.
+
+use std::ffi::{c_char, CStr, CString};
+
+use super::error::{Failure, FfiResult};
+use super::types::{yuebing_buf, yuebing_list, yuebing_listed};
+
+/// A NUL-terminated UTF-8 string argument; NULL is an error.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string that outlives the call.
+pub(crate) unsafe fn text(p: *const c_char, what: &str) -> FfiResult<String> {
+    if p.is_null() {
+        return Err(Failure::invalid(format!("{what} is NULL")));
+    }
+    // SAFETY: non-NULL, NUL-terminated and unchanged during the call (the caller's promise).
+    let s = unsafe { CStr::from_ptr(p) };
+    s.to_str()
+        .map(str::to_string)
+        .map_err(|_| Failure::invalid(format!("{what} is not UTF-8")))
+}
+
+/// An optional string argument: NULL is `None`.
+///
+/// # Safety
+/// As [`text`].
+pub(crate) unsafe fn optional_text(p: *const c_char, what: &str) -> FfiResult<Option<String>> {
+    match p.is_null() {
+        true => Ok(None),
+        // SAFETY: forwarded.
+        false => unsafe { text(p, what) }.map(Some),
+    }
+}
+
+/// Checks a `(pointer, count)` pair of `T`s: a NULL pointer only with a zero count, and a
+/// byte length that fits in `isize`.
+fn check_array<T>(p: *const T, n: usize, what: &str) -> FfiResult<()> {
+    if p.is_null() && n > 0 {
+        return Err(Failure::invalid(format!("{what} is NULL with length {n}")));
+    }
+    match n.checked_mul(std::mem::size_of::<T>()) {
+        Some(bytes) if bytes <= isize::MAX as usize => Ok(()),
+        _ => Err(Failure::invalid(format!("{what}: length {n} overflows"))),
+    }
+}
+
+/// Copies `len` bytes at `data` into a new vector, without a reference over them.
+///
+/// # Safety
+/// `data` is NULL (then `len` must be 0) or valid for `len` bytes of reads during the call.
+pub(crate) unsafe fn bytes(data: *const u8, len: usize, what: &str) -> FfiResult<Vec<u8>> {
+    check_array(data, len, what)?;
+    let mut out = Vec::with_capacity(len);
+    if len > 0 {
+        // SAFETY: `data` is valid for `len` bytes (the caller's promise, checked non-NULL
+        // above); `out` has room for `len`; a fresh vector cannot overlap caller memory. A raw
+        // copy forms no reference over memory a peer may write.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data, out.as_mut_ptr(), len);
+            out.set_len(len);
+        }
+    }
+    Ok(out)
+}
+
+/// Reads `n` elements of a C array into a vector.
+///
+/// # Safety
+/// `p` is NULL (then `n` must be 0) or points to `n` initialised, aligned `T`s, unchanged
+/// during the call.
+pub(crate) unsafe fn array<T: Copy>(p: *const T, n: usize, what: &str) -> FfiResult<Vec<T>> {
+    check_array(p, n, what)?;
+    // SAFETY: `i < n` elements are valid and aligned (the caller's promise, checked above).
+    Ok((0..n).map(|i| unsafe { p.add(i).read() }).collect())
+}
+
+/// Checks an output array of `n` elements before any work starts.
+pub(crate) fn check_out_array<T>(p: *mut T, n: usize, what: &str) -> FfiResult<()> {
+    check_array(p.cast_const(), n, what)
+}
+
+/// Writes `values` into an output array checked by [`check_out_array`] for as many elements.
+///
+/// # Safety
+/// `p` is valid for writes of `values.len()` elements.
+pub(crate) unsafe fn write_array<T>(p: *mut T, values: Vec<T>) {
+    for (i, v) in values.into_iter().enumerate() {
+        // SAFETY: within the array the caller promised.
+        unsafe { p.add(i).write(v) };
+    }
+}
+
+/// Checks a required output pointer before any work starts.
+pub(crate) fn check_out<T>(p: *mut T, what: &str) -> FfiResult<()> {
+    match p.is_null() {
+        true => Err(Failure::invalid(format!("{what} is NULL"))),
+        false => Ok(()),
+    }
+}
+
+/// Writes a value through an output pointer checked by [`check_out`] (NULL is skipped).
+///
+/// # Safety
+/// `p` is NULL or valid for a write of one `T`.
+pub(crate) unsafe fn write<T>(p: *mut T, v: T) {
+    if !p.is_null() {
+        // SAFETY: the caller's promise.
+        unsafe { p.write(v) };
+    }
+}
+
+/// Hands bytes to C: freed by [`free_buf`] (`yuebing_buf_free`).
+pub(crate) fn into_buf(v: Vec<u8>) -> yuebing_buf {
+    let boxed = v.into_boxed_slice();
+    let len = boxed.len();
+    let data = Box::into_raw(boxed).cast::<u8>();
+    yuebing_buf { data, len }
+}
+
+/// Frees bytes handed over by [`into_buf`] and empties the buffer; an empty one is left as is.
+///
+/// # Safety
+/// `buf` is NULL or points to a `yuebing_buf` that is empty or was filled by this library and
+/// not freed since.
+pub(crate) unsafe fn free_buf(buf: *mut yuebing_buf) {
+    if buf.is_null() {
+        return;
+    }
+    // SAFETY: a valid `yuebing_buf` (the caller's promise).
+    let b = unsafe { buf.read() };
+    if !b.data.is_null() {
+        // SAFETY: `data`/`len` came from `Box::into_raw` of a boxed slice of `len` bytes in
+        // `into_buf`, and were not freed since.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(b.data, b.len)) });
+    }
+    // SAFETY: as above.
+    unsafe {
+        buf.write(yuebing_buf {
+            data: std::ptr::null_mut(),
+            len: 0,
+        })
+    };
+}
+
+/// Hands a listing to C: freed by [`free_list`] (`yuebing_list_free`).
+pub(crate) fn into_list(listed: Vec<(CString, u64, u32)>) -> yuebing_list {
+    let items: Box<[yuebing_listed]> = listed
+        .into_iter()
+        .map(|(key, size, replicas)| yuebing_listed {
+            key: key.into_raw(),
+            size,
+            replicas,
+        })
+        .collect();
+    let len = items.len();
+    yuebing_list {
+        items: Box::into_raw(items).cast::<yuebing_listed>(),
+        len,
+    }
+}
+
+/// Frees a listing made by [`into_list`] and empties it; an empty one is left as is.
+///
+/// # Safety
+/// `list` is NULL or points to a `yuebing_list` that is empty or was filled by this library
+/// and not freed since.
+pub(crate) unsafe fn free_list(list: *mut yuebing_list) {
+    if list.is_null() {
+        return;
+    }
+    // SAFETY: a valid `yuebing_list` (the caller's promise).
+    let l = unsafe { list.read() };
+    if !l.items.is_null() {
+        // SAFETY: `items`/`len` came from `Box::into_raw` of a boxed slice in `into_list`, and
+        // each key from `CString::into_raw` there; none was freed since.
+        let items = unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(l.items, l.len)) };
+        for item in items.iter() {
+            // SAFETY: as above.
+            drop(unsafe { CString::from_raw(item.key) });
+        }
+    }
+    // SAFETY: as above.
+    unsafe {
+        list.write(yuebing_list {
+            items: std::ptr::null_mut(),
+            len: 0,
+        })
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn null_with_a_length_and_overflowing_lengths_are_refused() {
+        // SAFETY: no pointer is dereferenced: each case fails its checks first.
+        unsafe {
+            assert!(bytes(std::ptr::null(), 1, "data").is_err());
+            assert_eq!(bytes(std::ptr::null(), 0, "data").unwrap(), b"");
+            let one = 7u64;
+            assert!(array(&one, usize::MAX / 4, "addrs").is_err());
+            assert!(text(std::ptr::null(), "key").is_err());
+            assert_eq!(optional_text(std::ptr::null(), "token").unwrap(), None);
+            let bad = [0xffu8 as c_char, 0];
+            assert!(text(bad.as_ptr(), "key").is_err());
+        }
+        assert!(check_out::<u64>(std::ptr::null_mut(), "out").is_err());
+    }
+
+    #[test]
+    fn listings_are_freed_once() {
+        let mut l = into_list(vec![
+            (CString::new("a").unwrap(), 1, 1),
+            (CString::new("bc").unwrap(), 2, 3),
+        ]);
+        assert_eq!(l.len, 2);
+        // SAFETY: `l` was filled by `into_list`; the second free sees it emptied.
+        unsafe {
+            assert_eq!(
+                CStr::from_ptr((*l.items.add(1)).key).to_str().unwrap(),
+                "bc"
+            );
+            free_list(&mut l);
+            assert!(l.items.is_null());
+            free_list(&mut l);
+        }
+    }
+
+    #[test]
+    fn buffers_round_trip_and_free_twice_harmlessly() {
+        let mut b = into_buf(vec![1, 2, 3]);
+        assert_eq!(b.len, 3);
+        // SAFETY: `b` was filled by `into_buf`; the second free sees it emptied.
+        unsafe {
+            assert_eq!(bytes(b.data, b.len, "b").unwrap(), [1, 2, 3]);
+            free_buf(&mut b);
+            assert!(b.data.is_null());
+            free_buf(&mut b);
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! `yuebing_store_*`: a store client, its single-key calls in blocking and callback forms, and
+//! the buffers and listings it hands out.
+
+use std::time::Duration;
+
+use ::yuebing_store::master::PutConfig;
+use ::yuebing_store::{ClientConfig, Options};
+
+use crate::BlockingClient;
+
+use super::bridge_api::resolve;
+use super::engine_api::EngineObject;
+use super::error::{entry, yuebing_error, Failure, FfiResult};
+use super::handles::{self, Kind, Object};
+use super::raw;
+use super::types::*;
+
+/// The options of a call: NULL is the client's defaults.
+///
+/// # Safety
+/// `p` is NULL or readable.
+pub(crate) unsafe fn options(p: *const yuebing_options) -> FfiResult<Options> {
+    if p.is_null() {
+        return Ok(Options::default());
+    }
+    // SAFETY: non-NULL and readable (the caller's promise).
+    let o = unsafe { p.read() };
+    let known = YUEBING_OPT_SOFT_PIN | YUEBING_OPT_HARD_PIN;
+    if o.flags & !known != 0 {
+        return Err(Failure::invalid(format!(
+            "unknown option flags {:#x}",
+            o.flags & !known
+        )));
+    }
+    let put = (o.replica_num != 0 || o.flags != 0).then(|| PutConfig {
+        replica_num: o.replica_num.max(1),
+        soft_pin: o.flags & YUEBING_OPT_SOFT_PIN != 0,
+        hard_pin: o.flags & YUEBING_OPT_HARD_PIN != 0,
+        ..PutConfig::default()
+    });
+    Ok(Options {
+        deadline: (o.timeout_ms != 0).then(|| Duration::from_millis(o.timeout_ms)),
+        put,
+    })
+}
+
+/// A store client's config from C.
+///
+/// # Safety
+/// `c`'s strings are NULL or NUL-terminated.
+unsafe fn client_config(c: &yuebing_store_config) -> FfiResult<ClientConfig> {
+    if c.flags != 0 {
+        return Err(Failure::invalid(format!(
+            "unknown store flags {:#x}",
+            c.flags
+        )));
+    }
+    let mut cfg = ClientConfig::default();
+    // SAFETY: forwarded.
+    let masters = unsafe { raw::text(c.master, "master") }?;
+    for m in masters.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+        cfg.masters.push(m.parse().map_err(crate::Error::from)?);
+    }
+    if cfg.masters.is_empty() {
+        return Err(Failure::invalid("master names no endpoint"));
+    }
+    // SAFETY: forwarded.
+    if let Some(t) = unsafe { raw::optional_text(c.token, "token") }? {
+        let token = yuebing_rpc::Token::new(t).map_err(crate::Error::from)?;
+        cfg.token = Some(token.clone());
+        cfg.engine.token = Some(token);
+    }
+    // SAFETY: forwarded.
+    if let Some(bind) = unsafe { raw::optional_text(c.bind, "bind") }? {
+        cfg.engine.bind = bind;
+    }
+    cfg.store_size = c.store_size;
+    if c.staging_size != 0 {
+        cfg.staging_size = c.staging_size;
+    }
+    if c.timeout_ms != 0 {
+        cfg.deadline = Duration::from_millis(c.timeout_ms);
+    }
+    Ok(cfg)
+}
+
+/// Starts a store client on `bridge` (0: the default bridge) and blocks until it has joined
+/// the cluster.
+///
+/// # Safety
+/// `config` is readable and its strings NUL-terminated; `out` writable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_new(
+    bridge: yuebing_bridge,
+    config: *const yuebing_store_config,
+    out: *mut yuebing_store,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        raw::check_out(out, "out")?;
+        if config.is_null() {
+            return Err(Failure::invalid("config is NULL"));
+        }
+        // SAFETY: non-NULL, readable, its strings NUL-terminated (the caller's promise).
+        let cfg = unsafe { client_config(&config.read()) }?;
+        let bridge = resolve(bridge)?;
+        let client = BlockingClient::start(&bridge, cfg)?;
+        let engine = EngineObject::new(crate::BlockingEngine::from_engine(
+            &bridge,
+            client.client().engine().clone(),
+        ));
+        let h = handles::insert(Object::Store(client, engine))?;
+        // SAFETY: checked non-NULL; writable.
+        unsafe { raw::write(out, h) };
+        Ok(())
+    })
+}
+
+/// Releases a store handle. It does not wait for calls in flight: they hold the client and end
+/// normally (callbacks included). Call `yuebing_store_close` first to leave the cluster
+/// gracefully. Memory registered through the client's engine handles is unregistered once the
+/// last of them (this one included) is destroyed.
+///
+/// # Safety
+/// `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_destroy(
+    store: yuebing_store,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        handles::remove(store, Kind::Store)?;
+        Ok(())
+    })
+}
+
+/// A handle of the client's own engine, to register memory for `get_into` and `put_from`
+/// (destroy it with `yuebing_engine_destroy`).
+///
+/// # Safety
+/// `out` writable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_engine(
+    store: yuebing_store,
+    out: *mut yuebing_engine,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        raw::check_out(out, "out")?;
+        let (_, engine) = handles::store(store)?;
+        let h = handles::insert(Object::Engine(engine))?;
+        // SAFETY: checked non-NULL; writable.
+        unsafe { raw::write(out, h) };
+        Ok(())
+    })
+}
+
+/// Frees bytes returned by the library and empties `buf`; NULL or an empty buffer is a no-op.
+///
+/// # Safety
+/// `buf` is NULL or a `yuebing_buf` filled by this library (or zeroed), not freed since.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_buf_free(buf: *mut yuebing_buf) {
+    // SAFETY: forwarded.
+    unsafe { raw::free_buf(buf) }
+}
+
+/// Frees a listing returned by `yuebing_store_list` and empties it; NULL is a no-op.
+///
+/// # Safety
+/// `list` is NULL or a `yuebing_list` filled by this library (or zeroed), not freed since.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_list_free(list: *mut yuebing_list) {
+    // SAFETY: forwarded.
+    unsafe { raw::free_list(list) }
+}
+
+/// The client and the call's options of a store call.
+///
+/// # Safety
+/// `opts` is NULL or readable.
+pub(crate) unsafe fn target(
+    store: yuebing_store,
+    opts: *const yuebing_options,
+) -> FfiResult<(BlockingClient, Options)> {
+    let (client, _) = handles::store(store)?;
+    // SAFETY: forwarded.
+    Ok((client, unsafe { options(opts) }?))
+}

@@ -1,0 +1,520 @@
+//! The store client's batch calls in blocking and callback forms: one master call for the
+//! whole batch, a code (and a value) per item. The function's own code says whether the batch
+//! ran; `codes[i]` says how item i fared.
+
+use std::ffi::{c_char, c_void};
+
+use crate::Each;
+
+use super::deliver::{required, Op, UserData};
+use super::error::{entry, yuebing_error, FfiResult};
+use super::raw;
+use super::store_api::target;
+use super::store_ops::check_range;
+use super::types::*;
+
+/// `n` keys.
+///
+/// # Safety
+/// `keys` valid for `n` pointers, each NUL-terminated.
+unsafe fn keys(keys: *const *const c_char, n: usize) -> FfiResult<Vec<String>> {
+    // SAFETY: forwarded contract.
+    let ptrs = unsafe { raw::array(keys, n, "keys") }?;
+    // SAFETY: forwarded contract.
+    ptrs.into_iter()
+        .map(|p| unsafe { raw::text(p, "a key") })
+        .collect()
+}
+
+/// `n` `(key, addr, len)` ranges of registered memory; overflowing ones are refused.
+///
+/// # Safety
+/// Each array valid for `n` elements, keys NUL-terminated.
+unsafe fn ranges(
+    k: *const *const c_char,
+    addrs: *const u64,
+    lens: *const u64,
+    n: usize,
+) -> FfiResult<Vec<(String, u64, u64)>> {
+    // SAFETY: forwarded contract.
+    let (k, a, l) = unsafe {
+        (
+            keys(k, n)?,
+            raw::array(addrs, n, "addrs")?,
+            raw::array(lens, n, "lens")?,
+        )
+    };
+    let items: Vec<_> = k
+        .into_iter()
+        .zip(a)
+        .zip(l)
+        .map(|((k, a), l)| (k, a, l))
+        .collect();
+    for (_, a, l) in &items {
+        check_range(*a, *l)?;
+    }
+    Ok(items)
+}
+
+/// Borrowed views of owned ranges, as the async client takes them.
+fn views(items: &[(String, u64, u64)]) -> Vec<(&str, u64, u64)> {
+    items.iter().map(|(k, a, l)| (k.as_str(), *a, *l)).collect()
+}
+
+/// Per-item codes and numbers of a batch's results.
+fn split<T>(each: Each<T>, value: fn(T) -> u64) -> (Vec<i32>, Vec<u64>) {
+    each.into_iter()
+        .map(|r| match r {
+            Ok(v) => (0, value(v)),
+            Err(e) => (e.code(), 0),
+        })
+        .unzip()
+}
+
+/// Waits for a batch and writes its codes (required) and numbers (optional), `n` each.
+fn wait_each<T: Send + 'static>(
+    op: Op<Each<T>>,
+    n: usize,
+    codes_out: *mut i32,
+    values_out: *mut u64,
+    value: fn(T) -> u64,
+) -> FfiResult<()> {
+    raw::check_out(codes_out, "codes_out")?;
+    raw::check_out_array(codes_out, n, "codes_out")?;
+    raw::check_out_array(values_out, n, "values_out")?;
+    let (codes, values) = split(op.wait()?, value);
+    // SAFETY: each output is valid for `n` elements (the caller's promise; checked above), and
+    // a batch answers one result per item.
+    unsafe {
+        raw::write_array(codes_out, codes);
+        if !values_out.is_null() {
+            raw::write_array(values_out, values);
+        }
+    }
+    Ok(())
+}
+
+/// Starts a batch whose outcome goes to a [`yuebing_each_cb`].
+fn then_each<T: Send + 'static>(
+    op: Op<Each<T>>,
+    cb: yuebing_each_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    value: fn(T) -> u64,
+) -> FfiResult<()> {
+    let (f, ud) = (required(cb)?, UserData::new(user_data));
+    op.then(call_out, move |code, msg, each| {
+        let (codes, values) = each.map(|e| split(e, value)).unwrap_or_default();
+        let (c, v) = match each_present(&codes) {
+            true => (codes.as_ptr(), values.as_ptr()),
+            false => (std::ptr::null(), std::ptr::null()),
+        };
+        // SAFETY: the caller's callback, called once; the arrays outlive it.
+        unsafe { f(ud.get(), code, msg, codes.len(), c, v) }
+    })
+}
+
+fn each_present(codes: &[i32]) -> bool {
+    !codes.is_empty()
+}
+
+fn nothing(_: ()) -> u64 {
+    0
+}
+
+fn identity(v: u64) -> u64 {
+    v
+}
+
+unsafe fn batch_put_op(
+    store: yuebing_store,
+    k: *const *const c_char,
+    values: *const *const u8,
+    lens: *const usize,
+    n: usize,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<Each<()>>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let (k, ptrs, lens) = unsafe {
+        (
+            keys(k, n)?,
+            raw::array(values, n, "values")?,
+            raw::array(lens, n, "lens")?,
+        )
+    };
+    let mut items = Vec::with_capacity(n);
+    for ((key, p), len) in k.into_iter().zip(ptrs).zip(lens) {
+        // SAFETY: each value valid for its length (the caller's promise).
+        items.push((key, unsafe { raw::bytes(p, len, "a value") }?));
+    }
+    let c = client.client().clone();
+    Ok(Op::new(client.bridge(), async move {
+        let refs: Vec<(&str, &[u8])> = items.iter().map(|(k, v)| (k.as_str(), &v[..])).collect();
+        c.batch_put(&refs, &opts).await
+    }))
+}
+
+/// Stores `n` values (`values[i]` of `lens[i]` bytes, copied before the function returns)
+/// under `keys[i]`; item i's code goes to `codes_out[i]`.
+///
+/// # Safety
+/// Arrays valid for `n` elements, keys NUL-terminated, each value valid for its length;
+/// `codes_out` writable for `n`; `opts` NULL or readable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_put(
+    store: yuebing_store,
+    keys: *const *const c_char,
+    values: *const *const u8,
+    lens: *const usize,
+    n: usize,
+    opts: *const yuebing_options,
+    codes_out: *mut i32,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts) }?;
+        wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
+    })
+}
+
+/// `yuebing_store_batch_put` in callback form (`values` in the callback are 0). Returns 0 and
+/// then calls `cb` exactly once, or returns an error and never calls it.
+///
+/// # Safety
+/// As `yuebing_store_batch_put`; `user_data` usable on the callback thread; `call_out` NULL
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_put_async(
+    store: yuebing_store,
+    keys: *const *const c_char,
+    values: *const *const u8,
+    lens: *const usize,
+    n: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_each_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        required(cb)?;
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts) }?;
+        then_each(op, cb, user_data, call_out, nothing)
+    })
+}
+
+unsafe fn batch_put_from_op(
+    store: yuebing_store,
+    k: *const *const c_char,
+    addrs: *const u64,
+    lens: *const u64,
+    n: usize,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<Each<()>>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let items = unsafe { ranges(k, addrs, lens, n) }?;
+    let c = client.client().clone();
+    Ok(Op::new(client.bridge(), async move {
+        c.batch_put_from(&views(&items), &opts).await
+    }))
+}
+
+/// Stores `n` ranges of registered memory (`addrs[i]`, `lens[i]`) under `keys[i]` without a
+/// copy (the memory is read until the call ends); item i's code goes to `codes_out[i]`.
+///
+/// # Safety
+/// Arrays valid for `n` elements, keys NUL-terminated; `codes_out` writable for `n`; `opts`
+/// NULL or readable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_put_from(
+    store: yuebing_store,
+    keys: *const *const c_char,
+    addrs: *const u64,
+    lens: *const u64,
+    n: usize,
+    opts: *const yuebing_options,
+    codes_out: *mut i32,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts) }?;
+        wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
+    })
+}
+
+/// `yuebing_store_batch_put_from` in callback form. Returns 0 and then calls `cb` exactly
+/// once, or returns an error and never calls it.
+///
+/// # Safety
+/// As `yuebing_store_batch_put_from`; `user_data` usable on the callback thread; `call_out`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_put_from_async(
+    store: yuebing_store,
+    keys: *const *const c_char,
+    addrs: *const u64,
+    lens: *const u64,
+    n: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_each_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        required(cb)?;
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts) }?;
+        then_each(op, cb, user_data, call_out, nothing)
+    })
+}
+
+unsafe fn batch_get_into_op(
+    store: yuebing_store,
+    k: *const *const c_char,
+    addrs: *const u64,
+    lens: *const u64,
+    n: usize,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<Each<u64>>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let items = unsafe { ranges(k, addrs, lens, n) }?;
+    let c = client.client().clone();
+    Ok(Op::new(client.bridge(), async move {
+        c.batch_get_into(&views(&items), &opts).await
+    }))
+}
+
+/// Reads `keys[i]` into registered memory (`addrs[i]`, `lens[i]`) without a copy; item i's
+/// code goes to `codes_out[i]` and its size to `sizes_out[i]` (NULL: not wanted). The memory
+/// is written until the call ends.
+///
+/// # Safety
+/// Arrays valid for `n` elements, keys NUL-terminated; `codes_out` (and `sizes_out` unless
+/// NULL) writable for `n`; `opts` NULL or readable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_get_into(
+    store: yuebing_store,
+    keys: *const *const c_char,
+    addrs: *const u64,
+    lens: *const u64,
+    n: usize,
+    opts: *const yuebing_options,
+    codes_out: *mut i32,
+    sizes_out: *mut u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_get_into_op(store, keys, addrs, lens, n, opts) }?;
+        wait_each(op, n, codes_out, sizes_out, identity)
+    })
+}
+
+/// `yuebing_store_batch_get_into` in callback form (`values` are the sizes). Returns 0 and then
+/// calls `cb` exactly once, or returns an error and never calls it.
+///
+/// # Safety
+/// As `yuebing_store_batch_get_into`; `user_data` usable on the callback thread; `call_out`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_get_into_async(
+    store: yuebing_store,
+    keys: *const *const c_char,
+    addrs: *const u64,
+    lens: *const u64,
+    n: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_each_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        required(cb)?;
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_get_into_op(store, keys, addrs, lens, n, opts) }?;
+        then_each(op, cb, user_data, call_out, identity)
+    })
+}
+
+unsafe fn batch_exist_op(
+    store: yuebing_store,
+    k: *const *const c_char,
+    n: usize,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<Each<bool>>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let k = unsafe { keys(k, n) }?;
+    let c = client.client().clone();
+    Ok(Op::new(client.bridge(), async move {
+        let refs: Vec<&str> = k.iter().map(String::as_str).collect();
+        c.batch_exist(&refs, &opts).await
+    }))
+}
+
+/// Whether each of `n` keys exists: item i's code goes to `codes_out[i]` and 1 or 0 to
+/// `exists_out[i]` (NULL: not wanted).
+///
+/// # Safety
+/// `keys` valid for `n` NUL-terminated keys; `codes_out` (and `exists_out` unless NULL)
+/// writable for `n`; `opts` NULL or readable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_exist(
+    store: yuebing_store,
+    keys: *const *const c_char,
+    n: usize,
+    opts: *const yuebing_options,
+    codes_out: *mut i32,
+    exists_out: *mut u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_exist_op(store, keys, n, opts) }?;
+        wait_each(op, n, codes_out, exists_out, u64::from)
+    })
+}
+
+/// `yuebing_store_batch_exist` in callback form (`values` are 1 or 0). Returns 0 and then
+/// calls `cb` exactly once, or returns an error and never calls it.
+///
+/// # Safety
+/// As `yuebing_store_batch_exist`; `user_data` usable on the callback thread; `call_out` NULL
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_exist_async(
+    store: yuebing_store,
+    keys: *const *const c_char,
+    n: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_each_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        required(cb)?;
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_exist_op(store, keys, n, opts) }?;
+        then_each(op, cb, user_data, call_out, u64::from)
+    })
+}
+
+unsafe fn batch_get_op(
+    store: yuebing_store,
+    k: *const *const c_char,
+    n: usize,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<Each<Vec<u8>>>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let k = unsafe { keys(k, n) }?;
+    let c = client.client().clone();
+    Ok(Op::new(client.bridge(), async move {
+        let refs: Vec<&str> = k.iter().map(String::as_str).collect();
+        c.batch_get(&refs, &opts).await
+    }))
+}
+
+/// The values of `n` keys: item i's code goes to `codes_out[i]` and its bytes to
+/// `values_out[i]` (free each with `yuebing_buf_free`; a failed item's is empty).
+///
+/// # Safety
+/// `keys` valid for `n` NUL-terminated keys; `codes_out` and `values_out` writable for `n`;
+/// `opts` NULL or readable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_get(
+    store: yuebing_store,
+    keys: *const *const c_char,
+    n: usize,
+    opts: *const yuebing_options,
+    codes_out: *mut i32,
+    values_out: *mut yuebing_buf,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        raw::check_out(codes_out, "codes_out")?;
+        raw::check_out(values_out, "values_out")?;
+        raw::check_out_array(codes_out, n, "codes_out")?;
+        raw::check_out_array(values_out, n, "values_out")?;
+        // SAFETY: forwarded contract.
+        let each = unsafe { batch_get_op(store, keys, n, opts) }?.wait()?;
+        let (codes, bufs): (Vec<i32>, Vec<yuebing_buf>) = each
+            .into_iter()
+            .map(|r| match r {
+                Ok(v) => (0, raw::into_buf(v)),
+                Err(e) => (e.code(), raw::into_buf(Vec::new())),
+            })
+            .unzip();
+        // SAFETY: both outputs are writable for `n` elements (checked above; one result per
+        // item).
+        unsafe {
+            raw::write_array(codes_out, codes);
+            raw::write_array(values_out, bufs);
+        }
+        Ok(())
+    })
+}
+
+/// `yuebing_store_batch_get` in callback form: the values are lent to the callback. Returns 0
+/// and then calls `cb` exactly once, or returns an error and never calls it.
+///
+/// # Safety
+/// As `yuebing_store_batch_get`; `user_data` usable on the callback thread; `call_out` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_get_async(
+    store: yuebing_store,
+    keys: *const *const c_char,
+    n: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_each_bytes_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let (f, ud) = (required(cb)?, UserData::new(user_data));
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_get_op(store, keys, n, opts) }?;
+        op.then(call_out, move |code, msg, each| {
+            let each = each.unwrap_or_default();
+            let codes: Vec<i32> = each
+                .iter()
+                .map(|r| r.as_ref().map_or_else(|e| e.code(), |_| 0))
+                .collect();
+            let views: Vec<yuebing_bytes> = each
+                .iter()
+                .map(|r| match r {
+                    Ok(v) => yuebing_bytes {
+                        data: v.as_ptr(),
+                        len: v.len(),
+                    },
+                    Err(_) => yuebing_bytes {
+                        data: std::ptr::null(),
+                        len: 0,
+                    },
+                })
+                .collect();
+            let (c, v) = match each_present(&codes) {
+                true => (codes.as_ptr(), views.as_ptr()),
+                false => (std::ptr::null(), std::ptr::null()),
+            };
+            // SAFETY: the caller's callback, called once; `each`, `codes`, `views` outlive it.
+            unsafe { f(ud.get(), code, msg, codes.len(), c, v) }
+        })
+    })
+}

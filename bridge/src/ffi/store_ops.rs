@@ -1,0 +1,815 @@
+//! The store client's calls of one key (and its keyless ones) in their blocking and callback
+//! forms: each `yuebing_store_X` waits, each `yuebing_store_X_async` hands the outcome to a
+//! callback. The arguments are checked by one `X_op` per call, shared by both forms.
+
+use std::ffi::{c_char, c_void};
+
+use ::yuebing_store::master::{ListedObject, Stats};
+
+use super::deliver::{self, required, Op, UserData};
+use super::error::{c_string, entry, yuebing_error, Failure, FfiResult};
+use super::raw;
+use super::store_api::target;
+use super::types::*;
+
+/// Waits for a number and writes it through `out` (NULL: not wanted).
+fn wait_number(out: *mut u64, op: Op<u64>) -> FfiResult<()> {
+    let v = op.wait()?;
+    // SAFETY: NULL or writable (the caller's promise).
+    unsafe { raw::write(out, v) };
+    Ok(())
+}
+
+/// `put`, `upsert`: the value is copied before the function returns.
+unsafe fn put_op(
+    store: yuebing_store,
+    key: *const c_char,
+    data: *const u8,
+    len: usize,
+    opts: *const yuebing_options,
+    upsert: bool,
+) -> FfiResult<Op<()>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let (key, value) = unsafe { (raw::text(key, "key")?, raw::bytes(data, len, "data")?) };
+    let c = client.client().clone();
+    Ok(Op::new(client.bridge(), async move {
+        match upsert {
+            true => c.upsert(&key, &value, &opts).await,
+            false => c.put(&key, &value, &opts).await,
+        }
+    }))
+}
+
+/// `put_from`: registered memory, read until the call ends.
+unsafe fn put_from_op(
+    store: yuebing_store,
+    key: *const c_char,
+    addr: u64,
+    len: u64,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<()>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let key = unsafe { raw::text(key, "key") }?;
+    check_range(addr, len)?;
+    let c = client.client().clone();
+    Ok(Op::new(client.bridge(), async move {
+        c.put_from(&key, addr, len, &opts).await
+    }))
+}
+
+/// A range whose end overflows is refused before anything starts.
+pub(crate) fn check_range(addr: u64, len: u64) -> FfiResult<()> {
+    match addr.checked_add(len) {
+        Some(_) => Ok(()),
+        None => Err(Failure::invalid(format!("range {addr:#x}+{len} overflows"))),
+    }
+}
+
+unsafe fn get_op(
+    store: yuebing_store,
+    key: *const c_char,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<Vec<u8>>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let key = unsafe { raw::text(key, "key") }?;
+    let c = client.client().clone();
+    Ok(Op::new(
+        client.bridge(),
+        async move { c.get(&key, &opts).await },
+    ))
+}
+
+/// Waits for bytes and hands them over in `out` (free with `yuebing_buf_free`).
+fn wait_bytes(out: *mut yuebing_buf, op: Op<Vec<u8>>) -> FfiResult<()> {
+    raw::check_out(out, "out")?;
+    let v = op.wait()?;
+    // SAFETY: checked non-NULL; writable (the caller's promise).
+    unsafe { raw::write(out, raw::into_buf(v)) };
+    Ok(())
+}
+
+/// Delivery to a [`yuebing_bytes_cb`].
+fn bytes_cb(
+    cb: yuebing_bytes_cb,
+    user_data: *mut c_void,
+) -> FfiResult<impl FnOnce(i32, *const c_char, Option<Vec<u8>>) + Send + 'static> {
+    let (f, ud) = (required(cb)?, UserData::new(user_data));
+    Ok(move |code, msg, v: Option<Vec<u8>>| {
+        let v = v.unwrap_or_default();
+        // SAFETY: the caller's callback for this call, called once; `v` outlives the call.
+        unsafe { f(ud.get(), code, msg, v.as_ptr(), v.len()) }
+    })
+}
+
+unsafe fn get_into_op(
+    store: yuebing_store,
+    key: *const c_char,
+    addr: u64,
+    len: u64,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<u64>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let key = unsafe { raw::text(key, "key") }?;
+    check_range(addr, len)?;
+    let c = client.client().clone();
+    Ok(Op::new(client.bridge(), async move {
+        c.get_into(&key, addr, len, &opts).await
+    }))
+}
+
+unsafe fn exist_op(
+    store: yuebing_store,
+    key: *const c_char,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<u64>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let key = unsafe { raw::text(key, "key") }?;
+    let c = client.client().clone();
+    Ok(Op::new(client.bridge(), async move { c.exist(&key, &opts).await }).map(u64::from))
+}
+
+unsafe fn get_size_op(
+    store: yuebing_store,
+    key: *const c_char,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<u64>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let key = unsafe { raw::text(key, "key") }?;
+    let c = client.client().clone();
+    Ok(Op::new(client.bridge(), async move {
+        c.get_size(&key, &opts).await
+    }))
+}
+
+unsafe fn remove_op(
+    store: yuebing_store,
+    key: *const c_char,
+    force: bool,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<()>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let key = unsafe { raw::text(key, "key") }?;
+    let c = client.client().clone();
+    Ok(Op::new(client.bridge(), async move {
+        c.remove(&key, force, &opts).await
+    }))
+}
+
+/// `remove_all`.
+unsafe fn remove_all_op(
+    store: yuebing_store,
+    force: bool,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<u64>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    let c = client.client().clone();
+    Ok(Op::new(client.bridge(), async move {
+        c.remove_all(force, &opts).await
+    }))
+}
+
+/// `close`.
+unsafe fn close_op(store: yuebing_store, opts: *const yuebing_options) -> FfiResult<Op<()>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    let c = client.client().clone();
+    Ok(Op::new(
+        client.bridge(),
+        async move { c.close(&opts).await },
+    ))
+}
+
+/// `stats`.
+unsafe fn stats_op(store: yuebing_store, opts: *const yuebing_options) -> FfiResult<Op<Stats>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    let c = client.client().clone();
+    Ok(Op::new(
+        client.bridge(),
+        async move { c.stats(&opts).await },
+    ))
+}
+
+/// Delivery to a [`yuebing_stats_cb`].
+fn stats_cb(
+    cb: yuebing_stats_cb,
+    user_data: *mut c_void,
+) -> FfiResult<impl FnOnce(i32, *const c_char, Option<Stats>) + Send + 'static> {
+    deliver::by_pointer(cb, user_data, c_stats)
+}
+
+/// The C form of the master's counts.
+pub(crate) fn c_stats(s: Stats) -> yuebing_stats {
+    yuebing_stats {
+        objects: s.objects,
+        pending_writes: s.pending_writes,
+        bytes_used: s.bytes_used,
+        bytes_capacity: s.bytes_capacity,
+        nodes: s.nodes,
+        mounts: s.mounts,
+    }
+}
+
+/// Waits for a value and writes its C form through `out` (required).
+pub(crate) fn wait_into<T: Send + 'static, C>(
+    out: *mut C,
+    op: Op<T>,
+    to_c: fn(T) -> C,
+) -> FfiResult<()> {
+    raw::check_out(out, "out")?;
+    let v = op.wait()?;
+    // SAFETY: checked non-NULL; writable (the caller's promise).
+    unsafe { raw::write(out, to_c(v)) };
+    Ok(())
+}
+
+unsafe fn list_op(
+    store: yuebing_store,
+    prefix: *const c_char,
+    limit: u64,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<Vec<ListedObject>>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let prefix = unsafe { raw::text(prefix, "prefix") }?;
+    let c = client.client().clone();
+    Ok(Op::new(client.bridge(), async move {
+        c.list(&prefix, limit, &opts).await
+    }))
+}
+
+/// A listing's keys as C strings, with sizes and replica counts.
+fn c_keys(listed: Vec<ListedObject>) -> Vec<(std::ffi::CString, u64, u32)> {
+    listed
+        .into_iter()
+        .map(|o| (c_string(&o.key), o.size, o.replicas))
+        .collect()
+}
+
+/// Lists keys starting with `prefix`, sorted, at most `limit`; the listing goes to `out` (free
+/// it with `yuebing_list_free`).
+///
+/// # Safety
+/// `prefix` NUL-terminated; `opts` NULL or readable; `out` writable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_list(
+    store: yuebing_store,
+    prefix: *const c_char,
+    limit: u64,
+    opts: *const yuebing_options,
+    out: *mut yuebing_list,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        raw::check_out(out, "out")?;
+        // SAFETY: forwarded contract.
+        let listed = unsafe { list_op(store, prefix, limit, opts) }?.wait()?;
+        // SAFETY: checked non-NULL; writable.
+        unsafe { raw::write(out, raw::into_list(c_keys(listed))) };
+        Ok(())
+    })
+}
+
+/// Lists keys starting with `prefix` (callback form: the listing is lent to the callback).
+/// Returns 0 and calls `cb` exactly once, or returns an error and never calls it.
+///
+/// # Safety
+/// As `yuebing_store_list`; `call_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_list_async(
+    store: yuebing_store,
+    prefix: *const c_char,
+    limit: u64,
+    opts: *const yuebing_options,
+    cb: yuebing_list_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let (f, ud) = (required(cb)?, UserData::new(user_data));
+        // SAFETY: forwarded contract.
+        let op = unsafe { list_op(store, prefix, limit, opts) }?;
+        op.then(call_out, move |code, msg, v| {
+            let keys = c_keys(v.unwrap_or_default());
+            let items: Vec<yuebing_listed> = keys
+                .iter()
+                .map(|(k, size, replicas)| yuebing_listed {
+                    key: k.as_ptr().cast_mut(),
+                    size: *size,
+                    replicas: *replicas,
+                })
+                .collect();
+            // SAFETY: the caller's callback, called once; `items` and `keys` outlive it.
+            unsafe { f(ud.get(), code, msg, items.len(), items.as_ptr()) }
+        })
+    })
+}
+
+/// Stores `len` bytes at `data` under `key` (copied before the function returns);
+/// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
+/// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_put(
+    store: yuebing_store,
+    key: *const c_char,
+    data: *const u8,
+    len: usize,
+    opts: *const yuebing_options,
+    err: *mut yuebing_error,
+) -> i32 {
+    // SAFETY: the caller's promises, forwarded.
+    entry(err, || {
+        unsafe { put_op(store, key, data, len, opts, false) }?.wait()
+    })
+}
+
+/// Stores `len` bytes at `data` under `key` (copied before the function returns);
+/// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists.
+/// Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
+/// an error and never calls it. With `call_out`, a call handle to cancel it is written there.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
+/// `call_out` and `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_put_async(
+    store: yuebing_store,
+    key: *const c_char,
+    data: *const u8,
+    len: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_done_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = deliver::done(cb, user_data)?;
+        // SAFETY: the caller's promises, forwarded.
+        unsafe { put_op(store, key, data, len, opts, false) }?.then(call_out, deliver)
+    })
+}
+
+/// Stores `len` bytes at `data` under `key`, replacing an existing value.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
+/// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_upsert(
+    store: yuebing_store,
+    key: *const c_char,
+    data: *const u8,
+    len: usize,
+    opts: *const yuebing_options,
+    err: *mut yuebing_error,
+) -> i32 {
+    // SAFETY: the caller's promises, forwarded.
+    entry(err, || {
+        unsafe { put_op(store, key, data, len, opts, true) }?.wait()
+    })
+}
+
+/// Stores `len` bytes at `data` under `key`, replacing an existing value.
+/// Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
+/// an error and never calls it. With `call_out`, a call handle to cancel it is written there.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
+/// `call_out` and `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_upsert_async(
+    store: yuebing_store,
+    key: *const c_char,
+    data: *const u8,
+    len: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_done_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = deliver::done(cb, user_data)?;
+        // SAFETY: the caller's promises, forwarded.
+        unsafe { put_op(store, key, data, len, opts, true) }?.then(call_out, deliver)
+    })
+}
+
+/// Stores `len` bytes of memory registered with the client's engine under `key`, without a
+/// copy; the memory is read until the call ends.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
+/// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_put_from(
+    store: yuebing_store,
+    key: *const c_char,
+    addr: u64,
+    len: u64,
+    opts: *const yuebing_options,
+    err: *mut yuebing_error,
+) -> i32 {
+    // SAFETY: the caller's promises, forwarded.
+    entry(err, || {
+        unsafe { put_from_op(store, key, addr, len, opts) }?.wait()
+    })
+}
+
+/// Stores `len` bytes of memory registered with the client's engine under `key`, without a
+/// copy; the memory is read until the call ends.
+/// Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
+/// an error and never calls it. With `call_out`, a call handle to cancel it is written there.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
+/// `call_out` and `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_put_from_async(
+    store: yuebing_store,
+    key: *const c_char,
+    addr: u64,
+    len: u64,
+    opts: *const yuebing_options,
+    cb: yuebing_done_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = deliver::done(cb, user_data)?;
+        // SAFETY: the caller's promises, forwarded.
+        unsafe { put_from_op(store, key, addr, len, opts) }?.then(call_out, deliver)
+    })
+}
+
+/// The value of `key`: the blocking form hands it over in `out` (free it with
+/// `yuebing_buf_free`); the callback form lends it to the callback.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
+/// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_get(
+    store: yuebing_store,
+    key: *const c_char,
+    opts: *const yuebing_options,
+    out: *mut yuebing_buf,
+    err: *mut yuebing_error,
+) -> i32 {
+    // SAFETY: the caller's promises, forwarded.
+    entry(err, || {
+        wait_bytes(out, unsafe { get_op(store, key, opts) }?)
+    })
+}
+
+/// The value of `key`: the blocking form hands it over in `out` (free it with
+/// `yuebing_buf_free`); the callback form lends it to the callback.
+/// Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
+/// an error and never calls it. With `call_out`, a call handle to cancel it is written there.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
+/// `call_out` and `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_get_async(
+    store: yuebing_store,
+    key: *const c_char,
+    opts: *const yuebing_options,
+    cb: yuebing_bytes_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = bytes_cb(cb, user_data)?;
+        // SAFETY: the caller's promises, forwarded.
+        unsafe { get_op(store, key, opts) }?.then(call_out, deliver)
+    })
+}
+
+/// Reads `key` into `len` bytes of memory registered with the client's engine, without a
+/// copy; its size goes to `out` (NULL: not wanted). The memory is written until the call
+/// ends: a cancelled call's callback comes only once nothing writes there any more.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
+/// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_get_into(
+    store: yuebing_store,
+    key: *const c_char,
+    addr: u64,
+    len: u64,
+    opts: *const yuebing_options,
+    out: *mut u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    // SAFETY: the caller's promises, forwarded.
+    entry(err, || {
+        wait_number(out, unsafe { get_into_op(store, key, addr, len, opts) }?)
+    })
+}
+
+/// Reads `key` into `len` bytes of memory registered with the client's engine, without a
+/// copy; its size goes to `out` (NULL: not wanted). The memory is written until the call
+/// ends: a cancelled call's callback comes only once nothing writes there any more.
+/// Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
+/// an error and never calls it. With `call_out`, a call handle to cancel it is written there.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
+/// `call_out` and `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_get_into_async(
+    store: yuebing_store,
+    key: *const c_char,
+    addr: u64,
+    len: u64,
+    opts: *const yuebing_options,
+    cb: yuebing_u64_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = deliver::number(cb, user_data)?;
+        // SAFETY: the caller's promises, forwarded.
+        unsafe { get_into_op(store, key, addr, len, opts) }?.then(call_out, deliver)
+    })
+}
+
+/// Whether `key` exists: 1 or 0 in `out`.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
+/// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_exist(
+    store: yuebing_store,
+    key: *const c_char,
+    opts: *const yuebing_options,
+    out: *mut u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    // SAFETY: the caller's promises, forwarded.
+    entry(err, || {
+        wait_number(out, unsafe { exist_op(store, key, opts) }?)
+    })
+}
+
+/// Whether `key` exists: 1 or 0 in `out`.
+/// Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
+/// an error and never calls it. With `call_out`, a call handle to cancel it is written there.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
+/// `call_out` and `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_exist_async(
+    store: yuebing_store,
+    key: *const c_char,
+    opts: *const yuebing_options,
+    cb: yuebing_u64_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = deliver::number(cb, user_data)?;
+        // SAFETY: the caller's promises, forwarded.
+        unsafe { exist_op(store, key, opts) }?.then(call_out, deliver)
+    })
+}
+
+/// The size of `key`'s value in `out`.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
+/// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_get_size(
+    store: yuebing_store,
+    key: *const c_char,
+    opts: *const yuebing_options,
+    out: *mut u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    // SAFETY: the caller's promises, forwarded.
+    entry(err, || {
+        wait_number(out, unsafe { get_size_op(store, key, opts) }?)
+    })
+}
+
+/// The size of `key`'s value in `out`.
+/// Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
+/// an error and never calls it. With `call_out`, a call handle to cancel it is written there.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
+/// `call_out` and `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_get_size_async(
+    store: yuebing_store,
+    key: *const c_char,
+    opts: *const yuebing_options,
+    cb: yuebing_u64_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = deliver::number(cb, user_data)?;
+        // SAFETY: the caller's promises, forwarded.
+        unsafe { get_size_op(store, key, opts) }?.then(call_out, deliver)
+    })
+}
+
+/// Removes `key` (`force`: even while readers hold leases on it).
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
+/// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_remove(
+    store: yuebing_store,
+    key: *const c_char,
+    force: bool,
+    opts: *const yuebing_options,
+    err: *mut yuebing_error,
+) -> i32 {
+    // SAFETY: the caller's promises, forwarded.
+    entry(err, || {
+        unsafe { remove_op(store, key, force, opts) }?.wait()
+    })
+}
+
+/// Removes `key` (`force`: even while readers hold leases on it).
+/// Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
+/// an error and never calls it. With `call_out`, a call handle to cancel it is written there.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
+/// `call_out` and `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_remove_async(
+    store: yuebing_store,
+    key: *const c_char,
+    force: bool,
+    opts: *const yuebing_options,
+    cb: yuebing_done_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = deliver::done(cb, user_data)?;
+        // SAFETY: the caller's promises, forwarded.
+        unsafe { remove_op(store, key, force, opts) }?.then(call_out, deliver)
+    })
+}
+
+/// Removes every object (`force`: leased ones too); how many goes to `out`.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
+/// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_remove_all(
+    store: yuebing_store,
+    force: bool,
+    opts: *const yuebing_options,
+    out: *mut u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    // SAFETY: the caller's promises, forwarded.
+    entry(err, || {
+        wait_number(out, unsafe { remove_all_op(store, force, opts) }?)
+    })
+}
+
+/// Removes every object (`force`: leased ones too); how many goes to `out`.
+/// Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
+/// an error and never calls it. With `call_out`, a call handle to cancel it is written there.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
+/// `call_out` and `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_remove_all_async(
+    store: yuebing_store,
+    force: bool,
+    opts: *const yuebing_options,
+    cb: yuebing_u64_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = deliver::number(cb, user_data)?;
+        // SAFETY: the caller's promises, forwarded.
+        unsafe { remove_all_op(store, force, opts) }?.then(call_out, deliver)
+    })
+}
+
+/// Leaves the cluster gracefully: the master places nothing new on this client, and its
+/// memory is unmounted.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
+/// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_close(
+    store: yuebing_store,
+    opts: *const yuebing_options,
+    err: *mut yuebing_error,
+) -> i32 {
+    // SAFETY: the caller's promises, forwarded.
+    entry(err, || unsafe { close_op(store, opts) }?.wait())
+}
+
+/// Leaves the cluster gracefully: the master places nothing new on this client, and its
+/// memory is unmounted.
+/// Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
+/// an error and never calls it. With `call_out`, a call handle to cancel it is written there.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
+/// `call_out` and `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_close_async(
+    store: yuebing_store,
+    opts: *const yuebing_options,
+    cb: yuebing_done_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = deliver::done(cb, user_data)?;
+        // SAFETY: the caller's promises, forwarded.
+        unsafe { close_op(store, opts) }?.then(call_out, deliver)
+    })
+}
+
+/// The master's counts in `out`.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
+/// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_stats(
+    store: yuebing_store,
+    opts: *const yuebing_options,
+    out: *mut yuebing_stats,
+    err: *mut yuebing_error,
+) -> i32 {
+    // SAFETY: the caller's promises, forwarded.
+    entry(err, || {
+        wait_into(out, unsafe { stats_op(store, opts) }?, c_stats)
+    })
+}
+
+/// The master's counts in `out`.
+/// Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
+/// an error and never calls it. With `call_out`, a call handle to cancel it is written there.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
+/// `call_out` and `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_stats_async(
+    store: yuebing_store,
+    opts: *const yuebing_options,
+    cb: yuebing_stats_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = stats_cb(cb, user_data)?;
+        // SAFETY: the caller's promises, forwarded.
+        unsafe { stats_op(store, opts) }?.then(call_out, deliver)
+    })
+}

@@ -1,0 +1,312 @@
+//! The C types of the ABI: handles, configurations, options, results and callback types.
+
+use std::ffi::{c_char, c_void};
+
+/// A bridge: the runtime and callback threads every call runs on. 0 in the functions that take
+/// one means the process's default bridge.
+pub type yuebing_bridge = u64;
+/// A store client.
+pub type yuebing_store = u64;
+/// A transfer engine (standalone, or a store client's).
+pub type yuebing_engine = u64;
+/// A batch of an engine's transfers.
+pub type yuebing_batch = u64;
+/// A call started in its callback form, to cancel it; release it with `yuebing_call_destroy`.
+pub type yuebing_call = u64;
+/// A connection to a master, for `health` and `stats`.
+pub type yuebing_master = u64;
+
+/// How a bridge is built; a field left 0 takes its default.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct yuebing_bridge_config {
+    /// Runtime worker threads (default 2).
+    pub worker_threads: u32,
+    /// Callback threads (default 2): a slow callback delays only calls waiting for its thread.
+    pub callback_threads: u32,
+}
+
+/// How a store client is built; a field left 0 or NULL takes its default.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct yuebing_store_config {
+    /// The master's `host:port` (required; several separated by commas).
+    pub master: *const c_char,
+    /// The cluster token, or NULL.
+    pub token: *const c_char,
+    /// Bytes of memory this client gives to the store (default 0: it stores nothing itself).
+    pub store_size: u64,
+    /// Bytes of staging memory for `put` and `get` of unregistered buffers (default 64 MiB).
+    pub staging_size: u64,
+    /// Deadline of a call in milliseconds (default 30 000).
+    pub timeout_ms: u64,
+    /// Where the client's engine listens, `host:port` (default 127.0.0.1:0).
+    pub bind: *const c_char,
+    /// Must be 0.
+    pub flags: u32,
+}
+
+/// How a standalone engine is built; a field left 0 or NULL takes its default.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct yuebing_engine_config {
+    /// Where the engine's control service listens, `host:port` (default 127.0.0.1:0).
+    pub bind: *const c_char,
+    /// The cluster token, or NULL.
+    pub token: *const c_char,
+    /// One of `YUEBING_TRANSPORT_*` (default `YUEBING_TRANSPORT_AUTO`).
+    pub transport: u32,
+    /// `YUEBING_ENGINE_NO_SHM` or 0.
+    pub flags: u32,
+}
+
+/// Each request picks the best transport that reaches its peer.
+pub const YUEBING_TRANSPORT_AUTO: u32 = 0;
+/// Every request goes over tcp.
+pub const YUEBING_TRANSPORT_TCP: u32 = 1;
+/// Every request goes over shared memory (same host only).
+pub const YUEBING_TRANSPORT_SHM: u32 = 2;
+/// The engine neither serves nor uses shared memory.
+pub const YUEBING_ENGINE_NO_SHM: u32 = 1;
+
+/// Peers may neither read nor write the memory (a read destination, a write source).
+pub const YUEBING_ACCESS_LOCAL_ONLY: u32 = 0;
+/// Peers may read the memory.
+pub const YUEBING_ACCESS_READ: u32 = 1;
+/// Peers may write the memory.
+pub const YUEBING_ACCESS_WRITE: u32 = 2;
+/// Peers may read and write the memory.
+pub const YUEBING_ACCESS_READ_WRITE: u32 = 3;
+
+/// Per-call settings of a store call; pass NULL for the client's defaults.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct yuebing_options {
+    /// Deadline of the call in milliseconds (0: the client's).
+    pub timeout_ms: u64,
+    /// Replicas a put wants (0: the client's default).
+    pub replica_num: u32,
+    /// `YUEBING_OPT_*` bits; any other bit is `YUEBING_ERR_INVALID_ARGUMENT`.
+    pub flags: u32,
+}
+
+/// A put's object is evicted last while it is read within the soft-pin time.
+pub const YUEBING_OPT_SOFT_PIN: u32 = 1;
+/// A put's object is never evicted.
+pub const YUEBING_OPT_HARD_PIN: u32 = 2;
+
+/// Bytes owned by the library, handed to the caller: free them with `yuebing_buf_free`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct yuebing_buf {
+    /// The bytes (NULL when empty).
+    pub data: *mut u8,
+    /// How many.
+    pub len: usize,
+}
+
+/// Bytes lent to a callback, valid only until it returns.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct yuebing_bytes {
+    /// The bytes (NULL when empty or failed).
+    pub data: *const u8,
+    /// How many.
+    pub len: usize,
+}
+
+/// One object of a listing.
+#[repr(C)]
+#[derive(Debug)]
+pub struct yuebing_listed {
+    /// The key, NUL-terminated.
+    pub key: *mut c_char,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Replicas it has.
+    pub replicas: u32,
+}
+
+/// A listing owned by the caller: free it with `yuebing_list_free`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct yuebing_list {
+    /// The objects.
+    pub items: *mut yuebing_listed,
+    /// How many.
+    pub len: usize,
+}
+
+/// The master's counts.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct yuebing_stats {
+    /// Objects stored.
+    pub objects: u64,
+    /// Puts begun and not ended.
+    pub pending_writes: u64,
+    /// Bytes in use.
+    pub bytes_used: u64,
+    /// Bytes mounted.
+    pub bytes_capacity: u64,
+    /// Nodes alive.
+    pub nodes: u64,
+    /// Ranges mounted.
+    pub mounts: u64,
+}
+
+/// The master's readiness.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct yuebing_health {
+    /// Restored, bound and accepting calls.
+    pub ready: bool,
+    /// Mutations are made durable in a data directory.
+    pub persistent: bool,
+    /// Its operation log failed: mutations are refused.
+    pub failed: bool,
+    /// Sequence number of the last mutation.
+    pub last_seq: u64,
+    /// Sequence number of the last durable mutation.
+    pub durable_seq: u64,
+}
+
+/// A task or batch waits to start.
+pub const YUEBING_TASK_WAITING: u32 = 0;
+/// A task or batch is under way.
+pub const YUEBING_TASK_PENDING: u32 = 1;
+/// Every byte landed.
+pub const YUEBING_TASK_COMPLETED: u32 = 2;
+/// A transfer failed.
+pub const YUEBING_TASK_FAILED: u32 = 3;
+/// A deadline passed.
+pub const YUEBING_TASK_TIMEOUT: u32 = 4;
+/// Cancelled.
+pub const YUEBING_TASK_CANCELED: u32 = 5;
+
+/// A batch's aggregate status.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct yuebing_batch_status {
+    /// One of `YUEBING_TASK_*`: waiting or pending while a task is unfinished; completed if all
+    /// completed; else the worst final state.
+    pub state: u32,
+    /// The first error's code of the worst state, or 0.
+    pub error: i32,
+    /// Tasks submitted.
+    pub tasks: u64,
+    /// Tasks completed.
+    pub completed: u64,
+    /// Bytes transferred over all tasks.
+    pub bytes: u64,
+}
+
+/// Read from the peer's segment into local memory.
+pub const YUEBING_OP_READ: u32 = 0;
+/// Write local memory into the peer's segment.
+pub const YUEBING_OP_WRITE: u32 = 1;
+
+/// One transfer of a batch.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct yuebing_request {
+    /// `YUEBING_OP_READ` or `YUEBING_OP_WRITE`.
+    pub opcode: u32,
+    /// Local registered memory: the source of a write, the destination of a read.
+    pub source: u64,
+    /// The peer's segment, from `yuebing_engine_open_segment`.
+    pub segment: u64,
+    /// The address in the peer's segment.
+    pub target_offset: u64,
+    /// Bytes to move.
+    pub length: u64,
+}
+
+/// A callback with no value. `message` is NULL on success, else the error's text; it is valid
+/// only until the callback returns.
+pub type yuebing_done_cb =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, code: i32, message: *const c_char)>;
+
+/// A callback with one number: a size, a count, a segment, or 0/1 for whether a key exists.
+pub type yuebing_u64_cb = Option<
+    unsafe extern "C" fn(user_data: *mut c_void, code: i32, message: *const c_char, value: u64),
+>;
+
+/// A callback with bytes, valid only until it returns (copy what you keep).
+pub type yuebing_bytes_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        code: i32,
+        message: *const c_char,
+        data: *const u8,
+        len: usize,
+    ),
+>;
+
+/// A callback of a batch call with a number per item: `codes[i]` is item i's code and
+/// `values[i]` its number (a size, or 0/1 for whether it exists). Arrays of `n`, valid only
+/// until it returns; NULL when the call itself failed (`code` != 0).
+pub type yuebing_each_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        code: i32,
+        message: *const c_char,
+        n: usize,
+        codes: *const i32,
+        values: *const u64,
+    ),
+>;
+
+/// A callback of a batch get: `codes[i]` is item i's code and `values[i]` its bytes. Arrays of
+/// `n`, valid only until it returns.
+pub type yuebing_each_bytes_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        code: i32,
+        message: *const c_char,
+        n: usize,
+        codes: *const i32,
+        values: *const yuebing_bytes,
+    ),
+>;
+
+/// A callback with a listing of `n` objects, valid only until it returns.
+pub type yuebing_list_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        code: i32,
+        message: *const c_char,
+        n: usize,
+        items: *const yuebing_listed,
+    ),
+>;
+
+/// A callback with the master's counts (NULL when `code` != 0).
+pub type yuebing_stats_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        code: i32,
+        message: *const c_char,
+        stats: *const yuebing_stats,
+    ),
+>;
+
+/// A callback with the master's readiness (NULL when `code` != 0).
+pub type yuebing_health_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        code: i32,
+        message: *const c_char,
+        health: *const yuebing_health,
+    ),
+>;
+
+/// A callback with a batch's status (NULL when `code` != 0).
+pub type yuebing_batch_status_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        code: i32,
+        message: *const c_char,
+        status: *const yuebing_batch_status,
+    ),
+>;
