@@ -194,7 +194,7 @@ pub unsafe extern "C" fn yuebing_batch_wait_async(
 /// # Safety
 /// `status_out` writable; `err` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn yuebing_batch_status(
+pub unsafe extern "C" fn yuebing_batch_get_status(
     batch: yuebing_batch,
     status_out: *mut yuebing_batch_status,
     err: *mut yuebing_error,
