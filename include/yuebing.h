@@ -210,10 +210,10 @@
 #define YUEBING_OP_WRITE 1
 
 // A transfer engine (standalone, or a store client's).
-typedef uint64_t yuebing_engine;
+typedef uint64_t yuebing_engine_t;
 
 // A batch of an engine's transfers.
-typedef uint64_t yuebing_batch;
+typedef uint64_t yuebing_batch_t;
 
 // Why a call failed, filled by every fallible function when the caller passes one (it may
 // pass NULL). `code` is the function's return value; `message` a NUL-terminated text, cut to
@@ -261,7 +261,7 @@ typedef void (*yuebing_batch_status_cb)(void *user_data,
                                         const yuebing_batch_status *status);
 
 // A call started in its callback form, to cancel it; release it with `yuebing_call_destroy`.
-typedef uint64_t yuebing_call;
+typedef uint64_t yuebing_call_t;
 
 // How a bridge is built; a field left 0 takes its default.
 typedef struct {
@@ -273,7 +273,7 @@ typedef struct {
 
 // A bridge: the runtime and callback threads every call runs on. 0 in the functions that take
 // one means the process's default bridge.
-typedef uint64_t yuebing_bridge;
+typedef uint64_t yuebing_bridge_t;
 
 // How a standalone engine is built; a field left 0 or NULL takes its default.
 typedef struct {
@@ -300,7 +300,7 @@ typedef void (*yuebing_done_cb)(void *user_data,
                                 const char *message);
 
 // A connection to a master, for `health` and `stats`.
-typedef uint64_t yuebing_master;
+typedef uint64_t yuebing_master_t;
 
 // The master's readiness.
 typedef struct {
@@ -363,7 +363,7 @@ typedef struct {
 } yuebing_store_config;
 
 // A store client.
-typedef uint64_t yuebing_store;
+typedef uint64_t yuebing_store_t;
 
 // Bytes owned by the library, handed to the caller: free them with `yuebing_buf_free`.
 typedef struct {
@@ -451,16 +451,16 @@ extern "C" {
 //
 // # Safety
 // `batch_out` writable; `err` NULL or writable.
-int32_t yuebing_batch_new(yuebing_engine engine,
+int32_t yuebing_batch_new(yuebing_engine_t engine,
                           size_t capacity,
-                          yuebing_batch *batch_out,
+                          yuebing_batch_t *batch_out,
                           yuebing_error *err);
 
 // Frees a batch whose transfers are all final (else the engine's error, and the batch stays).
 //
 // # Safety
 // `err` is NULL or writable.
-int32_t yuebing_batch_free(yuebing_batch batch,
+int32_t yuebing_batch_free(yuebing_batch_t batch,
                            yuebing_error *err);
 
 // Validates `n` requests and starts them all (none starts if one is invalid); the index of
@@ -469,7 +469,7 @@ int32_t yuebing_batch_free(yuebing_batch batch,
 //
 // # Safety
 // `requests` valid for `n` elements; `first_task_out` and `err` NULL or writable.
-int32_t yuebing_batch_submit(yuebing_batch batch,
+int32_t yuebing_batch_submit(yuebing_batch_t batch,
                              const yuebing_request *requests,
                              size_t n,
                              uint64_t *first_task_out,
@@ -480,7 +480,7 @@ int32_t yuebing_batch_submit(yuebing_batch batch,
 //
 // # Safety
 // `status_out` and `err` NULL or writable.
-int32_t yuebing_batch_wait(yuebing_batch batch,
+int32_t yuebing_batch_wait(yuebing_batch_t batch,
                            yuebing_batch_status *status_out,
                            yuebing_error *err);
 
@@ -489,17 +489,17 @@ int32_t yuebing_batch_wait(yuebing_batch batch,
 //
 // # Safety
 // `user_data` usable on the callback thread; `call_out` and `err` NULL or writable.
-int32_t yuebing_batch_wait_async(yuebing_batch batch,
+int32_t yuebing_batch_wait_async(yuebing_batch_t batch,
                                  yuebing_batch_status_cb cb,
                                  void *user_data,
-                                 yuebing_call *call_out,
+                                 yuebing_call_t *call_out,
                                  yuebing_error *err);
 
 // The batch's status now, in `status_out`.
 //
 // # Safety
 // `status_out` writable; `err` NULL or writable.
-int32_t yuebing_batch_get_status(yuebing_batch batch,
+int32_t yuebing_batch_get_status(yuebing_batch_t batch,
                                  yuebing_batch_status *status_out,
                                  yuebing_error *err);
 
@@ -508,7 +508,7 @@ int32_t yuebing_batch_get_status(yuebing_batch batch,
 //
 // # Safety
 // `canceled_out` and `err` NULL or writable.
-int32_t yuebing_batch_cancel(yuebing_batch batch,
+int32_t yuebing_batch_cancel(yuebing_batch_t batch,
                              uint64_t *canceled_out,
                              yuebing_error *err);
 
@@ -518,7 +518,7 @@ int32_t yuebing_batch_cancel(yuebing_batch batch,
 // # Safety
 // `config` is NULL or readable; `out` is writable; `err` is NULL or writable.
 int32_t yuebing_bridge_new(const yuebing_bridge_config *config,
-                           yuebing_bridge *out,
+                           yuebing_bridge_t *out,
                            yuebing_error *err);
 
 // Destroys a bridge: calls under way end with `YUEBING_ERR_SHUTDOWN`, and this returns only
@@ -530,7 +530,7 @@ int32_t yuebing_bridge_new(const yuebing_bridge_config *config,
 //
 // # Safety
 // `err` is NULL or writable.
-int32_t yuebing_bridge_destroy(yuebing_bridge bridge,
+int32_t yuebing_bridge_destroy(yuebing_bridge_t bridge,
                                yuebing_error *err);
 
 // Cancels a call started in its callback form. Idempotent, safe from any thread, a no-op
@@ -539,14 +539,14 @@ int32_t yuebing_bridge_destroy(yuebing_bridge bridge,
 //
 // # Safety
 // `err` is NULL or writable.
-int32_t yuebing_call_cancel(yuebing_call call,
+int32_t yuebing_call_cancel(yuebing_call_t call,
                             yuebing_error *err);
 
 // Releases a call handle (it does not cancel the call; its callback still runs).
 //
 // # Safety
 // `err` is NULL or writable.
-int32_t yuebing_call_destroy(yuebing_call call,
+int32_t yuebing_call_destroy(yuebing_call_t call,
                              yuebing_error *err);
 
 // Starts an engine on `bridge` (0: the default bridge) and blocks until it serves;
@@ -555,9 +555,9 @@ int32_t yuebing_call_destroy(yuebing_call call,
 // # Safety
 // `config` NULL or readable, its strings NUL-terminated; `out` writable; `err` NULL or
 // writable.
-int32_t yuebing_engine_new(yuebing_bridge bridge,
+int32_t yuebing_engine_new(yuebing_bridge_t bridge,
                            const yuebing_engine_config *config,
-                           yuebing_engine *out,
+                           yuebing_engine_t *out,
                            yuebing_error *err);
 
 // Releases an engine handle. It does not wait for transfers in flight (they end normally,
@@ -567,7 +567,7 @@ int32_t yuebing_engine_new(yuebing_bridge bridge,
 //
 // # Safety
 // `err` is NULL or writable.
-int32_t yuebing_engine_destroy(yuebing_engine engine,
+int32_t yuebing_engine_destroy(yuebing_engine_t engine,
                                yuebing_error *err);
 
 // Copies the engine's segment name (what peers pass to `yuebing_engine_open_segment`),
@@ -576,7 +576,7 @@ int32_t yuebing_engine_destroy(yuebing_engine engine,
 //
 // # Safety
 // `buf` valid for `cap` bytes of writes; `len_out` and `err` NULL or writable.
-int32_t yuebing_engine_name(yuebing_engine engine,
+int32_t yuebing_engine_name(yuebing_engine_t engine,
                             char *buf,
                             size_t cap,
                             size_t *len_out,
@@ -588,7 +588,7 @@ int32_t yuebing_engine_name(yuebing_engine engine,
 //
 // # Safety
 // `addr_out` writable; `err` NULL or writable.
-int32_t yuebing_engine_allocate(yuebing_engine engine,
+int32_t yuebing_engine_allocate(yuebing_engine_t engine,
                                 size_t len,
                                 uint32_t access,
                                 uint64_t *addr_out,
@@ -602,7 +602,7 @@ int32_t yuebing_engine_allocate(yuebing_engine engine,
 // destroying the engine's last handle), and the caller neither frees it nor relies on its
 // contents while transfers may run: the engine and, as `access` allows, peers read and write
 // it at any time. `location` NULL or NUL-terminated; `err` NULL or writable.
-int32_t yuebing_engine_register(yuebing_engine engine,
+int32_t yuebing_engine_register(yuebing_engine_t engine,
                                 void *addr,
                                 size_t len,
                                 const char *location,
@@ -615,7 +615,7 @@ int32_t yuebing_engine_register(yuebing_engine engine,
 //
 // # Safety
 // `err` is NULL or writable.
-int32_t yuebing_engine_unregister(yuebing_engine engine,
+int32_t yuebing_engine_unregister(yuebing_engine_t engine,
                                   uint64_t addr,
                                   yuebing_error *err);
 
@@ -624,7 +624,7 @@ int32_t yuebing_engine_unregister(yuebing_engine engine,
 //
 // # Safety
 // `name` NUL-terminated; `segment_out` writable; `err` NULL or writable.
-int32_t yuebing_engine_open_segment(yuebing_engine engine,
+int32_t yuebing_engine_open_segment(yuebing_engine_t engine,
                                     const char *name,
                                     uint64_t *segment_out,
                                     yuebing_error *err);
@@ -635,11 +635,11 @@ int32_t yuebing_engine_open_segment(yuebing_engine engine,
 // # Safety
 // `name` NUL-terminated; `user_data` usable on the callback thread; `call_out` and `err`
 // NULL or writable.
-int32_t yuebing_engine_open_segment_async(yuebing_engine engine,
+int32_t yuebing_engine_open_segment_async(yuebing_engine_t engine,
                                           const char *name,
                                           yuebing_u64_cb cb,
                                           void *user_data,
-                                          yuebing_call *call_out,
+                                          yuebing_call_t *call_out,
                                           yuebing_error *err);
 
 // Runs one transfer (`YUEBING_OP_READ` or `YUEBING_OP_WRITE`) and returns when it is final:
@@ -647,7 +647,7 @@ int32_t yuebing_engine_open_segment_async(yuebing_engine engine,
 //
 // # Safety
 // `request` readable; `err` NULL or writable.
-int32_t yuebing_engine_transfer(yuebing_engine engine,
+int32_t yuebing_engine_transfer(yuebing_engine_t engine,
                                 const yuebing_request *request,
                                 yuebing_error *err);
 
@@ -658,11 +658,11 @@ int32_t yuebing_engine_transfer(yuebing_engine engine,
 // # Safety
 // `request` readable; `user_data` usable on the callback thread; `call_out` and `err` NULL or
 // writable.
-int32_t yuebing_engine_transfer_async(yuebing_engine engine,
+int32_t yuebing_engine_transfer_async(yuebing_engine_t engine,
                                       const yuebing_request *request,
                                       yuebing_done_cb cb,
                                       void *user_data,
-                                      yuebing_call *call_out,
+                                      yuebing_call_t *call_out,
                                       yuebing_error *err);
 
 // Reads `length` bytes at `target_offset` of `segment` into local registered memory at
@@ -670,7 +670,7 @@ int32_t yuebing_engine_transfer_async(yuebing_engine engine,
 //
 // # Safety
 // `err` NULL or writable.
-int32_t yuebing_engine_read(yuebing_engine engine,
+int32_t yuebing_engine_read(yuebing_engine_t engine,
                             uint64_t source,
                             uint64_t segment,
                             uint64_t target_offset,
@@ -682,7 +682,7 @@ int32_t yuebing_engine_read(yuebing_engine engine,
 //
 // # Safety
 // `err` NULL or writable.
-int32_t yuebing_engine_write(yuebing_engine engine,
+int32_t yuebing_engine_write(yuebing_engine_t engine,
                              uint64_t source,
                              uint64_t segment,
                              uint64_t target_offset,
@@ -693,28 +693,28 @@ int32_t yuebing_engine_write(yuebing_engine engine,
 //
 // # Safety
 // As `yuebing_engine_transfer_async`.
-int32_t yuebing_engine_read_async(yuebing_engine engine,
+int32_t yuebing_engine_read_async(yuebing_engine_t engine,
                                   uint64_t source,
                                   uint64_t segment,
                                   uint64_t target_offset,
                                   uint64_t length,
                                   yuebing_done_cb cb,
                                   void *user_data,
-                                  yuebing_call *call_out,
+                                  yuebing_call_t *call_out,
                                   yuebing_error *err);
 
 // `yuebing_engine_write` in callback form.
 //
 // # Safety
 // As `yuebing_engine_transfer_async`.
-int32_t yuebing_engine_write_async(yuebing_engine engine,
+int32_t yuebing_engine_write_async(yuebing_engine_t engine,
                                    uint64_t source,
                                    uint64_t segment,
                                    uint64_t target_offset,
                                    uint64_t length,
                                    yuebing_done_cb cb,
                                    void *user_data,
-                                   yuebing_call *call_out,
+                                   yuebing_call_t *call_out,
                                    yuebing_error *err);
 
 // The message of the last failed call on this thread ("" after a success). Valid until the
@@ -736,24 +736,24 @@ const char *yuebing_error_name(int32_t code);
 // # Safety
 // `endpoint` NUL-terminated; `token` NULL or NUL-terminated; `out` writable; `err` NULL or
 // writable.
-int32_t yuebing_master_new(yuebing_bridge bridge,
+int32_t yuebing_master_new(yuebing_bridge_t bridge,
                            const char *endpoint,
                            const char *token,
-                           yuebing_master *out,
+                           yuebing_master_t *out,
                            yuebing_error *err);
 
 // Releases a master handle (calls in flight end normally).
 //
 // # Safety
 // `err` is NULL or writable.
-int32_t yuebing_master_destroy(yuebing_master master,
+int32_t yuebing_master_destroy(yuebing_master_t master,
                                yuebing_error *err);
 
 // The master's readiness in `out` (a no-op round trip).
 //
 // # Safety
 // `out` writable; `err` NULL or writable.
-int32_t yuebing_master_health(yuebing_master master,
+int32_t yuebing_master_health(yuebing_master_t master,
                               yuebing_health *out,
                               yuebing_error *err);
 
@@ -762,17 +762,17 @@ int32_t yuebing_master_health(yuebing_master master,
 //
 // # Safety
 // `user_data` usable on the callback thread; `call_out` and `err` NULL or writable.
-int32_t yuebing_master_health_async(yuebing_master master,
+int32_t yuebing_master_health_async(yuebing_master_t master,
                                     yuebing_health_cb cb,
                                     void *user_data,
-                                    yuebing_call *call_out,
+                                    yuebing_call_t *call_out,
                                     yuebing_error *err);
 
 // The master's counts in `out`.
 //
 // # Safety
 // `out` writable; `err` NULL or writable.
-int32_t yuebing_master_stats(yuebing_master master,
+int32_t yuebing_master_stats(yuebing_master_t master,
                              yuebing_stats *out,
                              yuebing_error *err);
 
@@ -781,10 +781,10 @@ int32_t yuebing_master_stats(yuebing_master master,
 //
 // # Safety
 // `user_data` usable on the callback thread; `call_out` and `err` NULL or writable.
-int32_t yuebing_master_stats_async(yuebing_master master,
+int32_t yuebing_master_stats_async(yuebing_master_t master,
                                    yuebing_stats_cb cb,
                                    void *user_data,
-                                   yuebing_call *call_out,
+                                   yuebing_call_t *call_out,
                                    yuebing_error *err);
 
 // Starts a store client on `bridge` (0: the default bridge) and blocks until it has joined
@@ -792,9 +792,9 @@ int32_t yuebing_master_stats_async(yuebing_master master,
 //
 // # Safety
 // `config` is readable and its strings NUL-terminated; `out` writable; `err` NULL or writable.
-int32_t yuebing_store_new(yuebing_bridge bridge,
+int32_t yuebing_store_new(yuebing_bridge_t bridge,
                           const yuebing_store_config *config,
-                          yuebing_store *out,
+                          yuebing_store_t *out,
                           yuebing_error *err);
 
 // Releases a store handle. It does not wait for calls in flight: they hold the client and end
@@ -804,7 +804,7 @@ int32_t yuebing_store_new(yuebing_bridge bridge,
 //
 // # Safety
 // `err` is NULL or writable.
-int32_t yuebing_store_destroy(yuebing_store store,
+int32_t yuebing_store_destroy(yuebing_store_t store,
                               yuebing_error *err);
 
 // A handle of the client's own engine, to register memory for `get_into` and `put_from`
@@ -812,8 +812,8 @@ int32_t yuebing_store_destroy(yuebing_store store,
 //
 // # Safety
 // `out` writable; `err` NULL or writable.
-int32_t yuebing_store_engine(yuebing_store store,
-                             yuebing_engine *out,
+int32_t yuebing_store_engine(yuebing_store_t store,
+                             yuebing_engine_t *out,
                              yuebing_error *err);
 
 // Frees bytes returned by the library and empties `buf`; NULL or an empty buffer is a no-op.
@@ -834,7 +834,7 @@ void yuebing_list_free(yuebing_list *list);
 // # Safety
 // Arrays valid for `n` elements, keys NUL-terminated, each value valid for its length;
 // `codes_out` writable for `n`; `opts` NULL or readable; `err` NULL or writable.
-int32_t yuebing_store_batch_put(yuebing_store store,
+int32_t yuebing_store_batch_put(yuebing_store_t store,
                                 const char *const *keys,
                                 const uint8_t *const *values,
                                 const size_t *lens,
@@ -849,7 +849,7 @@ int32_t yuebing_store_batch_put(yuebing_store store,
 // # Safety
 // As `yuebing_store_batch_put`; `user_data` usable on the callback thread; `call_out` NULL
 // or writable.
-int32_t yuebing_store_batch_put_async(yuebing_store store,
+int32_t yuebing_store_batch_put_async(yuebing_store_t store,
                                       const char *const *keys,
                                       const uint8_t *const *values,
                                       const size_t *lens,
@@ -857,7 +857,7 @@ int32_t yuebing_store_batch_put_async(yuebing_store store,
                                       const yuebing_options *opts,
                                       yuebing_each_cb cb,
                                       void *user_data,
-                                      yuebing_call *call_out,
+                                      yuebing_call_t *call_out,
                                       yuebing_error *err);
 
 // Stores `n` ranges of registered memory (`addrs[i]`, `lens[i]`) under `keys[i]` without a
@@ -866,7 +866,7 @@ int32_t yuebing_store_batch_put_async(yuebing_store store,
 // # Safety
 // Arrays valid for `n` elements, keys NUL-terminated; `codes_out` writable for `n`; `opts`
 // NULL or readable; `err` NULL or writable.
-int32_t yuebing_store_batch_put_from(yuebing_store store,
+int32_t yuebing_store_batch_put_from(yuebing_store_t store,
                                      const char *const *keys,
                                      const uint64_t *addrs,
                                      const uint64_t *lens,
@@ -881,7 +881,7 @@ int32_t yuebing_store_batch_put_from(yuebing_store store,
 // # Safety
 // As `yuebing_store_batch_put_from`; `user_data` usable on the callback thread; `call_out`
 // NULL or writable.
-int32_t yuebing_store_batch_put_from_async(yuebing_store store,
+int32_t yuebing_store_batch_put_from_async(yuebing_store_t store,
                                            const char *const *keys,
                                            const uint64_t *addrs,
                                            const uint64_t *lens,
@@ -889,7 +889,7 @@ int32_t yuebing_store_batch_put_from_async(yuebing_store store,
                                            const yuebing_options *opts,
                                            yuebing_each_cb cb,
                                            void *user_data,
-                                           yuebing_call *call_out,
+                                           yuebing_call_t *call_out,
                                            yuebing_error *err);
 
 // Reads `keys[i]` into registered memory (`addrs[i]`, `lens[i]`) without a copy; item i's
@@ -899,7 +899,7 @@ int32_t yuebing_store_batch_put_from_async(yuebing_store store,
 // # Safety
 // Arrays valid for `n` elements, keys NUL-terminated; `codes_out` (and `sizes_out` unless
 // NULL) writable for `n`; `opts` NULL or readable; `err` NULL or writable.
-int32_t yuebing_store_batch_get_into(yuebing_store store,
+int32_t yuebing_store_batch_get_into(yuebing_store_t store,
                                      const char *const *keys,
                                      const uint64_t *addrs,
                                      const uint64_t *lens,
@@ -915,7 +915,7 @@ int32_t yuebing_store_batch_get_into(yuebing_store store,
 // # Safety
 // As `yuebing_store_batch_get_into`; `user_data` usable on the callback thread; `call_out`
 // NULL or writable.
-int32_t yuebing_store_batch_get_into_async(yuebing_store store,
+int32_t yuebing_store_batch_get_into_async(yuebing_store_t store,
                                            const char *const *keys,
                                            const uint64_t *addrs,
                                            const uint64_t *lens,
@@ -923,7 +923,7 @@ int32_t yuebing_store_batch_get_into_async(yuebing_store store,
                                            const yuebing_options *opts,
                                            yuebing_each_cb cb,
                                            void *user_data,
-                                           yuebing_call *call_out,
+                                           yuebing_call_t *call_out,
                                            yuebing_error *err);
 
 // Whether each of `n` keys exists: item i's code goes to `codes_out[i]` and 1 or 0 to
@@ -932,7 +932,7 @@ int32_t yuebing_store_batch_get_into_async(yuebing_store store,
 // # Safety
 // `keys` valid for `n` NUL-terminated keys; `codes_out` (and `exists_out` unless NULL)
 // writable for `n`; `opts` NULL or readable; `err` NULL or writable.
-int32_t yuebing_store_batch_exist(yuebing_store store,
+int32_t yuebing_store_batch_exist(yuebing_store_t store,
                                   const char *const *keys,
                                   size_t n,
                                   const yuebing_options *opts,
@@ -946,13 +946,13 @@ int32_t yuebing_store_batch_exist(yuebing_store store,
 // # Safety
 // As `yuebing_store_batch_exist`; `user_data` usable on the callback thread; `call_out` NULL
 // or writable.
-int32_t yuebing_store_batch_exist_async(yuebing_store store,
+int32_t yuebing_store_batch_exist_async(yuebing_store_t store,
                                         const char *const *keys,
                                         size_t n,
                                         const yuebing_options *opts,
                                         yuebing_each_cb cb,
                                         void *user_data,
-                                        yuebing_call *call_out,
+                                        yuebing_call_t *call_out,
                                         yuebing_error *err);
 
 // The values of `n` keys: item i's code goes to `codes_out[i]` and its bytes to
@@ -961,7 +961,7 @@ int32_t yuebing_store_batch_exist_async(yuebing_store store,
 // # Safety
 // `keys` valid for `n` NUL-terminated keys; `codes_out` and `values_out` writable for `n`;
 // `opts` NULL or readable; `err` NULL or writable.
-int32_t yuebing_store_batch_get(yuebing_store store,
+int32_t yuebing_store_batch_get(yuebing_store_t store,
                                 const char *const *keys,
                                 size_t n,
                                 const yuebing_options *opts,
@@ -975,13 +975,13 @@ int32_t yuebing_store_batch_get(yuebing_store store,
 // # Safety
 // As `yuebing_store_batch_get`; `user_data` usable on the callback thread; `call_out` NULL or
 // writable.
-int32_t yuebing_store_batch_get_async(yuebing_store store,
+int32_t yuebing_store_batch_get_async(yuebing_store_t store,
                                       const char *const *keys,
                                       size_t n,
                                       const yuebing_options *opts,
                                       yuebing_each_bytes_cb cb,
                                       void *user_data,
-                                      yuebing_call *call_out,
+                                      yuebing_call_t *call_out,
                                       yuebing_error *err);
 
 // Lists keys starting with `prefix`, sorted, at most `limit`; the listing goes to `out` (free
@@ -989,7 +989,7 @@ int32_t yuebing_store_batch_get_async(yuebing_store store,
 //
 // # Safety
 // `prefix` NUL-terminated; `opts` NULL or readable; `out` writable; `err` NULL or writable.
-int32_t yuebing_store_list(yuebing_store store,
+int32_t yuebing_store_list(yuebing_store_t store,
                            const char *prefix,
                            uint64_t limit,
                            const yuebing_options *opts,
@@ -1001,13 +1001,13 @@ int32_t yuebing_store_list(yuebing_store store,
 //
 // # Safety
 // As `yuebing_store_list`; `call_out` NULL or writable.
-int32_t yuebing_store_list_async(yuebing_store store,
+int32_t yuebing_store_list_async(yuebing_store_t store,
                                  const char *prefix,
                                  uint64_t limit,
                                  const yuebing_options *opts,
                                  yuebing_list_cb cb,
                                  void *user_data,
-                                 yuebing_call *call_out,
+                                 yuebing_call_t *call_out,
                                  yuebing_error *err);
 
 // Stores `len` bytes at `data` under `key` (copied before the function returns);
@@ -1016,7 +1016,7 @@ int32_t yuebing_store_list_async(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
 // length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
-int32_t yuebing_store_put(yuebing_store store,
+int32_t yuebing_store_put(yuebing_store_t store,
                           const char *key,
                           const uint8_t *data,
                           size_t len,
@@ -1031,14 +1031,14 @@ int32_t yuebing_store_put(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
 // `call_out` and `err` NULL or writable.
-int32_t yuebing_store_put_async(yuebing_store store,
+int32_t yuebing_store_put_async(yuebing_store_t store,
                                 const char *key,
                                 const uint8_t *data,
                                 size_t len,
                                 const yuebing_options *opts,
                                 yuebing_done_cb cb,
                                 void *user_data,
-                                yuebing_call *call_out,
+                                yuebing_call_t *call_out,
                                 yuebing_error *err);
 
 // Stores `len` bytes at `data` under `key`, replacing an existing value.
@@ -1046,7 +1046,7 @@ int32_t yuebing_store_put_async(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
 // length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
-int32_t yuebing_store_upsert(yuebing_store store,
+int32_t yuebing_store_upsert(yuebing_store_t store,
                              const char *key,
                              const uint8_t *data,
                              size_t len,
@@ -1060,14 +1060,14 @@ int32_t yuebing_store_upsert(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
 // `call_out` and `err` NULL or writable.
-int32_t yuebing_store_upsert_async(yuebing_store store,
+int32_t yuebing_store_upsert_async(yuebing_store_t store,
                                    const char *key,
                                    const uint8_t *data,
                                    size_t len,
                                    const yuebing_options *opts,
                                    yuebing_done_cb cb,
                                    void *user_data,
-                                   yuebing_call *call_out,
+                                   yuebing_call_t *call_out,
                                    yuebing_error *err);
 
 // Stores `len` bytes of memory registered with the client's engine under `key`, without a
@@ -1076,7 +1076,7 @@ int32_t yuebing_store_upsert_async(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
 // length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
-int32_t yuebing_store_put_from(yuebing_store store,
+int32_t yuebing_store_put_from(yuebing_store_t store,
                                const char *key,
                                uint64_t addr,
                                uint64_t len,
@@ -1091,14 +1091,14 @@ int32_t yuebing_store_put_from(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
 // `call_out` and `err` NULL or writable.
-int32_t yuebing_store_put_from_async(yuebing_store store,
+int32_t yuebing_store_put_from_async(yuebing_store_t store,
                                      const char *key,
                                      uint64_t addr,
                                      uint64_t len,
                                      const yuebing_options *opts,
                                      yuebing_done_cb cb,
                                      void *user_data,
-                                     yuebing_call *call_out,
+                                     yuebing_call_t *call_out,
                                      yuebing_error *err);
 
 // The value of `key`: the blocking form hands it over in `out` (free it with
@@ -1107,7 +1107,7 @@ int32_t yuebing_store_put_from_async(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
 // length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
-int32_t yuebing_store_get(yuebing_store store,
+int32_t yuebing_store_get(yuebing_store_t store,
                           const char *key,
                           const yuebing_options *opts,
                           yuebing_buf *out,
@@ -1121,12 +1121,12 @@ int32_t yuebing_store_get(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
 // `call_out` and `err` NULL or writable.
-int32_t yuebing_store_get_async(yuebing_store store,
+int32_t yuebing_store_get_async(yuebing_store_t store,
                                 const char *key,
                                 const yuebing_options *opts,
                                 yuebing_bytes_cb cb,
                                 void *user_data,
-                                yuebing_call *call_out,
+                                yuebing_call_t *call_out,
                                 yuebing_error *err);
 
 // Reads `key` into `len` bytes of memory registered with the client's engine, without a
@@ -1136,7 +1136,7 @@ int32_t yuebing_store_get_async(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
 // length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
-int32_t yuebing_store_get_into(yuebing_store store,
+int32_t yuebing_store_get_into(yuebing_store_t store,
                                const char *key,
                                uint64_t addr,
                                uint64_t len,
@@ -1153,14 +1153,14 @@ int32_t yuebing_store_get_into(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
 // `call_out` and `err` NULL or writable.
-int32_t yuebing_store_get_into_async(yuebing_store store,
+int32_t yuebing_store_get_into_async(yuebing_store_t store,
                                      const char *key,
                                      uint64_t addr,
                                      uint64_t len,
                                      const yuebing_options *opts,
                                      yuebing_u64_cb cb,
                                      void *user_data,
-                                     yuebing_call *call_out,
+                                     yuebing_call_t *call_out,
                                      yuebing_error *err);
 
 // Whether `key` exists: 1 or 0 in `out`.
@@ -1168,7 +1168,7 @@ int32_t yuebing_store_get_into_async(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
 // length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
-int32_t yuebing_store_exist(yuebing_store store,
+int32_t yuebing_store_exist(yuebing_store_t store,
                             const char *key,
                             const yuebing_options *opts,
                             uint64_t *out,
@@ -1181,12 +1181,12 @@ int32_t yuebing_store_exist(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
 // `call_out` and `err` NULL or writable.
-int32_t yuebing_store_exist_async(yuebing_store store,
+int32_t yuebing_store_exist_async(yuebing_store_t store,
                                   const char *key,
                                   const yuebing_options *opts,
                                   yuebing_u64_cb cb,
                                   void *user_data,
-                                  yuebing_call *call_out,
+                                  yuebing_call_t *call_out,
                                   yuebing_error *err);
 
 // The size of `key`'s value in `out`.
@@ -1194,7 +1194,7 @@ int32_t yuebing_store_exist_async(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
 // length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
-int32_t yuebing_store_get_size(yuebing_store store,
+int32_t yuebing_store_get_size(yuebing_store_t store,
                                const char *key,
                                const yuebing_options *opts,
                                uint64_t *out,
@@ -1207,12 +1207,12 @@ int32_t yuebing_store_get_size(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
 // `call_out` and `err` NULL or writable.
-int32_t yuebing_store_get_size_async(yuebing_store store,
+int32_t yuebing_store_get_size_async(yuebing_store_t store,
                                      const char *key,
                                      const yuebing_options *opts,
                                      yuebing_u64_cb cb,
                                      void *user_data,
-                                     yuebing_call *call_out,
+                                     yuebing_call_t *call_out,
                                      yuebing_error *err);
 
 // Removes `key` (`force`: even while readers hold leases on it).
@@ -1220,7 +1220,7 @@ int32_t yuebing_store_get_size_async(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
 // length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
-int32_t yuebing_store_remove(yuebing_store store,
+int32_t yuebing_store_remove(yuebing_store_t store,
                              const char *key,
                              bool force,
                              const yuebing_options *opts,
@@ -1233,13 +1233,13 @@ int32_t yuebing_store_remove(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
 // `call_out` and `err` NULL or writable.
-int32_t yuebing_store_remove_async(yuebing_store store,
+int32_t yuebing_store_remove_async(yuebing_store_t store,
                                    const char *key,
                                    bool force,
                                    const yuebing_options *opts,
                                    yuebing_done_cb cb,
                                    void *user_data,
-                                   yuebing_call *call_out,
+                                   yuebing_call_t *call_out,
                                    yuebing_error *err);
 
 // Removes every object (`force`: leased ones too); how many goes to `out`.
@@ -1247,7 +1247,7 @@ int32_t yuebing_store_remove_async(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
 // length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
-int32_t yuebing_store_remove_all(yuebing_store store,
+int32_t yuebing_store_remove_all(yuebing_store_t store,
                                  bool force,
                                  const yuebing_options *opts,
                                  uint64_t *out,
@@ -1260,12 +1260,12 @@ int32_t yuebing_store_remove_all(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
 // `call_out` and `err` NULL or writable.
-int32_t yuebing_store_remove_all_async(yuebing_store store,
+int32_t yuebing_store_remove_all_async(yuebing_store_t store,
                                        bool force,
                                        const yuebing_options *opts,
                                        yuebing_u64_cb cb,
                                        void *user_data,
-                                       yuebing_call *call_out,
+                                       yuebing_call_t *call_out,
                                        yuebing_error *err);
 
 // Leaves the cluster gracefully: the master places nothing new on this client, and its
@@ -1274,7 +1274,7 @@ int32_t yuebing_store_remove_all_async(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
 // length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
-int32_t yuebing_store_close(yuebing_store store,
+int32_t yuebing_store_close(yuebing_store_t store,
                             const yuebing_options *opts,
                             yuebing_error *err);
 
@@ -1286,11 +1286,11 @@ int32_t yuebing_store_close(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
 // `call_out` and `err` NULL or writable.
-int32_t yuebing_store_close_async(yuebing_store store,
+int32_t yuebing_store_close_async(yuebing_store_t store,
                                   const yuebing_options *opts,
                                   yuebing_done_cb cb,
                                   void *user_data,
-                                  yuebing_call *call_out,
+                                  yuebing_call_t *call_out,
                                   yuebing_error *err);
 
 // The master's counts in `out`.
@@ -1298,7 +1298,7 @@ int32_t yuebing_store_close_async(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
 // length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
-int32_t yuebing_store_stats(yuebing_store store,
+int32_t yuebing_store_stats(yuebing_store_t store,
                             const yuebing_options *opts,
                             yuebing_stats *out,
                             yuebing_error *err);
@@ -1310,11 +1310,11 @@ int32_t yuebing_store_stats(yuebing_store store,
 // # Safety
 // Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
 // `call_out` and `err` NULL or writable.
-int32_t yuebing_store_stats_async(yuebing_store store,
+int32_t yuebing_store_stats_async(yuebing_store_t store,
                                   const yuebing_options *opts,
                                   yuebing_stats_cb cb,
                                   void *user_data,
-                                  yuebing_call *call_out,
+                                  yuebing_call_t *call_out,
                                   yuebing_error *err);
 
 #ifdef __cplusplus

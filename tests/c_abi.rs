@@ -29,7 +29,15 @@ fn compile(name: &str, out: &Path) -> PathBuf {
     let exe = out.join(name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let status = Command::new(&cc)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-g", "-I"])
+        .args([
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-g",
+            "-I",
+        ])
         .arg(root.join("include"))
         .arg("-o")
         .arg(&exe)

@@ -48,11 +48,11 @@ static void on_done(void *user_data, int32_t code, const char *message) {
 }
 
 int main(void) {
-    yuebing_bridge bridge = 0;
+    yuebing_bridge_t bridge = 0;
     CHECK(yuebing_bridge_new(NULL, &bridge, NULL));
     yuebing_engine_config tcp = {0};
     tcp.transport = YUEBING_TRANSPORT_TCP;
-    yuebing_engine a = 0, b = 0;
+    yuebing_engine_t a = 0, b = 0;
     CHECK(yuebing_engine_new(bridge, &tcp, &a, NULL));
     CHECK(yuebing_engine_new(bridge, NULL, &b, NULL));
 
@@ -75,7 +75,7 @@ int main(void) {
     EXPECT(memcmp(mine, mine + 65536, 4096) == 0);
 
     /* A batch of eight reads. */
-    yuebing_batch batch = 0;
+    yuebing_batch_t batch = 0;
     CHECK(yuebing_batch_new(a, 8, &batch, NULL));
     yuebing_request requests[8];
     for (int i = 0; i < 8; i++) {

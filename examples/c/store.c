@@ -97,14 +97,14 @@ int main(int argc, char **argv) {
         return 1;
     }
     yuebing_error err;
-    yuebing_bridge bridge = 0;
+    yuebing_bridge_t bridge = 0;
     CHECK(yuebing_bridge_new(NULL, &bridge, &err));
 
     yuebing_store_config config = {0};
     config.master = argv[1];
     config.token = getenv("YUEBING_TOKEN");
     config.staging_size = 4 << 20;
-    yuebing_store store = 0;
+    yuebing_store_t store = 0;
     CHECK(yuebing_store_new(bridge, &config, &store, &err));
 
     /* Blocking: put and get three objects. */
@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
     EXPECT(rc == YUEBING_ERR_OBJECT_ALREADY_EXISTS && err.code == rc && strlen(err.message) > 0);
 
     /* Read one into a registered buffer, without a copy through the client. */
-    yuebing_engine engine = 0;
+    yuebing_engine_t engine = 0;
     CHECK(yuebing_store_engine(store, &engine, &err));
     size_t cap = 4096;
     char *buffer = calloc(1, cap);

@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use ::yuebing_engine::{BatchStatus, SegmentHandle, TaskState, TransferRequest};
+use yuebing_engine::{BatchStatus, SegmentHandle, TaskState, TransferRequest};
 
 use super::deliver::{self, Op};
 use super::error::{entry, yuebing_error, Failure, FfiResult};
@@ -76,9 +76,9 @@ fn c_status(s: BatchStatus) -> yuebing_batch_status {
 /// `batch_out` writable; `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_batch_new(
-    engine: yuebing_engine,
+    engine: yuebing_engine_t,
     capacity: usize,
-    batch_out: *mut yuebing_batch,
+    batch_out: *mut yuebing_batch_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -107,7 +107,10 @@ pub unsafe extern "C" fn yuebing_batch_new(
 /// # Safety
 /// `err` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn yuebing_batch_free(batch: yuebing_batch, err: *mut yuebing_error) -> i32 {
+pub unsafe extern "C" fn yuebing_batch_free(
+    batch: yuebing_batch_t,
+    err: *mut yuebing_error,
+) -> i32 {
     entry(err, || {
         let b = handles::batch(batch)?;
         b.engine.free_batch(b.id)?;
@@ -124,7 +127,7 @@ pub unsafe extern "C" fn yuebing_batch_free(batch: yuebing_batch, err: *mut yueb
 /// `requests` valid for `n` elements; `first_task_out` and `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_batch_submit(
-    batch: yuebing_batch,
+    batch: yuebing_batch_t,
     requests: *const yuebing_request,
     n: usize,
     first_task_out: *mut u64,
@@ -142,7 +145,7 @@ pub unsafe extern "C" fn yuebing_batch_submit(
     })
 }
 
-fn wait_op(batch: yuebing_batch) -> FfiResult<Op<BatchStatus>> {
+fn wait_op(batch: yuebing_batch_t) -> FfiResult<Op<BatchStatus>> {
     let b = handles::batch(batch)?;
     let (engine, id) = (b.engine.engine().clone(), b.id);
     Ok(Op::new(
@@ -158,7 +161,7 @@ fn wait_op(batch: yuebing_batch) -> FfiResult<Op<BatchStatus>> {
 /// `status_out` and `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_batch_wait(
-    batch: yuebing_batch,
+    batch: yuebing_batch_t,
     status_out: *mut yuebing_batch_status,
     err: *mut yuebing_error,
 ) -> i32 {
@@ -177,10 +180,10 @@ pub unsafe extern "C" fn yuebing_batch_wait(
 /// `user_data` usable on the callback thread; `call_out` and `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_batch_wait_async(
-    batch: yuebing_batch,
+    batch: yuebing_batch_t,
     cb: yuebing_batch_status_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -195,7 +198,7 @@ pub unsafe extern "C" fn yuebing_batch_wait_async(
 /// `status_out` writable; `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_batch_get_status(
-    batch: yuebing_batch,
+    batch: yuebing_batch_t,
     status_out: *mut yuebing_batch_status,
     err: *mut yuebing_error,
 ) -> i32 {
@@ -216,7 +219,7 @@ pub unsafe extern "C" fn yuebing_batch_get_status(
 /// `canceled_out` and `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_batch_cancel(
-    batch: yuebing_batch,
+    batch: yuebing_batch_t,
     canceled_out: *mut u64,
     err: *mut yuebing_error,
 ) -> i32 {

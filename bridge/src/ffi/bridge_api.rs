@@ -5,11 +5,11 @@ use crate::{Bridge, BridgeConfig};
 use super::error::{entry, yuebing_error, FfiResult};
 use super::handles::{self, Kind, Object};
 use super::raw;
-use super::types::{yuebing_bridge, yuebing_bridge_config};
+use super::types::{yuebing_bridge_config, yuebing_bridge_t};
 
 /// The bridge a handle names; 0 is the process's default bridge (started on first use, never
 /// destroyed).
-pub(crate) fn resolve(bridge: yuebing_bridge) -> FfiResult<Bridge> {
+pub(crate) fn resolve(bridge: yuebing_bridge_t) -> FfiResult<Bridge> {
     match bridge {
         0 => Ok(Bridge::global()?),
         h => handles::bridge(h),
@@ -24,7 +24,7 @@ pub(crate) fn resolve(bridge: yuebing_bridge) -> FfiResult<Bridge> {
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_bridge_new(
     config: *const yuebing_bridge_config,
-    out: *mut yuebing_bridge,
+    out: *mut yuebing_bridge_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -61,7 +61,7 @@ pub unsafe extern "C" fn yuebing_bridge_new(
 /// `err` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_bridge_destroy(
-    bridge: yuebing_bridge,
+    bridge: yuebing_bridge_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {

@@ -54,7 +54,7 @@ impl<T: Send + 'static> Op<T> {
     /// call is written there.
     pub(crate) fn then(
         self,
-        call_out: *mut yuebing_call,
+        call_out: *mut yuebing_call_t,
         deliver: impl FnOnce(i32, *const c_char, Option<T>) + Send + 'static,
     ) -> FfiResult<()> {
         self.bridge.usable()?;
@@ -141,7 +141,7 @@ pub(crate) fn by_pointer<T: Send + 'static, C: 'static>(
 /// # Safety
 /// `err` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn yuebing_call_cancel(call: yuebing_call, err: *mut yuebing_error) -> i32 {
+pub unsafe extern "C" fn yuebing_call_cancel(call: yuebing_call_t, err: *mut yuebing_error) -> i32 {
     entry(err, || {
         handles::call(call)?.cancel();
         Ok(())
@@ -153,7 +153,10 @@ pub unsafe extern "C" fn yuebing_call_cancel(call: yuebing_call, err: *mut yuebi
 /// # Safety
 /// `err` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn yuebing_call_destroy(call: yuebing_call, err: *mut yuebing_error) -> i32 {
+pub unsafe extern "C" fn yuebing_call_destroy(
+    call: yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
     entry(err, || {
         handles::remove(call, Kind::Call)?;
         Ok(())

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
 use std::sync::{Arc, Mutex};
 
-use ::yuebing_engine::{
+use yuebing_engine::{
     EngineBuffer, EngineConfig, Location, RemoteAccess, SegmentHandle, TransportKind,
 };
 
@@ -100,9 +100,9 @@ unsafe fn engine_config(c: &yuebing_engine_config) -> FfiResult<EngineConfig> {
 /// writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_engine_new(
-    bridge: yuebing_bridge,
+    bridge: yuebing_bridge_t,
     config: *const yuebing_engine_config,
-    out: *mut yuebing_engine,
+    out: *mut yuebing_engine_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -129,7 +129,7 @@ pub unsafe extern "C" fn yuebing_engine_new(
 /// `err` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_engine_destroy(
-    engine: yuebing_engine,
+    engine: yuebing_engine_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -146,7 +146,7 @@ pub unsafe extern "C" fn yuebing_engine_destroy(
 /// `buf` valid for `cap` bytes of writes; `len_out` and `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_engine_name(
-    engine: yuebing_engine,
+    engine: yuebing_engine_t,
     buf: *mut c_char,
     cap: usize,
     len_out: *mut usize,
@@ -179,7 +179,7 @@ pub unsafe extern "C" fn yuebing_engine_name(
 /// `addr_out` writable; `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_engine_allocate(
-    engine: yuebing_engine,
+    engine: yuebing_engine_t,
     len: usize,
     access: u32,
     addr_out: *mut u64,
@@ -208,7 +208,7 @@ pub unsafe extern "C" fn yuebing_engine_allocate(
 /// it at any time. `location` NULL or NUL-terminated; `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_engine_register(
-    engine: yuebing_engine,
+    engine: yuebing_engine_t,
     addr: *mut c_void,
     len: usize,
     location: *const c_char,
@@ -247,7 +247,7 @@ pub unsafe extern "C" fn yuebing_engine_register(
 /// `err` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_engine_unregister(
-    engine: yuebing_engine,
+    engine: yuebing_engine_t,
     addr: u64,
     err: *mut yuebing_error,
 ) -> i32 {
@@ -259,7 +259,7 @@ pub unsafe extern "C" fn yuebing_engine_unregister(
     })
 }
 
-unsafe fn open_segment_op(engine: yuebing_engine, name: *const c_char) -> FfiResult<Op<u64>> {
+unsafe fn open_segment_op(engine: yuebing_engine_t, name: *const c_char) -> FfiResult<Op<u64>> {
     let e = handles::engine(engine)?;
     // SAFETY: forwarded contract.
     let name = unsafe { raw::text(name, "name") }?;
@@ -277,7 +277,7 @@ unsafe fn open_segment_op(engine: yuebing_engine, name: *const c_char) -> FfiRes
 /// `name` NUL-terminated; `segment_out` writable; `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_engine_open_segment(
-    engine: yuebing_engine,
+    engine: yuebing_engine_t,
     name: *const c_char,
     segment_out: *mut u64,
     err: *mut yuebing_error,
@@ -300,11 +300,11 @@ pub unsafe extern "C" fn yuebing_engine_open_segment(
 /// NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_engine_open_segment_async(
-    engine: yuebing_engine,
+    engine: yuebing_engine_t,
     name: *const c_char,
     cb: yuebing_u64_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -315,7 +315,7 @@ pub unsafe extern "C" fn yuebing_engine_open_segment_async(
 }
 
 /// A single transfer of `request`.
-fn transfer_op(engine: yuebing_engine, request: &yuebing_request) -> FfiResult<Op<()>> {
+fn transfer_op(engine: yuebing_engine_t, request: &yuebing_request) -> FfiResult<Op<()>> {
     let request = super::batch_api::request(request)?;
     let e = handles::engine(engine)?;
     let engine = e.engine.engine().clone();
@@ -331,7 +331,7 @@ fn transfer_op(engine: yuebing_engine, request: &yuebing_request) -> FfiResult<O
 /// `request` readable; `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_engine_transfer(
-    engine: yuebing_engine,
+    engine: yuebing_engine_t,
     request: *const yuebing_request,
     err: *mut yuebing_error,
 ) -> i32 {
@@ -351,11 +351,11 @@ pub unsafe extern "C" fn yuebing_engine_transfer(
 /// writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_engine_transfer_async(
-    engine: yuebing_engine,
+    engine: yuebing_engine_t,
     request: *const yuebing_request,
     cb: yuebing_done_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -390,7 +390,7 @@ fn request_of(
 /// `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_engine_read(
-    engine: yuebing_engine,
+    engine: yuebing_engine_t,
     source: u64,
     segment: u64,
     target_offset: u64,
@@ -409,7 +409,7 @@ pub unsafe extern "C" fn yuebing_engine_read(
 /// `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_engine_write(
-    engine: yuebing_engine,
+    engine: yuebing_engine_t,
     source: u64,
     segment: u64,
     target_offset: u64,
@@ -427,14 +427,14 @@ pub unsafe extern "C" fn yuebing_engine_write(
 /// As `yuebing_engine_transfer_async`.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_engine_read_async(
-    engine: yuebing_engine,
+    engine: yuebing_engine_t,
     source: u64,
     segment: u64,
     target_offset: u64,
     length: u64,
     cb: yuebing_done_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     let request = request_of(YUEBING_OP_READ, source, segment, target_offset, length);
@@ -448,14 +448,14 @@ pub unsafe extern "C" fn yuebing_engine_read_async(
 /// As `yuebing_engine_transfer_async`.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_engine_write_async(
-    engine: yuebing_engine,
+    engine: yuebing_engine_t,
     source: u64,
     segment: u64,
     target_offset: u64,
     length: u64,
     cb: yuebing_done_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     let request = request_of(YUEBING_OP_WRITE, source, segment, target_offset, length);

@@ -2,7 +2,7 @@
 
 use std::ffi::{c_char, c_void};
 
-use ::yuebing_store::master::{Health, Stats};
+use yuebing_store::master::{Health, Stats};
 
 use crate::BlockingMaster;
 
@@ -22,10 +22,10 @@ use super::types::*;
 /// writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_master_new(
-    bridge: yuebing_bridge,
+    bridge: yuebing_bridge_t,
     endpoint: *const c_char,
     token: *const c_char,
-    out: *mut yuebing_master,
+    out: *mut yuebing_master_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -52,7 +52,7 @@ pub unsafe extern "C" fn yuebing_master_new(
 /// `err` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_master_destroy(
-    master: yuebing_master,
+    master: yuebing_master_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -72,12 +72,12 @@ fn c_health(h: Health) -> yuebing_health {
     }
 }
 
-fn health_op(master: yuebing_master) -> FfiResult<Op<Health>> {
+fn health_op(master: yuebing_master_t) -> FfiResult<Op<Health>> {
     let m = handles::master(master)?;
     Ok(Op::new(m.bridge(), m.health_future()))
 }
 
-fn stats_op(master: yuebing_master) -> FfiResult<Op<Stats>> {
+fn stats_op(master: yuebing_master_t) -> FfiResult<Op<Stats>> {
     let m = handles::master(master)?;
     Ok(Op::new(m.bridge(), m.stats_future()))
 }
@@ -88,7 +88,7 @@ fn stats_op(master: yuebing_master) -> FfiResult<Op<Stats>> {
 /// `out` writable; `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_master_health(
-    master: yuebing_master,
+    master: yuebing_master_t,
     out: *mut yuebing_health,
     err: *mut yuebing_error,
 ) -> i32 {
@@ -102,10 +102,10 @@ pub unsafe extern "C" fn yuebing_master_health(
 /// `user_data` usable on the callback thread; `call_out` and `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_master_health_async(
-    master: yuebing_master,
+    master: yuebing_master_t,
     cb: yuebing_health_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -120,7 +120,7 @@ pub unsafe extern "C" fn yuebing_master_health_async(
 /// `out` writable; `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_master_stats(
-    master: yuebing_master,
+    master: yuebing_master_t,
     out: *mut yuebing_stats,
     err: *mut yuebing_error,
 ) -> i32 {
@@ -134,10 +134,10 @@ pub unsafe extern "C" fn yuebing_master_stats(
 /// `user_data` usable on the callback thread; `call_out` and `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_master_stats_async(
-    master: yuebing_master,
+    master: yuebing_master_t,
     cb: yuebing_stats_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {

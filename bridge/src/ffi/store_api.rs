@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use ::yuebing_store::master::PutConfig;
-use ::yuebing_store::{ClientConfig, Options};
+use yuebing_store::master::PutConfig;
+use yuebing_store::{ClientConfig, Options};
 
 use crate::BlockingClient;
 
@@ -91,9 +91,9 @@ unsafe fn client_config(c: &yuebing_store_config) -> FfiResult<ClientConfig> {
 /// `config` is readable and its strings NUL-terminated; `out` writable; `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_new(
-    bridge: yuebing_bridge,
+    bridge: yuebing_bridge_t,
     config: *const yuebing_store_config,
-    out: *mut yuebing_store,
+    out: *mut yuebing_store_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -125,7 +125,7 @@ pub unsafe extern "C" fn yuebing_store_new(
 /// `err` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_destroy(
-    store: yuebing_store,
+    store: yuebing_store_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -141,8 +141,8 @@ pub unsafe extern "C" fn yuebing_store_destroy(
 /// `out` writable; `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_engine(
-    store: yuebing_store,
-    out: *mut yuebing_engine,
+    store: yuebing_store_t,
+    out: *mut yuebing_engine_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -180,7 +180,7 @@ pub unsafe extern "C" fn yuebing_list_free(list: *mut yuebing_list) {
 /// # Safety
 /// `opts` is NULL or readable.
 pub(crate) unsafe fn target(
-    store: yuebing_store,
+    store: yuebing_store_t,
     opts: *const yuebing_options,
 ) -> FfiResult<(BlockingClient, Options)> {
     let (client, _) = handles::store(store)?;

@@ -99,7 +99,7 @@ fn then_each<T: Send + 'static>(
     op: Op<Each<T>>,
     cb: yuebing_each_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     value: fn(T) -> u64,
 ) -> FfiResult<()> {
     let (f, ud) = (required(cb)?, UserData::new(user_data));
@@ -127,7 +127,7 @@ fn identity(v: u64) -> u64 {
 }
 
 unsafe fn batch_put_op(
-    store: yuebing_store,
+    store: yuebing_store_t,
     k: *const *const c_char,
     values: *const *const u8,
     lens: *const usize,
@@ -164,7 +164,7 @@ unsafe fn batch_put_op(
 /// `codes_out` writable for `n`; `opts` NULL or readable; `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_batch_put(
-    store: yuebing_store,
+    store: yuebing_store_t,
     keys: *const *const c_char,
     values: *const *const u8,
     lens: *const usize,
@@ -188,7 +188,7 @@ pub unsafe extern "C" fn yuebing_store_batch_put(
 /// or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_batch_put_async(
-    store: yuebing_store,
+    store: yuebing_store_t,
     keys: *const *const c_char,
     values: *const *const u8,
     lens: *const usize,
@@ -196,7 +196,7 @@ pub unsafe extern "C" fn yuebing_store_batch_put_async(
     opts: *const yuebing_options,
     cb: yuebing_each_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -208,7 +208,7 @@ pub unsafe extern "C" fn yuebing_store_batch_put_async(
 }
 
 unsafe fn batch_put_from_op(
-    store: yuebing_store,
+    store: yuebing_store_t,
     k: *const *const c_char,
     addrs: *const u64,
     lens: *const u64,
@@ -233,7 +233,7 @@ unsafe fn batch_put_from_op(
 /// NULL or readable; `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_batch_put_from(
-    store: yuebing_store,
+    store: yuebing_store_t,
     keys: *const *const c_char,
     addrs: *const u64,
     lens: *const u64,
@@ -257,7 +257,7 @@ pub unsafe extern "C" fn yuebing_store_batch_put_from(
 /// NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_batch_put_from_async(
-    store: yuebing_store,
+    store: yuebing_store_t,
     keys: *const *const c_char,
     addrs: *const u64,
     lens: *const u64,
@@ -265,7 +265,7 @@ pub unsafe extern "C" fn yuebing_store_batch_put_from_async(
     opts: *const yuebing_options,
     cb: yuebing_each_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -277,7 +277,7 @@ pub unsafe extern "C" fn yuebing_store_batch_put_from_async(
 }
 
 unsafe fn batch_get_into_op(
-    store: yuebing_store,
+    store: yuebing_store_t,
     k: *const *const c_char,
     addrs: *const u64,
     lens: *const u64,
@@ -303,7 +303,7 @@ unsafe fn batch_get_into_op(
 /// NULL) writable for `n`; `opts` NULL or readable; `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_batch_get_into(
-    store: yuebing_store,
+    store: yuebing_store_t,
     keys: *const *const c_char,
     addrs: *const u64,
     lens: *const u64,
@@ -328,7 +328,7 @@ pub unsafe extern "C" fn yuebing_store_batch_get_into(
 /// NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_batch_get_into_async(
-    store: yuebing_store,
+    store: yuebing_store_t,
     keys: *const *const c_char,
     addrs: *const u64,
     lens: *const u64,
@@ -336,7 +336,7 @@ pub unsafe extern "C" fn yuebing_store_batch_get_into_async(
     opts: *const yuebing_options,
     cb: yuebing_each_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -348,7 +348,7 @@ pub unsafe extern "C" fn yuebing_store_batch_get_into_async(
 }
 
 unsafe fn batch_exist_op(
-    store: yuebing_store,
+    store: yuebing_store_t,
     k: *const *const c_char,
     n: usize,
     opts: *const yuebing_options,
@@ -372,7 +372,7 @@ unsafe fn batch_exist_op(
 /// writable for `n`; `opts` NULL or readable; `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_batch_exist(
-    store: yuebing_store,
+    store: yuebing_store_t,
     keys: *const *const c_char,
     n: usize,
     opts: *const yuebing_options,
@@ -395,13 +395,13 @@ pub unsafe extern "C" fn yuebing_store_batch_exist(
 /// or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_batch_exist_async(
-    store: yuebing_store,
+    store: yuebing_store_t,
     keys: *const *const c_char,
     n: usize,
     opts: *const yuebing_options,
     cb: yuebing_each_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -413,7 +413,7 @@ pub unsafe extern "C" fn yuebing_store_batch_exist_async(
 }
 
 unsafe fn batch_get_op(
-    store: yuebing_store,
+    store: yuebing_store_t,
     k: *const *const c_char,
     n: usize,
     opts: *const yuebing_options,
@@ -437,7 +437,7 @@ unsafe fn batch_get_op(
 /// `opts` NULL or readable; `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_batch_get(
-    store: yuebing_store,
+    store: yuebing_store_t,
     keys: *const *const c_char,
     n: usize,
     opts: *const yuebing_options,
@@ -477,13 +477,13 @@ pub unsafe extern "C" fn yuebing_store_batch_get(
 /// writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_batch_get_async(
-    store: yuebing_store,
+    store: yuebing_store_t,
     keys: *const *const c_char,
     n: usize,
     opts: *const yuebing_options,
     cb: yuebing_each_bytes_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {

@@ -4,7 +4,7 @@
 
 use std::ffi::{c_char, c_void};
 
-use ::yuebing_store::master::{ListedObject, Stats};
+use yuebing_store::master::{ListedObject, Stats};
 
 use super::deliver::{self, required, Op, UserData};
 use super::error::{c_string, entry, yuebing_error, Failure, FfiResult};
@@ -22,7 +22,7 @@ fn wait_number(out: *mut u64, op: Op<u64>) -> FfiResult<()> {
 
 /// `put`, `upsert`: the value is copied before the function returns.
 unsafe fn put_op(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     data: *const u8,
     len: usize,
@@ -44,7 +44,7 @@ unsafe fn put_op(
 
 /// `put_from`: registered memory, read until the call ends.
 unsafe fn put_from_op(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     addr: u64,
     len: u64,
@@ -70,7 +70,7 @@ pub(crate) fn check_range(addr: u64, len: u64) -> FfiResult<()> {
 }
 
 unsafe fn get_op(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     opts: *const yuebing_options,
 ) -> FfiResult<Op<Vec<u8>>> {
@@ -108,7 +108,7 @@ fn bytes_cb(
 }
 
 unsafe fn get_into_op(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     addr: u64,
     len: u64,
@@ -126,7 +126,7 @@ unsafe fn get_into_op(
 }
 
 unsafe fn exist_op(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     opts: *const yuebing_options,
 ) -> FfiResult<Op<u64>> {
@@ -139,7 +139,7 @@ unsafe fn exist_op(
 }
 
 unsafe fn get_size_op(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     opts: *const yuebing_options,
 ) -> FfiResult<Op<u64>> {
@@ -154,7 +154,7 @@ unsafe fn get_size_op(
 }
 
 unsafe fn remove_op(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     force: bool,
     opts: *const yuebing_options,
@@ -171,7 +171,7 @@ unsafe fn remove_op(
 
 /// `remove_all`.
 unsafe fn remove_all_op(
-    store: yuebing_store,
+    store: yuebing_store_t,
     force: bool,
     opts: *const yuebing_options,
 ) -> FfiResult<Op<u64>> {
@@ -184,7 +184,7 @@ unsafe fn remove_all_op(
 }
 
 /// `close`.
-unsafe fn close_op(store: yuebing_store, opts: *const yuebing_options) -> FfiResult<Op<()>> {
+unsafe fn close_op(store: yuebing_store_t, opts: *const yuebing_options) -> FfiResult<Op<()>> {
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
     let c = client.client().clone();
@@ -195,7 +195,7 @@ unsafe fn close_op(store: yuebing_store, opts: *const yuebing_options) -> FfiRes
 }
 
 /// `stats`.
-unsafe fn stats_op(store: yuebing_store, opts: *const yuebing_options) -> FfiResult<Op<Stats>> {
+unsafe fn stats_op(store: yuebing_store_t, opts: *const yuebing_options) -> FfiResult<Op<Stats>> {
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
     let c = client.client().clone();
@@ -239,7 +239,7 @@ pub(crate) fn wait_into<T: Send + 'static, C>(
 }
 
 unsafe fn list_op(
-    store: yuebing_store,
+    store: yuebing_store_t,
     prefix: *const c_char,
     limit: u64,
     opts: *const yuebing_options,
@@ -269,7 +269,7 @@ fn c_keys(listed: Vec<ListedObject>) -> Vec<(std::ffi::CString, u64, u32)> {
 /// `prefix` NUL-terminated; `opts` NULL or readable; `out` writable; `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_list(
-    store: yuebing_store,
+    store: yuebing_store_t,
     prefix: *const c_char,
     limit: u64,
     opts: *const yuebing_options,
@@ -293,13 +293,13 @@ pub unsafe extern "C" fn yuebing_store_list(
 /// As `yuebing_store_list`; `call_out` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_list_async(
-    store: yuebing_store,
+    store: yuebing_store_t,
     prefix: *const c_char,
     limit: u64,
     opts: *const yuebing_options,
     cb: yuebing_list_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -330,7 +330,7 @@ pub unsafe extern "C" fn yuebing_store_list_async(
 /// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_put(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     data: *const u8,
     len: usize,
@@ -353,14 +353,14 @@ pub unsafe extern "C" fn yuebing_store_put(
 /// `call_out` and `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_put_async(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     data: *const u8,
     len: usize,
     opts: *const yuebing_options,
     cb: yuebing_done_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -377,7 +377,7 @@ pub unsafe extern "C" fn yuebing_store_put_async(
 /// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_upsert(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     data: *const u8,
     len: usize,
@@ -399,14 +399,14 @@ pub unsafe extern "C" fn yuebing_store_upsert(
 /// `call_out` and `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_upsert_async(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     data: *const u8,
     len: usize,
     opts: *const yuebing_options,
     cb: yuebing_done_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -424,7 +424,7 @@ pub unsafe extern "C" fn yuebing_store_upsert_async(
 /// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_put_from(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     addr: u64,
     len: u64,
@@ -447,14 +447,14 @@ pub unsafe extern "C" fn yuebing_store_put_from(
 /// `call_out` and `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_put_from_async(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     addr: u64,
     len: u64,
     opts: *const yuebing_options,
     cb: yuebing_done_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -472,7 +472,7 @@ pub unsafe extern "C" fn yuebing_store_put_from_async(
 /// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_get(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     opts: *const yuebing_options,
     out: *mut yuebing_buf,
@@ -494,12 +494,12 @@ pub unsafe extern "C" fn yuebing_store_get(
 /// `call_out` and `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_get_async(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     opts: *const yuebing_options,
     cb: yuebing_bytes_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -518,7 +518,7 @@ pub unsafe extern "C" fn yuebing_store_get_async(
 /// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_get_into(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     addr: u64,
     len: u64,
@@ -543,14 +543,14 @@ pub unsafe extern "C" fn yuebing_store_get_into(
 /// `call_out` and `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_get_into_async(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     addr: u64,
     len: u64,
     opts: *const yuebing_options,
     cb: yuebing_u64_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -567,7 +567,7 @@ pub unsafe extern "C" fn yuebing_store_get_into_async(
 /// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_exist(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     opts: *const yuebing_options,
     out: *mut u64,
@@ -588,12 +588,12 @@ pub unsafe extern "C" fn yuebing_store_exist(
 /// `call_out` and `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_exist_async(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     opts: *const yuebing_options,
     cb: yuebing_u64_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -610,7 +610,7 @@ pub unsafe extern "C" fn yuebing_store_exist_async(
 /// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_get_size(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     opts: *const yuebing_options,
     out: *mut u64,
@@ -631,12 +631,12 @@ pub unsafe extern "C" fn yuebing_store_get_size(
 /// `call_out` and `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_get_size_async(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     opts: *const yuebing_options,
     cb: yuebing_u64_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -653,7 +653,7 @@ pub unsafe extern "C" fn yuebing_store_get_size_async(
 /// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_remove(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     force: bool,
     opts: *const yuebing_options,
@@ -674,13 +674,13 @@ pub unsafe extern "C" fn yuebing_store_remove(
 /// `call_out` and `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_remove_async(
-    store: yuebing_store,
+    store: yuebing_store_t,
     key: *const c_char,
     force: bool,
     opts: *const yuebing_options,
     cb: yuebing_done_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -697,7 +697,7 @@ pub unsafe extern "C" fn yuebing_store_remove_async(
 /// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_remove_all(
-    store: yuebing_store,
+    store: yuebing_store_t,
     force: bool,
     opts: *const yuebing_options,
     out: *mut u64,
@@ -718,12 +718,12 @@ pub unsafe extern "C" fn yuebing_store_remove_all(
 /// `call_out` and `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_remove_all_async(
-    store: yuebing_store,
+    store: yuebing_store_t,
     force: bool,
     opts: *const yuebing_options,
     cb: yuebing_u64_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -741,7 +741,7 @@ pub unsafe extern "C" fn yuebing_store_remove_all_async(
 /// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_close(
-    store: yuebing_store,
+    store: yuebing_store_t,
     opts: *const yuebing_options,
     err: *mut yuebing_error,
 ) -> i32 {
@@ -759,11 +759,11 @@ pub unsafe extern "C" fn yuebing_store_close(
 /// `call_out` and `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_close_async(
-    store: yuebing_store,
+    store: yuebing_store_t,
     opts: *const yuebing_options,
     cb: yuebing_done_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
@@ -780,7 +780,7 @@ pub unsafe extern "C" fn yuebing_store_close_async(
 /// length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_stats(
-    store: yuebing_store,
+    store: yuebing_store_t,
     opts: *const yuebing_options,
     out: *mut yuebing_stats,
     err: *mut yuebing_error,
@@ -800,11 +800,11 @@ pub unsafe extern "C" fn yuebing_store_stats(
 /// `call_out` and `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_stats_async(
-    store: yuebing_store,
+    store: yuebing_store_t,
     opts: *const yuebing_options,
     cb: yuebing_stats_cb,
     user_data: *mut c_void,
-    call_out: *mut yuebing_call,
+    call_out: *mut yuebing_call_t,
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {

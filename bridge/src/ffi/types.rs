@@ -4,17 +4,17 @@ use std::ffi::{c_char, c_void};
 
 /// A bridge: the runtime and callback threads every call runs on. 0 in the functions that take
 /// one means the process's default bridge.
-pub type yuebing_bridge = u64;
+pub type yuebing_bridge_t = u64;
 /// A store client.
-pub type yuebing_store = u64;
+pub type yuebing_store_t = u64;
 /// A transfer engine (standalone, or a store client's).
-pub type yuebing_engine = u64;
+pub type yuebing_engine_t = u64;
 /// A batch of an engine's transfers.
-pub type yuebing_batch = u64;
+pub type yuebing_batch_t = u64;
 /// A call started in its callback form, to cancel it; release it with `yuebing_call_destroy`.
-pub type yuebing_call = u64;
+pub type yuebing_call_t = u64;
 /// A connection to a master, for `health` and `stats`.
-pub type yuebing_master = u64;
+pub type yuebing_master_t = u64;
 
 /// How a bridge is built; a field left 0 takes its default.
 #[repr(C)]
