@@ -7,6 +7,9 @@
  *   argument, `yuebing_error *err`, may be NULL; when given it is filled on every return.
  *   yuebing_last_error_message() holds the message of the last call on this thread (for
  *   callers whose successive calls may run on different OS threads, such as Go, pass `err`).
+ * - On failure a function writes none of its outputs (other than `err`); yuebing_engine_name
+ *   still reports the length it needs. `err` and `call_out` must stay valid until the function
+ *   returns, even when the callback of an *_async call has already run on another thread.
  * - Handles are 64-bit values checked on every use: 0, a destroyed handle, a handle of another
  *   kind, or one destroyed twice gives YUEBING_ERR_INVALID_HANDLE, never undefined behaviour.
  *   Where a bridge is taken, 0 means the process's default bridge.
@@ -28,7 +31,8 @@
  * - After yuebing_bridge_destroy() returns, no callback of that bridge runs, so user_data may
  *   be freed. Destroying a store, engine or master handle does not wait for its calls in flight.
  * - Bytes and listings handed over are freed with yuebing_buf_free() and yuebing_list_free().
- * - A forked child cannot use its parent's bridge (YUEBING_ERR_FORKED): create a new one.
+ * - A forked child cannot use its parent's bridge (YUEBING_ERR_FORKED): create a new one. Fork
+ *   only while no other thread is inside a yuebing call (as with any library that takes locks).
  */
 
 #ifndef YUEBING_H
@@ -148,6 +152,9 @@
 // An argument is invalid: a null pointer where one is needed, a null buffer with a non-zero
 // length, a length that overflows, an unknown flag or enum value, text that is not UTF-8.
 #define YUEBING_ERR_INVALID_ARGUMENT -4010
+
+// Too many handles are live at once (about four billion).
+#define YUEBING_ERR_TOO_MANY_HANDLES -4011
 
 // The ABI version: bumped on every incompatible change of `yuebing.h`.
 #define YUEBING_ABI_VERSION 1
@@ -365,7 +372,8 @@ typedef struct {
 // A store client.
 typedef uint64_t yuebing_store_t;
 
-// Bytes owned by the library, handed to the caller: free them with `yuebing_buf_free`.
+// Bytes owned by the library, handed to the caller: free them with `yuebing_buf_free`, passing
+// the struct back unchanged. A zeroed one is empty and may be freed too.
 typedef struct {
   // The bytes (NULL when empty).
   uint8_t *data;
@@ -375,15 +383,16 @@ typedef struct {
 
 // One object of a listing.
 typedef struct {
-  // The key, NUL-terminated.
-  char *key;
+  // The key, NUL-terminated (owned by the listing: do not change or free it).
+  const char *key;
   // Its size in bytes.
   uint64_t size;
   // Replicas it has.
   uint32_t replicas;
 } yuebing_listed;
 
-// A listing owned by the caller: free it with `yuebing_list_free`.
+// A listing owned by the caller: free it with `yuebing_list_free`, passing the struct back
+// unchanged.
 typedef struct {
   // The objects.
   yuebing_listed *items;
@@ -503,6 +512,18 @@ int32_t yuebing_batch_get_status(yuebing_batch_t batch,
                                  yuebing_batch_status *status_out,
                                  yuebing_error *err);
 
+// One task's status now: its `YUEBING_TASK_*` state in `state_out`, bytes moved so far in
+// `bytes_out`, and its error's code (0 if none) in `error_out`; any of them may be NULL.
+//
+// # Safety
+// The outputs and `err` NULL or writable.
+int32_t yuebing_batch_task_status(yuebing_batch_t batch,
+                                  uint64_t task,
+                                  uint32_t *state_out,
+                                  uint64_t *bytes_out,
+                                  int32_t *error_out,
+                                  yuebing_error *err);
+
 // Cancels the batch's unfinished tasks; how many goes to `canceled_out` (NULL: not wanted).
 // Idempotent; a task cancelled while under way is final only once its transfer stopped.
 //
@@ -609,9 +630,10 @@ int32_t yuebing_engine_register(yuebing_engine_t engine,
                                 uint32_t access,
                                 yuebing_error *err);
 
-// Unregisters the range that starts at `addr` (registered or allocated): transfers touching
-// it fail, and after this returns no byte of it is read or written. Allocated memory is
-// freed.
+// Unregisters the range that starts at `addr`, registered or allocated through this engine's
+// C handles (anything else, such as a store client's own memory, is
+// `YUEBING_ERR_ADDRESS_NOT_REGISTERED`): transfers touching it fail, and after this returns no
+// byte of it is read or written. Allocated memory is freed.
 //
 // # Safety
 // `err` is NULL or writable.
@@ -641,6 +663,14 @@ int32_t yuebing_engine_open_segment_async(yuebing_engine_t engine,
                                           void *user_data,
                                           yuebing_call_t *call_out,
                                           yuebing_error *err);
+
+// Closes a segment opened by `yuebing_engine_open_segment` (transfers to it fail from then on).
+//
+// # Safety
+// `err` is NULL or writable.
+int32_t yuebing_engine_close_segment(yuebing_engine_t engine,
+                                     uint64_t segment,
+                                     yuebing_error *err);
 
 // Runs one transfer (`YUEBING_OP_READ` or `YUEBING_OP_WRITE`) and returns when it is final:
 // 0 only if every byte landed. Its local range is touched until then, and never after.
@@ -1215,18 +1245,18 @@ int32_t yuebing_store_get_size_async(yuebing_store_t store,
                                      yuebing_call_t *call_out,
                                      yuebing_error *err);
 
-// Removes `key` (`force`: even while readers hold leases on it).
+// Removes `key` (`force` 1: even while readers hold leases on it; 0 or 1).
 //
 // # Safety
 // Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
 // length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
 int32_t yuebing_store_remove(yuebing_store_t store,
                              const char *key,
-                             bool force,
+                             uint32_t force,
                              const yuebing_options *opts,
                              yuebing_error *err);
 
-// Removes `key` (`force`: even while readers hold leases on it).
+// Removes `key` (`force` 1: even while readers hold leases on it; 0 or 1).
 // Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
 // an error and never calls it. With `call_out`, a call handle to cancel it is written there.
 //
@@ -1235,25 +1265,25 @@ int32_t yuebing_store_remove(yuebing_store_t store,
 // `call_out` and `err` NULL or writable.
 int32_t yuebing_store_remove_async(yuebing_store_t store,
                                    const char *key,
-                                   bool force,
+                                   uint32_t force,
                                    const yuebing_options *opts,
                                    yuebing_done_cb cb,
                                    void *user_data,
                                    yuebing_call_t *call_out,
                                    yuebing_error *err);
 
-// Removes every object (`force`: leased ones too); how many goes to `out`.
+// Removes every object (`force` 1: leased ones too; 0 or 1); how many goes to `out`.
 //
 // # Safety
 // Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
 // length, `opts` NULL or readable, outputs writable, `err` NULL or writable.
 int32_t yuebing_store_remove_all(yuebing_store_t store,
-                                 bool force,
+                                 uint32_t force,
                                  const yuebing_options *opts,
                                  uint64_t *out,
                                  yuebing_error *err);
 
-// Removes every object (`force`: leased ones too); how many goes to `out`.
+// Removes every object (`force` 1: leased ones too; 0 or 1); how many goes to `out`.
 // Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
 // an error and never calls it. With `call_out`, a call handle to cancel it is written there.
 //
@@ -1261,7 +1291,7 @@ int32_t yuebing_store_remove_all(yuebing_store_t store,
 // Every pointer as `yuebing.h` says; `user_data` may be used on the callback thread;
 // `call_out` and `err` NULL or writable.
 int32_t yuebing_store_remove_all_async(yuebing_store_t store,
-                                       bool force,
+                                       uint32_t force,
                                        const yuebing_options *opts,
                                        yuebing_u64_cb cb,
                                        void *user_data,

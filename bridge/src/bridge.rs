@@ -34,6 +34,9 @@ impl Default for BridgeConfig {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Most threads of either kind a bridge starts (a larger count is refused, not attempted).
+pub(crate) const MAX_THREADS: usize = 1024;
+
 /// What the calls of a bridge share with it: the runtime handle, the callback pool, the count
 /// of calls under way, and the shutdown signal.
 pub(crate) struct Shared {
@@ -156,6 +159,11 @@ impl std::fmt::Debug for Bridge {
 impl Bridge {
     /// A bridge with a multi-thread runtime and a callback pool of its own.
     pub fn new(config: BridgeConfig) -> Result<Bridge> {
+        if config.worker_threads > MAX_THREADS || config.callback_threads > MAX_THREADS {
+            return Err(Error::Start {
+                reason: format!("at most {MAX_THREADS} worker and callback threads: {config:?}"),
+            });
+        }
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let start = |e: std::io::Error| Error::Start {
             reason: e.to_string(),
@@ -245,6 +253,22 @@ impl Bridge {
         F: Future<Output = std::result::Result<T, E>> + Send + 'static,
     {
         Call::spawn(&self.inner.shared, op)
+    }
+
+    /// Starts `op` with `cb` already in place (see `Call::spawn_then`): `Ok` means `cb` runs
+    /// exactly once on the callback pool, `Err` that it never runs.
+    pub(crate) fn spawn_then<T, E, F>(
+        &self,
+        op: F,
+        cancel: &crate::Canceller,
+        cb: impl FnOnce(Result<T>) + Send + 'static,
+    ) -> Result<()>
+    where
+        T: Send + 'static,
+        E: Into<Error>,
+        F: Future<Output = std::result::Result<T, E>> + Send + 'static,
+    {
+        Call::spawn_then(&self.inner.shared, op, cancel, cb)
     }
 
     /// Whether calls can be made now: [`Error::Shutdown`] after a shutdown, [`Error::Forked`]

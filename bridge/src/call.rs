@@ -41,6 +41,15 @@ pub(crate) struct CallState<T> {
 }
 
 impl<T: Send + 'static> CallState<T> {
+    fn new(shared: &Arc<Shared>, slot: Slot<T>, cancel: CancellationToken) -> Arc<CallState<T>> {
+        Arc::new(CallState {
+            slot: Mutex::new(slot),
+            done: Condvar::new(),
+            cancel,
+            shared: shared.clone(),
+        })
+    }
+
     fn lock(&self) -> MutexGuard<'_, Slot<T>> {
         self.slot.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -102,6 +111,43 @@ impl<F, T: Send + 'static> Drop for Work<F, T> {
     }
 }
 
+/// Runs a counted-in call's `op` as a task: its once-guard delivers the outcome (and counts the
+/// call out) whatever ends the task.
+fn launch<T, F, E>(state: Arc<CallState<T>>, op: F)
+where
+    T: Send + 'static,
+    F: Future<Output = std::result::Result<T, E>> + Send + 'static,
+    E: Into<Error>,
+{
+    let shared = state.shared.clone();
+    let (cancel, shutdown) = (state.cancel.clone(), shared.stopping());
+    let mut work = Work {
+        op: Some(Box::pin(AssertUnwindSafe(op).catch_unwind())),
+        guard: Some(Deliver { state: Some(state) }),
+    };
+    let task = async move {
+        let outcome = match work.op.as_mut() {
+            None => Err(Error::Shutdown),
+            Some(op) => tokio::select! {
+                biased;
+                _ = cancel.cancelled() => Err(Error::Canceled),
+                _ = shutdown.cancelled() => Err(Error::Shutdown),
+                r = op => match r {
+                    Ok(r) => r.map_err(Into::into),
+                    Err(panic) => Err(Error::Panicked { message: panic_message(&*panic) }),
+                },
+            },
+        };
+        // The operation's future (and its work) is gone before anyone hears of the outcome.
+        work.op = None;
+        if let Some(guard) = work.guard.take() {
+            guard.deliver(outcome);
+        }
+    };
+    // A runtime that shut down drops the task unrun: the guard then delivers `Shutdown`.
+    drop(shared.handle().spawn(task));
+}
+
 /// What a panic carried, for [`Error::Panicked`].
 pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     panic
@@ -125,8 +171,7 @@ pub struct Call<T: Send + 'static> {
 pub struct Canceller(CancellationToken);
 
 impl Canceller {
-    /// A canceller of no call (tests of the handle table).
-    #[cfg(test)]
+    /// A canceller for a call not started yet (see `Bridge::spawn_then`).
     pub(crate) fn detached() -> Canceller {
         Canceller(CancellationToken::new())
     }
@@ -144,49 +189,36 @@ impl<T: Send + 'static> Call<T> {
         F: Future<Output = std::result::Result<T, E>> + Send + 'static,
         E: Into<Error>,
     {
-        let state = Arc::new(CallState {
-            slot: Mutex::new(Slot::Running),
-            done: Condvar::new(),
-            cancel: CancellationToken::new(),
-            shared: shared.clone(),
-        });
+        let state = CallState::new(shared, Slot::Running, CancellationToken::new());
         let call = Call {
             state: state.clone(),
             consumed: false,
         };
-        if let Err(e) = shared.call_started() {
-            state.complete(Err(e));
-            return call;
+        match shared.call_started() {
+            Ok(()) => launch(state, op),
+            Err(e) => state.complete(Err(e)),
         }
-        let mut work = Work {
-            op: Some(Box::pin(AssertUnwindSafe(op).catch_unwind())),
-            guard: Some(Deliver {
-                state: Some(state.clone()),
-            }),
-        };
-        let (cancel, shutdown) = (state.cancel.clone(), shared.stopping());
-        let task = async move {
-            let outcome = match work.op.as_mut() {
-                None => Err(Error::Shutdown),
-                Some(op) => tokio::select! {
-                    biased;
-                    _ = cancel.cancelled() => Err(Error::Canceled),
-                    _ = shutdown.cancelled() => Err(Error::Shutdown),
-                    r = op => match r {
-                        Ok(r) => r.map_err(Into::into),
-                        Err(panic) => Err(Error::Panicked { message: panic_message(&*panic) }),
-                    },
-                },
-            };
-            // The operation's future (and its work) is gone before anyone hears of the outcome.
-            work.op = None;
-            if let Some(guard) = work.guard.take() {
-                guard.deliver(outcome);
-            }
-        };
-        // A runtime that shut down drops the task unrun: the guard then delivers `Shutdown`.
-        drop(shared.handle().spawn(task));
         call
+    }
+
+    /// Starts `op` with its callback already in place, so that its outcome always reaches the
+    /// callback pool before the call counts as ended (a shutdown then waits for the callback),
+    /// and never runs on this thread. `Err` if the bridge cannot take calls: then `cb` is
+    /// dropped uncalled. `cancel` stops the call.
+    pub(crate) fn spawn_then<F, E>(
+        shared: &Arc<Shared>,
+        op: F,
+        cancel: &Canceller,
+        cb: impl FnOnce(Result<T>) + Send + 'static,
+    ) -> Result<()>
+    where
+        F: Future<Output = std::result::Result<T, E>> + Send + 'static,
+        E: Into<Error>,
+    {
+        shared.call_started()?;
+        let state = CallState::new(shared, Slot::Callback(Box::new(cb)), cancel.0.clone());
+        launch(state, op);
+        Ok(())
     }
 
     /// A handle that cancels this call from any thread.

@@ -18,84 +18,9 @@ use yuebing_bridge::ffi::store_api::*;
 use yuebing_bridge::ffi::store_batch::*;
 use yuebing_bridge::ffi::store_ops::*;
 use yuebing_bridge::ffi::types::*;
-use yuebing_bridge::{Bridge, BridgeConfig};
-use yuebing_store::master::{MasterServerConfig, RunningMaster};
 
-/// A master on its own bridge (so that destroying the bridge under test leaves it running).
-struct Cluster {
-    host: Bridge,
-    master: Option<RunningMaster>,
-    endpoint: CString,
-}
-
-impl Cluster {
-    fn start() -> Cluster {
-        let host = Bridge::new(BridgeConfig::default()).unwrap();
-        let handle = host.handle().clone();
-        let bind: yuebing_rpc::Endpoint = "127.0.0.1:0".parse().unwrap();
-        let master = host
-            .block_on(async move {
-                RunningMaster::start_on(MasterServerConfig::default(), &bind, handle).await
-            })
-            .unwrap();
-        let endpoint = CString::new(master.local_endpoint().to_string()).unwrap();
-        Cluster {
-            host,
-            master: Some(master),
-            endpoint,
-        }
-    }
-
-    /// A store client with 32 MiB of store space, on `bridge`.
-    fn store(&self, bridge: yuebing_bridge_t) -> yuebing_store_t {
-        let config = yuebing_store_config {
-            master: self.endpoint.as_ptr(),
-            token: std::ptr::null(),
-            store_size: 32 << 20,
-            staging_size: 8 << 20,
-            timeout_ms: 10_000,
-            bind: std::ptr::null(),
-            flags: 0,
-        };
-        let mut store = 0;
-        // SAFETY: valid config and output.
-        let rc = unsafe { yuebing_store_new(bridge, &config, &mut store, std::ptr::null_mut()) };
-        assert_eq!(rc, 0, "{}", last());
-        store
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if let Some(m) = self.master.take() {
-            let _ = self.host.block_on(async move {
-                Ok::<_, yuebing_bridge::Error>(m.shutdown(Duration::from_secs(1)).await)
-            });
-        }
-    }
-}
-
-fn last() -> String {
-    // SAFETY: a NUL-terminated string valid until the next call on this thread.
-    unsafe { CStr::from_ptr(yuebing_last_error_message()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn new_bridge() -> yuebing_bridge_t {
-    let mut b = 0;
-    // SAFETY: NULL config, valid output.
-    let rc = unsafe { yuebing_bridge_new(std::ptr::null(), &mut b, std::ptr::null_mut()) };
-    assert_eq!(rc, 0);
-    b
-}
-
-fn name(code: i32) -> String {
-    // SAFETY: a static NUL-terminated string.
-    unsafe { CStr::from_ptr(yuebing_error_name(code)) }
-        .to_string_lossy()
-        .into_owned()
-}
+mod common;
+use common::{last, name, new_bridge, Cluster};
 
 #[test]
 fn bad_input_returns_its_code_and_changes_nothing() {
@@ -293,6 +218,20 @@ struct Slot {
     code: AtomicI32,
 }
 
+/// Callbacks that ran somewhere else than a thread of a bridge's callback pool.
+static OFF_POOL: AtomicU32 = AtomicU32::new(0);
+
+fn record(slot: &Slot, code: i32) {
+    let on_pool = std::thread::current()
+        .name()
+        .is_some_and(|n| n.starts_with("yuebing-cb"));
+    if !on_pool {
+        OFF_POOL.fetch_add(1, Ordering::SeqCst);
+    }
+    slot.code.store(code, Ordering::SeqCst);
+    slot.runs.fetch_add(1, Ordering::SeqCst);
+}
+
 unsafe extern "C" fn count_bytes(
     ud: *mut c_void,
     code: i32,
@@ -301,16 +240,12 @@ unsafe extern "C" fn count_bytes(
     _: usize,
 ) {
     // SAFETY: `ud` is a `Slot` the test keeps alive until every callback ran.
-    let slot = unsafe { &*(ud as *const Slot) };
-    slot.code.store(code, Ordering::SeqCst);
-    slot.runs.fetch_add(1, Ordering::SeqCst);
+    record(unsafe { &*(ud as *const Slot) }, code);
 }
 
 unsafe extern "C" fn count_done(ud: *mut c_void, code: i32, _: *const c_char) {
     // SAFETY: as in `count_bytes`.
-    let slot = unsafe { &*(ud as *const Slot) };
-    slot.code.store(code, Ordering::SeqCst);
-    slot.runs.fetch_add(1, Ordering::SeqCst);
+    record(unsafe { &*(ud as *const Slot) }, code);
 }
 
 /// A slot whose call was refused at its start (after the destroy): no callback is due.
@@ -421,7 +356,7 @@ fn every_callback_runs_exactly_once_and_none_after_destroy() {
                                 yuebing_store_remove_async(
                                     store,
                                     key.as_ptr(),
-                                    false,
+                                    0,
                                     std::ptr::null(),
                                     Some(count_done),
                                     slot,
@@ -516,6 +451,11 @@ fn every_callback_runs_exactly_once_and_none_after_destroy() {
         "some were ended by the destroy"
     );
     assert!(!by_code.contains_key(&1), "a slot was never reached");
+    assert_eq!(
+        OFF_POOL.load(Ordering::SeqCst),
+        0,
+        "a callback ran off the callback pool"
+    );
     // SAFETY: a valid handle.
     unsafe { yuebing_store_destroy(store, nul) };
 }

@@ -18,9 +18,7 @@
 /* Fails the program with the code's name and message when a call does not return 0. */
 #define CHECK(call)                                                                 \
     do {                                                                            \
-        yuebing_error err_;                                                         \
         int32_t rc_ = (call);                                                       \
-        (void)err_;                                                                 \
         if (rc_ != YUEBING_OK) {                                                    \
             fprintf(stderr, "%s:%d: %s: %s (%d): %s\n", __FILE__, __LINE__, #call,  \
                     yuebing_error_name(rc_), rc_, yuebing_last_error_message());    \
@@ -145,8 +143,8 @@ int main(int argc, char **argv) {
     EXPECT(p.failures == 0 && strcmp(p.got, VALUES[2]) == 0);
 
     /* Remove them: three blocking, one by callback. */
-    for (int i = 0; i < 3; i++) CHECK(yuebing_store_remove(store, KEYS[i], true, NULL, &err));
-    CHECK(yuebing_store_remove_async(store, "c-example/3", true, NULL, on_done, &p, NULL, &err));
+    for (int i = 0; i < 3; i++) CHECK(yuebing_store_remove(store, KEYS[i], 1, NULL, &err));
+    CHECK(yuebing_store_remove_async(store, "c-example/3", 1, NULL, on_done, &p, NULL, &err));
     wait_for(&p, 4);
     EXPECT(p.failures == 0);
     uint64_t exists = 1;

@@ -212,6 +212,34 @@ pub unsafe extern "C" fn yuebing_batch_get_status(
     })
 }
 
+/// One task's status now: its `YUEBING_TASK_*` state in `state_out`, bytes moved so far in
+/// `bytes_out`, and its error's code (0 if none) in `error_out`; any of them may be NULL.
+///
+/// # Safety
+/// The outputs and `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_batch_task_status(
+    batch: yuebing_batch_t,
+    task: u64,
+    state_out: *mut u32,
+    bytes_out: *mut u64,
+    error_out: *mut i32,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let b = handles::batch(batch)?;
+        let task = usize::try_from(task).map_err(|_| Failure::invalid("task index"))?;
+        let t = b.engine.task_status(b.id, task)?;
+        // SAFETY: each NULL or writable (the caller's promise).
+        unsafe {
+            raw::write(state_out, state(t.state));
+            raw::write(bytes_out, t.bytes);
+            raw::write(error_out, t.error.as_ref().map_or(0, |e| e.code()));
+        }
+        Ok(())
+    })
+}
+
 /// Cancels the batch's unfinished tasks; how many goes to `canceled_out` (NULL: not wanted).
 /// Idempotent; a task cancelled while under way is final only once its transfer stopped.
 ///

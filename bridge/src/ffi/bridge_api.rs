@@ -2,10 +2,11 @@
 
 use crate::{Bridge, BridgeConfig};
 
-use super::error::{entry, yuebing_error, FfiResult};
+use super::error::{entry, yuebing_error, Failure, FfiResult};
 use super::handles::{self, Kind, Object};
 use super::raw;
 use super::types::{yuebing_bridge_config, yuebing_bridge_t};
+use crate::bridge::MAX_THREADS;
 
 /// The bridge a handle names; 0 is the process's default bridge (started on first use, never
 /// destroyed).
@@ -35,13 +36,16 @@ pub unsafe extern "C" fn yuebing_bridge_new(
             false => unsafe { config.read() },
         };
         let d = BridgeConfig::default();
-        let pick = |v: u32, default: usize| match v {
-            0 => default,
-            v => v as usize,
+        let pick = |v: u32, default: usize, what: &str| match v {
+            0 => Ok(default),
+            v if v as usize <= MAX_THREADS => Ok(v as usize),
+            v => Err(Failure::invalid(format!(
+                "{what} {v}: at most {MAX_THREADS}"
+            ))),
         };
         let bridge = Bridge::new(BridgeConfig {
-            worker_threads: pick(c.worker_threads, d.worker_threads),
-            callback_threads: pick(c.callback_threads, d.callback_threads),
+            worker_threads: pick(c.worker_threads, d.worker_threads, "worker_threads")?,
+            callback_threads: pick(c.callback_threads, d.callback_threads, "callback_threads")?,
         })?;
         let h = handles::insert(Object::Bridge(bridge))?;
         // SAFETY: checked non-NULL above; writable (the caller's promise).

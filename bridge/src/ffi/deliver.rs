@@ -6,7 +6,7 @@ use std::ffi::{c_char, c_void};
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::Bridge;
+use crate::{Bridge, Canceller};
 
 use super::error::{c_string, entry, yuebing_error, Failure, FfiResult};
 use super::handles::{self, Kind, Object};
@@ -43,36 +43,58 @@ impl<T: Send + 'static> Op<T> {
         }
     }
 
+    /// The same call, failing when `check` refuses its value.
+    pub(crate) fn try_map<U: Send + 'static>(
+        self,
+        check: impl FnOnce(T) -> crate::Result<U> + Send + 'static,
+    ) -> Op<U> {
+        let work = self.work;
+        Op {
+            bridge: self.bridge,
+            work: Box::pin(async move { work.await.and_then(check) }),
+        }
+    }
+
     /// The blocking form: starts nothing on a thread that must not block on the bridge.
     pub(crate) fn wait(self) -> FfiResult<T> {
         self.bridge.may_block()?;
         Ok(self.bridge.call(self.work).wait()?)
     }
 
-    /// The callback form: if this returns `Ok`, `deliver` runs exactly once (on the bridge's
-    /// callback pool); if it returns an error, never. With `call_out`, a handle to cancel the
-    /// call is written there.
+    /// The callback form: if this returns `Ok`, `deliver` runs exactly once, on the bridge's
+    /// callback pool (never on this thread, and before a destroy of the bridge returns); if
+    /// it returns an error, never. With `call_out`, a handle to cancel the call is written
+    /// there before the call starts.
     pub(crate) fn then(
         self,
         call_out: *mut yuebing_call_t,
         deliver: impl FnOnce(i32, *const c_char, Option<T>) + Send + 'static,
     ) -> FfiResult<()> {
         self.bridge.usable()?;
-        let call = self.bridge.call(self.work);
-        if !call_out.is_null() {
-            // On failure the call is dropped unconsumed (cancelled) and no callback runs.
-            let h = handles::insert(Object::Call(call.canceller()))?;
-            // SAFETY: a non-NULL `call_out` is writable (the caller's promise).
-            unsafe { raw::write(call_out, h) };
-        }
-        call.then(move |r| match r {
-            Ok(v) => deliver(0, std::ptr::null(), Some(v)),
-            Err(e) => {
-                let m = c_string(&e.to_string());
-                deliver(e.code(), m.as_ptr(), None)
+        let cancel = Canceller::detached();
+        let handle = match call_out.is_null() {
+            true => None,
+            false => {
+                let h = handles::insert(Object::Call(cancel.clone()))?;
+                // SAFETY: a non-NULL `call_out` is writable (the caller's promise). Written
+                // before the call starts, so a callback that reads it finds it set.
+                unsafe { raw::write(call_out, h) };
+                Some(h)
             }
-        });
-        Ok(())
+        };
+        let started = self
+            .bridge
+            .spawn_then(self.work, &cancel, move |r| match r {
+                Ok(v) => deliver(0, std::ptr::null(), Some(v)),
+                Err(e) => {
+                    let m = c_string(&e.to_string());
+                    deliver(e.code(), m.as_ptr(), None)
+                }
+            });
+        if let (Err(_), Some(h)) = (&started, handle) {
+            let _ = handles::remove(h, Kind::Call);
+        }
+        Ok(started?)
     }
 }
 

@@ -189,9 +189,10 @@ pub unsafe extern "C" fn yuebing_engine_allocate(
         raw::check_out(addr_out, "addr_out")?;
         let remote = self::access(access)?;
         let e = handles::engine(engine)?;
+        let mut owned = e.owned();
         let buffer = e.engine.allocate_exported(len, true, remote)?;
         let addr = buffer.addr();
-        e.owned().insert(addr, Some(buffer));
+        owned.insert(addr, Some(buffer));
         // SAFETY: checked non-NULL; writable.
         unsafe { raw::write(addr_out, addr) };
         Ok(())
@@ -239,9 +240,10 @@ pub unsafe extern "C" fn yuebing_engine_register(
     })
 }
 
-/// Unregisters the range that starts at `addr` (registered or allocated): transfers touching
-/// it fail, and after this returns no byte of it is read or written. Allocated memory is
-/// freed.
+/// Unregisters the range that starts at `addr`, registered or allocated through this engine's
+/// C handles (anything else, such as a store client's own memory, is
+/// `YUEBING_ERR_ADDRESS_NOT_REGISTERED`): transfers touching it fail, and after this returns no
+/// byte of it is read or written. Allocated memory is freed.
 ///
 /// # Safety
 /// `err` is NULL or writable.
@@ -253,8 +255,12 @@ pub unsafe extern "C" fn yuebing_engine_unregister(
 ) -> i32 {
     entry(err, || {
         let e = handles::engine(engine)?;
+        let mut owned = e.owned();
+        if !owned.contains_key(&addr) {
+            return Err(yuebing_engine::Error::AddressNotRegistered { addr }.into());
+        }
         e.engine.unregister(addr)?;
-        e.owned().remove(&addr);
+        owned.remove(&addr);
         Ok(())
     })
 }
@@ -311,6 +317,23 @@ pub unsafe extern "C" fn yuebing_engine_open_segment_async(
         let deliver = deliver::number(cb, user_data)?;
         // SAFETY: forwarded contract.
         unsafe { open_segment_op(engine, name) }?.then(call_out, deliver)
+    })
+}
+
+/// Closes a segment opened by `yuebing_engine_open_segment` (transfers to it fail from then on).
+///
+/// # Safety
+/// `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_engine_close_segment(
+    engine: yuebing_engine_t,
+    segment: u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let e = handles::engine(engine)?;
+        e.engine.close_segment(SegmentHandle::from_raw(segment))?;
+        Ok(())
     })
 }
 

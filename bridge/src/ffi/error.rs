@@ -79,6 +79,9 @@ pub const YUEBING_ERR_INVALID_HANDLE: i32 = -4009;
 /// length, a length that overflows, an unknown flag or enum value, text that is not UTF-8.
 pub const YUEBING_ERR_INVALID_ARGUMENT: i32 = -4010;
 
+/// Too many handles are live at once (about four billion).
+pub const YUEBING_ERR_TOO_MANY_HANDLES: i32 = -4011;
+
 /// The ABI version: bumped on every incompatible change of `yuebing.h`.
 pub const YUEBING_ABI_VERSION: u32 = 1;
 
@@ -156,7 +159,9 @@ pub(crate) fn entry(err: *mut yuebing_error, body: impl FnOnce() -> FfiResult<()
         Ok(()) => (YUEBING_OK, String::new()),
         Err(f) => (f.code, f.message),
     };
-    LAST.with(|last| *last.borrow_mut() = c_string(&message));
+    // During a thread's teardown (a call from a thread-local destructor) the message is not
+    // kept: `err` still says it.
+    let _ = LAST.try_with(|last| *last.borrow_mut() = c_string(&message));
     if !err.is_null() {
         // SAFETY: the caller passes NULL or a pointer to a writable `yuebing_error`.
         unsafe { err.write(error_value(code, &message)) };
@@ -186,7 +191,8 @@ fn error_value(code: i32, message: &str) -> yuebing_error {
 /// may run on different OS threads (Go's cgo): pass a `yuebing_error` there.
 #[no_mangle]
 pub extern "C" fn yuebing_last_error_message() -> *const c_char {
-    LAST.with(|last| last.borrow().as_ptr())
+    LAST.try_with(|last| last.borrow().as_ptr())
+        .unwrap_or(c"".as_ptr())
 }
 
 /// The ABI version of the library ([`YUEBING_ABI_VERSION`] of the header it was built with):
@@ -268,6 +274,7 @@ fn name_of(code: i32) -> &'static std::ffi::CStr {
         YUEBING_ERR_PANICKED => c"Panicked",
         YUEBING_ERR_INVALID_HANDLE => c"InvalidHandle",
         YUEBING_ERR_INVALID_ARGUMENT => c"InvalidArgument",
+        YUEBING_ERR_TOO_MANY_HANDLES => c"TooManyHandles",
         _ => c"Unknown",
     }
 }

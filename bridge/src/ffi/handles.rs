@@ -3,6 +3,7 @@
 //! wrong-kind handle is [`YUEBING_ERR_INVALID_HANDLE`](super::error::YUEBING_ERR_INVALID_HANDLE),
 //! never a dangling pointer: generations make a slot's old handles invalid once it is reused.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::{BlockingClient, BlockingMaster, Bridge, Canceller};
@@ -60,15 +61,15 @@ struct Slot {
     object: Option<Object>,
 }
 
-#[derive(Default)]
+/// Slots, and the free ones oldest first (so that a slot is reused as rarely as possible).
 struct Table {
     slots: Vec<Slot>,
-    free: Vec<u32>,
+    free: VecDeque<u32>,
 }
 
 static TABLE: Mutex<Table> = Mutex::new(Table {
     slots: Vec::new(),
-    free: Vec::new(),
+    free: VecDeque::new(),
 });
 
 fn table() -> MutexGuard<'static, Table> {
@@ -83,11 +84,13 @@ fn encode(kind: Kind, index: u32, generation: u32) -> u64 {
 pub(crate) fn insert(object: Object) -> FfiResult<u64> {
     let kind = object.kind();
     let mut t = table();
-    let index = match t.free.pop() {
+    let index = match t.free.pop_front() {
         Some(i) => i,
         None => {
-            let i = u32::try_from(t.slots.len())
-                .map_err(|_| Failure::handle("the handle table is full"))?;
+            let i = u32::try_from(t.slots.len()).map_err(|_| Failure {
+                code: super::error::YUEBING_ERR_TOO_MANY_HANDLES,
+                message: "the handle table is full".into(),
+            })?;
             t.slots.push(Slot {
                 generation: 1,
                 object: None,
@@ -132,12 +135,13 @@ pub(crate) fn remove(handle: u64, kind: Kind) -> FfiResult<Object> {
     let mut t = table();
     let slot = slot_of(&mut t, handle, kind)?;
     let object = slot.object.take();
-    slot.generation = match slot.generation.wrapping_add(1) & GENERATION_MASK {
-        0 => 1,
-        g => g,
-    };
-    let index = handle as u32;
-    t.free.push(index);
+    slot.generation = (slot.generation + 1) & GENERATION_MASK;
+    // A slot whose generations ran out is retired: were it reused, a handle from its first
+    // generation would name the new object.
+    if slot.generation != 0 {
+        let index = handle as u32;
+        t.free.push_back(index);
+    }
     object.ok_or_else(|| Failure::handle("destroyed"))
 }
 

@@ -9,6 +9,9 @@
 //!   code). Each takes a last `yuebing_error *err`, which may be NULL; when given it is filled
 //!   (code and message) on every return. `yuebing_last_error_message()` holds the message of
 //!   the last call on this thread.
+//! - On failure a function writes none of its outputs (other than `err`). `err` and
+//!   `call_out` must stay valid until the function returns, even when an `_async` call's
+//!   callback has already run.
 //! - Handles are 64-bit values checked on every use: 0, a destroyed handle, a handle of
 //!   another kind or one destroyed twice is `YUEBING_ERR_INVALID_HANDLE`, never undefined
 //!   behaviour. Wild (non-NULL but invalid) pointers remain the caller's responsibility.
@@ -18,7 +21,9 @@
 //! - A callback form returns 0 and then calls its callback exactly once (success, error,
 //!   cancel, deadline or shutdown), on one of the bridge's callback threads, never on the
 //!   calling thread's stack and never with a lock held; or it returns an error and never calls
-//!   it. Arguments handed to a callback are valid only until it returns. A callback may start
+//!   it: the callback is in place before the call starts, so its outcome always reaches the
+//!   callback threads before a destroy of the bridge can return. Arguments handed to a
+//!   callback are valid only until it returns. A callback may start
 //!   new callback-form calls but must not call a blocking form (`YUEBING_ERR_WOULD_BLOCK_BRIDGE`)
 //!   or destroy its bridge. Callbacks must not unwind (C++ exceptions, longjmp) into the
 //!   library.

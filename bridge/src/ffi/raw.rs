@@ -117,8 +117,22 @@ pub(crate) unsafe fn write<T>(p: *mut T, v: T) {
     }
 }
 
-/// Hands bytes to C: freed by [`free_buf`] (`yuebing_buf_free`).
+/// A pointer to lend `v`'s bytes to C: NULL when empty, as the header says.
+pub(crate) fn data_or_null(v: &[u8]) -> *const u8 {
+    match v.is_empty() {
+        true => std::ptr::null(),
+        false => v.as_ptr(),
+    }
+}
+
+/// Hands bytes to C: freed by [`free_buf`] (`yuebing_buf_free`). Empty bytes are `{NULL, 0}`.
 pub(crate) fn into_buf(v: Vec<u8>) -> yuebing_buf {
+    if v.is_empty() {
+        return yuebing_buf {
+            data: std::ptr::null_mut(),
+            len: 0,
+        };
+    }
     let boxed = v.into_boxed_slice();
     let len = boxed.len();
     let data = Box::into_raw(boxed).cast::<u8>();
@@ -155,7 +169,7 @@ pub(crate) fn into_list(listed: Vec<(CString, u64, u32)>) -> yuebing_list {
     let items: Box<[yuebing_listed]> = listed
         .into_iter()
         .map(|(key, size, replicas)| yuebing_listed {
-            key: key.into_raw(),
+            key: key.into_raw().cast_const(),
             size,
             replicas,
         })
@@ -184,7 +198,7 @@ pub(crate) unsafe fn free_list(list: *mut yuebing_list) {
         let items = unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(l.items, l.len)) };
         for item in items.iter() {
             // SAFETY: as above.
-            drop(unsafe { CString::from_raw(item.key) });
+            drop(unsafe { CString::from_raw(item.key.cast_mut()) });
         }
     }
     // SAFETY: as above.
@@ -233,6 +247,14 @@ mod tests {
             assert!(l.items.is_null());
             free_list(&mut l);
         }
+    }
+
+    #[test]
+    fn empty_bytes_are_handed_over_and_lent_as_null() {
+        let b = into_buf(Vec::new());
+        assert!(b.data.is_null() && b.len == 0);
+        assert!(data_or_null(&[]).is_null());
+        assert!(!data_or_null(&[1]).is_null());
     }
 
     #[test]

@@ -61,6 +61,18 @@ fn views(items: &[(String, u64, u64)]) -> Vec<(&str, u64, u64)> {
     items.iter().map(|(k, a, l)| (k.as_str(), *a, *l)).collect()
 }
 
+/// The batch's results, refused unless there is exactly one per item: the caller's arrays hold
+/// `n` elements, and an answer of another length (a faulty master) must write none of them.
+fn counted<T: Send + 'static>(op: Op<Each<T>>, n: usize) -> Op<Each<T>> {
+    op.try_map(move |each| match each.len() == n {
+        true => Ok(each),
+        false => Err(yuebing_rpc::Error::Protocol {
+            reason: format!("{} results for a batch of {n}", each.len()),
+        }
+        .into()),
+    })
+}
+
 /// Per-item codes and numbers of a batch's results.
 fn split<T>(each: Each<T>, value: fn(T) -> u64) -> (Vec<i32>, Vec<u64>) {
     each.into_iter()
@@ -79,10 +91,11 @@ fn wait_each<T: Send + 'static>(
     values_out: *mut u64,
     value: fn(T) -> u64,
 ) -> FfiResult<()> {
-    raw::check_out(codes_out, "codes_out")?;
     raw::check_out_array(codes_out, n, "codes_out")?;
-    raw::check_out_array(values_out, n, "values_out")?;
-    let (codes, values) = split(op.wait()?, value);
+    if !values_out.is_null() {
+        raw::check_out_array(values_out, n, "values_out")?;
+    }
+    let (codes, values) = split(counted(op, n).wait()?, value);
     // SAFETY: each output is valid for `n` elements (the caller's promise; checked above), and
     // a batch answers one result per item.
     unsafe {
@@ -97,13 +110,14 @@ fn wait_each<T: Send + 'static>(
 /// Starts a batch whose outcome goes to a [`yuebing_each_cb`].
 fn then_each<T: Send + 'static>(
     op: Op<Each<T>>,
+    n: usize,
     cb: yuebing_each_cb,
     user_data: *mut c_void,
     call_out: *mut yuebing_call_t,
     value: fn(T) -> u64,
 ) -> FfiResult<()> {
     let (f, ud) = (required(cb)?, UserData::new(user_data));
-    op.then(call_out, move |code, msg, each| {
+    counted(op, n).then(call_out, move |code, msg, each| {
         let (codes, values) = each.map(|e| split(e, value)).unwrap_or_default();
         let (c, v) = match each_present(&codes) {
             true => (codes.as_ptr(), values.as_ptr()),
@@ -203,7 +217,7 @@ pub unsafe extern "C" fn yuebing_store_batch_put_async(
         required(cb)?;
         // SAFETY: forwarded contract.
         let op = unsafe { batch_put_op(store, keys, values, lens, n, opts) }?;
-        then_each(op, cb, user_data, call_out, nothing)
+        then_each(op, n, cb, user_data, call_out, nothing)
     })
 }
 
@@ -272,7 +286,7 @@ pub unsafe extern "C" fn yuebing_store_batch_put_from_async(
         required(cb)?;
         // SAFETY: forwarded contract.
         let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts) }?;
-        then_each(op, cb, user_data, call_out, nothing)
+        then_each(op, n, cb, user_data, call_out, nothing)
     })
 }
 
@@ -343,7 +357,7 @@ pub unsafe extern "C" fn yuebing_store_batch_get_into_async(
         required(cb)?;
         // SAFETY: forwarded contract.
         let op = unsafe { batch_get_into_op(store, keys, addrs, lens, n, opts) }?;
-        then_each(op, cb, user_data, call_out, identity)
+        then_each(op, n, cb, user_data, call_out, identity)
     })
 }
 
@@ -408,7 +422,7 @@ pub unsafe extern "C" fn yuebing_store_batch_exist_async(
         required(cb)?;
         // SAFETY: forwarded contract.
         let op = unsafe { batch_exist_op(store, keys, n, opts) }?;
-        then_each(op, cb, user_data, call_out, u64::from)
+        then_each(op, n, cb, user_data, call_out, u64::from)
     })
 }
 
@@ -446,12 +460,10 @@ pub unsafe extern "C" fn yuebing_store_batch_get(
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
-        raw::check_out(codes_out, "codes_out")?;
-        raw::check_out(values_out, "values_out")?;
         raw::check_out_array(codes_out, n, "codes_out")?;
         raw::check_out_array(values_out, n, "values_out")?;
         // SAFETY: forwarded contract.
-        let each = unsafe { batch_get_op(store, keys, n, opts) }?.wait()?;
+        let each = counted(unsafe { batch_get_op(store, keys, n, opts) }?, n).wait()?;
         let (codes, bufs): (Vec<i32>, Vec<yuebing_buf>) = each
             .into_iter()
             .map(|r| match r {
@@ -489,7 +501,7 @@ pub unsafe extern "C" fn yuebing_store_batch_get_async(
     entry(err, || {
         let (f, ud) = (required(cb)?, UserData::new(user_data));
         // SAFETY: forwarded contract.
-        let op = unsafe { batch_get_op(store, keys, n, opts) }?;
+        let op = counted(unsafe { batch_get_op(store, keys, n, opts) }?, n);
         op.then(call_out, move |code, msg, each| {
             let each = each.unwrap_or_default();
             let codes: Vec<i32> = each

@@ -61,6 +61,18 @@ unsafe fn put_from_op(
     }))
 }
 
+/// A yes/no argument: 0 or 1 (a C `bool` or an integer from any FFI); anything else is
+/// refused.
+pub(crate) fn switch(v: u32, what: &str) -> FfiResult<bool> {
+    match v {
+        0 => Ok(false),
+        1 => Ok(true),
+        other => Err(Failure::invalid(format!(
+            "{what} is {other}: expected 0 or 1"
+        ))),
+    }
+}
+
 /// A range whose end overflows is refused before anything starts.
 pub(crate) fn check_range(addr: u64, len: u64) -> FfiResult<()> {
     match addr.checked_add(len) {
@@ -103,7 +115,7 @@ fn bytes_cb(
     Ok(move |code, msg, v: Option<Vec<u8>>| {
         let v = v.unwrap_or_default();
         // SAFETY: the caller's callback for this call, called once; `v` outlives the call.
-        unsafe { f(ud.get(), code, msg, v.as_ptr(), v.len()) }
+        unsafe { f(ud.get(), code, msg, raw::data_or_null(&v), v.len()) }
     })
 }
 
@@ -156,13 +168,14 @@ unsafe fn get_size_op(
 unsafe fn remove_op(
     store: yuebing_store_t,
     key: *const c_char,
-    force: bool,
+    force: u32,
     opts: *const yuebing_options,
 ) -> FfiResult<Op<()>> {
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
     // SAFETY: forwarded contract.
     let key = unsafe { raw::text(key, "key") }?;
+    let force = switch(force, "force")?;
     let c = client.client().clone();
     Ok(Op::new(client.bridge(), async move {
         c.remove(&key, force, &opts).await
@@ -172,11 +185,12 @@ unsafe fn remove_op(
 /// `remove_all`.
 unsafe fn remove_all_op(
     store: yuebing_store_t,
-    force: bool,
+    force: u32,
     opts: *const yuebing_options,
 ) -> FfiResult<Op<u64>> {
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
+    let force = switch(force, "force")?;
     let c = client.client().clone();
     Ok(Op::new(client.bridge(), async move {
         c.remove_all(force, &opts).await
@@ -311,7 +325,7 @@ pub unsafe extern "C" fn yuebing_store_list_async(
             let items: Vec<yuebing_listed> = keys
                 .iter()
                 .map(|(k, size, replicas)| yuebing_listed {
-                    key: k.as_ptr().cast_mut(),
+                    key: k.as_ptr(),
                     size: *size,
                     replicas: *replicas,
                 })
@@ -646,7 +660,7 @@ pub unsafe extern "C" fn yuebing_store_get_size_async(
     })
 }
 
-/// Removes `key` (`force`: even while readers hold leases on it).
+/// Removes `key` (`force` 1: even while readers hold leases on it; 0 or 1).
 ///
 /// # Safety
 /// Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
@@ -655,7 +669,7 @@ pub unsafe extern "C" fn yuebing_store_get_size_async(
 pub unsafe extern "C" fn yuebing_store_remove(
     store: yuebing_store_t,
     key: *const c_char,
-    force: bool,
+    force: u32,
     opts: *const yuebing_options,
     err: *mut yuebing_error,
 ) -> i32 {
@@ -665,7 +679,7 @@ pub unsafe extern "C" fn yuebing_store_remove(
     })
 }
 
-/// Removes `key` (`force`: even while readers hold leases on it).
+/// Removes `key` (`force` 1: even while readers hold leases on it; 0 or 1).
 /// Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
 /// an error and never calls it. With `call_out`, a call handle to cancel it is written there.
 ///
@@ -676,7 +690,7 @@ pub unsafe extern "C" fn yuebing_store_remove(
 pub unsafe extern "C" fn yuebing_store_remove_async(
     store: yuebing_store_t,
     key: *const c_char,
-    force: bool,
+    force: u32,
     opts: *const yuebing_options,
     cb: yuebing_done_cb,
     user_data: *mut c_void,
@@ -690,7 +704,7 @@ pub unsafe extern "C" fn yuebing_store_remove_async(
     })
 }
 
-/// Removes every object (`force`: leased ones too); how many goes to `out`.
+/// Removes every object (`force` 1: leased ones too; 0 or 1); how many goes to `out`.
 ///
 /// # Safety
 /// Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
@@ -698,7 +712,7 @@ pub unsafe extern "C" fn yuebing_store_remove_async(
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_remove_all(
     store: yuebing_store_t,
-    force: bool,
+    force: u32,
     opts: *const yuebing_options,
     out: *mut u64,
     err: *mut yuebing_error,
@@ -709,7 +723,7 @@ pub unsafe extern "C" fn yuebing_store_remove_all(
     })
 }
 
-/// Removes every object (`force`: leased ones too); how many goes to `out`.
+/// Removes every object (`force` 1: leased ones too; 0 or 1); how many goes to `out`.
 /// Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
 /// an error and never calls it. With `call_out`, a call handle to cancel it is written there.
 ///
@@ -719,7 +733,7 @@ pub unsafe extern "C" fn yuebing_store_remove_all(
 #[no_mangle]
 pub unsafe extern "C" fn yuebing_store_remove_all_async(
     store: yuebing_store_t,
-    force: bool,
+    force: u32,
     opts: *const yuebing_options,
     cb: yuebing_u64_cb,
     user_data: *mut c_void,

@@ -95,7 +95,8 @@ pub const YUEBING_OPT_SOFT_PIN: u32 = 1;
 /// A put's object is never evicted.
 pub const YUEBING_OPT_HARD_PIN: u32 = 2;
 
-/// Bytes owned by the library, handed to the caller: free them with `yuebing_buf_free`.
+/// Bytes owned by the library, handed to the caller: free them with `yuebing_buf_free`, passing
+/// the struct back unchanged. A zeroed one is empty and may be freed too.
 #[repr(C)]
 #[derive(Debug)]
 pub struct yuebing_buf {
@@ -119,15 +120,16 @@ pub struct yuebing_bytes {
 #[repr(C)]
 #[derive(Debug)]
 pub struct yuebing_listed {
-    /// The key, NUL-terminated.
-    pub key: *mut c_char,
+    /// The key, NUL-terminated (owned by the listing: do not change or free it).
+    pub key: *const c_char,
     /// Its size in bytes.
     pub size: u64,
     /// Replicas it has.
     pub replicas: u32,
 }
 
-/// A listing owned by the caller: free it with `yuebing_list_free`.
+/// A listing owned by the caller: free it with `yuebing_list_free`, passing the struct back
+/// unchanged.
 #[repr(C)]
 #[derive(Debug)]
 pub struct yuebing_list {
