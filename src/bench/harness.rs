@@ -31,6 +31,56 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds")
 }
 
+/// What one worker of a closed loop saw: its latencies, its count, and when its last counted
+/// operation ended. Workers' recorders are merged into one [`Sample`].
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    hist: Histogram<u64>,
+    ops: u64,
+    last: Option<Instant>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder {
+            hist: histogram(),
+            ops: 0,
+            last: None,
+        }
+    }
+}
+
+impl Recorder {
+    /// Counts one operation that ran from `t0` to `t1`.
+    pub fn record(&mut self, t0: Instant, t1: Instant) {
+        self.ops += 1;
+        self.hist.saturating_record((t1 - t0).as_nanos() as u64);
+        self.last = Some(self.last.map_or(t1, |l| l.max(t1)));
+    }
+
+    /// Adds another worker's operations.
+    pub fn merge(&mut self, other: &Recorder) {
+        self.ops += other.ops;
+        self.hist.add(&other.hist).expect("same histogram bounds");
+        self.last = self.last.max(other.last);
+    }
+
+    /// When the last counted operation ended, if any was counted.
+    pub fn last(&self) -> Option<Instant> {
+        self.last
+    }
+
+    /// The operations so far, as a sample over `elapsed`.
+    pub fn sample(&self, elapsed: Duration) -> Sample {
+        Sample {
+            ops: self.ops,
+            elapsed,
+            p50_us: self.hist.value_at_quantile(0.5) as f64 / 1000.0,
+            p99_us: self.hist.value_at_quantile(0.99) as f64 / 1000.0,
+        }
+    }
+}
+
 /// Runs `op` from `inflight` concurrent tasks for `duration` (after `warmup`), and returns the
 /// count and latencies. An error from `op` ends the measurement with that error.
 pub async fn closed_loop<F, Fut, E>(
@@ -51,38 +101,27 @@ where
         .map(|w| {
             let op = op.clone();
             tokio::spawn(async move {
-                let mut hist = histogram();
-                let mut ops = 0u64;
+                let mut rec = Recorder::default();
                 loop {
                     let t0 = Instant::now();
                     if t0 >= end {
                         break;
                     }
                     op(w).await?;
-                    let t1 = Instant::now();
                     if t0 >= start {
-                        ops += 1;
-                        hist.saturating_record((t1 - t0).as_nanos() as u64);
+                        rec.record(t0, Instant::now());
                     }
                 }
-                Ok::<_, E>((ops, hist))
+                Ok::<_, E>(rec)
             })
         })
         .collect();
-    let mut total = 0;
-    let mut hist = histogram();
+    let mut all = Recorder::default();
     for w in workers {
         // A worker task only fails by panicking, which is a bug in the benchmark itself.
-        let (ops, h) = w.await.expect("benchmark worker panicked")?;
-        total += ops;
-        hist.add(&h).expect("same histogram bounds");
+        all.merge(&w.await.expect("benchmark worker panicked")?);
     }
-    Ok(Sample {
-        ops: total,
-        elapsed: duration,
-        p50_us: hist.value_at_quantile(0.5) as f64 / 1000.0,
-        p99_us: hist.value_at_quantile(0.99) as f64 / 1000.0,
-    })
+    Ok(all.sample(duration))
 }
 
 /// The median and the spread (max − min) of `values`.
@@ -110,6 +149,21 @@ mod tests {
         assert_eq!(median_spread(&[3.0, 1.0, 2.0]), (2.0, 2.0));
         assert_eq!(median_spread(&[4.0, 1.0, 2.0, 3.0]), (2.5, 3.0));
         assert!(median_spread(&[]).0.is_nan());
+    }
+
+    #[test]
+    fn recorders_merge_counts_latencies_and_the_last_end() {
+        let t0 = Instant::now();
+        let (mut a, mut b) = (Recorder::default(), Recorder::default());
+        a.record(t0, t0 + Duration::from_micros(10));
+        b.record(t0, t0 + Duration::from_micros(30));
+        b.record(t0, t0 + Duration::from_micros(30));
+        a.merge(&b);
+        assert_eq!(a.last(), Some(t0 + Duration::from_micros(30)));
+        let s = a.sample(Duration::from_secs(1));
+        assert_eq!(s.ops, 3);
+        assert!((s.p50_us - 30.0).abs() < 0.1, "{s:?}");
+        assert_eq!(Recorder::default().last(), None);
     }
 
     #[tokio::test]

@@ -27,6 +27,12 @@ pub struct Row {
     /// `value / baseline_value`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio: Option<f64>,
+    /// The target for this value, in words (e.g. `ratio >= 0.90`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Whether the value meets `target`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pass: Option<bool>,
 }
 
 impl Row {
@@ -41,6 +47,8 @@ impl Row {
             baseline: None,
             baseline_value: None,
             ratio: None,
+            target: None,
+            pass: None,
         }
     }
 
@@ -49,6 +57,13 @@ impl Row {
         self.baseline = Some(baseline.into());
         self.baseline_value = Some(baseline_value);
         self.ratio = Some(self.value / baseline_value);
+        self
+    }
+
+    /// The same row with the target it is held to and whether it meets it.
+    pub fn target(mut self, target: &str, pass: bool) -> Row {
+        self.target = Some(target.into());
+        self.pass = Some(pass);
         self
     }
 }
@@ -67,7 +82,8 @@ struct JsonReport<'a> {
     rows: &'a [Row],
 }
 
-fn loadavg_1m() -> f64 {
+/// The 1-minute load average (NaN where `/proc/loadavg` cannot be read).
+pub fn loadavg_1m() -> f64 {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse().ok())
@@ -79,10 +95,10 @@ pub fn table(rows: &[Row]) -> String {
     let header = [
         "case", "variant", "metric", "median", "spread", "baseline", "ratio",
     ];
-    let cells: Vec<[String; 7]> = rows
+    let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
-            [
+            vec![
                 r.case.clone(),
                 r.variant.clone(),
                 r.metric.clone(),
@@ -93,31 +109,43 @@ pub fn table(rows: &[Row]) -> String {
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for row in &cells {
+    aligned(&header, &cells, |i| i >= 3 && i != 5)
+}
+
+/// Lays `cells` out under `header` in columns as wide as their widest entry, two spaces apart;
+/// columns for which `right(i)` holds are right-aligned (numbers), the others left-aligned.
+pub fn aligned(header: &[&str], cells: &[Vec<String>], right: impl Fn(usize) -> bool) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in cells {
         for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.len());
+            *w = (*w).max(c.chars().count());
         }
     }
     let mut out = String::new();
-    let line = |out: &mut String, row: &[&str]| {
-        for (i, (c, w)) in row.iter().zip(widths).enumerate() {
-            let sep = if i + 1 == row.len() { "\n" } else { "  " };
-            if i >= 3 && i != 5 {
-                let _ = write!(out, "{c:>w$}{sep}");
+    let mut line = |row: &mut dyn Iterator<Item = &str>| {
+        let mut text = String::new();
+        for (i, (c, w)) in row.zip(&widths).enumerate() {
+            if i > 0 {
+                text.push_str("  ");
+            }
+            if right(i) {
+                let _ = write!(text, "{c:>w$}");
             } else {
-                let _ = write!(out, "{c:<w$}{sep}");
+                let _ = write!(text, "{c:<w$}");
             }
         }
+        out.push_str(text.trim_end());
+        out.push('\n');
     };
-    line(&mut out, &header);
-    for row in &cells {
-        line(&mut out, &row.each_ref().map(String::as_str));
+    line(&mut header.iter().copied());
+    for row in cells {
+        line(&mut row.iter().map(String::as_str));
     }
     out
 }
 
-fn format_value(v: f64) -> String {
+/// A value as the tables print it: no decimals from 100 up, three below.
+pub fn format_value(v: f64) -> String {
     if v.abs() >= 100.0 {
         format!("{v:.0}")
     } else {
