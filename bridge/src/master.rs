@@ -29,6 +29,11 @@ impl BlockingMaster {
         })
     }
 
+    /// The async master client underneath (for async callers sharing its connections).
+    pub fn master(&self) -> &MasterClient {
+        &self.master
+    }
+
     /// The bridge the connection runs on.
     pub fn bridge(&self) -> &Bridge {
         &self.bridge
