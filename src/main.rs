@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use yuebing::bench::{master as master_bench, report, rpc, store as store_bench, transfer};
+use yuebing::bench::{
+    bridge as bridge_bench, master as master_bench, report, rpc, store as store_bench, transfer,
+};
 use yuebing::cli::client_args::ClientArgs;
 use yuebing::cli::cluster::ClusterArgs;
 use yuebing::cli::demo::{self, DemoArgs};
@@ -72,6 +74,35 @@ enum Bench {
     Master(BenchMasterArgs),
     /// The store's data path: one node process and a pure client (like Mooncake's store bench).
     Store(BenchStoreArgs),
+    /// The bridge: store and master calls awaited, blocking from threads, and with callbacks.
+    Bridge(BenchBridgeArgs),
+}
+
+#[derive(Args, Debug)]
+struct BenchBridgeArgs {
+    /// Calls in flight, comma-separated: as many threads (blocking), tasks (async) or callback
+    /// chains (callback) [default: 1,64; config: bench.bridge_inflight].
+    #[arg(long, env = "YUEBING_BENCH_BRIDGE_INFLIGHT")]
+    inflight: Option<String>,
+    /// Ways of calling, comma-separated: async, blocking, callback [default: all; config:
+    /// bench.bridge_modes].
+    #[arg(long, env = "YUEBING_BENCH_BRIDGE_MODES")]
+    modes: Option<String>,
+    /// At most this many calls recorded per measurement, which ends at --duration-ms or here,
+    /// whichever comes first (0: no limit) [default: 0; config: bench.ops].
+    #[arg(long, env = "YUEBING_BENCH_OPS")]
+    ops: Option<u64>,
+    /// Store space of the bench's client [default: 1G; config: bench.store_size].
+    #[arg(long, env = "YUEBING_BENCH_STORE_SIZE")]
+    store_size: Option<String>,
+    /// Worker threads of the bridge's runtime [default: 2; config: bench.worker_threads].
+    #[arg(long, env = "YUEBING_BENCH_WORKER_THREADS")]
+    worker_threads: Option<usize>,
+    /// Threads of the bridge's callback pool [default: 2; config: bench.callback_threads].
+    #[arg(long, env = "YUEBING_BENCH_CALLBACK_THREADS")]
+    callback_threads: Option<usize>,
+    #[command(flatten)]
+    common: BenchCommon,
 }
 
 #[derive(Args, Debug)]
@@ -323,6 +354,74 @@ async fn bench_store(
     finish("store", &bar, rows, header, args.json)
 }
 
+async fn bench_bridge(file: &ConfigFile, args: BenchBridgeArgs) -> Result<(), CliError> {
+    let (repeat, duration, warmup) = args.common.resolve(file)?;
+    let inflight = file.resolve(
+        "bench",
+        "bridge_inflight",
+        args.inflight,
+        "1,64".to_string(),
+    )?;
+    let modes = file.resolve(
+        "bench",
+        "bridge_modes",
+        args.modes,
+        "async,blocking,callback".to_string(),
+    )?;
+    let store_size = file.resolve("bench", "store_size", args.store_size, "1G".to_string())?;
+    let max_ops = file.resolve("bench", "ops", args.ops, 0)?;
+    let cfg = bridge_bench::BridgeBenchConfig {
+        ops: bridge_bench::Op::ALL.to_vec(),
+        modes: bridge_bench::parse_modes(&modes).map_err(CliError::Usage)?,
+        inflight: list(&inflight, |n| {
+            n.parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| format!("--inflight {n:?}: expected a number >= 1"))
+        })?,
+        duration,
+        warmup,
+        max_ops: (max_ops > 0).then_some(max_ops),
+        repeat,
+        worker_threads: yuebing::cli::worker_threads(file, "bench", args.worker_threads, 2)?,
+        callback_threads: file
+            .resolve("bench", "callback_threads", args.callback_threads, 2)?
+            .max(1),
+        store_size: transfer::parse_size(&store_size).map_err(CliError::Usage)? as u64,
+    };
+    let host = bridge_bench::host();
+    let bar = progress(cfg.measurements());
+    // The calls are made from plain threads, never from this runtime's workers.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (run_cfg, run_bar) = (cfg.clone(), bar.clone());
+    std::thread::Builder::new()
+        .name("bench-bridge".into())
+        .spawn(move || {
+            let _ = tx.send(bridge_bench::run(&run_cfg, ticker(&run_bar)));
+        })
+        .map_err(|e| CliError::Internal(format!("cannot start the bench thread: {e}")))?;
+    let report = rx
+        .await
+        .map_err(|_| CliError::Internal("the bench thread panicked".into()))?;
+    bar.finish_and_clear();
+    let report = report.map_err(CliError::Bench)?;
+    let levels: Vec<String> = cfg.inflight.iter().map(|n| n.to_string()).collect();
+    println!(
+        "bench bridge: {host} before the run; bridge runtime {} worker(s) + {} callback thread(s); \
+         {} in flight = that many plain threads (blocking), tasks (async), callback chains \
+         (callback); {} repetitions x {:?} (+{:?} warm-up), variants interleaved; put: fresh \
+         keys, removed untimed after each measurement; medians, ± = max - min",
+        cfg.worker_threads,
+        cfg.callback_threads,
+        levels.join(" and "),
+        cfg.repeat,
+        cfg.duration,
+        cfg.warmup,
+    );
+    print!("{}", report.table);
+    write_json(args.common.json, "bridge", &report.rows)
+}
+
 /// Advances `bar` by one measurement, named `what`.
 fn ticker(bar: &ProgressBar) -> impl FnMut(&str) + '_ {
     |what| {
@@ -446,6 +545,8 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Transfer(args)) => args.worker_threads(&file).map(Some),
         Command::Node(args) => args.worker_threads(&file),
         Command::BenchTarget { worker_threads, .. } => Ok(Some((*worker_threads).max(1))),
+        // The bridge bench runs on a bridge's runtime of its own; this one only waits for it.
+        Command::Bench(Bench::Bridge(_)) => Ok(Some(1)),
         _ => Ok(None),
     };
     match workers {
@@ -486,6 +587,7 @@ fn main() -> ExitCode {
             Command::Bench(Bench::Transfer(args)) => bench_transfer(&file, args, token).await,
             Command::Bench(Bench::Master(args)) => bench_master(&file, args).await,
             Command::Bench(Bench::Store(args)) => bench_store(&file, args, token).await,
+            Command::Bench(Bench::Bridge(args)) => bench_bridge(&file, args).await,
             Command::BenchTarget { bind, len, .. } => transfer::target::run(bind, len, token)
                 .await
                 .map_err(CliError::Bench),

@@ -183,6 +183,49 @@ fn bench_store_runs_a_node_and_reports_every_operation() {
     assert!(rows.iter().all(|r| r["value"].as_f64().unwrap() > 0.0));
 }
 
+#[test]
+fn bench_bridge_measures_every_mode_against_async_and_shows_the_targets() {
+    let (stdout, doc) = bench_json(&[
+        "bench",
+        "bridge",
+        "--repeat",
+        "1",
+        "--duration-ms",
+        "30",
+        "--warmup-ms",
+        "0",
+        "--store-size",
+        "64M",
+    ]);
+    assert!(stdout.contains("2 callback thread(s)"), "{stdout}");
+    assert_eq!(doc["bench"], "bridge");
+    let rows = doc["rows"].as_array().unwrap();
+    let find = |case: &str, variant: &str, metric: &str| {
+        rows.iter()
+            .find(|r| r["case"] == case && r["variant"] == variant && r["metric"] == metric)
+            .unwrap_or_else(|| panic!("no {case} / {variant} / {metric} row:\n{stdout}"))
+    };
+    for op in ["health", "put 4KiB", "get 4KiB", "get_into 1MiB"] {
+        for n in [1, 64] {
+            for mode in ["async", "blocking", "callback"] {
+                let rate = find(&format!("{op} x{n}"), mode, "ops/s");
+                assert!(rate["value"].as_f64().unwrap() > 0.0, "{rate}");
+                if mode != "async" {
+                    assert_eq!(rate["baseline"], "async", "{rate}");
+                }
+            }
+        }
+        // The targets are verdicts in the output, not assertions.
+        for mode in ["blocking", "callback"] {
+            assert!(find(&format!("{op} x64"), mode, "ops/s")["pass"].is_boolean());
+        }
+        let over = find(&format!("{op} x1"), "blocking", "p50_us_over_async");
+        assert!(over["pass"].is_boolean(), "{over}");
+    }
+    let wake = find("condvar ping-pong", "one-way wake-up", "p50_us");
+    assert!(wake["value"].as_f64().unwrap() > 0.0);
+}
+
 /// The demo starts its nodes while its own runtime serves their master: on a runtime with one
 /// worker (a one-core machine) starting a node must not block that worker, or the node's
 /// mount times out.

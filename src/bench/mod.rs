@@ -3,6 +3,7 @@
 //! Every benchmark measures its variants interleaved (each repetition runs every variant once)
 //! and compares each against a baseline measured in the same run, as ratios.
 
+pub mod bridge;
 pub mod harness;
 pub mod master;
 pub mod report;
