@@ -222,8 +222,10 @@ fn bench_bridge_measures_every_mode_against_async_and_shows_the_targets() {
         let over = find(&format!("{op} x1"), "blocking", "p50_us_over_async");
         assert!(over["pass"].is_boolean(), "{over}");
     }
-    let wake = find("condvar ping-pong", "one-way wake-up", "p50_us");
+    let wake = find("condvar ping-pong x1", "one-way wake-up", "p50_us");
     assert!(wake["value"].as_f64().unwrap() > 0.0);
+    let many = find("condvar ping-pong x64", "round-trip", "ops/s");
+    assert!(many["value"].as_f64().unwrap() > 0.0);
 }
 
 /// The demo starts its nodes while its own runtime serves their master: on a runtime with one

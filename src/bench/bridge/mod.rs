@@ -7,8 +7,10 @@
 //! (tasks on the bridge runtime awaiting the async API), `blocking` (the blocking facade from
 //! plain OS threads), `callback` (`*_call(..).then(cb)` in closed-loop chains) — with each
 //! number of calls in flight (threads, tasks or chains). Each repetition runs every variant
-//! once, the modes in a rotated order, after a condvar ping-pong between two plain threads:
-//! the cost of one thread wake-up, the baseline of the blocking mode's extra latency.
+//! once, the modes in a rotated order, after condvar ping-pongs between plain threads: one
+//! pair measures the cost of one thread wake-up, the baseline of the blocking mode's extra
+//! latency; as many pairs as calls in flight measure how many wake-ups per second the machine
+//! makes, a ceiling for any blocking caller that sleeps until its call ends.
 //! Reported: medians over the repetitions of calls/s, p50 and p99, the ratio to `async`, and
 //! the targets (see `targets`) as pass or fail.
 //!
@@ -76,7 +78,8 @@ pub struct BridgeReport {
 impl BridgeBenchConfig {
     /// Measurements per run (the progress bar's length).
     pub fn measurements(&self) -> u64 {
-        let per_repeat = 1 + self.ops.len() * self.inflight.len() * self.modes.len();
+        let per_repeat =
+            pingpong_pairs(self).len() + self.ops.len() * self.inflight.len() * self.modes.len();
         u64::from(self.repeat) * per_repeat as u64
     }
 }
@@ -102,6 +105,15 @@ pub fn run(cfg: &BridgeBenchConfig, mut tick: impl FnMut(&str)) -> Result<Bridge
     })
 }
 
+/// The ping-pongs run: one pair (a wake-up, for the latency target) and one per call in flight.
+fn pingpong_pairs(cfg: &BridgeBenchConfig) -> Vec<usize> {
+    let mut pairs = cfg.inflight.clone();
+    pairs.push(1);
+    pairs.sort_unstable();
+    pairs.dedup();
+    pairs
+}
+
 fn measure_all(
     cfg: &BridgeBenchConfig,
     rig: &Arc<Rig>,
@@ -110,8 +122,10 @@ fn measure_all(
     let mut results = Results::new(&cfg.ops, &cfg.inflight, &cfg.modes);
     let window = |max_ops| Arc::new(Window::new(cfg.warmup, cfg.duration, max_ops));
     for rep in 0..cfg.repeat as usize {
-        results.add_pingpong(pingpong::condvar(&window(cfg.max_ops))?);
-        tick("condvar ping-pong");
+        for &pairs in &pingpong_pairs(cfg) {
+            results.add_pingpong(pairs, pingpong::condvar(&window(cfg.max_ops), pairs)?);
+            tick(&format!("condvar ping-pong x{pairs}"));
+        }
         for &op in &cfg.ops {
             let max_ops = match op {
                 Op::Put => Some(rig.put_limit(cfg.max_ops)),

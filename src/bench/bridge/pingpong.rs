@@ -55,25 +55,36 @@ impl Court {
     }
 }
 
-/// Round trips (this thread ↔ an echo thread) until `window` closes: the sample's latencies
-/// are per round trip, two wake-ups.
-pub(super) fn condvar(window: &Window) -> Result<Sample, String> {
-    let court = Court {
-        turn: Mutex::new(Turn::Pong),
-        to_echo: Condvar::new(),
-        to_caller: Condvar::new(),
-    };
+/// Round trips of `pairs` ping-pongs at once (each a measuring thread and its own echo
+/// thread) until `window` closes: the sample's latencies are per round trip, two wake-ups. One
+/// pair measures a wake-up; many measure how many wake-ups per second the machine can make.
+pub(super) fn condvar(window: &Window, pairs: usize) -> Result<Sample, String> {
+    let courts: Vec<Court> = (0..pairs.max(1))
+        .map(|_| Court {
+            turn: Mutex::new(Turn::Pong),
+            to_echo: Condvar::new(),
+            to_caller: Condvar::new(),
+        })
+        .collect();
     std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .name("bench-echo".into())
-            .spawn_scoped(s, || court.echo())
-            .map_err(|e| format!("cannot start the echo thread: {e}"))?;
-        let sample = load::threads(1, window, |_, _| {
-            court.round_trip();
-            Ok(())
+        let started = courts.iter().enumerate().try_for_each(|(i, court)| {
+            std::thread::Builder::new()
+                .name(format!("bench-echo-{i}"))
+                .spawn_scoped(s, || court.echo())
+                .map(drop)
+                .map_err(|e| format!("cannot start an echo thread: {e}"))
         });
-        *court.lock() = Turn::Stop;
-        court.to_echo.notify_one();
+        let sample = started.and_then(|()| {
+            load::threads(courts.len(), window, |w, _| {
+                courts[w].round_trip();
+                Ok(())
+            })
+        });
+        // Every echo thread started stops, so that the scope can end.
+        for court in &courts {
+            *court.lock() = Turn::Stop;
+            court.to_echo.notify_one();
+        }
         sample
     })
 }
@@ -87,7 +98,10 @@ mod tests {
     #[test]
     fn round_trips_are_counted_and_the_echo_thread_stops() {
         let w = Window::new(Duration::ZERO, Duration::from_secs(30), Some(100));
-        let s = condvar(&w).unwrap();
+        let s = condvar(&w, 1).unwrap();
         assert_eq!(s.ops, 100, "{s:?}");
+        let w = Window::new(Duration::ZERO, Duration::from_secs(30), Some(100));
+        let s = condvar(&w, 4).unwrap();
+        assert!((100..104).contains(&s.ops), "{s:?}");
     }
 }

@@ -22,7 +22,8 @@ pub(super) struct Results {
     inflight: Vec<usize>,
     modes: Vec<Mode>,
     samples: HashMap<(Op, usize, Mode), Vec<Sample>>,
-    pingpong: Vec<Sample>,
+    /// Per number of pairs.
+    pingpong: HashMap<usize, Vec<Sample>>,
 }
 
 const PINGPONG: &str = "condvar ping-pong";
@@ -46,9 +47,9 @@ impl Results {
             .push(sample);
     }
 
-    /// One repetition's condvar ping-pong (latencies per round trip).
-    pub(super) fn add_pingpong(&mut self, sample: Sample) {
-        self.pingpong.push(sample);
+    /// One repetition's condvar ping-pong of `pairs` pairs (latencies per round trip).
+    pub(super) fn add_pingpong(&mut self, pairs: usize, sample: Sample) {
+        self.pingpong.entry(pairs).or_default().push(sample);
     }
 
     fn stat(
@@ -82,14 +83,22 @@ impl Results {
         Some(median_spread(&over))
     }
 
-    /// One thread wake-up: half the ping-pong's p50 round trip (median and spread).
+    /// One thread wake-up: half the p50 round trip of a lone ping-pong pair (median and
+    /// spread).
     pub(super) fn wakeup_us(&self) -> Option<(f64, f64)> {
-        let one_way: Vec<f64> = self.pingpong.iter().map(|s| s.p50_us / 2.0).collect();
-        (!one_way.is_empty()).then(|| median_spread(&one_way))
+        self.pingpong_stat(1, |s| s.p50_us / 2.0)
     }
 
-    fn pingpong_stat(&self, f: fn(&Sample) -> f64) -> (f64, f64) {
-        median_spread(&self.pingpong.iter().map(f).collect::<Vec<_>>())
+    fn pingpong_stat(&self, pairs: usize, f: fn(&Sample) -> f64) -> Option<(f64, f64)> {
+        let of = self.pingpong.get(&pairs)?;
+        Some(median_spread(&of.iter().map(f).collect::<Vec<_>>()))
+    }
+
+    /// The numbers of ping-pong pairs measured, in order.
+    fn pingpong_pairs(&self) -> Vec<usize> {
+        let mut pairs: Vec<usize> = self.pingpong.keys().copied().collect();
+        pairs.sort_unstable();
+        pairs
     }
 
     /// Every target checked for every operation measured.
@@ -116,27 +125,20 @@ impl Results {
     /// targets' rows (a target's ops/s row replaces the plain one); the ping-pong's rows.
     pub(super) fn rows(&self) -> Vec<Row> {
         let mut rows = Vec::new();
-        if let Some(wake) = self.wakeup_us() {
-            let rt = "round-trip";
-            rows.push(Row::new(
-                PINGPONG,
-                rt,
-                "ops/s",
-                self.pingpong_stat(Sample::ops_per_sec),
-            ));
-            rows.push(Row::new(
-                PINGPONG,
-                rt,
-                "p50_us",
-                self.pingpong_stat(|s| s.p50_us),
-            ));
-            rows.push(Row::new(
-                PINGPONG,
-                rt,
-                "p99_us",
-                self.pingpong_stat(|s| s.p99_us),
-            ));
-            rows.push(Row::new(PINGPONG, "one-way wake-up", "p50_us", wake));
+        for pairs in self.pingpong_pairs() {
+            let (case, rt) = (format!("{PINGPONG} x{pairs}"), "round-trip");
+            let stat = |f| self.pingpong_stat(pairs, f).unwrap_or((f64::NAN, f64::NAN));
+            rows.push(Row::new(&case, rt, "ops/s", stat(Sample::ops_per_sec)));
+            rows.push(Row::new(&case, rt, "p50_us", stat(|s| s.p50_us)));
+            rows.push(Row::new(&case, rt, "p99_us", stat(|s| s.p99_us)));
+            if pairs == 1 {
+                rows.push(Row::new(
+                    &case,
+                    "one-way wake-up",
+                    "p50_us",
+                    stat(|s| s.p50_us / 2.0),
+                ));
+            }
         }
         for (op, n, mode) in self.cells() {
             let case = case(op, n);
@@ -189,18 +191,22 @@ impl Results {
             "pass",
         ];
         let mut cells: Vec<Vec<String>> = Vec::new();
-        if let Some(wake) = self.wakeup_us() {
+        for pairs in self.pingpong_pairs() {
+            let stat = |f| self.pingpong_stat(pairs, f).unwrap_or((f64::NAN, f64::NAN));
             let (rate, p50, p99) = (
-                self.pingpong_stat(Sample::ops_per_sec),
-                self.pingpong_stat(|s| s.p50_us),
-                self.pingpong_stat(|s| s.p99_us),
+                stat(Sample::ops_per_sec),
+                stat(|s| s.p50_us),
+                stat(|s| s.p99_us),
             );
-            let mut line = vec![PINGPONG.into(), "1".into(), "round trip".into()];
+            let mut line = vec![PINGPONG.into(), pairs.to_string(), "round trip".into()];
             line.extend([int(rate.0), int(rate.1), us(p50.0), us(p50.1), us(p99.0)]);
             cells.push(line);
-            let mut line = vec![PINGPONG.into(), "1".into(), "one-way wake-up".into()];
-            line.extend([String::new(), String::new(), us(wake.0), us(wake.1)]);
-            cells.push(line);
+            if pairs == 1 {
+                let wake = stat(|s| s.p50_us / 2.0);
+                let mut line = vec![PINGPONG.into(), "1".into(), "one-way wake-up".into()];
+                line.extend([String::new(), String::new(), us(wake.0), us(wake.1)]);
+                cells.push(line);
+            }
         }
         let checks = self.checks();
         for (op, n, mode) in self.cells() {
@@ -267,7 +273,8 @@ mod tests {
     fn ratios_and_targets_reach_rows_and_table() {
         let modes = [Mode::Async, Mode::Blocking, Mode::Callback];
         let mut r = Results::new(&[Op::Health], &[1, 64], &modes);
-        r.add_pingpong(sample(10_000, 40.0));
+        r.add_pingpong(1, sample(10_000, 40.0));
+        r.add_pingpong(64, sample(90_000, 1000.0));
         r.add(Op::Health, 1, Mode::Async, sample(20_000, 50.0));
         r.add(Op::Health, 1, Mode::Blocking, sample(10_000, 80.0));
         r.add(Op::Health, 64, Mode::Async, sample(100_000, 600.0));
@@ -286,13 +293,21 @@ mod tests {
         let lat = find("blocking", "health x1", "p50_us_over_async");
         assert_eq!((lat.value, lat.baseline_value), (30.0, Some(25.0)));
         assert_eq!(lat.pass, Some(false));
-        assert_eq!(find("one-way wake-up", PINGPONG, "p50_us").value, 20.0);
-        assert_eq!(rows.iter().filter(|x| x.metric == "ops/s").count(), 6);
+        assert_eq!(
+            find("one-way wake-up", "condvar ping-pong x1", "p50_us").value,
+            20.0
+        );
+        assert_eq!(
+            find("round-trip", "condvar ping-pong x64", "ops/s").value,
+            90_000.0
+        );
+        // Five cells and two ping-pongs; the targets' rows replaced the plain ones.
+        assert_eq!(rows.iter().filter(|x| x.metric == "ops/s").count(), 7);
         let t = r.table();
         assert!(
             t.contains("0.95x") && t.contains("+30.0 us") && t.contains("FAIL"),
             "{t}"
         );
-        assert_eq!(t.lines().count(), 1 + 2 + 5, "{t}");
+        assert_eq!(t.lines().count(), 1 + 3 + 5, "{t}");
     }
 }
