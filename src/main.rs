@@ -362,12 +362,8 @@ async fn bench_bridge(file: &ConfigFile, args: BenchBridgeArgs) -> Result<(), Cl
         args.inflight,
         "1,64".to_string(),
     )?;
-    let modes = file.resolve(
-        "bench",
-        "bridge_modes",
-        args.modes,
-        "async,blocking,callback".to_string(),
-    )?;
+    let every_mode = bridge_bench::Mode::ALL.map(|m| m.name()).join(",");
+    let modes = file.resolve("bench", "bridge_modes", args.modes, every_mode)?;
     let store_size = file.resolve("bench", "store_size", args.store_size, "1G".to_string())?;
     let max_ops = file.resolve("bench", "ops", args.ops, 0)?;
     let cfg = bridge_bench::BridgeBenchConfig {

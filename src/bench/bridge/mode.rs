@@ -8,7 +8,7 @@ use super::rig::Rig;
 use crate::bench::harness::Sample;
 
 /// How a call is made. To measure another way (the C ABI), add a variant, its name in
-/// [`Mode::name`], its driver in [`Mode::measure`] (a blocking `extern "C"` call runs under
+/// [`Mode::name`], its driver in `Mode::measure` (a blocking `extern "C"` call runs under
 /// `load::threads`, one with a C callback under `load::chains`), and its targets in
 /// `super::targets::TARGETS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
