@@ -9,6 +9,7 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bridge::Shared;
 use crate::error::{Error, Result};
+
+/// How long a lone waiter watches for its outcome before sleeping (see `Call::spin`).
+const SPIN: Duration = Duration::from_micros(300);
+
+/// Threads inside `Call::wait` now, in the whole process.
+static WAITERS: AtomicUsize = AtomicUsize::new(0);
 
 /// A callback, called once with the outcome.
 type Callback<T> = Box<dyn FnOnce(Result<T>) + Send + 'static>;
@@ -36,6 +43,8 @@ enum Slot<T> {
 pub(crate) struct CallState<T> {
     slot: Mutex<Slot<T>>,
     done: Condvar,
+    /// Set with `Slot::Done`: what a waiter spins on before it sleeps.
+    ended: AtomicBool,
     cancel: CancellationToken,
     shared: Arc<Shared>,
 }
@@ -45,6 +54,7 @@ impl<T: Send + 'static> CallState<T> {
         Arc::new(CallState {
             slot: Mutex::new(slot),
             done: Condvar::new(),
+            ended: AtomicBool::new(false),
             cancel,
             shared: shared.clone(),
         })
@@ -60,6 +70,7 @@ impl<T: Send + 'static> CallState<T> {
         match std::mem::replace(&mut *slot, Slot::Taken) {
             Slot::Running => {
                 *slot = Slot::Done(outcome);
+                self.ended.store(true, Ordering::Release);
                 self.done.notify_all();
             }
             Slot::Callback(cb) => {
@@ -279,6 +290,7 @@ impl<T: Send + 'static> Call<T> {
     /// Sleeps until the outcome is there (and takes it) or `until` passed (then cancels and
     /// returns `None`).
     fn sleep(&self, until: Option<Instant>) -> Option<Result<T>> {
+        self.spin(until);
         let mut slot = self.state.lock();
         loop {
             if matches!(*slot, Slot::Done(_)) {
@@ -311,6 +323,23 @@ impl<T: Send + 'static> Call<T> {
                 }
             }
         }
+    }
+
+    /// Before sleeping, a lone waiter watches for the outcome for a short while, yielding its
+    /// core to anyone runnable: a call that ends within [`SPIN`] then costs no wake-up of this
+    /// thread (a futex wake and a reschedule, tens of microseconds on a small VM). With other
+    /// waiters in the process it sleeps at once: many spinners would take the cores the runtime
+    /// needs.
+    fn spin(&self, until: Option<Instant>) {
+        let waiters = WAITERS.fetch_add(1, Ordering::AcqRel) + 1;
+        if waiters == 1 {
+            let start = Instant::now();
+            let limit = until.map_or(start + SPIN, |u| u.min(start + SPIN));
+            while !self.state.ended.load(Ordering::Acquire) && Instant::now() < limit {
+                std::thread::yield_now();
+            }
+        }
+        WAITERS.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Hands the outcome to `cb` (Mooncake's `start(cb)`): called exactly once, on the bridge's
