@@ -84,8 +84,8 @@ struct BenchBridgeArgs {
     /// chains (callback) [default: 1,64; config: bench.bridge_inflight].
     #[arg(long, env = "YUEBING_BENCH_BRIDGE_INFLIGHT")]
     inflight: Option<String>,
-    /// Ways of calling, comma-separated: async, blocking, callback [default: all; config:
-    /// bench.bridge_modes].
+    /// Ways of calling, comma-separated: async, blocking, callback, c-abi, c-abi-callback
+    /// [default: all; config: bench.bridge_modes].
     #[arg(long, env = "YUEBING_BENCH_BRIDGE_MODES")]
     modes: Option<String>,
     /// At most this many calls recorded per measurement, which ends at --duration-ms or here,

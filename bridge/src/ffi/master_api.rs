@@ -46,6 +46,12 @@ pub unsafe extern "C" fn yuebing_master_new(
     })
 }
 
+/// A C handle for a master connection made from Rust (see `store_api::store_handle`): release
+/// it with `yuebing_master_destroy`.
+pub fn master_handle(master: &BlockingMaster) -> crate::Result<yuebing_master_t, i32> {
+    handles::insert(Object::Master(master.clone())).map_err(|f| f.code)
+}
+
 /// Releases a master handle (calls in flight end normally).
 ///
 /// # Safety

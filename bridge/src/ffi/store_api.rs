@@ -105,15 +105,26 @@ pub unsafe extern "C" fn yuebing_store_new(
         let cfg = unsafe { client_config(&config.read()) }?;
         let bridge = resolve(bridge)?;
         let client = BlockingClient::start(&bridge, cfg)?;
-        let engine = EngineObject::new(crate::BlockingEngine::from_engine(
-            &bridge,
-            client.client().engine().clone(),
-        ));
-        let h = handles::insert(Object::Store(client, engine))?;
+        let h = insert_store(&client)?;
         // SAFETY: checked non-NULL; writable.
         unsafe { raw::write(out, h) };
         Ok(())
     })
+}
+
+/// A C handle for a store client started from Rust, so that Rust code can hand it to C code
+/// (a plugin, or a benchmark of the ABI): release it with `yuebing_store_destroy`.
+pub fn store_handle(client: &BlockingClient) -> crate::Result<yuebing_store_t, i32> {
+    insert_store(client).map_err(|f| f.code)
+}
+
+/// A new handle for `client`, with an engine object of its own.
+fn insert_store(client: &BlockingClient) -> FfiResult<yuebing_store_t> {
+    let engine = EngineObject::new(crate::BlockingEngine::from_engine(
+        client.bridge(),
+        client.client().engine().clone(),
+    ));
+    handles::insert(Object::Store(client.clone(), engine))
 }
 
 /// Releases a store handle. It does not wait for calls in flight: they hold the client and end

@@ -5,7 +5,8 @@
 //! no-op `health`, a 4 KiB `put` (fresh keys, removed untimed after each measurement), a 4 KiB
 //! `get`, a 1 MiB `get_into` registered memory — is called through each [`Mode`] — `async`
 //! (tasks on the bridge runtime awaiting the async API), `blocking` (the blocking facade from
-//! plain OS threads), `callback` (`*_call(..).then(cb)` in closed-loop chains) — with each
+//! plain OS threads), `callback` (`*_call(..).then(cb)` in closed-loop chains), `c-abi` and
+//! `c-abi-callback` (the same through the exported C functions, blocking and `_async`) — with each
 //! number of calls in flight (threads, tasks or chains). Each repetition runs every variant
 //! once, the modes in a rotated order, after condvar ping-pongs between plain threads: one
 //! pair measures the cost of one thread wake-up, the baseline of the blocking mode's extra
@@ -19,10 +20,12 @@
 //! - `ops`: [`Op`], and one call of each in each mode.
 //! - `load`: the closed loops (tasks, threads, callback chains) and their measurement window.
 //! - `rig`: the master, the client, the registered memory and the preloaded objects.
+//! - `c_abi`: the calls through the C ABI, on C handles of the rig's client and master.
 //! - `pingpong`: the condvar ping-pong baseline.
 //! - `targets`: the targets, checked.
 //! - `results`: medians, the JSON rows and the human table.
 
+mod c_abi;
 mod load;
 mod mode;
 mod ops;

@@ -2,12 +2,13 @@
 
 use std::sync::Arc;
 
+use super::c_abi;
 use super::load::{self, Window};
 use super::ops::{self, Op};
 use super::rig::Rig;
 use crate::bench::harness::Sample;
 
-/// How a call is made. To measure another way (the C ABI), add a variant, its name in
+/// How a call is made. To measure another way, add a variant, its name in
 /// [`Mode::name`], its driver in `Mode::measure` (a blocking `extern "C"` call runs under
 /// `load::threads`, one with a C callback under `load::chains`), and its targets in
 /// `super::targets::TARGETS`.
@@ -21,11 +22,21 @@ pub enum Mode {
     /// The `*_call(..).then(cb)` forms, in closed-loop chains: each callback starts its
     /// chain's next call.
     Callback,
+    /// The C ABI's blocking functions (`yuebing_store_get`, …) from plain threads.
+    CAbi,
+    /// The C ABI's `_async` functions with C callbacks, in closed-loop chains.
+    CAbiCallback,
 }
 
 impl Mode {
     /// Every mode, the baseline first.
-    pub const ALL: [Mode; 3] = [Mode::Async, Mode::Blocking, Mode::Callback];
+    pub const ALL: [Mode; 5] = [
+        Mode::Async,
+        Mode::Blocking,
+        Mode::Callback,
+        Mode::CAbi,
+        Mode::CAbiCallback,
+    ];
 
     /// What the others are compared against.
     pub const BASELINE: Mode = Mode::Async;
@@ -36,6 +47,8 @@ impl Mode {
             Mode::Async => "async",
             Mode::Blocking => "blocking",
             Mode::Callback => "callback",
+            Mode::CAbi => "c-abi",
+            Mode::CAbiCallback => "c-abi-callback",
         }
     }
 
@@ -62,6 +75,15 @@ impl Mode {
                 let r = rig.clone();
                 load::chains(inflight, window, move |w, seq, done| {
                     ops::call_then(&r, op, w, seq, done)
+                })
+            }
+            Mode::CAbi => load::threads(inflight, &window, |w, seq| {
+                c_abi::call_blocking(rig, op, w, seq)
+            }),
+            Mode::CAbiCallback => {
+                let r = rig.clone();
+                load::chains(inflight, window, move |w, seq, done| {
+                    c_abi::call_then(&r, op, w, seq, done)
                 })
             }
         }
@@ -97,6 +119,9 @@ mod tests {
         for m in Mode::ALL {
             assert_eq!(m.name().parse::<Mode>().unwrap(), m);
         }
-        assert!("c-abi".parse::<Mode>().unwrap_err().contains("callback"));
+        assert!("c-api"
+            .parse::<Mode>()
+            .unwrap_err()
+            .contains("c-abi-callback"));
     }
 }

@@ -13,6 +13,7 @@ use yuebing_rpc::Endpoint;
 use yuebing_store::master::{MasterServerConfig, RunningMaster};
 use yuebing_store::{ClientConfig, Options};
 
+use super::c_abi::CHandles;
 use super::ops::err;
 
 /// Bytes of a `put` and a `get`.
@@ -48,8 +49,10 @@ pub(super) struct Rig {
     pub(super) client: BlockingClient,
     /// A client of the master's own calls (`health`).
     pub(super) admin: BlockingMaster,
-    /// Options of every call.
+    /// Options of every call (the defaults: the C modes pass NULL for the same).
     pub(super) opts: Options,
+    /// The client and the master connection as C handles.
+    pub(super) c: CHandles,
     /// The value every put stores.
     pub(super) value: Vec<u8>,
     master: Mutex<Option<RunningMaster>>,
@@ -103,10 +106,12 @@ impl Rig {
                 cfg.store_size
             ));
         }
+        let c = CHandles::new(&client, &admin)?;
         let rig = Rig {
             bridge,
             client,
             admin,
+            c,
             opts: Options::default(),
             value: vec![0x5a; SMALL],
             master: Mutex::new(Some(master)),
@@ -193,6 +198,7 @@ impl Rig {
 
     /// Closes the client, stops the master and shuts the bridge down.
     pub(super) fn stop(&self) -> Result<(), String> {
+        self.c.release();
         self.client.close(&self.opts).map_err(err)?;
         let master = self.master.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(m) = master {
