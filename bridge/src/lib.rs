@@ -12,6 +12,9 @@
 //! | `lazy.start(callback)`         | [`Call::then`]                                       |
 //! | (none)                         | [`Call::cancel`], [`Canceller`]                      |
 //! | `tl::expected<T, ErrorCode>`   | [`Result<T>`] with a stable numeric [`Error::code`] |
+//! | `MooncakeStore` / `Client` (sync) | [`BlockingClient`]                                |
+//! | `TransferEngine` (sync calls)  | [`BlockingEngine`]                                   |
+//! | C API (`transfer_engine_c.h`, raw pointers as handles) | [`ffi`]: `include/yuebing.h`, checked 64-bit handles, blocking and `_async` forms |
 //!
 //! # Rules that hold in every calling context
 //! - **Blocking works from a plain thread**, and from a task of another runtime: a worker of a
