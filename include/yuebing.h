@@ -437,19 +437,19 @@ typedef void (*yuebing_each_bytes_cb)(void *user_data,
                                       const int32_t *codes,
                                       const yuebing_bytes *values);
 
-// A callback with a listing of `n` objects, valid only until it returns.
-typedef void (*yuebing_list_cb)(void *user_data,
-                                int32_t code,
-                                const char *message,
-                                size_t n,
-                                const yuebing_listed *items);
-
 // A callback with bytes, valid only until it returns (copy what you keep).
 typedef void (*yuebing_bytes_cb)(void *user_data,
                                  int32_t code,
                                  const char *message,
                                  const uint8_t *data,
                                  size_t len);
+
+// A callback with a listing of `n` objects, valid only until it returns.
+typedef void (*yuebing_list_cb)(void *user_data,
+                                int32_t code,
+                                const char *message,
+                                size_t n,
+                                const yuebing_listed *items);
 
 #ifdef __cplusplus
 extern "C" {
@@ -1014,32 +1014,6 @@ int32_t yuebing_store_batch_get_async(yuebing_store_t store,
                                       yuebing_call_t *call_out,
                                       yuebing_error *err);
 
-// Lists keys starting with `prefix`, sorted, at most `limit`; the listing goes to `out` (free
-// it with `yuebing_list_free`).
-//
-// # Safety
-// `prefix` NUL-terminated; `opts` NULL or readable; `out` writable; `err` NULL or writable.
-int32_t yuebing_store_list(yuebing_store_t store,
-                           const char *prefix,
-                           uint64_t limit,
-                           const yuebing_options *opts,
-                           yuebing_list *out,
-                           yuebing_error *err);
-
-// Lists keys starting with `prefix` (callback form: the listing is lent to the callback).
-// Returns 0 and calls `cb` exactly once, or returns an error and never calls it.
-//
-// # Safety
-// As `yuebing_store_list`; `call_out` NULL or writable.
-int32_t yuebing_store_list_async(yuebing_store_t store,
-                                 const char *prefix,
-                                 uint64_t limit,
-                                 const yuebing_options *opts,
-                                 yuebing_list_cb cb,
-                                 void *user_data,
-                                 yuebing_call_t *call_out,
-                                 yuebing_error *err);
-
 // Stores `len` bytes at `data` under `key` (copied before the function returns);
 // `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists.
 //
@@ -1271,6 +1245,32 @@ int32_t yuebing_store_remove_async(yuebing_store_t store,
                                    void *user_data,
                                    yuebing_call_t *call_out,
                                    yuebing_error *err);
+
+// Lists keys starting with `prefix`, sorted, at most `limit`; the listing goes to `out` (free
+// it with `yuebing_list_free`).
+//
+// # Safety
+// `prefix` NUL-terminated; `opts` NULL or readable; `out` writable; `err` NULL or writable.
+int32_t yuebing_store_list(yuebing_store_t store,
+                           const char *prefix,
+                           uint64_t limit,
+                           const yuebing_options *opts,
+                           yuebing_list *out,
+                           yuebing_error *err);
+
+// Lists keys starting with `prefix` (callback form: the listing is lent to the callback).
+// Returns 0 and calls `cb` exactly once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_list`; `call_out` NULL or writable.
+int32_t yuebing_store_list_async(yuebing_store_t store,
+                                 const char *prefix,
+                                 uint64_t limit,
+                                 const yuebing_options *opts,
+                                 yuebing_list_cb cb,
+                                 void *user_data,
+                                 yuebing_call_t *call_out,
+                                 yuebing_error *err);
 
 // Removes every object (`force` 1: leased ones too; 0 or 1); how many goes to `out`.
 //

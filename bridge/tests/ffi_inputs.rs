@@ -14,6 +14,7 @@ use yuebing_bridge::ffi::master_api::*;
 use yuebing_bridge::ffi::store_api::*;
 use yuebing_bridge::ffi::store_batch::*;
 use yuebing_bridge::ffi::store_ops::*;
+use yuebing_bridge::ffi::store_whole::*;
 use yuebing_bridge::ffi::types::*;
 
 mod common;

@@ -11,7 +11,7 @@ use super::deliver::{self, Op};
 use super::error::{entry, yuebing_error, FfiResult};
 use super::handles::{self, Kind, Object};
 use super::raw;
-use super::store_ops::{c_stats, wait_into};
+use super::store_whole::{c_stats, wait_into};
 use super::types::*;
 
 /// Connects to the master at `endpoint` (`host:port`) on `bridge` (0: the default bridge),

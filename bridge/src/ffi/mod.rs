@@ -46,4 +46,5 @@ mod raw;
 pub mod store_api;
 pub mod store_batch;
 pub mod store_ops;
+pub mod store_whole;
 pub mod types;
