@@ -257,18 +257,19 @@ impl Bridge {
 
     /// Starts `op` with `cb` already in place (see `Call::spawn_then`): `Ok` means `cb` runs
     /// exactly once on the callback pool, `Err` that it never runs.
-    pub(crate) fn spawn_then<T, E, F>(
+    pub(crate) fn spawn_then<T, E, F, R>(
         &self,
         op: F,
         cancel: &crate::Canceller,
+        ready: impl FnOnce() -> std::result::Result<(), R>,
         cb: impl FnOnce(Result<T>) + Send + 'static,
-    ) -> Result<()>
+    ) -> std::result::Result<(), crate::call::NotStarted<R>>
     where
         T: Send + 'static,
         E: Into<Error>,
         F: Future<Output = std::result::Result<T, E>> + Send + 'static,
     {
-        Call::spawn_then(&self.inner.shared, op, cancel, cb)
+        Call::spawn_then(&self.inner.shared, op, cancel, ready, cb)
     }
 
     /// Whether calls can be made now: [`Error::Shutdown`] after a shutdown, [`Error::Forked`]
@@ -381,7 +382,9 @@ impl Drop for Inner {
     /// (a bridge thread, or inside a runtime).
     fn drop(&mut self) {
         let runtime = self.runtime.take();
-        let must_not_block = self.shared.may_block().is_err() || Handle::try_current().is_ok();
+        let must_not_block = self.shared.may_block().is_err()
+            || Handle::try_current().is_ok()
+            || crate::callbacks::in_foreign_call();
         if !must_not_block {
             shut_down(&self.shared, runtime);
             return;

@@ -22,8 +22,24 @@ use crate::error::{Error, Result};
 /// How long a lone waiter watches for its outcome before sleeping (see `Call::spin`).
 const SPIN: Duration = Duration::from_micros(300);
 
-/// Threads inside `Call::wait` now, in the whole process.
+/// Threads waiting for a call's outcome now (spinning or asleep), in the whole process.
 static WAITERS: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts this thread among [`WAITERS`] while it lives.
+struct Waiting;
+
+impl Waiting {
+    /// Counts the thread in; returns the guard and how many wait now, this one included.
+    fn enter() -> (Waiting, usize) {
+        (Waiting, WAITERS.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        WAITERS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// A callback, called once with the outcome.
 type Callback<T> = Box<dyn FnOnce(Result<T>) + Send + 'static>;
@@ -159,6 +175,15 @@ where
     drop(shared.handle().spawn(task));
 }
 
+/// Why [`Call::spawn_then`] started nothing.
+#[derive(Debug)]
+pub(crate) enum NotStarted<R> {
+    /// The bridge takes no calls (shut down, or a forked child).
+    Bridge(Error),
+    /// The caller's `ready` step failed.
+    Ready(R),
+}
+
 /// What a panic carried, for [`Error::Panicked`].
 pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     panic
@@ -214,19 +239,25 @@ impl<T: Send + 'static> Call<T> {
 
     /// Starts `op` with its callback already in place, so that its outcome always reaches the
     /// callback pool before the call counts as ended (a shutdown then waits for the callback),
-    /// and never runs on this thread. `Err` if the bridge cannot take calls: then `cb` is
-    /// dropped uncalled. `cancel` stops the call.
-    pub(crate) fn spawn_then<F, E>(
+    /// and never runs on this thread. `ready` runs once the call is counted in and before it
+    /// starts (to publish a handle that cancels it). `Err` if the bridge cannot take calls or
+    /// `ready` fails: then nothing starts and `cb` is dropped uncalled. `cancel` stops the call.
+    pub(crate) fn spawn_then<F, E, R>(
         shared: &Arc<Shared>,
         op: F,
         cancel: &Canceller,
+        ready: impl FnOnce() -> std::result::Result<(), R>,
         cb: impl FnOnce(Result<T>) + Send + 'static,
-    ) -> Result<()>
+    ) -> std::result::Result<(), NotStarted<R>>
     where
         F: Future<Output = std::result::Result<T, E>> + Send + 'static,
         E: Into<Error>,
     {
-        shared.call_started()?;
+        shared.call_started().map_err(NotStarted::Bridge)?;
+        if let Err(e) = ready() {
+            shared.call_ended();
+            return Err(NotStarted::Ready(e));
+        }
         let state = CallState::new(shared, Slot::Callback(Box::new(cb)), cancel.0.clone());
         launch(state, op);
         Ok(())
@@ -290,7 +321,10 @@ impl<T: Send + 'static> Call<T> {
     /// Sleeps until the outcome is there (and takes it) or `until` passed (then cancels and
     /// returns `None`).
     fn sleep(&self, until: Option<Instant>) -> Option<Result<T>> {
-        self.spin(until);
+        let (_waiting, waiters) = Waiting::enter();
+        if waiters == 1 {
+            self.spin(until);
+        }
         let mut slot = self.state.lock();
         loop {
             if matches!(*slot, Slot::Done(_)) {
@@ -325,26 +359,24 @@ impl<T: Send + 'static> Call<T> {
         }
     }
 
-    /// Before sleeping, a lone waiter watches for the outcome for a short while, yielding its
-    /// core to anyone runnable: a call that ends within [`SPIN`] then costs no wake-up of this
-    /// thread (a futex wake and a reschedule, tens of microseconds on a small VM). With other
-    /// waiters in the process it sleeps at once: many spinners would take the cores the runtime
-    /// needs.
+    /// Before sleeping, a lone waiter (the only thread of the process waiting for a call)
+    /// watches for the outcome for a short while, yielding its core to anyone runnable: a call
+    /// that ends within [`SPIN`] then costs no wake-up of this thread (a futex wake and a
+    /// reschedule, tens of microseconds on a small VM). With other waiters it sleeps at once:
+    /// spinners would take the cores the runtime needs. The flag is a hint only: the outcome
+    /// is taken under the slot's lock.
     fn spin(&self, until: Option<Instant>) {
-        let waiters = WAITERS.fetch_add(1, Ordering::AcqRel) + 1;
-        if waiters == 1 {
-            let start = Instant::now();
-            let limit = until.map_or(start + SPIN, |u| u.min(start + SPIN));
-            while !self.state.ended.load(Ordering::Acquire) && Instant::now() < limit {
-                std::thread::yield_now();
-            }
+        let start = Instant::now();
+        let limit = until.map_or(start + SPIN, |u| u.min(start + SPIN));
+        while !self.state.ended.load(Ordering::Acquire) && Instant::now() < limit {
+            std::thread::yield_now();
         }
-        WAITERS.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Hands the outcome to `cb` (Mooncake's `start(cb)`): called exactly once, on the bridge's
     /// callback pool (never a runtime worker), with no bridge lock held; at once (on the pool)
-    /// if the call already ended. A panic in `cb` is caught and logged.
+    /// if the call already ended. After the bridge shut down (or in a forked child) there is
+    /// no pool, and `cb` runs on this thread. A panic in `cb` is caught and logged.
     pub fn then(mut self, cb: impl FnOnce(Result<T>) + Send + 'static) {
         self.consumed = true;
         let mut slot = self.state.lock();

@@ -16,6 +16,35 @@ thread_local! {
     static BRIDGE_THREAD: Cell<Option<u64>> = const { Cell::new(None) };
 }
 
+thread_local! {
+    /// How many C ABI calls this thread is inside (see [`ForeignCall`]).
+    static FOREIGN_CALLS: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Marks the thread as inside a call from C for as long as it lives. A C caller may hold its
+/// own locks across the call, which its callbacks may take: a bridge whose last handle is
+/// dropped there (a Rust-made client handed to C and destroyed meanwhile) shuts down in the
+/// background instead of waiting for those callbacks.
+pub(crate) struct ForeignCall(());
+
+impl ForeignCall {
+    pub(crate) fn enter() -> ForeignCall {
+        let _ = FOREIGN_CALLS.try_with(|n| n.set(n.get() + 1));
+        ForeignCall(())
+    }
+}
+
+impl Drop for ForeignCall {
+    fn drop(&mut self) {
+        let _ = FOREIGN_CALLS.try_with(|n| n.set(n.get().saturating_sub(1)));
+    }
+}
+
+/// Whether this thread is inside a call from C.
+pub(crate) fn in_foreign_call() -> bool {
+    FOREIGN_CALLS.try_with(|n| n.get() > 0).unwrap_or(false)
+}
+
 /// Marks the current thread as one of bridge `id`'s (where a blocking call must not wait).
 pub(crate) fn mark_thread(id: u64) {
     BRIDGE_THREAD.with(|t| t.set(Some(id)));

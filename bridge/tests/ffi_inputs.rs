@@ -356,13 +356,29 @@ fn configs_batches_engines_calls_and_masters_refuse_bad_input() {
 unsafe extern "C" fn ignore_number(_: *mut c_void, _: i32, _: *const c_char, _: u64) {}
 
 static FAST_DONE: AtomicU32 = AtomicU32::new(0);
+static FAST_FAILED: AtomicU32 = AtomicU32::new(0);
+static SLEEPER_IN: AtomicU32 = AtomicU32::new(0);
+static SLEEPER_WAITED_OUT: AtomicU32 = AtomicU32::new(0);
 
-unsafe extern "C" fn sleep_a_second(_: *mut c_void, _: i32, _: *const c_char, _: u64) {
-    std::thread::sleep(Duration::from_secs(1));
+/// Holds its callback thread until the 20 other callbacks ran (at most 10 s), then for the rest
+/// of a second: the others must be served meanwhile, by the pool's other thread.
+unsafe extern "C" fn block_the_pool(_: *mut c_void, _: i32, _: *const c_char, _: u64) {
+    let start = Instant::now();
+    SLEEPER_IN.store(1, Ordering::SeqCst);
+    while FAST_DONE.load(Ordering::SeqCst) < 20 {
+        if start.elapsed() > Duration::from_secs(10) {
+            SLEEPER_WAITED_OUT.store(1, Ordering::SeqCst);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_secs(1).saturating_sub(start.elapsed()));
 }
 
 unsafe extern "C" fn count_fast(_: *mut c_void, code: i32, _: *const c_char, _: u64) {
-    assert_eq!(code, 0);
+    if code != 0 {
+        FAST_FAILED.fetch_add(1, Ordering::SeqCst);
+    }
     FAST_DONE.fetch_add(1, Ordering::SeqCst);
 }
 
@@ -390,12 +406,21 @@ fn a_callback_that_sleeps_leaves_other_calls_served() {
             store,
             key.as_ptr(),
             std::ptr::null(),
-            Some(sleep_a_second),
+            Some(block_the_pool),
             std::ptr::null_mut(),
             std::ptr::null_mut(),
             nul(),
         );
         assert_eq!(rc, 0);
+        while SLEEPER_IN.load(Ordering::SeqCst) == 0 {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the first callback never ran"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // One pool thread is held now: the 20 calls below are served by the other, and the
+        // blocking calls by no pool thread at all.
         for _ in 0..20 {
             let rc = yuebing_store_get_size_async(
                 store,
@@ -413,18 +438,49 @@ fn a_callback_that_sleeps_leaves_other_calls_served() {
                 0
             );
         }
-        while FAST_DONE.load(Ordering::SeqCst) < 20 {
-            std::thread::sleep(Duration::from_millis(2));
-            assert!(start.elapsed() < Duration::from_secs(10));
-        }
-        let took = start.elapsed();
-        assert!(
-            took < Duration::from_millis(900),
-            "other callbacks waited for the sleeping one: {took:?}"
-        );
         assert_eq!(yuebing_store_destroy(store, nul()), 0);
-        // The destroy waits for the sleeping callback to return.
+        // The destroy waits for the held callback to return.
         assert_eq!(yuebing_bridge_destroy(bridge, nul()), 0);
+        assert_eq!(
+            SLEEPER_WAITED_OUT.load(Ordering::SeqCst),
+            0,
+            "the other callbacks waited for the held one"
+        );
+        assert_eq!(
+            (
+                FAST_DONE.load(Ordering::SeqCst),
+                FAST_FAILED.load(Ordering::SeqCst)
+            ),
+            (20, 0)
+        );
         assert!(start.elapsed() >= Duration::from_secs(1));
+    }
+}
+
+unsafe extern "C" fn never(_: *mut c_void, _: i32, _: *const c_char, _: u64) {
+    panic!("a refused call's callback ran");
+}
+
+#[test]
+fn a_refused_call_writes_no_call_handle_and_never_calls_back() {
+    let cluster = Cluster::start();
+    let bridge = new_bridge();
+    let store = cluster.store(bridge);
+    let key = CString::new("k").unwrap();
+    // SAFETY: valid arguments; `never` must not run.
+    unsafe {
+        assert_eq!(yuebing_bridge_destroy(bridge, nul()), 0);
+        let mut call: yuebing_call_t = 12345;
+        let rc = yuebing_store_get_size_async(
+            store,
+            key.as_ptr(),
+            std::ptr::null(),
+            Some(never),
+            std::ptr::null_mut(),
+            &mut call,
+            nul(),
+        );
+        assert_eq!((rc, call), (YUEBING_ERR_SHUTDOWN, 12345));
+        assert_eq!(yuebing_store_destroy(store, nul()), 0);
     }
 }

@@ -6,6 +6,7 @@ use std::ffi::{c_char, c_void};
 use std::future::Future;
 use std::pin::Pin;
 
+use crate::call::NotStarted;
 use crate::{Bridge, Canceller};
 
 use super::error::{c_string, entry, yuebing_error, Failure, FfiResult};
@@ -72,29 +73,30 @@ impl<T: Send + 'static> Op<T> {
     ) -> FfiResult<()> {
         self.bridge.usable()?;
         let cancel = Canceller::detached();
-        let handle = match call_out.is_null() {
-            true => None,
-            false => {
+        // Once the call is counted in, and before it starts: its handle, so that a callback
+        // that reads `call_out` finds it set, and a failure here starts nothing.
+        let ready = || -> FfiResult<()> {
+            if !call_out.is_null() {
                 let h = handles::insert(Object::Call(cancel.clone()))?;
-                // SAFETY: a non-NULL `call_out` is writable (the caller's promise). Written
-                // before the call starts, so a callback that reads it finds it set.
+                // SAFETY: a non-NULL `call_out` is writable (the caller's promise).
                 unsafe { raw::write(call_out, h) };
-                Some(h)
             }
+            Ok(())
         };
         let started = self
             .bridge
-            .spawn_then(self.work, &cancel, move |r| match r {
+            .spawn_then(self.work, &cancel, ready, move |r| match r {
                 Ok(v) => deliver(0, std::ptr::null(), Some(v)),
                 Err(e) => {
                     let m = c_string(&e.to_string());
                     deliver(e.code(), m.as_ptr(), None)
                 }
             });
-        if let (Err(_), Some(h)) = (&started, handle) {
-            let _ = handles::remove(h, Kind::Call);
+        match started {
+            Ok(()) => Ok(()),
+            Err(NotStarted::Bridge(e)) => Err(e.into()),
+            Err(NotStarted::Ready(f)) => Err(f),
         }
-        Ok(started?)
     }
 }
 

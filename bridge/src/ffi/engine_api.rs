@@ -189,10 +189,10 @@ pub unsafe extern "C" fn yuebing_engine_allocate(
         raw::check_out(addr_out, "addr_out")?;
         let remote = self::access(access)?;
         let e = handles::engine(engine)?;
-        let mut owned = e.owned();
+        // A fresh mapping: nobody can unregister its address before it is recorded.
         let buffer = e.engine.allocate_exported(len, true, remote)?;
         let addr = buffer.addr();
-        owned.insert(addr, Some(buffer));
+        e.owned().insert(addr, Some(buffer));
         // SAFETY: checked non-NULL; writable.
         unsafe { raw::write(addr_out, addr) };
         Ok(())

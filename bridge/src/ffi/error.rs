@@ -149,6 +149,7 @@ thread_local! {
 /// Runs an exported function's body: a panic becomes [`YUEBING_ERR_PANICKED`]; the outcome
 /// fills `err` (when not NULL) and this thread's last message; returns the code.
 pub(crate) fn entry(err: *mut yuebing_error, body: impl FnOnce() -> FfiResult<()>) -> i32 {
+    let _foreign = crate::callbacks::ForeignCall::enter();
     let outcome = catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|panic| {
         Err(Failure {
             code: YUEBING_ERR_PANICKED,

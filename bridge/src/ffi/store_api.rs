@@ -113,7 +113,9 @@ pub unsafe extern "C" fn yuebing_store_new(
 }
 
 /// A C handle for a store client started from Rust, so that Rust code can hand it to C code
-/// (a plugin, or a benchmark of the ABI): release it with `yuebing_store_destroy`.
+/// (a plugin, or a benchmark of the ABI): release it with `yuebing_store_destroy`. Each handle
+/// keeps its own record of memory registered through its engine handles (unregistered when
+/// they are all gone); Rust may drop its own clones meanwhile.
 pub fn store_handle(client: &BlockingClient) -> crate::Result<yuebing_store_t, i32> {
     insert_store(client).map_err(|f| f.code)
 }

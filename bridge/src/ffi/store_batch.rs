@@ -512,7 +512,7 @@ pub unsafe extern "C" fn yuebing_store_batch_get_async(
                 .iter()
                 .map(|r| match r {
                     Ok(v) => yuebing_bytes {
-                        data: v.as_ptr(),
+                        data: raw::data_or_null(v),
                         len: v.len(),
                     },
                     Err(_) => yuebing_bytes {

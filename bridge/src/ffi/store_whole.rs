@@ -160,8 +160,12 @@ pub unsafe extern "C" fn yuebing_store_list_async(
                     replicas: *replicas,
                 })
                 .collect();
+            let p = match items.is_empty() {
+                true => std::ptr::null(),
+                false => items.as_ptr(),
+            };
             // SAFETY: the caller's callback, called once; `items` and `keys` outlive it.
-            unsafe { f(ud.get(), code, msg, items.len(), items.as_ptr()) }
+            unsafe { f(ud.get(), code, msg, items.len(), p) }
         })
     })
 }
