@@ -207,7 +207,7 @@ fn bench_bridge_measures_every_mode_against_async_and_shows_the_targets() {
     };
     for op in ["health", "put 4KiB", "get 4KiB", "get_into 1MiB"] {
         for n in [1, 64] {
-            for mode in ["async", "blocking", "callback"] {
+            for mode in ["async", "blocking", "callback", "c-abi", "c-abi-callback"] {
                 let rate = find(&format!("{op} x{n}"), mode, "ops/s");
                 assert!(rate["value"].as_f64().unwrap() > 0.0, "{rate}");
                 if mode != "async" {
@@ -221,6 +221,15 @@ fn bench_bridge_measures_every_mode_against_async_and_shows_the_targets() {
         }
         let over = find(&format!("{op} x1"), "blocking", "p50_us_over_async");
         assert!(over["pass"].is_boolean(), "{over}");
+        // The C ABI is held to blocking Rust.
+        for n in [1, 64] {
+            let case = format!("{op} x{n}");
+            let c_vs_rust = rows.iter().find(|r| {
+                r["case"] == case.as_str() && r["variant"] == "c-abi" && r["baseline"] == "blocking"
+            });
+            let row = c_vs_rust.unwrap_or_else(|| panic!("no c-abi target row for {case}"));
+            assert!(row["pass"].is_boolean(), "{row}");
+        }
     }
     let wake = find("condvar ping-pong x1", "one-way wake-up", "p50_us");
     assert!(wake["value"].as_f64().unwrap() > 0.0);

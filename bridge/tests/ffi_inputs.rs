@@ -438,6 +438,14 @@ fn a_callback_that_sleeps_leaves_other_calls_served() {
                 0
             );
         }
+        // All 20 are served while the first callback still holds its thread.
+        while FAST_DONE.load(Ordering::SeqCst) < 20 {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the other callbacks were not served"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
         assert_eq!(yuebing_store_destroy(store, nul()), 0);
         // The destroy waits for the held callback to return.
         assert_eq!(yuebing_bridge_destroy(bridge, nul()), 0);
