@@ -354,7 +354,11 @@ async fn bench_store(
     finish("store", &bar, rows, header, args.json)
 }
 
-async fn bench_bridge(file: &ConfigFile, args: BenchBridgeArgs) -> Result<(), CliError> {
+async fn bench_bridge(
+    file: &ConfigFile,
+    args: BenchBridgeArgs,
+    token: Option<yuebing::rpc::Token>,
+) -> Result<(), CliError> {
     let (repeat, duration, warmup) = args.common.resolve(file)?;
     let inflight = file.resolve(
         "bench",
@@ -384,6 +388,7 @@ async fn bench_bridge(file: &ConfigFile, args: BenchBridgeArgs) -> Result<(), Cl
             .resolve("bench", "callback_threads", args.callback_threads, 2)?
             .max(1),
         store_size: transfer::parse_size(&store_size).map_err(CliError::Usage)? as u64,
+        token,
     };
     let host = bridge_bench::host();
     let bar = progress(cfg.measurements());
@@ -583,7 +588,7 @@ fn main() -> ExitCode {
             Command::Bench(Bench::Transfer(args)) => bench_transfer(&file, args, token).await,
             Command::Bench(Bench::Master(args)) => bench_master(&file, args).await,
             Command::Bench(Bench::Store(args)) => bench_store(&file, args, token).await,
-            Command::Bench(Bench::Bridge(args)) => bench_bridge(&file, args).await,
+            Command::Bench(Bench::Bridge(args)) => bench_bridge(&file, args, token).await,
             Command::BenchTarget { bind, len, .. } => transfer::target::run(bind, len, token)
                 .await
                 .map_err(CliError::Bench),

@@ -1,6 +1,6 @@
 //! `yuebing bench bridge`: what the bridge costs callers that are not async Rust.
 //!
-//! One token-less master on 127.0.0.1 and one store client (which holds the store space itself)
+//! One master on 127.0.0.1 (requiring the cluster token when one is set) and one store client (which holds the store space itself)
 //! run in this process on a [`yuebing_bridge::Bridge`]'s runtime. Each [`Op`] — the master's
 //! no-op `health`, a 4 KiB `put` (fresh keys, removed untimed after each measurement), a 4 KiB
 //! `get`, a 1 MiB `get_into` registered memory — is called through each [`Mode`] — `async`
@@ -67,6 +67,8 @@ pub struct BridgeBenchConfig {
     pub callback_threads: usize,
     /// Store space of the client (the preloaded objects and one measurement's puts live there).
     pub store_size: u64,
+    /// The cluster token: the bench's master requires it, its client presents it.
+    pub token: Option<yuebing_rpc::Token>,
 }
 
 /// A run's results: the JSON rows and the human table.
@@ -97,6 +99,7 @@ pub fn run(cfg: &BridgeBenchConfig, mut tick: impl FnMut(&str)) -> Result<Bridge
         callback_threads: cfg.callback_threads,
         store_size: cfg.store_size,
         slots: cfg.inflight.iter().copied().max().unwrap_or(1),
+        token: cfg.token.clone(),
     })?);
     let measured = measure_all(cfg, &rig, &mut tick);
     let stopped = rig.stop();

@@ -1,4 +1,4 @@
-//! What every mode calls: a token-less master on 127.0.0.1 and one store client (holding the
+//! What every mode calls: a master on 127.0.0.1 (with the cluster token, if one is set) and one store client (holding the
 //! store space itself), both on a [`Bridge`]'s runtime; registered memory for `get_into`; the
 //! preloaded objects that gets read; and the clean-up of the puts' fresh keys.
 
@@ -39,6 +39,8 @@ pub(super) struct RigConfig {
     pub(super) store_size: u64,
     /// The most calls in flight of any measurement (registered slots for `get_into`).
     pub(super) slots: usize,
+    /// The cluster token the master requires and the client and engine present.
+    pub(super) token: Option<yuebing_rpc::Token>,
 }
 
 /// The master, the client and their memory. Shared by every worker of every mode.
@@ -76,22 +78,21 @@ impl Rig {
         .map_err(err)?;
         let handle = bridge.handle().clone();
         let bind: Endpoint = "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?;
+        let mut master_cfg = MasterServerConfig::default();
+        master_cfg.rpc.token = cfg.token.clone();
         let master = bridge
-            .block_on(async move {
-                RunningMaster::start_on(MasterServerConfig::default(), &bind, handle).await
-            })
+            .block_on(async move { RunningMaster::start_on(master_cfg, &bind, handle).await })
             .map_err(err)?;
         let endpoint = master.local_endpoint().clone();
-        let client = BlockingClient::start(
-            &bridge,
-            ClientConfig {
-                masters: vec![endpoint.clone()],
-                store_size: cfg.store_size,
-                ..ClientConfig::default()
-            },
-        )
-        .map_err(err)?;
-        let admin = BlockingMaster::connect(&bridge, endpoint, None).map_err(err)?;
+        let mut client_cfg = ClientConfig {
+            masters: vec![endpoint.clone()],
+            store_size: cfg.store_size,
+            token: cfg.token.clone(),
+            ..ClientConfig::default()
+        };
+        client_cfg.engine.token = cfg.token.clone();
+        let client = BlockingClient::start(&bridge, client_cfg).map_err(err)?;
+        let admin = BlockingMaster::connect(&bridge, endpoint, cfg.token.clone()).map_err(err)?;
         let slots = cfg.slots.max(1);
         let buf = client
             .client()
