@@ -287,8 +287,14 @@ impl Bridge {
         E: Into<Error>,
         F: Future<Output = std::result::Result<T, E>> + Send + 'static,
     {
+        self.wait_for(|| self.call(op))
+    }
+
+    /// Starts a call with `start` and waits for it, unless this thread must not block on the
+    /// bridge: then nothing is started ([`Error::WouldBlockBridge`]).
+    pub(crate) fn wait_for<T: Send + 'static>(&self, start: impl FnOnce() -> Call<T>) -> Result<T> {
         self.may_block()?;
-        self.call(op).wait()
+        start().wait()
     }
 
     /// Whether this thread may block on this bridge ([`Error::WouldBlockBridge`] or

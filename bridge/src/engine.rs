@@ -35,8 +35,7 @@ impl BlockingEngine {
     /// Starts an engine on `bridge`'s runtime (its transports, listeners and tasks live there)
     /// and blocks until it serves.
     pub fn start(bridge: &Bridge, config: EngineConfig) -> Result<BlockingEngine> {
-        bridge.may_block()?;
-        BlockingEngine::start_call(bridge, config).wait()
+        bridge.wait_for(|| BlockingEngine::start_call(bridge, config))
     }
 
     /// `start` as a [`Call`].
@@ -75,13 +74,6 @@ impl BlockingEngine {
         Fut: std::future::Future<Output = yuebing_engine::Result<T>> + Send + 'static,
     {
         self.bridge.call(op(self.engine.clone()))
-    }
-
-    /// Starts a call and waits for it, unless this thread must not block on the bridge (then
-    /// nothing is started: [`crate::Error::WouldBlockBridge`]).
-    fn blocking<T: Send + 'static>(&self, start: impl FnOnce() -> Call<T>) -> Result<T> {
-        self.bridge.may_block()?;
-        start().wait()
     }
 
     /// The engine's segment name (see [`TransferEngine::name`]).
@@ -149,7 +141,7 @@ impl BlockingEngine {
 
     /// Opens a peer's segment by name (see [`TransferEngine::open_segment`]).
     pub fn open_segment(&self, name: &str) -> Result<SegmentHandle> {
-        self.blocking(|| self.open_segment_call(name))
+        self.bridge.wait_for(|| self.open_segment_call(name))
     }
 
     /// Closes a segment handle (see [`TransferEngine::close_segment`]).
@@ -182,7 +174,7 @@ impl BlockingEngine {
 
     /// Blocks until every task of `batch` is final (see [`TransferEngine::wait`]).
     pub fn wait(&self, batch: BatchId) -> Result<BatchStatus> {
-        self.blocking(|| self.wait_call(batch))
+        self.bridge.wait_for(|| self.wait_call(batch))
     }
 
     /// The batch's status now (see [`TransferEngine::status`]).
@@ -207,7 +199,7 @@ impl BlockingEngine {
 
     /// Runs one request to its end (see [`TransferEngine::transfer`]).
     pub fn transfer(&self, request: TransferRequest) -> Result<()> {
-        self.blocking(|| self.transfer_call(request))
+        self.bridge.wait_for(|| self.transfer_call(request))
     }
 
     /// `write` as a [`Call`].

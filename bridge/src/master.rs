@@ -62,8 +62,7 @@ impl BlockingMaster {
 
     /// The master's readiness (a no-op call: the bridge's round-trip cost).
     pub fn health(&self) -> Result<Health> {
-        self.bridge.may_block()?;
-        self.health_call().wait()
+        self.bridge.block_on(self.health_future())
     }
 
     /// `stats` as a [`Call`].
@@ -73,7 +72,6 @@ impl BlockingMaster {
 
     /// The master's counts.
     pub fn stats(&self) -> Result<Stats> {
-        self.bridge.may_block()?;
-        self.stats_call().wait()
+        self.bridge.block_on(self.stats_future())
     }
 }

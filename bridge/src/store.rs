@@ -32,7 +32,7 @@ fn owned_ranges(items: &[(&str, u64, u64)]) -> Vec<(String, u64, u64)> {
 }
 
 /// Borrowed views of owned ranges, as the async client takes them.
-fn ranges(items: &[(String, u64, u64)]) -> Vec<(&str, u64, u64)> {
+pub(crate) fn ranges(items: &[(String, u64, u64)]) -> Vec<(&str, u64, u64)> {
     items.iter().map(|(k, a, l)| (k.as_str(), *a, *l)).collect()
 }
 
@@ -81,13 +81,6 @@ impl BlockingClient {
         self.bridge.call(op(self.client.clone()))
     }
 
-    /// Starts a call and waits for it, unless this thread must not block on the bridge (then
-    /// nothing is started: [`crate::Error::WouldBlockBridge`]).
-    fn blocking<T: Send + 'static>(&self, start: impl FnOnce() -> Call<T>) -> Result<T> {
-        self.bridge.may_block()?;
-        start().wait()
-    }
-
     /// `put` as a [`Call`].
     pub fn put_call(&self, key: impl Into<String>, value: Vec<u8>, opts: &Options) -> Call<()> {
         let (key, opts) = (key.into(), opts.clone());
@@ -96,7 +89,8 @@ impl BlockingClient {
 
     /// Stores `value` under `key` (see [`Client::put`]).
     pub fn put(&self, key: &str, value: &[u8], opts: &Options) -> Result<()> {
-        self.blocking(|| self.put_call(key, value.to_vec(), opts))
+        self.bridge
+            .wait_for(|| self.put_call(key, value.to_vec(), opts))
     }
 
     /// `upsert` as a [`Call`].
@@ -107,7 +101,8 @@ impl BlockingClient {
 
     /// Stores `value` under `key`, replacing an existing value (see [`Client::upsert`]).
     pub fn upsert(&self, key: &str, value: &[u8], opts: &Options) -> Result<()> {
-        self.blocking(|| self.upsert_call(key, value.to_vec(), opts))
+        self.bridge
+            .wait_for(|| self.upsert_call(key, value.to_vec(), opts))
     }
 
     /// `put_from` as a [`Call`] (the memory is read until the call ends).
@@ -124,7 +119,8 @@ impl BlockingClient {
 
     /// Stores registered memory under `key` (see [`Client::put_from`]).
     pub fn put_from(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<()> {
-        self.blocking(|| self.put_from_call(key, addr, len, opts))
+        self.bridge
+            .wait_for(|| self.put_from_call(key, addr, len, opts))
     }
 
     /// `get` as a [`Call`].
@@ -135,7 +131,7 @@ impl BlockingClient {
 
     /// The value of `key` (see [`Client::get`]).
     pub fn get(&self, key: &str, opts: &Options) -> Result<Vec<u8>> {
-        self.blocking(|| self.get_call(key, opts))
+        self.bridge.wait_for(|| self.get_call(key, opts))
     }
 
     /// `get_into` as a [`Call`]. The memory at `addr` is written until the call ends (its
@@ -154,7 +150,8 @@ impl BlockingClient {
 
     /// Reads `key` into registered memory (see [`Client::get_into`]); returns its size.
     pub fn get_into(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<u64> {
-        self.blocking(|| self.get_into_call(key, addr, len, opts))
+        self.bridge
+            .wait_for(|| self.get_into_call(key, addr, len, opts))
     }
 
     /// `batch_put` as a [`Call`].
@@ -173,7 +170,7 @@ impl BlockingClient {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_vec()))
             .collect();
-        self.blocking(|| self.batch_put_call(owned, opts))
+        self.bridge.wait_for(|| self.batch_put_call(owned, opts))
     }
 
     /// `batch_put_from` as a [`Call`] (the memory is read until the call ends).
@@ -188,7 +185,8 @@ impl BlockingClient {
 
     /// Stores each `(key, addr, len)` of registered memory (see [`Client::batch_put_from`]).
     pub fn batch_put_from(&self, items: &[(&str, u64, u64)], opts: &Options) -> Result<Each<()>> {
-        self.blocking(|| self.batch_put_from_call(owned_ranges(items), opts))
+        self.bridge
+            .wait_for(|| self.batch_put_from_call(owned_ranges(items), opts))
     }
 
     /// `batch_get` as a [`Call`].
@@ -200,7 +198,7 @@ impl BlockingClient {
     /// The value of each key; one result per key (see [`Client::batch_get`]).
     pub fn batch_get(&self, keys: &[&str], opts: &Options) -> Result<Each<Vec<u8>>> {
         let owned = keys.iter().map(|k| k.to_string()).collect();
-        self.blocking(|| self.batch_get_call(owned, opts))
+        self.bridge.wait_for(|| self.batch_get_call(owned, opts))
     }
 
     /// `batch_get_into` as a [`Call`] (the memory is written until the call ends).
@@ -216,7 +214,8 @@ impl BlockingClient {
     /// Reads each `(key, addr, len)` into registered memory; one size per key (see
     /// [`Client::batch_get_into`]).
     pub fn batch_get_into(&self, items: &[(&str, u64, u64)], opts: &Options) -> Result<Each<u64>> {
-        self.blocking(|| self.batch_get_into_call(owned_ranges(items), opts))
+        self.bridge
+            .wait_for(|| self.batch_get_into_call(owned_ranges(items), opts))
     }
 
     /// `exist` as a [`Call`].
@@ -227,7 +226,7 @@ impl BlockingClient {
 
     /// Whether `key` exists (see [`Client::exist`]).
     pub fn exist(&self, key: &str, opts: &Options) -> Result<bool> {
-        self.blocking(|| self.exist_call(key, opts))
+        self.bridge.wait_for(|| self.exist_call(key, opts))
     }
 
     /// `batch_exist` as a [`Call`].
@@ -239,7 +238,7 @@ impl BlockingClient {
     /// Whether each key exists (see [`Client::batch_exist`]).
     pub fn batch_exist(&self, keys: &[&str], opts: &Options) -> Result<Each<bool>> {
         let owned = keys.iter().map(|k| k.to_string()).collect();
-        self.blocking(|| self.batch_exist_call(owned, opts))
+        self.bridge.wait_for(|| self.batch_exist_call(owned, opts))
     }
 
     /// `get_size` as a [`Call`].
@@ -250,7 +249,7 @@ impl BlockingClient {
 
     /// The size of `key`'s value (see [`Client::get_size`]).
     pub fn get_size(&self, key: &str, opts: &Options) -> Result<u64> {
-        self.blocking(|| self.get_size_call(key, opts))
+        self.bridge.wait_for(|| self.get_size_call(key, opts))
     }
 
     /// `remove` as a [`Call`].
@@ -261,7 +260,7 @@ impl BlockingClient {
 
     /// Removes `key` (see [`Client::remove`]).
     pub fn remove(&self, key: &str, force: bool, opts: &Options) -> Result<()> {
-        self.blocking(|| self.remove_call(key, force, opts))
+        self.bridge.wait_for(|| self.remove_call(key, force, opts))
     }
 
     /// `remove_all` as a [`Call`].
@@ -272,7 +271,7 @@ impl BlockingClient {
 
     /// Removes every object; returns how many (see [`Client::remove_all`]).
     pub fn remove_all(&self, force: bool, opts: &Options) -> Result<u64> {
-        self.blocking(|| self.remove_all_call(force, opts))
+        self.bridge.wait_for(|| self.remove_all_call(force, opts))
     }
 
     /// `list` as a [`Call`].
@@ -288,7 +287,7 @@ impl BlockingClient {
 
     /// Keys starting with `prefix`, sorted, at most `limit` (see [`Client::list`]).
     pub fn list(&self, prefix: &str, limit: u64, opts: &Options) -> Result<Vec<ListedObject>> {
-        self.blocking(|| self.list_call(prefix, limit, opts))
+        self.bridge.wait_for(|| self.list_call(prefix, limit, opts))
     }
 
     /// `stats` as a [`Call`].
@@ -299,7 +298,7 @@ impl BlockingClient {
 
     /// The master's counts (see [`Client::stats`]).
     pub fn stats(&self, opts: &Options) -> Result<Stats> {
-        self.blocking(|| self.stats_call(opts))
+        self.bridge.wait_for(|| self.stats_call(opts))
     }
 
     /// `close` as a [`Call`].
@@ -310,6 +309,6 @@ impl BlockingClient {
 
     /// Leaves the cluster gracefully (see [`Client::close`]).
     pub fn close(&self, opts: &Options) -> Result<()> {
-        self.blocking(|| self.close_call(opts))
+        self.bridge.wait_for(|| self.close_call(opts))
     }
 }

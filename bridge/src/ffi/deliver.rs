@@ -58,8 +58,7 @@ impl<T: Send + 'static> Op<T> {
 
     /// The blocking form: starts nothing on a thread that must not block on the bridge.
     pub(crate) fn wait(self) -> FfiResult<T> {
-        self.bridge.may_block()?;
-        Ok(self.bridge.call(self.work).wait()?)
+        Ok(self.bridge.block_on(self.work)?)
     }
 
     /// The callback form: if this returns `Ok`, `deliver` runs exactly once, on the bridge's
@@ -71,7 +70,6 @@ impl<T: Send + 'static> Op<T> {
         call_out: *mut yuebing_call_t,
         deliver: impl FnOnce(i32, *const c_char, Option<T>) + Send + 'static,
     ) -> FfiResult<()> {
-        self.bridge.usable()?;
         let cancel = Canceller::detached();
         // Once the call is counted in, and before it starts: its handle, so that a callback
         // that reads `call_out` finds it set, and a failure here starts nothing.

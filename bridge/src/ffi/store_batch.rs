@@ -4,6 +4,7 @@
 
 use std::ffi::{c_char, c_void};
 
+use crate::store::ranges;
 use crate::Each;
 
 use super::deliver::{required, Op, UserData};
@@ -30,7 +31,7 @@ unsafe fn keys(keys: *const *const c_char, n: usize) -> FfiResult<Vec<String>> {
 ///
 /// # Safety
 /// Each array valid for `n` elements, keys NUL-terminated.
-unsafe fn ranges(
+unsafe fn c_ranges(
     k: *const *const c_char,
     addrs: *const u64,
     lens: *const u64,
@@ -54,11 +55,6 @@ unsafe fn ranges(
         check_range(*a, *l)?;
     }
     Ok(items)
-}
-
-/// Borrowed views of owned ranges, as the async client takes them.
-fn views(items: &[(String, u64, u64)]) -> Vec<(&str, u64, u64)> {
-    items.iter().map(|(k, a, l)| (k.as_str(), *a, *l)).collect()
 }
 
 /// The batch's results, refused unless there is exactly one per item: the caller's arrays hold
@@ -119,17 +115,13 @@ fn then_each<T: Send + 'static>(
     let (f, ud) = (required(cb)?, UserData::new(user_data));
     counted(op, n).then(call_out, move |code, msg, each| {
         let (codes, values) = each.map(|e| split(e, value)).unwrap_or_default();
-        let (c, v) = match each_present(&codes) {
+        let (c, v) = match !codes.is_empty() {
             true => (codes.as_ptr(), values.as_ptr()),
             false => (std::ptr::null(), std::ptr::null()),
         };
         // SAFETY: the caller's callback, called once; the arrays outlive it.
         unsafe { f(ud.get(), code, msg, codes.len(), c, v) }
     })
-}
-
-fn each_present(codes: &[i32]) -> bool {
-    !codes.is_empty()
 }
 
 fn nothing(_: ()) -> u64 {
@@ -232,10 +224,10 @@ unsafe fn batch_put_from_op(
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
     // SAFETY: forwarded contract.
-    let items = unsafe { ranges(k, addrs, lens, n) }?;
+    let items = unsafe { c_ranges(k, addrs, lens, n) }?;
     let c = client.client().clone();
     Ok(Op::new(client.bridge(), async move {
-        c.batch_put_from(&views(&items), &opts).await
+        c.batch_put_from(&ranges(&items), &opts).await
     }))
 }
 
@@ -301,10 +293,10 @@ unsafe fn batch_get_into_op(
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
     // SAFETY: forwarded contract.
-    let items = unsafe { ranges(k, addrs, lens, n) }?;
+    let items = unsafe { c_ranges(k, addrs, lens, n) }?;
     let c = client.client().clone();
     Ok(Op::new(client.bridge(), async move {
-        c.batch_get_into(&views(&items), &opts).await
+        c.batch_get_into(&ranges(&items), &opts).await
     }))
 }
 
@@ -521,7 +513,7 @@ pub unsafe extern "C" fn yuebing_store_batch_get_async(
                     },
                 })
                 .collect();
-            let (c, v) = match each_present(&codes) {
+            let (c, v) = match !codes.is_empty() {
                 true => (codes.as_ptr(), views.as_ptr()),
                 false => (std::ptr::null(), std::ptr::null()),
             };

@@ -18,7 +18,7 @@ use yuebing_bridge::ffi::types::{yuebing_buf, yuebing_health, yuebing_master_t, 
 use yuebing_bridge::{BlockingClient, BlockingMaster};
 
 use super::load::Done;
-use super::ops::Op;
+use super::ops::{whole, Op};
 use super::rig::{Rig, LARGE, SMALL};
 
 /// The rig's client and master connection as C handles.
@@ -69,14 +69,6 @@ fn checked(code: i32) -> Result<(), String> {
     match code {
         0 => Ok(()),
         code => Err(failure(code)),
-    }
-}
-
-/// Checks that a read brought the whole object.
-fn whole(got: usize, want: usize) -> Result<(), String> {
-    match got == want {
-        true => Ok(()),
-        false => Err(format!("read {got} bytes, expected {want}")),
     }
 }
 

@@ -40,7 +40,7 @@ pub(super) fn err(e: impl Into<yuebing_bridge::Error>) -> String {
 }
 
 /// Checks that a read brought the whole object.
-fn whole(got: usize, want: usize) -> Result<(), String> {
+pub(super) fn whole(got: usize, want: usize) -> Result<(), String> {
     match got == want {
         true => Ok(()),
         false => Err(format!("read {got} bytes, expected {want}")),
