@@ -6,7 +6,7 @@
 use std::future::Future;
 
 use yuebing_store::master::{ListedObject, Stats};
-use yuebing_store::{Client, ClientConfig, Options};
+use yuebing_store::{Client, ClientConfig, ClientHealth, Options};
 
 use crate::bridge::Bridge;
 use crate::call::Call;
@@ -38,6 +38,16 @@ pub(crate) fn ranges(items: &[(String, u64, u64)]) -> Vec<(&str, u64, u64)> {
 
 fn keys(keys: &[String]) -> Vec<&str> {
     keys.iter().map(String::as_str).collect()
+}
+
+/// Owned copies of a put's parts, for its `*_call` form.
+fn owned_parts(parts: &[&[u8]]) -> Vec<Vec<u8>> {
+    parts.iter().map(|p| p.to_vec()).collect()
+}
+
+/// Borrowed views of owned parts, as the async client takes them.
+fn slices(parts: &[Vec<u8>]) -> Vec<&[u8]> {
+    parts.iter().map(Vec::as_slice).collect()
 }
 
 impl BlockingClient {
@@ -299,6 +309,110 @@ impl BlockingClient {
     /// The master's counts (see [`Client::stats`]).
     pub fn stats(&self, opts: &Options) -> Result<Stats> {
         self.bridge.wait_for(|| self.stats_call(opts))
+    }
+
+    /// `put_parts` as a [`Call`].
+    pub fn put_parts_call(
+        &self,
+        key: impl Into<String>,
+        parts: Vec<Vec<u8>>,
+        opts: &Options,
+    ) -> Call<()> {
+        self.parts_call(key.into(), parts, opts, false)
+    }
+
+    /// Stores the concatenation of `parts` under `key` (see [`Client::put_parts`]).
+    pub fn put_parts(&self, key: &str, parts: &[&[u8]], opts: &Options) -> Result<()> {
+        self.bridge
+            .wait_for(|| self.put_parts_call(key, owned_parts(parts), opts))
+    }
+
+    /// `upsert_parts` as a [`Call`].
+    pub fn upsert_parts_call(
+        &self,
+        key: impl Into<String>,
+        parts: Vec<Vec<u8>>,
+        opts: &Options,
+    ) -> Call<()> {
+        self.parts_call(key.into(), parts, opts, true)
+    }
+
+    /// Stores the concatenation of `parts` under `key`, replacing an existing value (see
+    /// [`Client::upsert_parts`]).
+    pub fn upsert_parts(&self, key: &str, parts: &[&[u8]], opts: &Options) -> Result<()> {
+        self.bridge
+            .wait_for(|| self.upsert_parts_call(key, owned_parts(parts), opts))
+    }
+
+    /// `put_parts` or (`upsert`) `upsert_parts` as a [`Call`].
+    fn parts_call(
+        &self,
+        key: String,
+        parts: Vec<Vec<u8>>,
+        opts: &Options,
+        upsert: bool,
+    ) -> Call<()> {
+        let opts = opts.clone();
+        self.op(move |c| async move {
+            let parts = slices(&parts);
+            match upsert {
+                true => c.upsert_parts(&key, &parts, &opts).await,
+                false => c.put_parts(&key, &parts, &opts).await,
+            }
+        })
+    }
+
+    /// `batch_remove` as a [`Call`].
+    pub fn batch_remove_call(
+        &self,
+        keys: Vec<String>,
+        force: bool,
+        opts: &Options,
+    ) -> Call<Each<()>> {
+        let opts = opts.clone();
+        self.op(move |c| async move { c.batch_remove(&self::keys(&keys), force, &opts).await })
+    }
+
+    /// Removes each of `keys`; one result per key (see [`Client::batch_remove`]).
+    pub fn batch_remove(&self, keys: &[&str], force: bool, opts: &Options) -> Result<Each<()>> {
+        let owned = keys.iter().map(|k| k.to_string()).collect();
+        self.bridge
+            .wait_for(|| self.batch_remove_call(owned, force, opts))
+    }
+
+    /// `remove_by_regex` as a [`Call`].
+    pub fn remove_by_regex_call(
+        &self,
+        pattern: impl Into<String>,
+        force: bool,
+        opts: &Options,
+    ) -> Call<u64> {
+        let (pattern, opts) = (pattern.into(), opts.clone());
+        self.op(move |c| async move { c.remove_by_regex(&pattern, force, &opts).await })
+    }
+
+    /// Removes every object whose key `pattern` matches; returns how many (see
+    /// [`Client::remove_by_regex`]).
+    pub fn remove_by_regex(&self, pattern: &str, force: bool, opts: &Options) -> Result<u64> {
+        self.bridge
+            .wait_for(|| self.remove_by_regex_call(pattern, force, opts))
+    }
+
+    /// `health_check` as a [`Call`].
+    pub fn health_check_call(&self, opts: &Options) -> Call<ClientHealth> {
+        let opts = opts.clone();
+        self.op(|c| async move { Ok(c.health_check(&opts).await) })
+    }
+
+    /// Whether the client can serve calls (see [`Client::health_check`]); an error only when
+    /// the bridge itself cannot run the check (shut down, a forked child, a bridge thread).
+    pub fn health_check(&self, opts: &Options) -> Result<ClientHealth> {
+        self.bridge.wait_for(|| self.health_check_call(opts))
+    }
+
+    /// The name this client's node goes by (see [`Client::hostname`]).
+    pub fn hostname(&self) -> &str {
+        self.client.hostname()
     }
 
     /// `close` as a [`Call`].

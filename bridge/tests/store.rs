@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use yuebing_bridge::{BlockingClient, BlockingMaster, Bridge, BridgeConfig};
 use yuebing_store::master::{MasterServerConfig, RunningMaster};
-use yuebing_store::{ClientConfig, Options};
+use yuebing_store::{ClientConfig, ClientHealth, Options};
 
 #[test]
 fn a_store_client_is_used_from_plain_threads_and_callbacks() {
@@ -115,8 +115,29 @@ fn a_store_client_is_used_from_plain_threads_and_callbacks() {
     // SAFETY: the get_into above returned, so its transfer is final.
     unsafe { buf.read_at(8192, &mut back) }.unwrap();
     assert_eq!(back, vec![9u8; 4096]);
-    assert_eq!(client.remove_all(true, &opts).unwrap(), 84);
+    // Mooncake's extra calls: a put from parts, batch and pattern removal, health, hostname.
+    client
+        .put_parts("p/0", &[b"ab", b"cd", b"ef"], &opts)
+        .unwrap();
+    assert_eq!(client.get("p/0", &opts).unwrap(), b"abcdef");
+    client.upsert_parts("p/0", &[b"x", b"y"], &opts).unwrap();
+    assert_eq!(client.get("p/0", &opts).unwrap(), b"xy");
+    let removed = client
+        .batch_remove(&["p/0", "p/none"], true, &opts)
+        .unwrap();
+    assert!(removed[0].is_ok());
+    assert_eq!(removed[1].as_ref().unwrap_err().code(), -704);
+    assert_eq!(client.remove_by_regex("^r/[12]$", true, &opts).unwrap(), 2);
+    assert_eq!(
+        client.remove_by_regex("(", true, &opts).unwrap_err().code(),
+        -600
+    );
+    assert_eq!(client.hostname(), client.client().engine().name());
+    let health = client.health_check(&opts).unwrap();
+    assert_eq!((health, health.code()), (ClientHealth::Healthy, 0));
+    assert_eq!(client.remove_all(true, &opts).unwrap(), 82);
     client.close(&opts).unwrap();
+    assert_eq!(client.health_check(&opts).unwrap(), ClientHealth::Closed);
     drop(client);
     let report = bridge
         .block_on(async move {

@@ -188,7 +188,7 @@ impl Drop for Heartbeat {
 /// Loads `keys` through batch calls (1000 a call).
 async fn preload(c: &MasterClient, keys: &[String]) -> Result<(), String> {
     for chunk in keys.chunks(1000) {
-        let items = chunk.iter().map(|k| (k.clone(), VALUE)).collect();
+        let items: Vec<_> = chunk.iter().map(|k| (k.clone(), VALUE)).collect();
         for r in c
             .batch_put_start(items, &PutConfig::default())
             .await

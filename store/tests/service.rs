@@ -95,6 +95,43 @@ async fn calls_and_typed_errors_cross_the_wire() {
 }
 
 #[tokio::test]
+async fn batch_and_pattern_removals_cross_the_wire_and_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = RunningMaster::start(config(Some(dir.path())), &endpoint())
+        .await
+        .unwrap();
+    let c = MasterClient::new(master.local_endpoint().clone(), ClientId(3));
+    c.mount(space("node-a")).await.unwrap();
+    for k in ["layer0/a", "layer0/b", "layer1/a", "keep"] {
+        put(&c, k, 64).await.unwrap();
+    }
+    let e = c.remove_by_regex("[", false).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidParams { .. }), "{e:?}");
+    assert_eq!(c.remove_by_regex("^layer0/", false).await.unwrap(), 2);
+    let r = c
+        .batch_remove(vec!["layer1/a".into(), "gone".into()], false)
+        .await
+        .unwrap();
+    assert!(r[0].is_ok());
+    assert_eq!(r[1].as_ref().unwrap_err().code(), -704);
+    master.shutdown(Duration::from_secs(1)).await;
+
+    let master = RunningMaster::start(config(Some(dir.path())), &endpoint())
+        .await
+        .unwrap();
+    let c = MasterClient::new(master.local_endpoint().clone(), ClientId(3));
+    let left: Vec<String> = c
+        .list("", 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key)
+        .collect();
+    assert_eq!(left, ["keep"], "the removals were durable");
+    master.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
 async fn committed_objects_survive_a_restart_from_the_data_dir() {
     let dir = tempfile::tempdir().unwrap();
     let master = RunningMaster::start(config(Some(dir.path())), &endpoint())

@@ -8,8 +8,10 @@
 //!
 //! - `config`: [`ClientConfig`]. `masters`: failover over master addresses. `staging`: registered
 //!   scratch memory for plain byte slices. `peers`: segment handles, replica order, back-off.
-//! - `ops`: batch operations; `heartbeat`: pings and remounts.
+//! - `ops`: batch operations; `admin`: removals, listings, counts
+//!   and health; `heartbeat`: pings and remounts.
 
+mod admin;
 mod config;
 mod heartbeat;
 mod masters;
@@ -23,14 +25,14 @@ use std::time::{Duration, Instant};
 
 use yuebing_engine::{EngineBuffer, RemoteAccess, TransferEngine, TransferRequest};
 
+pub use self::admin::ClientHealth;
 pub use self::config::ClientConfig;
 use self::masters::Masters;
 use self::peers::Peers;
 use self::staging::Staging;
 use crate::error::{Error, Result};
 use crate::master::{
-    ClientId, ListedObject, MasterClient, MountId, MountSpec, PutConfig, ReplicaDesc, ReplicaList,
-    Stats,
+    ClientId, MasterClient, MountId, MountSpec, PutConfig, ReplicaDesc, ReplicaList,
 };
 
 /// The cluster token of a client configuration: `token`, or `engine.token` (they may not
@@ -98,6 +100,8 @@ pub(crate) struct Inner {
     pub(crate) specs: Vec<MountSpec>,
     /// The master's ids of the mounted ranges (new at every remount).
     pub(crate) mounts: std::sync::Mutex<Vec<MountId>>,
+    /// Set by [`Client::close`].
+    pub(crate) closed: std::sync::atomic::AtomicBool,
     _space: Option<Arc<EngineBuffer>>,
 }
 
@@ -188,6 +192,7 @@ impl Client {
             staging,
             specs,
             mounts: std::sync::Mutex::new(mounts),
+            closed: std::sync::atomic::AtomicBool::new(false),
             _space: space,
         });
         let heartbeat = heartbeat::Heartbeat::start(Arc::downgrade(&inner), inner.engine.handle());
@@ -203,6 +208,9 @@ impl Client {
     /// the heartbeat stops. Calls after it may still read and write through other nodes.
     /// Dropping a client without `close` leaves the master to notice at its client TTL.
     pub async fn close(&self, opts: &Options) -> Result<()> {
+        self.inner
+            .closed
+            .store(true, std::sync::atomic::Ordering::Release);
         self.in_runtime(async {
             self._heartbeat.stop().await;
             let until = self.until(opts);
@@ -247,7 +255,7 @@ impl Client {
 
     /// Stores `value` under `key`. An existing key is `ObjectAlreadyExists`, its value unchanged.
     pub async fn put(&self, key: &str, value: &[u8], opts: &Options) -> Result<()> {
-        self.in_runtime(async { self.put_bytes(key, value, opts, false).await })
+        self.in_runtime(async { self.put_bytes(key, &[value], opts, false).await })
             .await
     }
 
@@ -263,7 +271,21 @@ impl Client {
 
     /// Stores `value` under `key`, replacing an existing value.
     pub async fn upsert(&self, key: &str, value: &[u8], opts: &Options) -> Result<()> {
-        self.in_runtime(async { self.put_bytes(key, value, opts, true).await })
+        self.in_runtime(async { self.put_bytes(key, &[value], opts, true).await })
+            .await
+    }
+
+    /// Stores the concatenation of `parts` under `key` (a value gathered from buffers that are
+    /// not contiguous, such as per-layer KV blocks), copied once into registered memory. An
+    /// existing key is `ObjectAlreadyExists`, its value unchanged.
+    pub async fn put_parts(&self, key: &str, parts: &[&[u8]], opts: &Options) -> Result<()> {
+        self.in_runtime(async { self.put_bytes(key, parts, opts, false).await })
+            .await
+    }
+
+    /// As [`Client::put_parts`], replacing an existing value.
+    pub async fn upsert_parts(&self, key: &str, parts: &[&[u8]], opts: &Options) -> Result<()> {
+        self.in_runtime(async { self.put_bytes(key, parts, opts, true).await })
             .await
     }
 
@@ -319,59 +341,6 @@ impl Client {
         .await
     }
 
-    /// Removes `key` (`force`: even while a reader holds a lease).
-    pub async fn remove(&self, key: &str, force: bool, opts: &Options) -> Result<()> {
-        self.in_runtime(async {
-            self.master(
-                self.until(opts),
-                |m, k| async move { m.remove(&k, force).await },
-                key,
-            )
-            .await
-        })
-        .await
-    }
-
-    /// Removes every object (`force`: leased ones too); returns how many.
-    pub async fn remove_all(&self, force: bool, opts: &Options) -> Result<u64> {
-        self.in_runtime(async {
-            self.master(
-                self.until(opts),
-                |m, _| async move { m.remove_all(force).await },
-                "",
-            )
-            .await
-        })
-        .await
-    }
-
-    /// Keys starting with `prefix`, sorted, at most `limit`.
-    pub async fn list(
-        &self,
-        prefix: &str,
-        limit: u64,
-        opts: &Options,
-    ) -> Result<Vec<ListedObject>> {
-        self.in_runtime(async {
-            self.master(
-                self.until(opts),
-                |m, p| async move { m.list(&p, limit).await },
-                prefix,
-            )
-            .await
-        })
-        .await
-    }
-
-    /// The master's counts.
-    pub async fn stats(&self, opts: &Options) -> Result<Stats> {
-        self.in_runtime(async {
-            self.master(self.until(opts), |m, _| async move { m.stats().await }, "")
-                .await
-        })
-        .await
-    }
-
     /// Runs a call inside the client's runtime (its engine's), whoever polls it.
     pub(crate) async fn in_runtime<T>(&self, call: impl std::future::Future<Output = T>) -> T {
         yuebing_rpc::in_runtime(self.inner.engine.handle(), call).await
@@ -410,12 +379,22 @@ impl Client {
         Ok((sent, list))
     }
 
-    /// A put (or upsert) of plain bytes, through registered scratch memory.
-    async fn put_bytes(&self, key: &str, value: &[u8], opts: &Options, upsert: bool) -> Result<()> {
+    /// A put (or upsert) of plain bytes, the concatenation of `parts`, through registered
+    /// scratch memory.
+    async fn put_bytes(
+        &self,
+        key: &str,
+        parts: &[&[u8]],
+        opts: &Options,
+        upsert: bool,
+    ) -> Result<()> {
         let until = self.until(opts);
-        let len = value.len() as u64;
+        let len = parts
+            .iter()
+            .try_fold(0u64, |n, p| n.checked_add(p.len() as u64))
+            .ok_or_else(|| Error::params("the parts' lengths overflow"))?;
         let scratch = self.inner.staging.get(&self.inner.engine, len)?;
-        scratch.fill(value)?;
+        scratch.fill(parts)?;
         let place = (scratch.addr(), len, Some(scratch.clone()));
         self.put_from_until(key, place, opts, until, upsert).await
     }

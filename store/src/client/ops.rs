@@ -1,11 +1,12 @@
 //! Batch operations: one master call for the whole batch, transfers in parallel, a result per
 //! key. A batch get checks every key's lease, like a single get.
 
+use std::future::Future;
 use std::time::Instant;
 
 use super::{Client, Options};
 use crate::error::{Error, Result};
-use crate::master::ReplicaList;
+use crate::master::{MasterClient, ReplicaList};
 
 impl Client {
     /// Stores each `(key, value)`; one result per item, in order.
@@ -77,7 +78,7 @@ impl Client {
                     match source {
                         Source::Bytes(value) => {
                             let scratch = self.inner.staging.get(engine, len)?;
-                            scratch.fill(value)?;
+                            scratch.fill(&[value])?;
                             let keep = Some(scratch.clone());
                             self.write_replicas(scratch.addr(), len, &descs, until, keep)
                                 .await
@@ -185,17 +186,30 @@ impl Client {
 
     /// Whether each key exists; one result per key.
     pub async fn batch_exist(&self, keys: &[&str], opts: &Options) -> Result<Vec<Result<bool>>> {
+        self.keys_call(
+            keys,
+            opts,
+            |m, keys| async move { m.batch_exist(keys).await },
+        )
+        .await
+    }
+
+    /// One master call `f` on owned `keys` (with failover, bounded by `opts`' deadline), inside
+    /// the client's runtime.
+    pub(crate) async fn keys_call<T, F, Fut>(
+        &self,
+        keys: &[&str],
+        opts: &Options,
+        f: F,
+    ) -> Result<T>
+    where
+        F: Fn(MasterClient, Vec<String>) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
         self.in_runtime(async {
             let owned: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-            self.master(
-                self.until(opts),
-                |m, _| {
-                    let owned = owned.clone();
-                    async move { m.batch_exist(owned).await }
-                },
-                "",
-            )
-            .await
+            self.master(self.until(opts), |m, _| f(m, owned.clone()), "")
+                .await
         })
         .await
     }

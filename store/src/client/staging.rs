@@ -87,15 +87,20 @@ impl Scratch {
         }
     }
 
-    /// Copies `data` in, before the transfer that sends it starts.
-    pub(crate) fn fill(&self, data: &[u8]) -> Result<()> {
-        let (b, off) = self.buffer();
-        // SAFETY: this scratch range belongs to one operation (the staging allocator hands it
-        // out once), which fills it before submitting the transfer that reads it, so no
-        // transfer of this engine touches it meanwhile; and it is registered local-only
-        // (`TransferEngine::allocate`), so no peer can read or write it: it is not in the
-        // published descriptor, and the serving side refuses peers' requests for it.
-        Ok(unsafe { b.write_at(off, data) }?)
+    /// Copies `parts` in, one after the other, before the transfer that sends them starts.
+    pub(crate) fn fill(&self, parts: &[&[u8]]) -> Result<()> {
+        let (b, mut off) = self.buffer();
+        for part in parts {
+            // SAFETY: this scratch range belongs to one operation (the staging allocator hands
+            // it out once), which fills it before submitting the transfer that reads it, so no
+            // transfer of this engine touches it meanwhile; and it is registered local-only
+            // (`TransferEngine::allocate`), so no peer can read or write it: it is not in the
+            // published descriptor, and the serving side refuses peers' requests for it.
+            // `write_at` checks the range against the buffer.
+            unsafe { b.write_at(off, part) }?;
+            off += part.len();
+        }
+        Ok(())
     }
 
     /// Copies the first `out.len()` bytes out, once the transfer that filled it is final.

@@ -8,10 +8,12 @@
 //! - [`snapshot`]: the durable state as a value, and replay of snapshot + log.
 //! - [`config`], [`types`]: settings and the words of the interface.
 //! - `disk`: the data directory — log segments with group-commit fsync, snapshots, recovery.
-//! - [`service`]: the tarpc [`MasterService`] and its wire types; [`server`]: a running
+//! - `api`: the master's calls, defined once (one table makes the service, the handler and
+//!   the client's methods); [`service`]: the tarpc [`MasterService`] and its wire types; [`server`]: a running
 //!   master (core behind one lock, log, driver); [`client`]: [`MasterClient`].
 
 pub mod alloc;
+mod api;
 pub mod client;
 pub mod config;
 pub mod core;
@@ -19,6 +21,7 @@ mod disk;
 mod keymap;
 pub mod log;
 mod object;
+pub mod pattern;
 pub mod server;
 pub mod service;
 pub mod snapshot;
@@ -31,6 +34,7 @@ pub use self::core::Master;
 pub use self::disk::Recovery;
 pub use self::log::{Effect, LogEntry, Record, FORMAT_VERSION};
 pub use self::object::{Pin, Replicas};
+pub use self::pattern::KeyPattern;
 pub use self::server::{wall_ms, MasterServerConfig, RunningMaster};
 pub use self::service::{Health, MasterService, SERVICE};
 pub use self::snapshot::Snapshot;

@@ -45,6 +45,52 @@ fn remove_all_skips_leased_objects_unless_forced() {
 }
 
 #[test]
+fn batch_remove_answers_per_key_and_needs_force_for_leased_ones() {
+    let mut fx = three_nodes();
+    for k in ["a", "b"] {
+        fx.put(A, 0, k, 100, 1).unwrap();
+    }
+    fx.m.get_replica_list(1, "b").unwrap();
+    let keys: Vec<String> = ["a", "nope", "b", ""]
+        .iter()
+        .map(|k| k.to_string())
+        .collect();
+    let codes: Vec<i32> =
+        fx.m.batch_remove(2, &keys, false)
+            .iter()
+            .map(|r| r.as_ref().map_or_else(|e| e.code(), |_| 0))
+            .collect();
+    assert_eq!(codes, [0, -704, -706, -600]);
+    assert!(!fx.m.exist("a").unwrap() && fx.m.exist("b").unwrap());
+    assert!(fx.m.batch_remove(3, &keys[2..3], true)[0].is_ok());
+    assert_eq!(fx.m.stats().objects, 0);
+    fx.check();
+}
+
+#[test]
+fn remove_by_regex_matches_anywhere_skips_leased_and_refuses_bad_patterns() {
+    let mut fx = three_nodes();
+    for k in ["b1", "b2", "xb3", "c1"] {
+        fx.put(A, 0, k, 100, 1).unwrap();
+    }
+    fx.m.get_replica_list(1, "b2").unwrap();
+    let before = fx.m.stats().last_seq;
+    let e = fx.m.remove_by_regex(2, "(", true).unwrap_err();
+    assert_eq!(
+        (e.code(), fx.m.stats().last_seq),
+        (-600, before),
+        "nothing changed"
+    );
+    assert_eq!(fx.m.remove_by_regex(2, "^b[0-9]$", false).unwrap(), 1);
+    assert!(fx.m.exist("b2").unwrap(), "leased: skipped without force");
+    assert_eq!(fx.m.remove_by_regex(3, "b[0-9]", true).unwrap(), 2);
+    assert_eq!(fx.m.remove_by_regex(4, "^zzz$", true).unwrap(), 0);
+    let left: Vec<String> = fx.m.list("", 10).into_iter().map(|o| o.key).collect();
+    assert_eq!(left, ["c1"]);
+    fx.check();
+}
+
+#[test]
 fn remove_of_a_running_write_needs_force() {
     let mut fx = three_nodes();
     fx.m.put_start(A, 0, "k", 100, &replicas(1)).unwrap();

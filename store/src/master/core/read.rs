@@ -3,6 +3,7 @@
 use super::Master;
 use crate::error::{Error, Result};
 use crate::master::log::Record;
+use crate::master::pattern::KeyPattern;
 use crate::master::types::{ListedObject, Millis, ReplicaList, Stats};
 
 impl Master {
@@ -120,11 +121,31 @@ impl Master {
     /// Removes every completed object (without `force`: those with no lease and no write in
     /// progress). Returns how many were removed. Writes of new keys are left alone.
     pub fn remove_all(&mut self, now: Millis, force: bool) -> u64 {
+        self.remove_where(now, force, |_| true)
+    }
+
+    /// `remove` for each key, in order: one outcome per key.
+    pub fn batch_remove(&mut self, now: Millis, keys: &[String], force: bool) -> Vec<Result<()>> {
+        keys.iter().map(|k| self.remove(now, k, force)).collect()
+    }
+
+    /// Removes every completed object with a key in which `pattern` (a regular expression, see
+    /// [`KeyPattern`]) matches somewhere (anchor it with `^…$` for whole keys), as
+    /// [`Master::remove_all`] does (`force`: leased and written-over ones too); returns how
+    /// many. A bad pattern is `InvalidParams`.
+    pub fn remove_by_regex(&mut self, now: Millis, pattern: &str, force: bool) -> Result<u64> {
+        let pattern = KeyPattern::new(pattern)?;
+        Ok(self.remove_where(now, force, |key| pattern.matches(key)))
+    }
+
+    /// Removes the completed objects whose key passes `wanted`, skipping those with a lease or a
+    /// write in progress unless `force`, in key order; returns how many.
+    fn remove_where(&mut self, now: Millis, force: bool, wanted: impl Fn(&str) -> bool) -> u64 {
         let now = self.tick(now);
         let mut keys: Vec<(Box<str>, Millis)> = self
             .objects
             .iter()
-            .filter(|(_, o)| force || (!o.leased(now) && !o.writing))
+            .filter(|(k, o)| wanted(k) && (force || (!o.leased(now) && !o.writing)))
             .map(|(k, o)| (k.clone(), o.lease_until))
             .collect();
         keys.sort();

@@ -1,0 +1,209 @@
+//! The master's calls, defined once. Each row of the table at the end names a call, its
+//! arguments, what the core returns and how the core answers it; [`master_api!`] turns the table
+//! into the tarpc trait [`MasterService`](super::service::MasterService), the server's handler
+//! and the typed methods of [`MasterClient`](super::MasterClient), and lists the calls that
+//! may be sent again after a lost connection. A new call is one new row.
+//!
+//! Every call carries the caller's client id on the wire, used or not, so that all rows have
+//! one shape. What a row's core expression returns decides the answer's shape (see
+//! [`Answer`](super::service::Answer)): a `Result<T>` for one outcome, a `Vec<Result<T>>` for
+//! one outcome per item of a batch.
+
+use super::service::{Answer, Arg, Health, MasterHandler};
+use super::types::{
+    ClientId, ListedObject, MountId, MountSpec, PingResult, PutConfig, ReplicaDesc, ReplicaList,
+    Stats,
+};
+use super::MasterClient;
+use crate::error::Result;
+
+/// Expands the table of calls (see the module docs). A row:
+///
+/// ```text
+/// /// docs
+/// idempotent fn name(arg: Type, ..) -> CoreResult = |master, now, client| expression;
+/// ```
+///
+/// `idempotent` (or `once`) says whether the call may be sent again after a lost connection;
+/// the expression runs on the core under its lock, with `now` in milliseconds and the caller's
+/// [`ClientId`].
+macro_rules! master_api {
+    ($(
+        $(#[doc = $doc:literal])*
+        $retry:ident fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty
+            = |$m:pat_param, $now:pat_param, $client:pat_param| $body:expr;
+    )*) => {
+        /// The master's calls. Client ids are `u128` (see [`ClientId`]).
+        #[tarpc::service]
+        pub trait MasterService {
+            $(
+                $(#[doc = $doc])*
+                async fn $name(client: u128, $($arg: $ty),*) -> <$ret as Answer>::Wire;
+            )*
+            /// Readiness check.
+            async fn health() -> Health;
+        }
+
+        impl MasterService for MasterHandler {
+            $(
+                async fn $name(
+                    self,
+                    _: tarpc::context::Context,
+                    caller: u128,
+                    $($arg: $ty),*
+                ) -> <$ret as Answer>::Wire {
+                    let ran = self
+                        .shared
+                        .run(|$m, $now| -> $ret {
+                            let $client = ClientId(caller);
+                            $body
+                        })
+                        .await;
+                    <$ret as Answer>::send(ran)
+                }
+            )*
+
+            async fn health(self, _: tarpc::context::Context) -> Health {
+                self.shared.health()
+            }
+        }
+
+        impl MasterClient {
+            $(
+                $(#[doc = $doc])*
+                pub async fn $name(&self, $($arg: impl Arg<$ty>),*) -> <$ret as Answer>::Out {
+                    let caller = self.client.0;
+                    $(let $arg: $ty = $arg.into_arg();)*
+                    let answer = self
+                        .pool
+                        .call_with(self.options(stringify!($name)), |c, ctx| {
+                            $(let $arg = $arg.clone();)*
+                            async move { c.$name(ctx, caller, $($arg),*).await }
+                        })
+                        .await
+                        .map_err(Into::into);
+                    <$ret as Answer>::receive(answer)
+                }
+            )*
+        }
+
+        /// The calls that may be sent again after a lost connection (reads, pings, ends: a
+        /// repeated end is `Ok`).
+        pub(crate) fn idempotent_calls() -> Vec<&'static str> {
+            let mut calls = vec!["health"];
+            $(
+                if stringify!($retry) == "idempotent" {
+                    calls.push(stringify!($name));
+                }
+            )*
+            calls
+        }
+    };
+}
+
+master_api! {
+    /// See `Master::mount`.
+    once fn mount(specs: Vec<MountSpec>) -> Result<Vec<MountId>>
+        = |m, now, client| m.mount(client, now, &specs);
+    /// See `Master::remount`.
+    once fn remount(specs: Vec<MountSpec>) -> Result<Vec<MountId>>
+        = |m, now, client| m.remount(client, now, &specs);
+    /// See `Master::unmount`.
+    once fn unmount(mount: MountId) -> Result<()>
+        = |m, now, client| m.unmount(client, now, mount);
+    /// See `Master::ping`.
+    idempotent fn ping() -> Result<PingResult>
+        = |m, now, client| Ok(m.ping(client, now));
+    /// See `Master::put_start`.
+    once fn put_start(key: String, size: u64, cfg: PutConfig) -> Result<Vec<ReplicaDesc>>
+        = |m, now, client| m.put_start(client, now, &key, size, &cfg);
+    /// See `Master::put_end`.
+    idempotent fn put_end(key: String) -> Result<()>
+        = |m, now, client| m.put_end(client, now, &key);
+    /// See `Master::put_revoke`.
+    once fn put_revoke(key: String) -> Result<()>
+        = |m, now, client| m.put_revoke(client, now, &key);
+    /// See `Master::upsert_start`.
+    once fn upsert_start(key: String, size: u64, cfg: PutConfig) -> Result<Vec<ReplicaDesc>>
+        = |m, now, client| m.upsert_start(client, now, &key, size, &cfg);
+    /// See `Master::upsert_end`.
+    idempotent fn upsert_end(key: String) -> Result<()>
+        = |m, now, client| m.upsert_end(client, now, &key);
+    /// See `Master::upsert_revoke`.
+    once fn upsert_revoke(key: String) -> Result<()>
+        = |m, now, client| m.upsert_revoke(client, now, &key);
+    /// See `Master::batch_put_start`.
+    once fn batch_put_start(items: Vec<(String, u64)>, cfg: PutConfig)
+        -> Vec<Result<Vec<ReplicaDesc>>>
+        = |m, now, client| m.batch_put_start(client, now, &items, &cfg);
+    /// See `Master::batch_put_end`.
+    once fn batch_put_end(keys: Vec<String>) -> Vec<Result<()>>
+        = |m, now, client| m.batch_put_end(client, now, &keys);
+    /// See `Master::batch_put_revoke`.
+    once fn batch_put_revoke(keys: Vec<String>) -> Vec<Result<()>>
+        = |m, now, client| m.batch_put_revoke(client, now, &keys);
+    /// See `Master::batch_upsert_start`.
+    once fn batch_upsert_start(items: Vec<(String, u64)>, cfg: PutConfig)
+        -> Vec<Result<Vec<ReplicaDesc>>>
+        = |m, now, client| m.batch_upsert_start(client, now, &items, &cfg);
+    /// See `Master::batch_upsert_end`.
+    once fn batch_upsert_end(keys: Vec<String>) -> Vec<Result<()>>
+        = |m, now, client| m.batch_upsert_end(client, now, &keys);
+    /// See `Master::batch_upsert_revoke`.
+    once fn batch_upsert_revoke(keys: Vec<String>) -> Vec<Result<()>>
+        = |m, now, client| m.batch_upsert_revoke(client, now, &keys);
+    /// See `Master::get_replica_list`.
+    idempotent fn get_replica_list(key: String) -> Result<ReplicaList>
+        = |m, now, _| m.get_replica_list(now, &key);
+    /// See `Master::batch_get_replica_list`.
+    idempotent fn batch_get_replica_list(keys: Vec<String>) -> Vec<Result<ReplicaList>>
+        = |m, now, _| m.batch_get_replica_list(now, &keys);
+    /// See `Master::exist`.
+    idempotent fn exist(key: String) -> Result<bool>
+        = |m, _, _| m.exist(&key);
+    /// See `Master::batch_exist`.
+    idempotent fn batch_exist(keys: Vec<String>) -> Vec<Result<bool>>
+        = |m, _, _| m.batch_exist(&keys);
+    /// See `Master::get_size`.
+    idempotent fn get_size(key: String) -> Result<u64>
+        = |m, _, _| m.get_size(&key);
+    /// See `Master::remove`.
+    once fn remove(key: String, force: bool) -> Result<()>
+        = |m, now, _| m.remove(now, &key, force);
+    /// See `Master::batch_remove`.
+    once fn batch_remove(keys: Vec<String>, force: bool) -> Vec<Result<()>>
+        = |m, now, _| m.batch_remove(now, &keys, force);
+    /// See `Master::remove_by_regex`.
+    once fn remove_by_regex(pattern: String, force: bool) -> Result<u64>
+        = |m, now, _| m.remove_by_regex(now, &pattern, force);
+    /// See `Master::remove_all`.
+    once fn remove_all(force: bool) -> Result<u64>
+        = |m, now, _| Ok(m.remove_all(now, force));
+    /// See `Master::list`.
+    idempotent fn list(prefix: String, limit: u64) -> Result<Vec<ListedObject>>
+        = |m, _, _| Ok(m.list(&prefix, usize::try_from(limit).unwrap_or(usize::MAX)));
+    /// See `Master::stats`.
+    idempotent fn stats() -> Result<Stats>
+        = |m, _, _| Ok(m.stats());
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reads_pings_and_ends_may_be_sent_again_and_mutations_not() {
+        let calls = super::idempotent_calls();
+        for read in [
+            "health",
+            "ping",
+            "get_replica_list",
+            "exist",
+            "list",
+            "put_end",
+        ] {
+            assert!(calls.contains(&read), "{read}");
+        }
+        for write in ["put_start", "remove", "remove_all", "batch_remove", "mount"] {
+            assert!(!calls.contains(&write), "{write}");
+        }
+    }
+}
