@@ -5,7 +5,7 @@
 
 use std::future::Future;
 
-use yuebing_store::master::{ListedObject, Stats};
+use yuebing_store::master::{ListedObject, ReplicaList, Stats};
 use yuebing_store::{Client, ClientConfig, ClientHealth, Options};
 
 use crate::bridge::Bridge;
@@ -396,6 +396,34 @@ impl BlockingClient {
     pub fn remove_by_regex(&self, pattern: &str, force: bool, opts: &Options) -> Result<u64> {
         self.bridge
             .wait_for(|| self.remove_by_regex_call(pattern, force, opts))
+    }
+
+    /// `replicas` as a [`Call`].
+    pub fn replicas_call(&self, key: impl Into<String>, opts: &Options) -> Call<ReplicaList> {
+        let (key, opts) = (key.into(), opts.clone());
+        self.op(|c| async move { c.replicas(&key, &opts).await })
+    }
+
+    /// Where `key`'s replicas are (see [`Client::replicas`]).
+    pub fn replicas(&self, key: &str, opts: &Options) -> Result<ReplicaList> {
+        self.bridge.wait_for(|| self.replicas_call(key, opts))
+    }
+
+    /// `batch_replicas` as a [`Call`].
+    pub fn batch_replicas_call(
+        &self,
+        keys: Vec<String>,
+        opts: &Options,
+    ) -> Call<Each<ReplicaList>> {
+        let opts = opts.clone();
+        self.op(|c| async move { c.batch_replicas(&self::keys(&keys), &opts).await })
+    }
+
+    /// Where each of `keys`' replicas are; one result per key (see [`Client::batch_replicas`]).
+    pub fn batch_replicas(&self, keys: &[&str], opts: &Options) -> Result<Each<ReplicaList>> {
+        let owned = keys.iter().map(|k| k.to_string()).collect();
+        self.bridge
+            .wait_for(|| self.batch_replicas_call(owned, opts))
     }
 
     /// `health_check` as a [`Call`].

@@ -133,6 +133,12 @@ fn a_store_client_is_used_from_plain_threads_and_callbacks() {
         -600
     );
     assert_eq!(client.hostname(), client.client().engine().name());
+    let where_ = client.replicas("t1/k1", &opts).unwrap();
+    assert_eq!((where_.size, where_.replicas.len()), (3, 1));
+    assert_eq!(where_.replicas[0].node, client.hostname());
+    let each = client.batch_replicas(&["t1/k1", "p/none"], &opts).unwrap();
+    assert_eq!(each[0].as_ref().unwrap().size, 3);
+    assert_eq!(each[1].as_ref().unwrap_err().code(), -704);
     let health = client.health_check(&opts).unwrap();
     assert_eq!((health, health.code()), (ClientHealth::Healthy, 0));
     assert_eq!(client.remove_all(true, &opts).unwrap(), 82);

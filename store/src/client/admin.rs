@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use super::{Client, Options};
 use crate::error::Result;
-use crate::master::{ListedObject, Stats};
+use crate::master::{ListedObject, ReplicaList, Stats};
 
 /// What [`Client::health_check`] found, with Mooncake's `health_check` numbers as
 /// [`ClientHealth::code`].
@@ -109,6 +109,32 @@ impl Client {
                 pattern,
             )
             .await
+        })
+        .await
+    }
+
+    /// Where `key`'s replicas are, and its size: the master's answer to a read, which grants
+    /// a read lease as a get does (Mooncake's `get_replica_desc`).
+    pub async fn replicas(&self, key: &str, opts: &Options) -> Result<ReplicaList> {
+        self.in_runtime(async {
+            self.master(
+                self.until(opts),
+                |m, k| async move { m.get_replica_list(&k).await },
+                key,
+            )
+            .await
+        })
+        .await
+    }
+
+    /// [`Client::replicas`] for each of `keys`; one result per key.
+    pub async fn batch_replicas(
+        &self,
+        keys: &[&str],
+        opts: &Options,
+    ) -> Result<Vec<Result<ReplicaList>>> {
+        self.keys_call(keys, opts, |m, keys| async move {
+            m.batch_get_replica_list(keys).await
         })
         .await
     }
