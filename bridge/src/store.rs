@@ -40,6 +40,14 @@ fn keys(keys: &[String]) -> Vec<&str> {
     keys.iter().map(String::as_str).collect()
 }
 
+/// Owned `(key, value)` items of the bytes batch forms.
+fn owned_items(items: &[(&str, &[u8])]) -> Vec<(String, Vec<u8>)> {
+    items
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_vec()))
+        .collect()
+}
+
 /// Owned copies of a put's parts, for its `*_call` form.
 fn owned_parts(parts: &[&[u8]]) -> Vec<Vec<u8>> {
     parts.iter().map(|p| p.to_vec()).collect()
@@ -166,21 +174,47 @@ impl BlockingClient {
 
     /// `batch_put` as a [`Call`].
     pub fn batch_put_call(&self, items: Vec<(String, Vec<u8>)>, opts: &Options) -> Call<Each<()>> {
-        let opts = opts.clone();
-        self.op(|c| async move {
-            let items: Vec<(&str, &[u8])> =
-                items.iter().map(|(k, v)| (k.as_str(), &v[..])).collect();
-            c.batch_put(&items, &opts).await
-        })
+        self.batch_bytes_call(items, opts, false)
     }
 
     /// Stores each `(key, value)`; one result per item (see [`Client::batch_put`]).
     pub fn batch_put(&self, items: &[(&str, &[u8])], opts: &Options) -> Result<Each<()>> {
-        let owned = items
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_vec()))
-            .collect();
-        self.bridge.wait_for(|| self.batch_put_call(owned, opts))
+        self.bridge
+            .wait_for(|| self.batch_put_call(owned_items(items), opts))
+    }
+
+    /// `batch_upsert` as a [`Call`].
+    pub fn batch_upsert_call(
+        &self,
+        items: Vec<(String, Vec<u8>)>,
+        opts: &Options,
+    ) -> Call<Each<()>> {
+        self.batch_bytes_call(items, opts, true)
+    }
+
+    /// Stores each `(key, value)`, replacing existing values; one result per item (see
+    /// [`Client::batch_upsert`]).
+    pub fn batch_upsert(&self, items: &[(&str, &[u8])], opts: &Options) -> Result<Each<()>> {
+        self.bridge
+            .wait_for(|| self.batch_upsert_call(owned_items(items), opts))
+    }
+
+    /// `batch_put` or (`upsert`) `batch_upsert` as a [`Call`].
+    fn batch_bytes_call(
+        &self,
+        items: Vec<(String, Vec<u8>)>,
+        opts: &Options,
+        upsert: bool,
+    ) -> Call<Each<()>> {
+        let opts = opts.clone();
+        self.op(move |c| async move {
+            let items: Vec<(&str, &[u8])> =
+                items.iter().map(|(k, v)| (k.as_str(), &v[..])).collect();
+            match upsert {
+                true => c.batch_upsert(&items, &opts).await,
+                false => c.batch_put(&items, &opts).await,
+            }
+        })
     }
 
     /// `batch_put_from` as a [`Call`] (the memory is read until the call ends).
@@ -189,14 +223,49 @@ impl BlockingClient {
         items: Vec<(String, u64, u64)>,
         opts: &Options,
     ) -> Call<Each<()>> {
-        let opts = opts.clone();
-        self.op(|c| async move { c.batch_put_from(&ranges(&items), &opts).await })
+        self.batch_from_call(items, opts, false)
     }
 
     /// Stores each `(key, addr, len)` of registered memory (see [`Client::batch_put_from`]).
     pub fn batch_put_from(&self, items: &[(&str, u64, u64)], opts: &Options) -> Result<Each<()>> {
         self.bridge
             .wait_for(|| self.batch_put_from_call(owned_ranges(items), opts))
+    }
+
+    /// `batch_upsert_from` as a [`Call`] (the memory is read until the call ends).
+    pub fn batch_upsert_from_call(
+        &self,
+        items: Vec<(String, u64, u64)>,
+        opts: &Options,
+    ) -> Call<Each<()>> {
+        self.batch_from_call(items, opts, true)
+    }
+
+    /// Stores each `(key, addr, len)` of registered memory, replacing existing values (see
+    /// [`Client::batch_upsert_from`]).
+    pub fn batch_upsert_from(
+        &self,
+        items: &[(&str, u64, u64)],
+        opts: &Options,
+    ) -> Result<Each<()>> {
+        self.bridge
+            .wait_for(|| self.batch_upsert_from_call(owned_ranges(items), opts))
+    }
+
+    /// `batch_put_from` or (`upsert`) `batch_upsert_from` as a [`Call`].
+    fn batch_from_call(
+        &self,
+        items: Vec<(String, u64, u64)>,
+        opts: &Options,
+        upsert: bool,
+    ) -> Call<Each<()>> {
+        let opts = opts.clone();
+        self.op(move |c| async move {
+            match upsert {
+                true => c.batch_upsert_from(&ranges(&items), &opts).await,
+                false => c.batch_put_from(&ranges(&items), &opts).await,
+            }
+        })
     }
 
     /// `batch_get` as a [`Call`].

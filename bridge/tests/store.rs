@@ -122,10 +122,20 @@ fn a_store_client_is_used_from_plain_threads_and_callbacks() {
     assert_eq!(client.get("p/0", &opts).unwrap(), b"abcdef");
     client.upsert_parts("p/0", &[b"x", b"y"], &opts).unwrap();
     assert_eq!(client.get("p/0", &opts).unwrap(), b"xy");
-    let removed = client
-        .batch_remove(&["p/0", "p/none"], true, &opts)
+    let upserted = client
+        .batch_upsert(&[("p/0", b"one"), ("p/1", b"two")], &opts)
         .unwrap();
-    assert!(removed[0].is_ok());
+    assert!(upserted.iter().all(|r| r.is_ok()), "{upserted:?}");
+    assert_eq!(client.get("p/0", &opts).unwrap(), b"one");
+    let each = client
+        .batch_upsert_from(&[("p/1", buf.addr(), 5)], &opts)
+        .unwrap();
+    assert!(each[0].is_ok());
+    assert_eq!(client.get("p/1", &opts).unwrap(), [9u8; 5]);
+    let removed = client
+        .batch_remove(&["p/0", "p/none", "p/1"], true, &opts)
+        .unwrap();
+    assert!(removed[0].is_ok() && removed[2].is_ok());
     assert_eq!(removed[1].as_ref().unwrap_err().code(), -704);
     assert_eq!(client.remove_by_regex("^r/[12]$", true, &opts).unwrap(), 2);
     assert_eq!(

@@ -18,7 +18,21 @@ impl Client {
         self.in_runtime(async {
             let items: Vec<(&str, Source<'_>)> =
                 items.iter().map(|(k, v)| (*k, Source::Bytes(v))).collect();
-            self.batch_put_sources(&items, opts).await
+            self.batch_put_sources(&items, opts, false).await
+        })
+        .await
+    }
+
+    /// Stores each `(key, value)`, replacing existing values; one result per item, in order.
+    pub async fn batch_upsert(
+        &self,
+        items: &[(&str, &[u8])],
+        opts: &Options,
+    ) -> Result<Vec<Result<()>>> {
+        self.in_runtime(async {
+            let items: Vec<(&str, Source<'_>)> =
+                items.iter().map(|(k, v)| (*k, Source::Bytes(v))).collect();
+            self.batch_put_sources(&items, opts, true).await
         })
         .await
     }
@@ -30,20 +44,41 @@ impl Client {
         items: &[(&str, u64, u64)],
         opts: &Options,
     ) -> Result<Vec<Result<()>>> {
+        self.batch_from(items, opts, false).await
+    }
+
+    /// As [`Client::batch_put_from`], replacing existing values.
+    pub async fn batch_upsert_from(
+        &self,
+        items: &[(&str, u64, u64)],
+        opts: &Options,
+    ) -> Result<Vec<Result<()>>> {
+        self.batch_from(items, opts, true).await
+    }
+
+    async fn batch_from(
+        &self,
+        items: &[(&str, u64, u64)],
+        opts: &Options,
+        upsert: bool,
+    ) -> Result<Vec<Result<()>>> {
         self.in_runtime(async {
             let items: Vec<(&str, Source<'_>)> = items
                 .iter()
                 .map(|&(k, addr, len)| (k, Source::Registered(addr, len)))
                 .collect();
-            self.batch_put_sources(&items, opts).await
+            self.batch_put_sources(&items, opts, upsert).await
         })
         .await
     }
 
+    /// A batch put (or `upsert`): one start at the master, the transfers in parallel, then one
+    /// end for those written and one revoke for those that failed.
     async fn batch_put_sources(
         &self,
         items: &[(&str, Source<'_>)],
         opts: &Options,
+        upsert: bool,
     ) -> Result<Vec<Result<()>>> {
         let until = self.until(opts);
         let cfg = opts
@@ -59,7 +94,12 @@ impl Client {
                 until,
                 |m, _| {
                     let (starts, cfg) = (starts.clone(), cfg.clone());
-                    async move { m.batch_put_start(starts, &cfg).await }
+                    async move {
+                        match upsert {
+                            true => m.batch_upsert_start(starts, &cfg).await,
+                            false => m.batch_put_start(starts, &cfg).await,
+                        }
+                    }
                 },
                 "",
             )
@@ -104,9 +144,12 @@ impl Client {
         };
         let done = keys_where(|o| matches!(o, Outcome::Written));
         let failed = keys_where(|o| matches!(o, Outcome::Failed(_)));
-        let mut ends = self.batch_call(until, done, true).await?.into_iter();
+        let mut ends = self
+            .batch_call(until, done, true, upsert)
+            .await?
+            .into_iter();
         if !failed.is_empty() {
-            let _ = self.batch_call(until, failed, false).await;
+            let _ = self.batch_call(until, failed, false, upsert).await;
         }
         Ok(outcomes
             .into_iter()
@@ -214,12 +257,14 @@ impl Client {
         .await
     }
 
-    /// `batch_put_end` (`end`) or `batch_put_revoke` of `keys`.
+    /// `batch_put_end` (`end`) or `batch_put_revoke` of `keys` (their upsert forms for
+    /// `upsert`).
     async fn batch_call(
         &self,
         until: Instant,
         keys: Vec<String>,
         end: bool,
+        upsert: bool,
     ) -> Result<Vec<Result<()>>> {
         if keys.is_empty() {
             return Ok(Vec::new());
@@ -229,9 +274,11 @@ impl Client {
             |m, _| {
                 let keys = keys.clone();
                 async move {
-                    match end {
-                        true => m.batch_put_end(keys).await,
-                        false => m.batch_put_revoke(keys).await,
+                    match (end, upsert) {
+                        (true, false) => m.batch_put_end(keys).await,
+                        (false, false) => m.batch_put_revoke(keys).await,
+                        (true, true) => m.batch_upsert_end(keys).await,
+                        (false, true) => m.batch_upsert_revoke(keys).await,
                     }
                 }
             },
