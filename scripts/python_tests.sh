@@ -6,7 +6,8 @@
 # Idempotent; arguments go to pytest (e.g. `-k get_into -x`).
 #
 # Settings: PYTHON (the interpreter that makes the venv; default python3, CPython >= 3.11),
-# CARGO_TARGET_DIR (where cargo builds; the venv goes under it, in py-venv/).
+# CARGO_TARGET_DIR (where cargo builds; the venv goes under it, in py-venv/), YUEBING_BIN (a
+# `yuebing` binary built from these sources; default: build it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-$PWD/target}"
@@ -23,10 +24,17 @@ if ! "$venv/bin/python" -c "import pytest, numpy" 2>/dev/null || [ ! -x "$venv/b
     "maturin>=1.16,<2" "pytest>=7" "numpy>=1.24"
 fi
 
-echo "== cargo build --bin yuebing"
-cargo build --locked --bin yuebing
+# The processes the tests start. scripts/test.sh passes the binary its `cargo test` just built:
+# building it again here, with other dev-dependencies' features, would recompile half the
+# dependency tree.
+bin="${YUEBING_BIN:-}"
+if [ -z "$bin" ]; then
+  echo "== cargo build --bin yuebing"
+  cargo build --locked --bin yuebing
+  bin="$target/debug/yuebing"
+fi
 echo "== maturin develop (python/)"
 (cd python && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" maturin develop --locked --quiet)
 
 echo "== pytest python/tests"
-YUEBING_BIN="$target/debug/yuebing" "$venv/bin/python" -m pytest python/tests -q "$@"
+YUEBING_BIN="$bin" "$venv/bin/python" -m pytest python/tests -q "$@"

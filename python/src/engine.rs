@@ -352,6 +352,11 @@ pub(crate) struct Buffer {
 }
 
 impl Buffer {
+    /// Its address and length, unless it was freed.
+    pub(crate) fn range(&self) -> PyResult<(u64, u64)> {
+        self.live().map(|_| (self.addr, self.len as u64))
+    }
+
     fn live(&self) -> PyResult<Arc<EngineBuffer>> {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         match state.as_ref() {

@@ -26,9 +26,38 @@ pub(crate) struct Memory {
     pub(crate) addr: u64,
     /// Length in bytes (at least 1).
     pub(crate) len: u64,
-    /// The buffer's export, held (never read) so that the buffer stays allocated and cannot
-    /// be resized; released when the memory is dropped. None for a raw address.
-    _keep: Option<PyUntypedBuffer>,
+    /// What keeps the memory valid; held, never read.
+    _keep: Keep,
+}
+
+/// What keeps a [`Memory`] valid while it lives: held for its drop, never read.
+#[allow(dead_code)]
+enum Keep {
+    /// A Python buffer's export: the buffer stays allocated and cannot be resized; released
+    /// when the memory is dropped.
+    Export(PyUntypedBuffer),
+    /// An engine `Buffer` (registered by its engine, which keeps its mapping while a transfer
+    /// uses it even if it is freed meanwhile).
+    Object(Py<PyAny>),
+    /// A raw address: its caller vouches for it.
+    Nothing,
+}
+
+/// The first `size` bytes (all when `None`) of `whole` bytes of `what`; never 0.
+fn part(size: Option<u64>, whole: u64, what: &str) -> PyResult<u64> {
+    let len = match size {
+        None => whole,
+        Some(n) if n <= whole => n,
+        Some(n) => {
+            return Err(PyValueError::new_err(format!(
+                "size {n} is larger than {what} ({whole} bytes)"
+            )))
+        }
+    };
+    match len {
+        0 => Err(PyValueError::new_err(format!("{what} is empty (0 bytes)"))),
+        n => Ok(n),
+    }
 }
 
 impl Memory {
@@ -42,6 +71,14 @@ impl Memory {
     ) -> PyResult<Memory> {
         if obj.is_instance_of::<PyInt>() {
             return Memory::raw(obj, size, what);
+        }
+        if let Ok(engine_buffer) = obj.cast::<crate::engine::Buffer>() {
+            let (addr, whole) = engine_buffer.get().range()?;
+            return Ok(Memory {
+                addr,
+                len: part(size, whole, what)?,
+                _keep: Keep::Object(obj.clone().unbind()),
+            });
         }
         let buf = PyUntypedBuffer::get(obj).map_err(|_| {
             PyTypeError::new_err(format!(
@@ -62,23 +99,10 @@ impl Memory {
                 type_name(obj)
             )));
         }
-        let whole = buf.len_bytes() as u64;
-        let len = match size {
-            None => whole,
-            Some(n) if n <= whole => n,
-            Some(n) => {
-                return Err(PyValueError::new_err(format!(
-                    "size {n} is larger than {what} ({whole} bytes)"
-                )))
-            }
-        };
-        if len == 0 {
-            return Err(PyValueError::new_err(format!("{what} is empty (0 bytes)")));
-        }
         Ok(Memory {
             addr: buf.buf_ptr() as u64,
-            len,
-            _keep: Some(buf),
+            len: part(size, buf.len_bytes() as u64, what)?,
+            _keep: Keep::Export(buf),
         })
     }
 
@@ -107,7 +131,7 @@ impl Memory {
         Ok(Memory {
             addr,
             len,
-            _keep: None,
+            _keep: Keep::Nothing,
         })
     }
 }

@@ -71,6 +71,17 @@ def test_get_into_and_put_from_a_raw_address(store, key):
         store.get_into(key, 0, 16)
 
 
+def test_get_into_and_put_from_an_engine_buffer(store, key):
+    value = payload(10_000, 9)
+    store.put(key, value)
+    buf = store.engine.allocate(16384)
+    assert store.get_into(key, buf) == len(value)
+    assert buf.read(0, len(value)) == value
+    store.put_from(f"{key}/again", buf, len(value))
+    assert store.get(f"{key}/again") == value
+    buf.free()
+
+
 def test_put_from_a_numpy_array_and_part_of_one(store, key):
     arr = np.random.default_rng(5).standard_normal((256, 64)).astype(np.float32)
     store.put_from(key, arr)
