@@ -13,8 +13,9 @@ use yuebing_engine::{EngineBuffer, EngineConfig, RemoteAccess, SegmentHandle, Tr
 use crate::memory::{type_name, Access, Memory};
 use crate::options::duration;
 use crate::pins::Pins;
+use crate::runtime::{self, ForkSafe};
 use crate::wait::wait;
-use crate::{engine_batch, errors, runtime};
+use crate::{engine_batch, errors};
 
 /// A Transfer Engine: a segment of this process's registered memory that peers can reach by
 /// name, and one-sided reads and writes of peers' segments.
@@ -27,13 +28,15 @@ use crate::{engine_batch, errors, runtime};
 /// (`allocate(..., remote="rw")`) or registered with `register(..., remote=...)`.
 #[pyclass(module = "yuebing._native", frozen)]
 pub(crate) struct Engine {
-    pins: Arc<Pins>,
+    pins: ForkSafe<Arc<Pins>>,
 }
 
 impl Engine {
     /// The engine whose registrations `pins` keeps (a store's).
     pub(crate) fn shared(pins: Arc<Pins>) -> Engine {
-        Engine { pins }
+        Engine {
+            pins: ForkSafe::new(pins),
+        }
     }
 
     pub(crate) fn engine(&self) -> &BlockingEngine {
@@ -141,9 +144,7 @@ impl Engine {
         };
         let bridge = runtime::bridge(py)?;
         let engine = wait(py, BlockingEngine::start_call(&bridge, config))?;
-        Ok(Engine {
-            pins: Arc::new(Pins::new(engine)),
-        })
+        Ok(Engine::shared(Arc::new(Pins::new(engine))))
     }
 
     /// The engine's segment name (`host:port`), which peers pass to `open_segment`.
@@ -173,7 +174,8 @@ impl Engine {
         Ok(Buffer {
             addr: buf.addr(),
             len: buf.len(),
-            state: Mutex::new(Some((engine, buf))),
+            state: ForkSafe::new(Mutex::new(Some((engine, buf)))),
+            pid: std::process::id(),
         })
     }
 
@@ -339,6 +341,9 @@ impl Engine {
     }
 }
 
+/// The engine a `Buffer` is registered with and its memory; `None` once freed.
+type Allocated = Mutex<Option<(BlockingEngine, Arc<EngineBuffer>)>>;
+
 /// Memory the engine allocated (`Engine.allocate`): `addr` and `size` for transfers; `read`
 /// and `write` copy bytes out and in (not while a transfer or a peer uses those bytes).
 /// `free()` (or dropping the last reference) unregisters it; no transfer touches it
@@ -348,7 +353,9 @@ pub(crate) struct Buffer {
     addr: u64,
     len: usize,
     /// The engine it is registered with and the memory; `None` once freed.
-    state: Mutex<Option<(BlockingEngine, Arc<EngineBuffer>)>>,
+    state: ForkSafe<Allocated>,
+    /// The process that allocated it (a forked child leaks it rather than free it).
+    pid: u32,
 }
 
 impl Buffer {
@@ -429,7 +436,10 @@ impl Buffer {
 }
 
 impl Drop for Buffer {
+    /// Frees the buffer, except in a forked child (see `runtime::ForkSafe`).
     fn drop(&mut self) {
-        self.free();
+        if std::process::id() == self.pid {
+            self.free();
+        }
     }
 }

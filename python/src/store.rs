@@ -13,13 +13,14 @@ use yuebing_engine::RemoteAccess;
 use yuebing_store::master::PutConfig;
 
 use crate::engine::Engine;
+use crate::errors;
 use crate::memory::{copy_of, Access, Memory};
 use crate::options::{self, Replicas};
 use crate::pins::Pins;
+use crate::runtime::{self, ForkSafe};
 use crate::store_batch::{self, Settings};
 use crate::types::ObjectInfo;
 use crate::wait::wait;
-use crate::{errors, runtime};
 
 /// A client of a yuebing store: put and get byte values by key, zero-copy from and into your
 /// own memory, one key or a batch at a time.
@@ -37,8 +38,8 @@ use crate::{errors, runtime};
 /// new Store in the child.
 #[pyclass(module = "yuebing._native", frozen)]
 pub(crate) struct Store {
-    client: BlockingClient,
-    pins: Arc<Pins>,
+    client: ForkSafe<BlockingClient>,
+    pins: ForkSafe<Arc<Pins>>,
     put_default: PutConfig,
     closed: AtomicBool,
 }
@@ -119,8 +120,8 @@ impl Store {
         let client = wait(py, BlockingClient::start_call(&bridge, cfg))?;
         let engine = BlockingEngine::from_engine(&bridge, client.client().engine().clone());
         Ok(Store {
-            client,
-            pins: Arc::new(Pins::new(engine)),
+            client: ForkSafe::new(client),
+            pins: ForkSafe::new(Arc::new(Pins::new(engine))),
             put_default,
             closed: AtomicBool::new(false),
         })
@@ -446,7 +447,7 @@ impl Store {
     /// peers' segments and transfer with it.
     #[getter]
     fn engine(&self) -> Engine {
-        Engine::shared(self.pins.clone())
+        Engine::shared(Arc::clone(&self.pins))
     }
 
     /// The name of this client's engine segment (`host:port`): where its store space lives.
