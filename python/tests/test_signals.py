@@ -120,3 +120,12 @@ def test_a_signal_handler_that_does_not_raise_lets_the_call_go_on(stopped_node):
         assert seen == [1]
     finally:
         signal.signal(signal.SIGUSR1, old)
+
+
+def test_a_call_past_its_timeout_raises_a_timeout_error(stopped_node):
+    store, node = stopped_node
+    start = time.monotonic()
+    with pytest.raises(yuebing.Timeout) as e:
+        store.get("obj", timeout=0.5)
+    assert isinstance(e.value, TimeoutError) and e.value.code < 0
+    assert time.monotonic() - start < 5.0
