@@ -26,5 +26,9 @@ echo "== cargo check --all-features (feature-gated code)"
 cargo check --workspace --all-features --locked
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== python package (scripts/python_tests.sh)"
+# The `yuebing` binary that cargo test just built (for its integration tests) is the one the
+# Python tests start.
+YUEBING_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/yuebing" bash scripts/python_tests.sh
 echo "== memcheck (the engine's tests under valgrind)"
 bash scripts/memcheck.sh

@@ -175,6 +175,14 @@ where
     drop(shared.handle().spawn(task));
 }
 
+/// When a wait of `limit` from now ends; a limit too long to represent is a year (the rpc
+/// layer's farthest deadline): no limit to speak of.
+fn deadline(limit: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(limit)
+        .unwrap_or_else(|| now + yuebing_rpc::FARTHEST_DEADLINE)
+}
+
 /// Why [`Call::spawn_then`] started nothing.
 #[derive(Debug)]
 pub(crate) enum NotStarted<R> {
@@ -193,9 +201,9 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".into())
 }
 
-/// One bridged operation under way. Consume it with [`Call::wait`], [`Call::wait_timeout`] or
-/// [`Call::then`]; [`Call::cancel`] (or a [`Canceller`] from another thread) stops it. Dropping
-/// it unconsumed cancels it, as dropping a future does.
+/// One bridged operation under way. Consume it with [`Call::wait`], [`Call::wait_timeout`],
+/// [`Call::then`], or [`Call::wait_for`] in slices; [`Call::cancel`] (or a [`Canceller`] from
+/// another thread) stops it. Dropping it unconsumed cancels it, as dropping a future does.
 #[must_use = "a call dropped unconsumed is cancelled"]
 pub struct Call<T: Send + 'static> {
     state: Arc<CallState<T>>,
@@ -293,12 +301,39 @@ impl<T: Send + 'static> Call<T> {
     /// has stopped, [`Error::Timeout`] returned.
     pub fn wait_timeout(mut self, limit: Duration) -> Result<T> {
         self.consumed = true;
-        // A limit too long to represent is a year: no limit to speak of.
-        let now = Instant::now();
-        let until = now
-            .checked_add(limit)
-            .unwrap_or_else(|| now + yuebing_rpc::FARTHEST_DEADLINE);
-        self.wait_until(Some(until))
+        self.wait_until(Some(deadline(limit)))
+    }
+
+    /// Waits at most `limit` for the outcome without giving the call up: `Ok(outcome)` once it
+    /// ended (the call is then consumed), or `Err(self)` — still running, not cancelled — when
+    /// `limit` passed first (as [`std::sync::Arc::try_unwrap`] hands back what it could not
+    /// take). For callers that must do something between waits: a Python caller waits in
+    /// slices and runs its signal handlers in between, cancelling on Ctrl-C.
+    ///
+    /// ```ignore
+    /// let outcome = loop {
+    ///     match call.wait_for(Duration::from_millis(50)) {
+    ///         Ok(outcome) => break outcome,
+    ///         Err(running) => call = running, // check something, maybe `call.cancel()`
+    ///     }
+    /// };
+    /// ```
+    ///
+    /// From a thread of this bridge it is [`Call::wait`]'s refusal: the call is cancelled and
+    /// `Ok(Err(Error::WouldBlockBridge))` returned.
+    pub fn wait_for(mut self, limit: Duration) -> std::result::Result<Result<T>, Call<T>> {
+        if let Err(e) = self.state.shared.may_block() {
+            self.consumed = true;
+            self.cancel();
+            return Ok(Err(e));
+        }
+        match crate::bridge::block_here(|| self.sleep(Some(deadline(limit)))) {
+            Some(outcome) => {
+                self.consumed = true;
+                Ok(outcome)
+            }
+            None => Err(self),
+        }
     }
 
     fn wait_until(&self, until: Option<Instant>) -> Result<T> {
@@ -309,7 +344,8 @@ impl<T: Send + 'static> Call<T> {
         if let Some(outcome) = crate::bridge::block_here(|| self.sleep(until)) {
             return outcome;
         }
-        // The limit passed and the call was cancelled: its outcome comes once its work stopped.
+        // The limit passed: cancel; the outcome comes once the call's work stopped.
+        self.cancel();
         let outcome =
             crate::bridge::block_here(|| self.sleep(None)).unwrap_or(Err(Error::Shutdown));
         match outcome {
@@ -318,8 +354,8 @@ impl<T: Send + 'static> Call<T> {
         }
     }
 
-    /// Sleeps until the outcome is there (and takes it) or `until` passed (then cancels and
-    /// returns `None`).
+    /// Sleeps until the outcome is there (and takes it) or `until` passed (then returns `None`;
+    /// the call goes on).
     fn sleep(&self, until: Option<Instant>) -> Option<Result<T>> {
         let (_waiting, waiters) = Waiting::enter();
         if waiters == 1 {
@@ -344,8 +380,6 @@ impl<T: Send + 'static> Call<T> {
                 Some(until) => {
                     let left = until.saturating_duration_since(Instant::now());
                     if left.is_zero() {
-                        drop(slot);
-                        self.cancel();
                         return None;
                     }
                     slot = self
@@ -397,6 +431,101 @@ impl<T: Send + 'static> Drop for Call<T> {
     fn drop(&mut self) {
         if !self.consumed {
             self.state.cancel.cancel();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use crate::{Bridge, BridgeConfig, Call, Error};
+
+    /// Sets its flag when dropped: the operation's work has stopped.
+    struct Stopped(Arc<AtomicBool>);
+
+    impl Drop for Stopped {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// A call that ends with `x` after `after` (or never, for `None`); `stopped` is set once
+    /// its work is gone.
+    fn slow(b: &Bridge, after: Option<Duration>, x: u64, stopped: &Arc<AtomicBool>) -> Call<u64> {
+        let work = Stopped(stopped.clone());
+        b.call(async move {
+            let _work = work;
+            tokio::time::sleep(after.unwrap_or(Duration::from_secs(600))).await;
+            Ok::<u64, Error>(x)
+        })
+    }
+
+    /// Waits in `slice`s; returns the outcome and how many slices ran out first.
+    fn in_slices(mut call: Call<u64>, slice: Duration) -> (crate::Result<u64>, u32) {
+        let mut missed = 0;
+        loop {
+            match call.wait_for(slice) {
+                Ok(outcome) => return (outcome, missed),
+                Err(running) => {
+                    call = running;
+                    missed += 1;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn wait_for_hands_a_running_call_back_uncancelled() {
+        let b = Bridge::new(BridgeConfig::default()).unwrap();
+        let stopped = Arc::new(AtomicBool::new(false));
+        let call = slow(&b, Some(Duration::from_millis(200)), 7, &stopped);
+        let (outcome, missed) = in_slices(call, Duration::from_millis(20));
+        // Neither a slice running out nor handing the call back cancelled it.
+        assert_eq!(outcome.unwrap(), 7);
+        assert!(missed >= 2, "{missed}");
+        // An ended call's outcome comes at the first slice.
+        let done = b.call(async { Ok::<u64, Error>(3) });
+        while !done.is_done() {
+            std::thread::yield_now();
+        }
+        assert_eq!(in_slices(done, Duration::from_millis(20)), (Ok(3), 0));
+    }
+
+    #[test]
+    fn a_call_cancelled_between_slices_ends_once_its_work_stopped() {
+        let b = Bridge::new(BridgeConfig::default()).unwrap();
+        let stopped = Arc::new(AtomicBool::new(false));
+        let call = slow(&b, None, 0, &stopped);
+        let call = call.wait_for(Duration::from_millis(10)).unwrap_err();
+        assert!(!stopped.load(Ordering::SeqCst));
+        call.cancel();
+        let start = Instant::now();
+        let (outcome, _) = in_slices(call, Duration::from_millis(10));
+        assert_eq!(outcome.unwrap_err(), Error::Canceled);
+        assert!(stopped.load(Ordering::SeqCst), "the outcome came first");
+        assert!(start.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn wait_for_on_a_bridge_thread_is_refused_and_cancels() {
+        let b = Bridge::new(BridgeConfig::default()).unwrap();
+        let stopped = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (inner, flag) = (b.clone(), stopped.clone());
+        b.call(async { Ok::<u64, Error>(1) }).then(move |_| {
+            let call = slow(&inner, None, 0, &flag);
+            let refused = call.wait_for(Duration::from_secs(5)).map_err(|_| ());
+            tx.send(refused).unwrap();
+        });
+        let refused = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(refused, Ok(Err(Error::WouldBlockBridge)));
+        let start = Instant::now();
+        while !stopped.load(Ordering::SeqCst) {
+            assert!(start.elapsed() < Duration::from_secs(10), "not cancelled");
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 }

@@ -64,6 +64,26 @@ impl From<yuebing_rpc::Error> for Error {
     }
 }
 
+/// The name of an error code of any layer ("ObjectNotFound" for −704, "RpcTimeout" for −2001,
+/// …), or "Unknown": the names that the C ABI's `yuebing_error_name` gives, from one table.
+pub fn code_name(code: i32) -> &'static str {
+    crate::ffi::error::NAMES
+        .iter()
+        .find(|(c, _)| *c == code)
+        .and_then(|(_, name)| name.to_str().ok())
+        .unwrap_or("Unknown")
+}
+
+/// Every named error code with its name (success, 0, is not among them), in the order of the
+/// code ranges: for bindings that give each code a type of its own (the Python package's
+/// exception classes), so that they cannot drift from the codes.
+pub fn code_names() -> impl Iterator<Item = (i32, &'static str)> {
+    crate::ffi::error::NAMES
+        .iter()
+        .filter(|(c, _)| *c != 0)
+        .filter_map(|(c, name)| Some((*c, name.to_str().ok()?)))
+}
+
 /// Result alias for yuebing-bridge.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -82,6 +102,11 @@ impl Error {
             Error::Store(e) => e.code(),
             Error::Engine(e) => e.code(),
         }
+    }
+
+    /// The name of [`Error::code`] ("ObjectNotFound", "Canceled", …), as [`code_name`] gives it.
+    pub fn name(&self) -> &'static str {
+        code_name(self.code())
     }
 
     /// Whether making the call again can succeed.
@@ -117,5 +142,24 @@ mod tests {
         }
         let store = Error::Store(yuebing_store::Error::ObjectNotFound { key: "k".into() });
         assert_eq!(store.code(), -704);
+        assert_eq!(store.name(), "ObjectNotFound");
+        assert_eq!(Error::Canceled.name(), "Canceled");
+    }
+
+    #[test]
+    fn every_code_has_one_name_and_the_c_abi_gives_the_same() {
+        let names: Vec<_> = code_names().collect();
+        assert!(names.len() > 60, "{}", names.len());
+        let mut seen = std::collections::HashSet::new();
+        for (code, name) in &names {
+            assert!(seen.insert(*name), "{name} twice");
+            assert_eq!(code_name(*code), *name);
+            // SAFETY: a static NUL-terminated string.
+            let c =
+                unsafe { std::ffi::CStr::from_ptr(crate::ffi::error::yuebing_error_name(*code)) };
+            assert_eq!(c.to_str(), Ok(*name));
+        }
+        assert_eq!(code_name(12345), "Unknown");
+        assert!(names.iter().all(|(c, _)| *c != 0));
     }
 }

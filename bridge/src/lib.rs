@@ -8,7 +8,7 @@
 //! | Mooncake (C++)                 | yuebing                                              |
 //! |--------------------------------|------------------------------------------------------|
 //! | `Lazy<T>`                      | [`Call<T>`]: an operation started on the bridge      |
-//! | `syncAwait(lazy)`              | [`Call::wait`], [`Call::wait_timeout`], `BlockingClient::get` … |
+//! | `syncAwait(lazy)`              | [`Call::wait`], [`Call::wait_timeout`], [`Call::wait_for`] (in slices), `BlockingClient::get` … |
 //! | `lazy.start(callback)`         | [`Call::then`]                                       |
 //! | (none)                         | [`Call::cancel`], [`Canceller`]                      |
 //! | `tl::expected<T, ErrorCode>`   | [`Result<T>`] with a stable numeric [`Error::code`] |

@@ -1,0 +1,445 @@
+//! `yuebing.Engine`: a Transfer Engine (its own, or a `Store`'s) over the bridge's
+//! [`BlockingEngine`], and `yuebing.Buffer`, memory the engine allocated. Batches of transfers
+//! are in `engine_batch`.
+
+use std::sync::{Arc, Mutex};
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyInt};
+use yuebing_bridge::BlockingEngine;
+use yuebing_engine::{EngineBuffer, EngineConfig, RemoteAccess, SegmentHandle, TransferRequest};
+
+use crate::memory::{type_name, Access, Memory};
+use crate::options::duration;
+use crate::pins::Pins;
+use crate::runtime::{self, ForkSafe};
+use crate::wait::wait;
+use crate::{engine_batch, errors};
+
+/// A Transfer Engine: a segment of this process's registered memory that peers can reach by
+/// name, and one-sided reads and writes of peers' segments.
+///
+/// `Engine(bind="127.0.0.1:0", *, token=None, transport=None, shm=True, timeout=30.0)` starts
+/// one whose segment is named by its `host:port` (`name`), which peers pass to `open_segment`.
+/// `Store.engine` is the engine of a store client. Local memory of a transfer is any
+/// C-contiguous buffer or an int address with a length; memory that is not registered is
+/// registered for the call's duration (local-only). Memory peers may reach must be allocated
+/// (`allocate(..., remote="rw")`) or registered with `register(..., remote=...)`.
+#[pyclass(module = "yuebing._native", frozen)]
+pub(crate) struct Engine {
+    pins: ForkSafe<Arc<Pins>>,
+}
+
+impl Engine {
+    /// The engine whose registrations `pins` keeps (a store's).
+    pub(crate) fn shared(pins: Arc<Pins>) -> Engine {
+        Engine {
+            pins: ForkSafe::new(pins),
+        }
+    }
+
+    pub(crate) fn engine(&self) -> &BlockingEngine {
+        self.pins.engine()
+    }
+
+    /// One transfer between local memory and a peer's segment, with the local memory held.
+    #[allow(clippy::too_many_arguments)]
+    fn transfer(
+        &self,
+        py: Python<'_>,
+        write: bool,
+        local: &Bound<'_, PyAny>,
+        segment: u64,
+        remote_addr: u64,
+        length: Option<u64>,
+        timeout: Option<f64>,
+    ) -> PyResult<()> {
+        let access = match write {
+            true => Access::Read,
+            false => Access::Write,
+        };
+        let mem = Memory::from_py(local, length, access, "local")?;
+        let target = SegmentHandle::from_raw(segment);
+        let mut req = match write {
+            true => TransferRequest::write(mem.addr, target, remote_addr, mem.len),
+            false => TransferRequest::read(mem.addr, target, remote_addr, mem.len),
+        };
+        if let Some(t) = timeout {
+            req = req.with_deadline(duration(t, "timeout")?);
+        }
+        let held = self.pins.hold(py, &mem)?;
+        let done = wait(py, self.engine().transfer_call(req));
+        // The transfer has stopped (even when a signal ended the wait): release the memory.
+        drop(held);
+        done
+    }
+}
+
+/// The rights `remote` names: None (local-only), "r", "w" or "rw".
+pub(crate) fn remote_access(remote: Option<&str>) -> PyResult<RemoteAccess> {
+    match remote {
+        None | Some("") => Ok(RemoteAccess::LOCAL_ONLY),
+        Some("r") => Ok(RemoteAccess::READ),
+        Some("w") => Ok(RemoteAccess::WRITE),
+        Some("rw") => Ok(RemoteAccess::READ_WRITE),
+        Some(other) => Err(PyValueError::new_err(format!(
+            "remote {other:?} is not None, \"r\", \"w\" or \"rw\""
+        ))),
+    }
+}
+
+/// The address `obj` names: an int, a `Buffer`, or a Python buffer's first byte.
+pub(crate) fn address_of(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    if obj.is_instance_of::<PyInt>() {
+        return obj
+            .extract()
+            .map_err(|_| PyValueError::new_err("an address is an int in 1 … 2**64-1"));
+    }
+    if let Ok(b) = obj.cast::<Buffer>() {
+        return Ok(b.get().addr);
+    }
+    let buf = pyo3::buffer::PyUntypedBuffer::get(obj).map_err(|_| {
+        PyTypeError::new_err(format!(
+            "expected an int address or a buffer, not {}",
+            type_name(obj)
+        ))
+    })?;
+    Ok(buf.buf_ptr() as u64)
+}
+
+#[pymethods]
+impl Engine {
+    #[new]
+    #[pyo3(signature = (bind="127.0.0.1:0", *, token=None, transport=None, shm=true, timeout=30.0))]
+    fn new(
+        py: Python<'_>,
+        bind: &str,
+        token: Option<String>,
+        transport: Option<&str>,
+        shm: bool,
+        timeout: f64,
+    ) -> PyResult<Engine> {
+        let token = token
+            .map(yuebing_rpc::Token::new)
+            .transpose()
+            .map_err(|e| errors::to_py(py, &e.into()))?;
+        let transport = match transport {
+            None | Some("auto") => None,
+            Some("tcp") => Some(yuebing_engine::TransportKind::Tcp),
+            Some("shm") => Some(yuebing_engine::TransportKind::Shm),
+            Some(other) => {
+                return Err(PyValueError::new_err(format!(
+                    "transport {other:?} is not \"tcp\", \"shm\" or \"auto\""
+                )))
+            }
+        };
+        let config = EngineConfig {
+            bind: bind.to_string(),
+            token,
+            transport,
+            shm,
+            default_deadline: duration(timeout, "timeout")?,
+            ..EngineConfig::default()
+        };
+        let bridge = runtime::bridge(py)?;
+        let engine = wait(py, BlockingEngine::start_call(&bridge, config))?;
+        Ok(Engine::shared(Arc::new(Pins::new(engine))))
+    }
+
+    /// The engine's segment name (`host:port`), which peers pass to `open_segment`.
+    #[getter]
+    fn name(&self) -> String {
+        self.engine().name().to_string()
+    }
+
+    /// Allocates `size` bytes of engine memory (a `Buffer`), registered: local-only, or with
+    /// `remote` rights for peers ("r", "w", "rw"). `prefault` touches every page now.
+    #[pyo3(signature = (size, *, remote=None, prefault=true))]
+    fn allocate(
+        &self,
+        py: Python<'_>,
+        size: usize,
+        remote: Option<&str>,
+        prefault: bool,
+    ) -> PyResult<Buffer> {
+        if size == 0 {
+            return Err(PyValueError::new_err("size 0"));
+        }
+        let rights = remote_access(remote)?;
+        let engine = self.engine().clone();
+        let buf = py
+            .detach(|| engine.allocate_exported(size, prefault, rights))
+            .map_err(|e| errors::to_py(py, &e))?;
+        Ok(Buffer {
+            addr: buf.addr(),
+            len: buf.len(),
+            state: ForkSafe::new(Mutex::new(Some((engine, buf)))),
+            pid: std::process::id(),
+        })
+    }
+
+    /// Registers `buffer` (any C-contiguous buffer, or an int address with `size`) until
+    /// `unregister`: local-only, or with `remote` rights for peers ("r", "w", "rw"; peers
+    /// then read or write it at any time). A Python buffer is held meanwhile. Returns its
+    /// address. Overlapping a registered range raises `AddressOverlapped`.
+    #[pyo3(signature = (buffer, size=None, *, remote=None))]
+    fn register(
+        &self,
+        py: Python<'_>,
+        buffer: &Bound<'_, PyAny>,
+        size: Option<u64>,
+        remote: Option<&str>,
+    ) -> PyResult<u64> {
+        let rights = remote_access(remote)?;
+        let access = match rights.write {
+            true => Access::Write,
+            false => Access::Read,
+        };
+        let mem = Memory::from_py(buffer, size, access, "buffer")?;
+        self.pins.register(py, mem, rights)
+    }
+
+    /// Ends a registration made by `register` (give the buffer or its address). Transfers
+    /// using it now fail; none touches the memory once this returns.
+    fn unregister(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<()> {
+        let addr = address_of(buffer)?;
+        self.pins.unregister(py, addr)
+    }
+
+    /// Opens a peer's segment by name (`host:port`, or this engine's own `name`); returns its
+    /// handle for transfers and batches.
+    fn open_segment(&self, py: Python<'_>, name: &str) -> PyResult<u64> {
+        let handle = wait(py, self.engine().open_segment_call(name))?;
+        Ok(handle.to_raw())
+    }
+
+    /// Closes a segment handle.
+    fn close_segment(&self, py: Python<'_>, segment: u64) -> PyResult<()> {
+        self.engine()
+            .close_segment(SegmentHandle::from_raw(segment))
+            .map_err(|e| errors::to_py(py, &e))
+    }
+
+    /// The memory an open segment publishes to peers: `[(address, length, rights)]` with
+    /// rights "r", "w" or "rw", in address order.
+    fn segment_buffers(&self, py: Python<'_>, segment: u64) -> PyResult<Vec<(u64, u64, String)>> {
+        let d = self
+            .engine()
+            .engine()
+            .segment_descriptor(SegmentHandle::from_raw(segment))
+            .map_err(|e| errors::engine(py, e))?;
+        let rights = |r: RemoteAccess| match (r.read, r.write) {
+            (true, true) => "rw",
+            (true, false) => "r",
+            (false, true) => "w",
+            (false, false) => "",
+        };
+        Ok(d.buffers
+            .iter()
+            .map(|b| (b.addr, b.len, rights(b.remote).to_string()))
+            .collect())
+    }
+
+    /// Writes `length` bytes (all of `local` when omitted) from `local` (a buffer, or an int
+    /// address with `length`) to `remote_addr` in the open `segment`; returns once they
+    /// landed.
+    #[pyo3(signature = (local, segment, remote_addr, length=None, *, timeout=None))]
+    fn write(
+        &self,
+        py: Python<'_>,
+        local: &Bound<'_, PyAny>,
+        segment: u64,
+        remote_addr: u64,
+        length: Option<u64>,
+        timeout: Option<f64>,
+    ) -> PyResult<()> {
+        self.transfer(py, true, local, segment, remote_addr, length, timeout)
+    }
+
+    /// Reads `length` bytes (all of `local` when omitted) at `remote_addr` in the open
+    /// `segment` into `local` (a writable buffer, or an int address with `length`).
+    #[pyo3(signature = (local, segment, remote_addr, length=None, *, timeout=None))]
+    fn read(
+        &self,
+        py: Python<'_>,
+        local: &Bound<'_, PyAny>,
+        segment: u64,
+        remote_addr: u64,
+        length: Option<u64>,
+        timeout: Option<f64>,
+    ) -> PyResult<()> {
+        self.transfer(py, false, local, segment, remote_addr, length, timeout)
+    }
+
+    /// A new batch for up to `capacity` transfers; returns its id.
+    fn allocate_batch(&self, py: Python<'_>, capacity: usize) -> PyResult<u64> {
+        engine_batch::allocate(self, py, capacity)
+    }
+
+    /// Starts `requests` in `batch`: each `(opcode, local_addr, segment, remote_addr,
+    /// length)` with opcode "read" or "write"; the local range must be registered (`register`
+    /// or `allocate`) and stay so until its task is final. With `notify` (bytes, ≤ 4 KiB),
+    /// the target segment (one for all requests) receives it once every task completed.
+    /// Returns the tasks' indices.
+    #[pyo3(signature = (batch, requests, *, notify=None, timeout=None))]
+    fn submit(
+        &self,
+        py: Python<'_>,
+        batch: u64,
+        requests: Vec<(String, u64, u64, u64, u64)>,
+        notify: Option<Vec<u8>>,
+        timeout: Option<f64>,
+    ) -> PyResult<(usize, usize)> {
+        engine_batch::submit(self, py, batch, requests, notify, timeout)
+    }
+
+    /// Blocks until every task of `batch` is final; returns its `BatchStatus`. Ctrl-C stops
+    /// the wait, not the transfers (`cancel` does).
+    fn wait(&self, py: Python<'_>, batch: u64) -> PyResult<crate::types::BatchStatus> {
+        engine_batch::wait_batch(self, py, batch)
+    }
+
+    /// The `BatchStatus` of `batch` now.
+    fn status(&self, py: Python<'_>, batch: u64) -> PyResult<crate::types::BatchStatus> {
+        engine_batch::status(self, py, batch)
+    }
+
+    /// The `TaskStatus` of task `task` of `batch` now.
+    fn task_status(
+        &self,
+        py: Python<'_>,
+        batch: u64,
+        task: usize,
+    ) -> PyResult<crate::types::TaskStatus> {
+        engine_batch::task_status(self, py, batch, task)
+    }
+
+    /// Cancels the unfinished tasks of `batch`; returns how many.
+    fn cancel(&self, py: Python<'_>, batch: u64) -> PyResult<usize> {
+        engine_batch::cancel(self, py, batch)
+    }
+
+    /// Frees `batch`, whose tasks must all be final (`Busy` otherwise).
+    fn free_batch(&self, py: Python<'_>, batch: u64) -> PyResult<()> {
+        engine_batch::free(self, py, batch)
+    }
+
+    /// Takes the notifications received so far, oldest first: `[(from_segment, message)]`.
+    fn take_notifications<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<Vec<(String, Bound<'py, PyBytes>)>> {
+        Ok(engine_batch::notifications(self)
+            .into_iter()
+            .map(|n| (n.from, PyBytes::new(py, &n.message)))
+            .collect())
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<yuebing.Engine name={}>", self.engine().name())
+    }
+}
+
+/// The engine a `Buffer` is registered with and its memory; `None` once freed.
+type Allocated = Mutex<Option<(BlockingEngine, Arc<EngineBuffer>)>>;
+
+/// Memory the engine allocated (`Engine.allocate`): `addr` and `size` for transfers; `read`
+/// and `write` copy bytes out and in (not while a transfer or a peer uses those bytes).
+/// `free()` (or dropping the last reference) unregisters it; no transfer touches it
+/// afterwards.
+#[pyclass(module = "yuebing._native", frozen)]
+pub(crate) struct Buffer {
+    addr: u64,
+    len: usize,
+    /// The engine it is registered with and the memory; `None` once freed.
+    state: ForkSafe<Allocated>,
+    /// The process that allocated it (a forked child leaks it rather than free it).
+    pid: u32,
+}
+
+impl Buffer {
+    /// Its address and length, unless it was freed.
+    pub(crate) fn range(&self) -> PyResult<(u64, u64)> {
+        self.live().map(|_| (self.addr, self.len as u64))
+    }
+
+    fn live(&self) -> PyResult<Arc<EngineBuffer>> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match state.as_ref() {
+            Some((_, buf)) => Ok(buf.clone()),
+            None => Err(PyValueError::new_err("the buffer was freed")),
+        }
+    }
+}
+
+#[pymethods]
+impl Buffer {
+    /// The address of its first byte.
+    #[getter]
+    fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// Its length in bytes.
+    #[getter]
+    fn size(&self) -> usize {
+        self.len
+    }
+
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    /// Copies `data` (bytes) in at `offset`. Do not race it with a transfer on the same bytes.
+    #[pyo3(signature = (data, offset=0))]
+    fn write(&self, py: Python<'_>, data: &[u8], offset: usize) -> PyResult<()> {
+        let buf = self.live()?;
+        // SAFETY: `write_at` checks the bounds and copies through raw pointers into memory that
+        // stays mapped while `buf` is held. Its contract (no transfer and no peer on those
+        // bytes meanwhile) is handed on to the Python caller by this method's docs, as
+        // Mooncake's `write_bytes_to_buffer` does; `data` is an immutable `bytes`.
+        unsafe { buf.write_at(offset, data) }.map_err(|e| errors::engine(py, e))
+    }
+
+    /// Copies `length` bytes at `offset` (to the end when omitted) out as bytes.
+    #[pyo3(signature = (offset=0, length=None))]
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        offset: usize,
+        length: Option<usize>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let buf = self.live()?;
+        let length = length.unwrap_or_else(|| self.len.saturating_sub(offset));
+        let mut out = vec![0u8; length];
+        // SAFETY: `read_at` checks the bounds and copies through raw pointers into `out`, from
+        // memory that stays mapped while `buf` is held. Its contract (nothing writes those
+        // bytes meanwhile) is handed on to the Python caller by the docs of `Buffer`.
+        unsafe { buf.read_at(offset, &mut out) }.map_err(|e| errors::engine(py, e))?;
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// Unregisters the buffer (transfers on it fail from now on) and releases it. Freeing
+    /// twice does nothing.
+    fn free(&self) {
+        let taken = self.state.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some((engine, buf)) = taken {
+            // An error means the engine no longer has it (the engine stopped): nothing to undo.
+            let _ = engine.unregister(buf.addr());
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<yuebing.Buffer addr={:#x} size={}>", self.addr, self.len)
+    }
+}
+
+impl Drop for Buffer {
+    /// Frees the buffer, except in a forked child (see `runtime::ForkSafe`).
+    fn drop(&mut self) {
+        if std::process::id() == self.pid {
+            self.free();
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The caller's memory for the zero-copy calls: any C-contiguous Python buffer (`bytearray`,
+//! `memoryview`, numpy arrays, …), held exported for as long as the [`Memory`] lives so that
+//! it can be neither freed nor resized meanwhile; or a raw address and a length (a tensor's
+//! `data_ptr()`), which the caller vouches for.
+//!
+//! Nothing here forms a Rust reference over that memory: the calls hand its address to the
+//! engine, which copies through raw pointers.
+
+use pyo3::buffer::{PyBuffer, PyUntypedBuffer};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyInt, PyMemoryView};
+
+/// What a call does with the memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Only reads it (`put_from`, the source of a write).
+    Read,
+    /// Writes it (`get_into`, the destination of a read): a read-only buffer is refused.
+    Write,
+}
+
+/// A range of the caller's memory, valid while this lives (see the module docs).
+pub(crate) struct Memory {
+    /// First byte.
+    pub(crate) addr: u64,
+    /// Length in bytes (at least 1).
+    pub(crate) len: u64,
+    /// What keeps the memory valid; held, never read.
+    _keep: Keep,
+}
+
+/// What keeps a [`Memory`] valid while it lives: held for its drop, never read.
+#[allow(dead_code)]
+enum Keep {
+    /// A Python buffer's export: the buffer stays allocated and cannot be resized; released
+    /// when the memory is dropped.
+    Export(PyUntypedBuffer),
+    /// An engine `Buffer` (registered by its engine, which keeps its mapping while a transfer
+    /// uses it even if it is freed meanwhile).
+    Object(Py<PyAny>),
+    /// A raw address: its caller vouches for it.
+    Nothing,
+}
+
+/// The first `size` bytes (all when `None`) of `whole` bytes of `what`; never 0.
+fn part(size: Option<u64>, whole: u64, what: &str) -> PyResult<u64> {
+    let len = match size {
+        None => whole,
+        Some(n) if n <= whole => n,
+        Some(n) => {
+            return Err(PyValueError::new_err(format!(
+                "size {n} is larger than {what} ({whole} bytes)"
+            )))
+        }
+    };
+    match len {
+        0 => Err(PyValueError::new_err(format!("{what} is empty (0 bytes)"))),
+        n => Ok(n),
+    }
+}
+
+impl Memory {
+    /// The memory `obj` names: a buffer (its first `size` bytes when given), or an `int` address
+    /// with `size` bytes. `what` names the argument in errors.
+    pub(crate) fn from_py(
+        obj: &Bound<'_, PyAny>,
+        size: Option<u64>,
+        access: Access,
+        what: &str,
+    ) -> PyResult<Memory> {
+        if obj.is_instance_of::<PyInt>() {
+            return Memory::raw(obj, size, what);
+        }
+        if let Ok(engine_buffer) = obj.cast::<crate::engine::Buffer>() {
+            let (addr, whole) = engine_buffer.get().range()?;
+            return Ok(Memory {
+                addr,
+                len: part(size, whole, what)?,
+                _keep: Keep::Object(obj.clone().unbind()),
+            });
+        }
+        let buf = PyUntypedBuffer::get(obj).map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{what} must be a buffer (bytes, bytearray, memoryview, a numpy array, …) or an \
+                 int address with a size, not {}",
+                type_name(obj)
+            ))
+        })?;
+        if !buf.is_c_contiguous() {
+            return Err(PyValueError::new_err(format!(
+                "{what} is not C-contiguous: pass a contiguous array (numpy: np.ascontiguousarray)"
+            )));
+        }
+        if access == Access::Write && buf.readonly() {
+            return Err(PyTypeError::new_err(format!(
+                "{what} is read-only ({}): pass a writable buffer such as a bytearray or a \
+                 writable numpy array",
+                type_name(obj)
+            )));
+        }
+        Ok(Memory {
+            addr: buf.buf_ptr() as u64,
+            len: part(size, buf.len_bytes() as u64, what)?,
+            _keep: Keep::Export(buf),
+        })
+    }
+
+    /// An `int` address with `size` bytes: the caller promises they stay valid (and, for a
+    /// destination, writable) until the call returns.
+    fn raw(obj: &Bound<'_, PyAny>, size: Option<u64>, what: &str) -> PyResult<Memory> {
+        let addr: u64 = obj.extract().map_err(|_| {
+            PyValueError::new_err(format!("{what}: an address is an int in 1 … 2**64-1"))
+        })?;
+        let Some(len) = size else {
+            return Err(PyTypeError::new_err(format!(
+                "{what} is an address: its size must be given too"
+            )));
+        };
+        if addr == 0 {
+            return Err(PyValueError::new_err(format!("{what} is the null address")));
+        }
+        if len == 0 {
+            return Err(PyValueError::new_err(format!("{what}: size 0")));
+        }
+        if addr.checked_add(len).is_none() {
+            return Err(PyValueError::new_err(format!(
+                "{what}: {addr:#x} + {len} overflows"
+            )));
+        }
+        Ok(Memory {
+            addr,
+            len,
+            _keep: Keep::Nothing,
+        })
+    }
+}
+
+/// A copy of the first `size` bytes (all when `None`) of any C-contiguous buffer `obj`.
+/// `bytes` are copied directly; other buffers through a byte view of them, by the
+/// interpreter's own copy (no Rust reference over memory that other threads may write).
+pub(crate) fn copy_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u8>> {
+    if let Ok(bytes) = obj.cast::<pyo3::types::PyBytes>() {
+        return Ok(bytes.as_bytes().to_vec());
+    }
+    if obj.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be a buffer (bytes, bytearray, memoryview, a numpy array, …); for an \
+             address use put_from"
+        )));
+    }
+    let view = PyMemoryView::from(obj).map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} must be a buffer (bytes, bytearray, memoryview, a numpy array, …), not {}",
+            type_name(obj)
+        ))
+    })?;
+    let c_contiguous: bool = view.getattr("c_contiguous")?.extract()?;
+    if !c_contiguous {
+        return Err(PyValueError::new_err(format!(
+            "{what} is not C-contiguous: pass a contiguous array (numpy: np.ascontiguousarray)"
+        )));
+    }
+    let bytes = view.call_method1("cast", ("B",))?;
+    PyBuffer::<u8>::get(&bytes)?.to_vec(obj.py())
+}
+
+/// The Python type name of `obj`, for messages.
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
+}

@@ -1,0 +1,100 @@
+//! Settings from Python keyword arguments: per-call options (a timeout, replica settings),
+//! durations in seconds and sizes in bytes or as text ("64MiB").
+
+use std::time::Duration;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+use yuebing_store::master::PutConfig;
+use yuebing_store::Options;
+
+/// `secs` seconds (`what` names it in errors): positive; `inf` is no limit to speak of.
+pub(crate) fn duration(secs: f64, what: &str) -> PyResult<Duration> {
+    if secs.is_nan() || secs <= 0.0 {
+        return Err(PyValueError::new_err(format!(
+            "{what} must be a positive number of seconds, not {secs}"
+        )));
+    }
+    Ok(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
+}
+
+/// Options of a call that takes only a timeout (seconds; `None`: the store's default).
+pub(crate) fn call(timeout: Option<f64>) -> PyResult<Options> {
+    Ok(Options {
+        deadline: timeout.map(|t| duration(t, "timeout")).transpose()?,
+        put: None,
+    })
+}
+
+/// The replica settings of a put, from its keyword arguments.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Replicas {
+    /// Replicas wanted (`None`: the store's default).
+    pub(crate) replicas: Option<u32>,
+    /// Nodes (segment names) to use first.
+    pub(crate) preferred: Option<Vec<String>>,
+    /// Evicted after unpinned objects.
+    pub(crate) soft_pin: bool,
+    /// Never evicted.
+    pub(crate) hard_pin: bool,
+}
+
+impl Replicas {
+    /// Whether any setting differs from the store's default.
+    fn any(&self) -> bool {
+        self.replicas.is_some() || self.preferred.is_some() || self.soft_pin || self.hard_pin
+    }
+}
+
+/// Options of a put: a timeout and replica settings (the store's defaults where not given).
+pub(crate) fn put(timeout: Option<f64>, r: Replicas, default: &PutConfig) -> PyResult<Options> {
+    let mut opts = call(timeout)?;
+    if r.any() {
+        if r.replicas == Some(0) {
+            return Err(PyValueError::new_err("replicas must be at least 1"));
+        }
+        opts.put = Some(PutConfig {
+            replica_num: r.replicas.unwrap_or(default.replica_num),
+            preferred: r.preferred.unwrap_or_else(|| default.preferred.clone()),
+            soft_pin: r.soft_pin,
+            hard_pin: r.hard_pin,
+        });
+    }
+    Ok(opts)
+}
+
+/// A size in bytes: an `int`, or text such as `"4096"`, `"64MiB"`, `"2G"`, `"512k"` (binary
+/// units: k = KiB = 1024, M, G, T; a trailing `B` or `iB` is optional).
+pub(crate) fn size(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
+    if let Ok(text) = obj.cast::<PyString>() {
+        return parse_size(text.to_str()?)
+            .ok_or_else(|| PyValueError::new_err(format!("{what}: {text:?} is not a size")));
+    }
+    obj.extract::<u64>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} must be a non-negative int or a size such as \"64MiB\""
+        ))
+    })
+}
+
+fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let number: u64 = number.parse().ok()?;
+    let unit = unit.trim().to_ascii_lowercase();
+    let unit = unit.strip_suffix('b').unwrap_or(&unit);
+    let unit = unit.strip_suffix('i').unwrap_or(unit);
+    let shift = match unit {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        _ => return None,
+    };
+    number.checked_mul(1u64 << shift)
+}

@@ -1,0 +1,493 @@
+//! `yuebing.Store`: a client of a running yuebing store (a `yuebing master` and its nodes),
+//! over the bridge's [`BlockingClient`]. The calls of one key are here; batches, the calls on
+//! the whole store and the settings of a new store are in `store_batch`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use yuebing_bridge::{BlockingClient, BlockingEngine};
+use yuebing_engine::RemoteAccess;
+use yuebing_store::master::PutConfig;
+
+use crate::engine::Engine;
+use crate::errors;
+use crate::memory::{copy_of, Access, Memory};
+use crate::options::{self, Replicas};
+use crate::pins::Pins;
+use crate::runtime::{self, ForkSafe};
+use crate::store_batch::{self, Settings};
+use crate::types::ObjectInfo;
+use crate::wait::wait;
+
+/// A client of a yuebing store: put and get byte values by key, zero-copy from and into your
+/// own memory, one key or a batch at a time.
+///
+/// `Store(masters, *, token=None, store_size=0, staging_size="64MiB", timeout=30.0,
+/// prefault=True, bind="127.0.0.1:0", transport=None, replicas=1)` connects to the master(s)
+/// (`"host:port"`, a comma-separated list, or a list; tried in order) and, with `store_size`
+/// > 0, contributes that much of this process's memory as store space. Sizes are ints or text
+/// ("64MiB", "1G"); times are seconds.
+///
+/// Every call blocks only its thread, with the GIL released, and Ctrl-C cancels it
+/// (`KeyboardInterrupt`). Errors are `yuebing.YuebingError` subclasses carrying `.code` and
+/// `.name` (`ObjectNotFound`, `ObjectAlreadyExists`, …). A Store is safe to share between
+/// threads. After `os.fork()` the child's calls on an inherited Store raise `Forked`: make a
+/// new Store in the child.
+#[pyclass(module = "yuebing._native", frozen)]
+pub(crate) struct Store {
+    client: ForkSafe<BlockingClient>,
+    pins: ForkSafe<Arc<Pins>>,
+    put_default: PutConfig,
+    closed: AtomicBool,
+}
+
+impl Store {
+    /// The client, unless the store was closed.
+    pub(crate) fn client(&self) -> PyResult<&BlockingClient> {
+        match self.closed.load(Ordering::Acquire) {
+            true => Err(PyValueError::new_err("the store is closed")),
+            false => Ok(&self.client),
+        }
+    }
+
+    /// The registrations of the client's engine.
+    pub(crate) fn pins(&self) -> &Pins {
+        &self.pins
+    }
+
+    /// The options of a put with these keyword arguments.
+    pub(crate) fn put_options(
+        &self,
+        timeout: Option<f64>,
+        replicas: Replicas,
+    ) -> PyResult<yuebing_store::Options> {
+        options::put(timeout, replicas, &self.put_default)
+    }
+
+    fn put_value(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        value: &Bound<'_, PyAny>,
+        opts: yuebing_store::Options,
+        upsert: bool,
+    ) -> PyResult<()> {
+        let client = self.client()?;
+        let value = copy_of(value, "value")?;
+        let call = match upsert {
+            true => client.upsert_call(key, value, &opts),
+            false => client.put_call(key, value, &opts),
+        };
+        wait(py, call)
+    }
+}
+
+#[pymethods]
+impl Store {
+    #[new]
+    #[pyo3(signature = (masters, *, token=None, store_size=None, staging_size=None, timeout=30.0,
+        prefault=true, bind="127.0.0.1:0", transport=None, replicas=1))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        masters: &Bound<'_, PyAny>,
+        token: Option<String>,
+        store_size: Option<&Bound<'_, PyAny>>,
+        staging_size: Option<&Bound<'_, PyAny>>,
+        timeout: f64,
+        prefault: bool,
+        bind: &str,
+        transport: Option<&str>,
+        replicas: u32,
+    ) -> PyResult<Store> {
+        let settings = Settings {
+            masters,
+            token,
+            store_size,
+            staging_size,
+            timeout,
+            prefault,
+            bind,
+            transport,
+            replicas,
+        };
+        let cfg = store_batch::client_config(py, settings)?;
+        let put_default = cfg.put.clone();
+        let bridge = runtime::bridge(py)?;
+        let client = wait(py, BlockingClient::start_call(&bridge, cfg))?;
+        let engine = BlockingEngine::from_engine(&bridge, client.client().engine().clone());
+        Ok(Store {
+            client: ForkSafe::new(client),
+            pins: ForkSafe::new(Arc::new(Pins::new(engine))),
+            put_default,
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// Stores `value` (bytes, bytearray, memoryview, a numpy array: any C-contiguous buffer)
+    /// under `key`. An existing key raises `ObjectAlreadyExists` and keeps its value (see
+    /// `upsert`). `replicas`, `preferred` (segment names), `soft_pin` and `hard_pin` override
+    /// the store's replica settings for this put.
+    #[pyo3(signature = (key, value, *, timeout=None, replicas=None, preferred=None,
+        soft_pin=false, hard_pin=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        value: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+        replicas: Option<u32>,
+        preferred: Option<Vec<String>>,
+        soft_pin: bool,
+        hard_pin: bool,
+    ) -> PyResult<()> {
+        let r = Replicas {
+            replicas,
+            preferred,
+            soft_pin,
+            hard_pin,
+        };
+        let opts = self.put_options(timeout, r)?;
+        self.put_value(py, key, value, opts, false)
+    }
+
+    /// Stores `value` under `key`, replacing an existing value (as `put` otherwise).
+    #[pyo3(signature = (key, value, *, timeout=None, replicas=None, preferred=None,
+        soft_pin=false, hard_pin=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn upsert(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        value: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+        replicas: Option<u32>,
+        preferred: Option<Vec<String>>,
+        soft_pin: bool,
+        hard_pin: bool,
+    ) -> PyResult<()> {
+        let r = Replicas {
+            replicas,
+            preferred,
+            soft_pin,
+            hard_pin,
+        };
+        let opts = self.put_options(timeout, r)?;
+        self.put_value(py, key, value, opts, true)
+    }
+
+    /// Stores the first `size` bytes (all when omitted) of `buffer` under `key` without copying
+    /// them: `buffer` is any C-contiguous buffer, or an int address (a tensor's `data_ptr()`)
+    /// with `size`, which must stay valid until the call returns. Memory not registered with
+    /// `register_buffer` is registered for the call's duration.
+    #[pyo3(signature = (key, buffer, size=None, *, timeout=None, replicas=None, preferred=None,
+        soft_pin=false, hard_pin=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn put_from(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        buffer: &Bound<'_, PyAny>,
+        size: Option<u64>,
+        timeout: Option<f64>,
+        replicas: Option<u32>,
+        preferred: Option<Vec<String>>,
+        soft_pin: bool,
+        hard_pin: bool,
+    ) -> PyResult<()> {
+        let r = Replicas {
+            replicas,
+            preferred,
+            soft_pin,
+            hard_pin,
+        };
+        let opts = self.put_options(timeout, r)?;
+        let client = self.client()?;
+        let mem = Memory::from_py(buffer, size, Access::Read, "buffer")?;
+        let held = self.pins.hold(py, &mem)?;
+        let done = wait(py, client.put_from_call(key, mem.addr, mem.len, &opts));
+        // The call's work has stopped (even when a signal ended the wait): release the memory.
+        drop(held);
+        done
+    }
+
+    /// The value of `key` as bytes. A missing key raises `ObjectNotFound` (a `KeyError`).
+    #[pyo3(signature = (key, *, timeout=None))]
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &str,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let opts = options::call(timeout)?;
+        let value = wait(py, self.client()?.get_call(key, &opts))?;
+        Ok(PyBytes::new(py, &value))
+    }
+
+    /// Reads `key` into `buffer` without a copy and returns the value's size. `buffer` is any
+    /// writable C-contiguous buffer (a bytearray, a numpy array; a read-only one raises
+    /// TypeError), or an int address with `size`. A buffer smaller than the value raises
+    /// `InvalidParams` and nothing is written. Memory not registered with `register_buffer` is
+    /// registered for the call's duration.
+    #[pyo3(signature = (key, buffer, size=None, *, timeout=None))]
+    fn get_into(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        buffer: &Bound<'_, PyAny>,
+        size: Option<u64>,
+        timeout: Option<f64>,
+    ) -> PyResult<u64> {
+        let opts = options::call(timeout)?;
+        let client = self.client()?;
+        let mem = Memory::from_py(buffer, size, Access::Write, "buffer")?;
+        let held = self.pins.hold(py, &mem)?;
+        let read = wait(py, client.get_into_call(key, mem.addr, mem.len, &opts));
+        // The call's work has stopped (even when a signal ended the wait): release the memory.
+        drop(held);
+        read
+    }
+
+    /// Whether `key` exists (a completed object).
+    #[pyo3(signature = (key, *, timeout=None))]
+    fn exist(&self, py: Python<'_>, key: &str, timeout: Option<f64>) -> PyResult<bool> {
+        let opts = options::call(timeout)?;
+        wait(py, self.client()?.exist_call(key, &opts))
+    }
+
+    /// The size in bytes of `key`'s value.
+    #[pyo3(signature = (key, *, timeout=None))]
+    fn get_size(&self, py: Python<'_>, key: &str, timeout: Option<f64>) -> PyResult<u64> {
+        let opts = options::call(timeout)?;
+        wait(py, self.client()?.get_size_call(key, &opts))
+    }
+
+    /// Removes `key`. A reader's lease (every `get` takes one) makes it raise `ObjectHasLease`
+    /// until the lease ends, unless `force`.
+    #[pyo3(signature = (key, force=false, *, timeout=None))]
+    fn remove(&self, py: Python<'_>, key: &str, force: bool, timeout: Option<f64>) -> PyResult<()> {
+        let opts = options::call(timeout)?;
+        wait(py, self.client()?.remove_call(key, force, &opts))
+    }
+
+    /// Removes every object (`force`: leased ones too); returns how many.
+    #[pyo3(signature = (force=false, *, timeout=None))]
+    fn remove_all(&self, py: Python<'_>, force: bool, timeout: Option<f64>) -> PyResult<u64> {
+        let opts = options::call(timeout)?;
+        wait(py, self.client()?.remove_all_call(force, &opts))
+    }
+
+    /// The objects whose keys start with `prefix`, sorted by key, at most `limit`.
+    #[pyo3(signature = (prefix="", limit=1000, *, timeout=None))]
+    fn list(
+        &self,
+        py: Python<'_>,
+        prefix: &str,
+        limit: u64,
+        timeout: Option<f64>,
+    ) -> PyResult<Vec<ObjectInfo>> {
+        let opts = options::call(timeout)?;
+        let listed = wait(py, self.client()?.list_call(prefix, limit, &opts))?;
+        Ok(listed.into_iter().map(ObjectInfo::from).collect())
+    }
+
+    /// The master's counts: objects, pending_writes, bytes_used, bytes_capacity, nodes,
+    /// mounts, clients, evicted, fragmentation, last_seq.
+    #[pyo3(signature = (*, timeout=None))]
+    fn stats<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyDict>> {
+        let opts = options::call(timeout)?;
+        let s = wait(py, self.client()?.stats_call(&opts))?;
+        let d = PyDict::new(py);
+        d.set_item("objects", s.objects)?;
+        d.set_item("pending_writes", s.pending_writes)?;
+        d.set_item("bytes_used", s.bytes_used)?;
+        d.set_item("bytes_capacity", s.bytes_capacity)?;
+        d.set_item("nodes", s.nodes)?;
+        d.set_item("mounts", s.mounts)?;
+        d.set_item("clients", s.clients)?;
+        d.set_item("evicted", s.evicted)?;
+        d.set_item("fragmentation", s.fragmentation)?;
+        d.set_item("last_seq", s.last_seq)?;
+        Ok(d)
+    }
+
+    /// Stores each `(keys[i], values[i])`; returns one entry per key: `None` when stored, or
+    /// the `YuebingError` instance (not raised) of a failed item.
+    #[pyo3(signature = (keys, values, *, timeout=None, replicas=None, preferred=None,
+        soft_pin=false, hard_pin=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn batch_put(
+        &self,
+        py: Python<'_>,
+        keys: Vec<String>,
+        values: Vec<Bound<'_, PyAny>>,
+        timeout: Option<f64>,
+        replicas: Option<u32>,
+        preferred: Option<Vec<String>>,
+        soft_pin: bool,
+        hard_pin: bool,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let r = Replicas {
+            replicas,
+            preferred,
+            soft_pin,
+            hard_pin,
+        };
+        let opts = self.put_options(timeout, r)?;
+        store_batch::batch_put(self, py, keys, values, &opts)
+    }
+
+    /// Stores each key from its buffer (or int address with `sizes[i]`) without copying;
+    /// returns one entry per key: `None`, or the `YuebingError` instance of a failed item.
+    #[pyo3(signature = (keys, buffers, sizes=None, *, timeout=None, replicas=None,
+        preferred=None, soft_pin=false, hard_pin=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn batch_put_from(
+        &self,
+        py: Python<'_>,
+        keys: Vec<String>,
+        buffers: Vec<Bound<'_, PyAny>>,
+        sizes: Option<Vec<Option<u64>>>,
+        timeout: Option<f64>,
+        replicas: Option<u32>,
+        preferred: Option<Vec<String>>,
+        soft_pin: bool,
+        hard_pin: bool,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let r = Replicas {
+            replicas,
+            preferred,
+            soft_pin,
+            hard_pin,
+        };
+        let opts = self.put_options(timeout, r)?;
+        store_batch::batch_put_from(self, py, keys, buffers, sizes, &opts)
+    }
+
+    /// The value of each key; one entry per key: bytes, or the `YuebingError` instance (not
+    /// raised) of a failed item (`ObjectNotFound` for a missing key).
+    #[pyo3(signature = (keys, *, timeout=None))]
+    fn batch_get(
+        &self,
+        py: Python<'_>,
+        keys: Vec<String>,
+        timeout: Option<f64>,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let opts = options::call(timeout)?;
+        let each = wait(py, self.client()?.batch_get_call(keys, &opts))?;
+        errors::items(py, each, |py, v| {
+            Ok(PyBytes::new(py, &v).into_any().unbind())
+        })
+    }
+
+    /// Reads each key into its buffer (or int address with `sizes[i]`) without a copy; one
+    /// entry per key: the value's size, or the `YuebingError` instance of a failed item.
+    #[pyo3(signature = (keys, buffers, sizes=None, *, timeout=None))]
+    fn batch_get_into(
+        &self,
+        py: Python<'_>,
+        keys: Vec<String>,
+        buffers: Vec<Bound<'_, PyAny>>,
+        sizes: Option<Vec<Option<u64>>>,
+        timeout: Option<f64>,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let opts = options::call(timeout)?;
+        store_batch::batch_get_into(self, py, keys, buffers, sizes, &opts)
+    }
+
+    /// Whether each key exists; one entry per key: a bool, or the `YuebingError` instance of a
+    /// failed item.
+    #[pyo3(signature = (keys, *, timeout=None))]
+    fn batch_exist(
+        &self,
+        py: Python<'_>,
+        keys: Vec<String>,
+        timeout: Option<f64>,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let opts = options::call(timeout)?;
+        let each = wait(py, self.client()?.batch_exist_call(keys, &opts))?;
+        errors::items(py, each, |py, b| {
+            Ok(pyo3::types::PyBool::new(py, b)
+                .to_owned()
+                .into_any()
+                .unbind())
+        })
+    }
+
+    /// Registers `buffer` (any C-contiguous buffer, or an int address with `size`) with the
+    /// store's engine until `unregister_buffer`, so that `put_from` and `get_into` on it (or on
+    /// any part of it) skip the registration. A Python buffer is held meanwhile: it can be
+    /// neither freed nor resized. Returns its address. Overlapping a registered range raises
+    /// `AddressOverlapped`.
+    #[pyo3(signature = (buffer, size=None))]
+    fn register_buffer(
+        &self,
+        py: Python<'_>,
+        buffer: &Bound<'_, PyAny>,
+        size: Option<u64>,
+    ) -> PyResult<u64> {
+        self.client()?;
+        let mem = Memory::from_py(buffer, size, Access::Read, "buffer")?;
+        self.pins.register(py, mem, RemoteAccess::LOCAL_ONLY)
+    }
+
+    /// Ends a registration made by `register_buffer` (give the buffer or its address). Calls
+    /// using it now fail; none touches the memory once this returns. An address that was not
+    /// registered raises `AddressNotRegistered`.
+    fn unregister_buffer(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<()> {
+        let addr = crate::engine::address_of(buffer)?;
+        self.pins.unregister(py, addr)
+    }
+
+    /// The store's Transfer Engine (its segment is `segment_name`): register memory, open
+    /// peers' segments and transfer with it.
+    #[getter]
+    fn engine(&self) -> Engine {
+        Engine::shared(Arc::clone(&self.pins))
+    }
+
+    /// The name of this client's engine segment (`host:port`): where its store space lives.
+    #[getter]
+    fn segment_name(&self) -> String {
+        self.client.client().engine().name().to_string()
+    }
+
+    /// Whether `close` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Leaves the cluster gracefully: the master places no new replica in this store's space
+    /// (its replicas stay readable while this process lives). Later calls raise ValueError.
+    /// Closing twice does nothing.
+    #[pyo3(signature = (*, timeout=None))]
+    fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let opts = options::call(timeout)?;
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        wait(py, self.client.close_call(&opts))
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        self.close(py, None)
+    }
+
+    fn __repr__(&self) -> String {
+        let state = match self.closed() {
+            true => " closed",
+            false => "",
+        };
+        format!("<yuebing.Store segment={}{state}>", self.segment_name())
+    }
+}

@@ -1,0 +1,200 @@
+//! The `Store`'s batches over caller memory, its plain-bytes batch put, and the settings of a
+//! new store.
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+use yuebing_engine::{EngineConfig, TransportKind};
+use yuebing_rpc::{Endpoint, Token};
+use yuebing_store::{ClientConfig, Options};
+
+use crate::errors;
+use crate::memory::{copy_of, Access, Memory};
+use crate::options;
+use crate::pins::Held;
+use crate::store::Store;
+use crate::wait::wait;
+
+/// The keyword arguments of `Store(...)`.
+pub(crate) struct Settings<'a, 'py> {
+    pub(crate) masters: &'a Bound<'py, PyAny>,
+    pub(crate) token: Option<String>,
+    pub(crate) store_size: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) staging_size: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) timeout: f64,
+    pub(crate) prefault: bool,
+    pub(crate) bind: &'a str,
+    pub(crate) transport: Option<&'a str>,
+    pub(crate) replicas: u32,
+}
+
+/// The client configuration `settings` ask for.
+pub(crate) fn client_config(py: Python<'_>, s: Settings<'_, '_>) -> PyResult<ClientConfig> {
+    let rpc = |e: yuebing_rpc::Error| errors::to_py(py, &e.into());
+    let list: Vec<String> = match s.masters.cast::<PyString>() {
+        Ok(text) => text
+            .to_str()?
+            .split(',')
+            .map(|m| m.trim().to_string())
+            .filter(|m| !m.is_empty())
+            .collect(),
+        Err(_) => s.masters.extract().map_err(|_| {
+            PyTypeError::new_err("masters must be \"host:port\", a comma-separated list, or a list")
+        })?,
+    };
+    if list.is_empty() {
+        return Err(PyValueError::new_err("no master address given"));
+    }
+    let masters = list
+        .iter()
+        .map(|m| m.parse::<Endpoint>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(rpc)?;
+    let token = s.token.map(Token::new).transpose().map_err(rpc)?;
+    let transport = match s.transport {
+        None | Some("auto") => None,
+        Some("tcp") => Some(TransportKind::Tcp),
+        Some("shm") => Some(TransportKind::Shm),
+        Some(other) => {
+            return Err(PyValueError::new_err(format!(
+                "transport {other:?} is not \"tcp\", \"shm\" or \"auto\""
+            )))
+        }
+    };
+    if s.replicas == 0 {
+        return Err(PyValueError::new_err("replicas must be at least 1"));
+    }
+    let defaults = ClientConfig::default();
+    let size = |obj: Option<&Bound<'_, PyAny>>, what, default| match obj {
+        None => Ok(default),
+        Some(o) => options::size(o, what),
+    };
+    let mut cfg = ClientConfig {
+        masters,
+        token,
+        store_size: size(s.store_size, "store_size", 0)?,
+        staging_size: size(s.staging_size, "staging_size", defaults.staging_size)?,
+        prefault: s.prefault,
+        deadline: options::duration(s.timeout, "timeout")?,
+        engine: EngineConfig {
+            bind: s.bind.to_string(),
+            transport,
+            ..EngineConfig::default()
+        },
+        ..defaults
+    };
+    cfg.put.replica_num = s.replicas;
+    Ok(cfg)
+}
+
+/// `sizes[i]` when given (a list as long as the keys, entries may be `None`).
+fn size_at(sizes: &Option<Vec<Option<u64>>>, i: usize) -> Option<u64> {
+    sizes.as_ref().and_then(|s| s.get(i).copied().flatten())
+}
+
+/// Checks that the lists of a batch have one entry per key.
+fn same_length(keys: usize, what: &str, n: usize) -> PyResult<()> {
+    match keys == n {
+        true => Ok(()),
+        false => Err(PyValueError::new_err(format!(
+            "{keys} keys but {n} {what}: give one per key"
+        ))),
+    }
+}
+
+/// The caller's memory of a zero-copy batch, each range held registered.
+struct Ranges<'a> {
+    items: Vec<(String, u64, u64)>,
+    /// Dropped before `memory`: the pins go before the buffers they pin.
+    held: Vec<Held<'a>>,
+    memory: Vec<Memory>,
+}
+
+impl Drop for Ranges<'_> {
+    fn drop(&mut self) {
+        self.held.clear();
+        self.memory.clear();
+    }
+}
+
+fn ranges<'a>(
+    store: &'a Store,
+    py: Python<'_>,
+    keys: Vec<String>,
+    buffers: Vec<Bound<'_, PyAny>>,
+    sizes: Option<Vec<Option<u64>>>,
+    access: Access,
+) -> PyResult<Ranges<'a>> {
+    same_length(keys.len(), "buffers", buffers.len())?;
+    if let Some(s) = &sizes {
+        same_length(keys.len(), "sizes", s.len())?;
+    }
+    let mut out = Ranges {
+        items: Vec::with_capacity(keys.len()),
+        held: Vec::with_capacity(keys.len()),
+        memory: Vec::with_capacity(keys.len()),
+    };
+    for (i, (key, buffer)) in keys.into_iter().zip(&buffers).enumerate() {
+        let mem = Memory::from_py(buffer, size_at(&sizes, i), access, &format!("buffers[{i}]"))?;
+        out.held.push(store.pins().hold(py, &mem)?);
+        out.items.push((key, mem.addr, mem.len));
+        out.memory.push(mem);
+    }
+    Ok(out)
+}
+
+/// `Store.batch_put`.
+pub(crate) fn batch_put(
+    store: &Store,
+    py: Python<'_>,
+    keys: Vec<String>,
+    values: Vec<Bound<'_, PyAny>>,
+    opts: &Options,
+) -> PyResult<Vec<Py<PyAny>>> {
+    same_length(keys.len(), "values", values.len())?;
+    let client = store.client()?;
+    let items = keys
+        .into_iter()
+        .zip(&values)
+        .enumerate()
+        .map(|(i, (k, v))| Ok((k, copy_of(v, &format!("values[{i}]"))?)))
+        .collect::<PyResult<Vec<_>>>()?;
+    let each = wait(py, client.batch_put_call(items, opts))?;
+    errors::items(py, each, |py, ()| Ok(py.None()))
+}
+
+/// `Store.batch_put_from`.
+pub(crate) fn batch_put_from(
+    store: &Store,
+    py: Python<'_>,
+    keys: Vec<String>,
+    buffers: Vec<Bound<'_, PyAny>>,
+    sizes: Option<Vec<Option<u64>>>,
+    opts: &Options,
+) -> PyResult<Vec<Py<PyAny>>> {
+    let client = store.client()?;
+    let ranges = ranges(store, py, keys, buffers, sizes, Access::Read)?;
+    let each = wait(py, client.batch_put_from_call(ranges.items.clone(), opts));
+    // The call's work has stopped: the memory may go.
+    drop(ranges);
+    errors::items(py, each?, |py, ()| Ok(py.None()))
+}
+
+/// `Store.batch_get_into`.
+pub(crate) fn batch_get_into(
+    store: &Store,
+    py: Python<'_>,
+    keys: Vec<String>,
+    buffers: Vec<Bound<'_, PyAny>>,
+    sizes: Option<Vec<Option<u64>>>,
+    opts: &Options,
+) -> PyResult<Vec<Py<PyAny>>> {
+    let client = store.client()?;
+    let ranges = ranges(store, py, keys, buffers, sizes, Access::Write)?;
+    let each = wait(py, client.batch_get_into_call(ranges.items.clone(), opts));
+    // The call's work has stopped: the memory may go.
+    drop(ranges);
+    errors::items(py, each?, |py, n| {
+        Ok(n.into_pyobject(py)?.into_any().unbind())
+    })
+}

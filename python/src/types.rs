@@ -1,0 +1,135 @@
+//! The small result classes: an object of a listing, a batch's and a task's status.
+
+use pyo3::prelude::*;
+use yuebing_engine::TaskState;
+
+use crate::errors;
+
+/// One object of `Store.list`: its key, size in bytes and number of replicas.
+#[pyclass(module = "yuebing._native", frozen, get_all, eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ObjectInfo {
+    /// The key.
+    key: String,
+    /// Size in bytes.
+    size: u64,
+    /// Replicas it has.
+    replicas: u32,
+}
+
+#[pymethods]
+impl ObjectInfo {
+    fn __repr__(&self) -> String {
+        format!(
+            "ObjectInfo(key={:?}, size={}, replicas={})",
+            self.key, self.size, self.replicas
+        )
+    }
+}
+
+impl From<yuebing_store::master::ListedObject> for ObjectInfo {
+    fn from(o: yuebing_store::master::ListedObject) -> Self {
+        ObjectInfo {
+            key: o.key,
+            size: o.size,
+            replicas: o.replicas,
+        }
+    }
+}
+
+/// A task state's name: "waiting", "pending", "completed", "failed", "timeout", "canceled".
+pub(crate) fn state_name(s: TaskState) -> &'static str {
+    match s {
+        TaskState::Waiting => "waiting",
+        TaskState::Pending => "pending",
+        TaskState::Completed => "completed",
+        TaskState::Failed => "failed",
+        TaskState::Timeout => "timeout",
+        TaskState::Canceled => "canceled",
+    }
+}
+
+/// The status of a batch of transfers (`Engine.wait`, `Engine.status`).
+#[pyclass(module = "yuebing._native", frozen, get_all)]
+pub(crate) struct BatchStatus {
+    /// "waiting" or "pending" while a task is unfinished; "completed" when all completed;
+    /// else the worst final state ("failed", then "timeout", then "canceled").
+    state: &'static str,
+    /// Tasks submitted.
+    tasks: usize,
+    /// Tasks completed.
+    completed: usize,
+    /// Bytes moved over all tasks.
+    bytes: u64,
+    /// The first error of the worst state (a `YuebingError` instance), or `None`.
+    error: Option<Py<PyAny>>,
+    /// Why the batch's notification was not delivered, or `None`.
+    notify_error: Option<Py<PyAny>>,
+}
+
+#[pymethods]
+impl BatchStatus {
+    /// Whether no task of the batch will change any more.
+    #[getter]
+    fn done(&self) -> bool {
+        !matches!(self.state, "waiting" | "pending")
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "BatchStatus(state={:?}, tasks={}, completed={}, bytes={})",
+            self.state, self.tasks, self.completed, self.bytes
+        )
+    }
+}
+
+impl BatchStatus {
+    pub(crate) fn new(py: Python<'_>, s: yuebing_engine::BatchStatus) -> BatchStatus {
+        BatchStatus {
+            state: state_name(s.state),
+            tasks: s.tasks,
+            completed: s.completed,
+            bytes: s.bytes,
+            error: s.error.map(|e| engine_error(py, e)),
+            notify_error: s.notify_error.map(|e| engine_error(py, e)),
+        }
+    }
+}
+
+/// The status of one task of a batch (`Engine.task_status`).
+#[pyclass(module = "yuebing._native", frozen, get_all)]
+pub(crate) struct TaskStatus {
+    /// "waiting", "pending", "completed", "failed", "timeout" or "canceled".
+    state: &'static str,
+    /// Bytes moved so far.
+    bytes: u64,
+    /// Bytes asked for.
+    length: u64,
+    /// Why it failed (a `YuebingError` instance), or `None`.
+    error: Option<Py<PyAny>>,
+}
+
+#[pymethods]
+impl TaskStatus {
+    fn __repr__(&self) -> String {
+        format!(
+            "TaskStatus(state={:?}, bytes={}, length={})",
+            self.state, self.bytes, self.length
+        )
+    }
+}
+
+impl TaskStatus {
+    pub(crate) fn new(py: Python<'_>, s: yuebing_engine::TaskStatus) -> TaskStatus {
+        TaskStatus {
+            state: state_name(s.state),
+            bytes: s.bytes,
+            length: s.len,
+            error: s.error.map(|e| engine_error(py, e)),
+        }
+    }
+}
+
+fn engine_error(py: Python<'_>, e: yuebing_engine::Error) -> Py<PyAny> {
+    errors::engine(py, e).into_value(py).into_any()
+}

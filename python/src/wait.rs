@@ -1,0 +1,47 @@
+//! Waiting for a bridged call from Python: with the GIL released, in slices, running Python's
+//! signal handlers between them.
+
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use yuebing_bridge::Call;
+
+use crate::errors;
+
+/// How long the GIL stays released before the waiting thread looks at Python's signals again:
+/// the most a Ctrl-C waits before it is noticed.
+const SLICE: Duration = Duration::from_millis(50);
+
+/// Waits for `call` with the GIL released. Between slices of [`SLICE`] it runs Python's signal
+/// handlers (only the main thread has any); if one raises (Ctrl-C's `KeyboardInterrupt`), the
+/// call is cancelled, and that exception is returned once the call's work has stopped: from
+/// then on nothing reads or writes the memory the call was given, so the caller may release
+/// it. A call that failed becomes its `YuebingError`.
+pub(crate) fn wait<T: Send + 'static>(py: Python<'_>, call: Call<T>) -> PyResult<T> {
+    match wait_raw(py, call)? {
+        Ok(value) => Ok(value),
+        Err(e) => Err(errors::to_py(py, &e)),
+    }
+}
+
+/// As [`wait`], with the call's own outcome unconverted (for batches, whose items fail one by
+/// one); `Err` only for an exception raised by a signal handler.
+pub(crate) fn wait_raw<T: Send + 'static>(
+    py: Python<'_>,
+    call: Call<T>,
+) -> PyResult<yuebing_bridge::Result<T>> {
+    let mut call = call;
+    loop {
+        match py.detach(move || call.wait_for(SLICE)) {
+            Ok(outcome) => return Ok(outcome),
+            Err(running) => call = running,
+        }
+        if let Err(raised) = py.check_signals() {
+            call.cancel();
+            // The outcome (Canceled, or the end that raced the cancel) comes only once the
+            // call's work has stopped.
+            let _ = py.detach(move || call.wait());
+            return Err(raised);
+        }
+    }
+}

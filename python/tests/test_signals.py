@@ -1,0 +1,131 @@
+"""The GIL is released while a call waits, and Ctrl-C cancels a waiting call: a node that holds
+the object is stopped (SIGSTOP) so that a `get` from it waits, deterministically."""
+
+from __future__ import annotations
+
+import _thread
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import yuebing
+from conftest import Cluster
+
+VALUE = np.random.default_rng(11).integers(0, 256, 4 << 20, dtype=np.uint8).tobytes()
+
+
+@pytest.fixture
+def stopped_node():
+    """A cluster whose one node holds `obj` and is then stopped; a tcp client of it. The node
+    is continued (SIGCONT) and everything stopped at the end."""
+    c = Cluster()
+    node = c.nodes[0]
+    try:
+        # tcp: with shm a reader copies from the stopped node's memory without it.
+        store = yuebing.Store(c.address, transport="tcp", timeout=60.0)
+        store.put("obj", VALUE)
+        node.signal(signal.SIGSTOP)
+        yield store, node
+    finally:
+        try:
+            node.signal(signal.SIGCONT)
+        finally:
+            c.stop()
+
+
+def test_seven_threads_finish_while_one_get_waits_on_a_stopped_node(stopped_node):
+    store, node = stopped_node
+    got: list = []
+    getter = threading.Thread(target=lambda: got.append(store.get("obj")), daemon=True)
+    getter.start()
+    time.sleep(0.3)  # the get is now waiting for the stopped node
+    assert getter.is_alive()
+
+    done: list = []
+
+    def master_calls(i: int) -> None:
+        for _ in range(5):
+            assert store.exist("obj")
+            assert store.get_size("obj") == len(VALUE)
+            assert not store.exist(f"nope/{i}")
+        done.append(i)
+
+    others = [threading.Thread(target=master_calls, args=(i,), daemon=True) for i in range(7)]
+    start = time.monotonic()
+    for t in others:
+        t.start()
+    for t in others:
+        t.join(timeout=20)
+    assert sorted(done) == list(range(7)), "the other threads did not finish: the GIL is held"
+    assert time.monotonic() - start < 20
+    assert getter.is_alive(), "the get should still wait for the stopped node"
+
+    node.signal(signal.SIGCONT)
+    getter.join(timeout=60)
+    assert got == [VALUE]
+
+
+def interrupt_main_after(seconds: float) -> threading.Timer:
+    """Ctrl-C as Python sees it: the SIGINT handler runs in the main thread."""
+    t = threading.Timer(seconds, _thread.interrupt_main)
+    t.start()
+    return t
+
+
+def test_ctrl_c_cancels_a_waiting_get(stopped_node):
+    store, node = stopped_node
+    timer = interrupt_main_after(0.5)
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        store.get("obj")
+    elapsed = time.monotonic() - start
+    timer.join()
+    assert 0.4 < elapsed < 5.0, elapsed
+    # The store goes on working once the node does.
+    node.signal(signal.SIGCONT)
+    assert store.get("obj") == VALUE
+
+
+def test_ctrl_c_during_get_into_leaves_the_buffer_untouched(stopped_node):
+    store, node = stopped_node
+    dst = bytearray(len(VALUE))
+    timer = interrupt_main_after(0.5)
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        store.get_into("obj", dst)
+    assert time.monotonic() - start < 5.0
+    timer.join()
+    # The call was cancelled and its work stopped before the exception: once the node runs
+    # again nothing of the cancelled read lands in the buffer.
+    node.signal(signal.SIGCONT)
+    time.sleep(0.5)
+    assert dst == bytearray(len(VALUE))
+    # The buffer's export was released: it can be resized again.
+    dst.extend(b"x")
+    assert store.get_into("obj", dst) == len(VALUE)
+    assert dst[: len(VALUE)] == VALUE
+
+
+def test_a_signal_handler_that_does_not_raise_lets_the_call_go_on(stopped_node):
+    store, node = stopped_node
+    seen = []
+    old = signal.signal(signal.SIGUSR1, lambda *_: seen.append(1))
+    try:
+        threading.Timer(0.3, lambda: signal.raise_signal(signal.SIGUSR1)).start()
+        threading.Timer(0.8, lambda: node.signal(signal.SIGCONT)).start()
+        assert store.get("obj") == VALUE
+        assert seen == [1]
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+
+
+def test_a_call_past_its_timeout_raises_a_timeout_error(stopped_node):
+    store, node = stopped_node
+    start = time.monotonic()
+    with pytest.raises(yuebing.Timeout) as e:
+        store.get("obj", timeout=0.5)
+    assert isinstance(e.value, TimeoutError) and e.value.code < 0
+    assert time.monotonic() - start < 5.0

@@ -1,0 +1,212 @@
+"""Type stubs of yuebing._native, the native module (import ``yuebing``, not this)."""
+
+from typing import Any, Optional, Sequence, Union
+
+from typing_extensions import Buffer as _BufferProtocol
+
+from .errors import YuebingError
+
+__version__: str
+
+#: Any object with the buffer protocol (bytes, bytearray, memoryview, numpy arrays, ...).
+BufferLike = _BufferProtocol
+#: Memory for the zero-copy calls: a buffer, or an int address (then a size must be given).
+MemoryLike = Union[_BufferProtocol, int]
+#: A size in bytes: an int, or text such as "64MiB", "1G".
+SizeLike = Union[int, str]
+
+def error_codes() -> list[tuple[int, str]]:
+    """Every named error code of yuebing with its name."""
+
+class ObjectInfo:
+    """One object of ``Store.list``."""
+    @property
+    def key(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def replicas(self) -> int: ...
+
+class Store:
+    """A client of a yuebing store (see ``help(yuebing.Store)``)."""
+    def __init__(
+        self,
+        masters: Union[str, Sequence[str]],
+        *,
+        token: Optional[str] = None,
+        store_size: Optional[SizeLike] = None,
+        staging_size: Optional[SizeLike] = None,
+        timeout: float = 30.0,
+        prefault: bool = True,
+        bind: str = "127.0.0.1:0",
+        transport: Optional[str] = None,
+        replicas: int = 1,
+    ) -> None: ...
+    def put(
+        self,
+        key: str,
+        value: BufferLike,
+        *,
+        timeout: Optional[float] = None,
+        replicas: Optional[int] = None,
+        preferred: Optional[Sequence[str]] = None,
+        soft_pin: bool = False,
+        hard_pin: bool = False,
+    ) -> None: ...
+    def upsert(
+        self,
+        key: str,
+        value: BufferLike,
+        *,
+        timeout: Optional[float] = None,
+        replicas: Optional[int] = None,
+        preferred: Optional[Sequence[str]] = None,
+        soft_pin: bool = False,
+        hard_pin: bool = False,
+    ) -> None: ...
+    def put_from(
+        self,
+        key: str,
+        buffer: MemoryLike,
+        size: Optional[int] = None,
+        *,
+        timeout: Optional[float] = None,
+        replicas: Optional[int] = None,
+        preferred: Optional[Sequence[str]] = None,
+        soft_pin: bool = False,
+        hard_pin: bool = False,
+    ) -> None: ...
+    def get(self, key: str, *, timeout: Optional[float] = None) -> bytes: ...
+    def get_into(
+        self, key: str, buffer: MemoryLike, size: Optional[int] = None, *, timeout: Optional[float] = None
+    ) -> int: ...
+    def exist(self, key: str, *, timeout: Optional[float] = None) -> bool: ...
+    def get_size(self, key: str, *, timeout: Optional[float] = None) -> int: ...
+    def remove(self, key: str, force: bool = False, *, timeout: Optional[float] = None) -> None: ...
+    def remove_all(self, force: bool = False, *, timeout: Optional[float] = None) -> int: ...
+    def list(self, prefix: str = "", limit: int = 1000, *, timeout: Optional[float] = None) -> list[ObjectInfo]: ...
+    def stats(self, *, timeout: Optional[float] = None) -> dict[str, Union[int, float]]: ...
+    def batch_put(
+        self,
+        keys: Sequence[str],
+        values: Sequence[BufferLike],
+        *,
+        timeout: Optional[float] = None,
+        replicas: Optional[int] = None,
+        preferred: Optional[Sequence[str]] = None,
+        soft_pin: bool = False,
+        hard_pin: bool = False,
+    ) -> list[Optional[YuebingError]]: ...
+    def batch_put_from(
+        self,
+        keys: Sequence[str],
+        buffers: Sequence[MemoryLike],
+        sizes: Optional[Sequence[Optional[int]]] = None,
+        *,
+        timeout: Optional[float] = None,
+        replicas: Optional[int] = None,
+        preferred: Optional[Sequence[str]] = None,
+        soft_pin: bool = False,
+        hard_pin: bool = False,
+    ) -> list[Optional[YuebingError]]: ...
+    def batch_get(self, keys: Sequence[str], *, timeout: Optional[float] = None) -> list[Union[bytes, YuebingError]]: ...
+    def batch_get_into(
+        self,
+        keys: Sequence[str],
+        buffers: Sequence[MemoryLike],
+        sizes: Optional[Sequence[Optional[int]]] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> list[Union[int, YuebingError]]: ...
+    def batch_exist(self, keys: Sequence[str], *, timeout: Optional[float] = None) -> list[Union[bool, YuebingError]]: ...
+    def register_buffer(self, buffer: MemoryLike, size: Optional[int] = None) -> int: ...
+    def unregister_buffer(self, buffer: MemoryLike) -> None: ...
+    @property
+    def engine(self) -> "Engine": ...
+    @property
+    def segment_name(self) -> str: ...
+    @property
+    def closed(self) -> bool: ...
+    def close(self, *, timeout: Optional[float] = None) -> None: ...
+    def __enter__(self) -> "Store": ...
+    def __exit__(self, *exc: Any) -> None: ...
+
+class Buffer:
+    """Memory the engine allocated (``Engine.allocate``)."""
+    @property
+    def addr(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    def __len__(self) -> int: ...
+    def write(self, data: bytes, offset: int = 0) -> None: ...
+    def read(self, offset: int = 0, length: Optional[int] = None) -> bytes: ...
+    def free(self) -> None: ...
+
+class BatchStatus:
+    """The status of a batch of transfers."""
+    @property
+    def state(self) -> str: ...
+    @property
+    def tasks(self) -> int: ...
+    @property
+    def completed(self) -> int: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def error(self) -> Optional[YuebingError]: ...
+    @property
+    def notify_error(self) -> Optional[YuebingError]: ...
+    @property
+    def done(self) -> bool: ...
+
+class TaskStatus:
+    """The status of one task of a batch."""
+    @property
+    def state(self) -> str: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def length(self) -> int: ...
+    @property
+    def error(self) -> Optional[YuebingError]: ...
+
+class Engine:
+    """A Transfer Engine (see ``help(yuebing.Engine)``)."""
+    def __init__(
+        self,
+        bind: str = "127.0.0.1:0",
+        *,
+        token: Optional[str] = None,
+        transport: Optional[str] = None,
+        shm: bool = True,
+        timeout: float = 30.0,
+    ) -> None: ...
+    @property
+    def name(self) -> str: ...
+    def allocate(self, size: int, *, remote: Optional[str] = None, prefault: bool = True) -> Buffer: ...
+    def register(self, buffer: MemoryLike, size: Optional[int] = None, *, remote: Optional[str] = None) -> int: ...
+    def unregister(self, buffer: Union[MemoryLike, Buffer]) -> None: ...
+    def open_segment(self, name: str) -> int: ...
+    def close_segment(self, segment: int) -> None: ...
+    def segment_buffers(self, segment: int) -> list[tuple[int, int, str]]: ...
+    def write(
+        self, local: MemoryLike, segment: int, remote_addr: int, length: Optional[int] = None, *, timeout: Optional[float] = None
+    ) -> None: ...
+    def read(
+        self, local: MemoryLike, segment: int, remote_addr: int, length: Optional[int] = None, *, timeout: Optional[float] = None
+    ) -> None: ...
+    def allocate_batch(self, capacity: int) -> int: ...
+    def submit(
+        self,
+        batch: int,
+        requests: Sequence[tuple[str, int, int, int, int]],
+        *,
+        notify: Optional[bytes] = None,
+        timeout: Optional[float] = None,
+    ) -> tuple[int, int]: ...
+    def wait(self, batch: int) -> BatchStatus: ...
+    def status(self, batch: int) -> BatchStatus: ...
+    def task_status(self, batch: int, task: int) -> TaskStatus: ...
+    def cancel(self, batch: int) -> int: ...
+    def free_batch(self, batch: int) -> None: ...
+    def take_notifications(self) -> list[tuple[str, bytes]]: ...

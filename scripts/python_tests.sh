@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The Python package's tests (python/tests) against real `yuebing master` and `yuebing node`
+# processes on 127.0.0.1: makes a venv of its own (reused when present) with maturin, pytest and
+# numpy from PyPI, builds the package into it (`maturin develop`, a debug build that reuses the
+# workspace's compiled crates), builds the `yuebing` binary the tests start, and runs pytest.
+# Idempotent; arguments go to pytest (e.g. `-k get_into -x`).
+#
+# Settings: PYTHON (the interpreter that makes the venv; default python3, CPython >= 3.11),
+# CARGO_TARGET_DIR (where cargo builds; the venv goes under it, in py-venv/), YUEBING_BIN (a
+# `yuebing` binary built from these sources; default: build it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target="${CARGO_TARGET_DIR:-$PWD/target}"
+venv="$target/py-venv"
+python="${PYTHON:-python3}"
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "== python venv in $venv"
+  "$python" -m venv "$venv"
+fi
+if ! "$venv/bin/python" -c "import pytest, numpy" 2>/dev/null || [ ! -x "$venv/bin/maturin" ]; then
+  echo "== pip install maturin pytest numpy"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+    "maturin>=1.16,<2" "pytest>=7" "numpy>=1.24"
+fi
+
+# The processes the tests start. scripts/test.sh passes the binary its `cargo test` just built:
+# building it again here, with other dev-dependencies' features, would recompile half the
+# dependency tree.
+bin="${YUEBING_BIN:-}"
+if [ -z "$bin" ]; then
+  echo "== cargo build --bin yuebing"
+  cargo build --locked --bin yuebing
+  bin="$target/debug/yuebing"
+fi
+echo "== maturin develop (python/)"
+(cd python && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" maturin develop --locked --quiet)
+
+echo "== pytest python/tests"
+YUEBING_BIN="$bin" "$venv/bin/python" -m pytest python/tests -q "$@"
