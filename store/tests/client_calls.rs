@@ -1,5 +1,6 @@
-//! The client's calls added for Mooncake's API: a put from several parts, batch and pattern
-//! removal, `health_check` and `hostname`, against a master on 127.0.0.1.
+//! The client's calls added for Mooncake's API: a put from several parts, an upsert from
+//! registered memory, batch and pattern removal, `health_check` and `hostname`, against a master
+//! on 127.0.0.1.
 
 use std::time::Duration;
 
@@ -79,4 +80,25 @@ async fn health_check_tells_healthy_unreachable_and_closed_apart() {
         .ok();
     let h = c.health_check(&opts).await;
     assert_eq!((h, h.code()), (ClientHealth::Closed, 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upsert_from_replaces_a_value_from_registered_memory() {
+    let (_master, c) = master_and_client().await;
+    let opts = Options::deadline(Duration::from_secs(10));
+    let buf = c.engine().allocate(1 << 16, true).unwrap();
+    // SAFETY: no transfer from or into `buf` is under way.
+    unsafe { buf.write_at(0, &[3u8; 5000]) }.unwrap();
+    // SAFETY: as above.
+    unsafe { buf.write_at(5000, b"fresh") }.unwrap();
+    // A new key, then the same key again: upsert_from replaces where put_from is refused.
+    c.upsert_from("k", buf.addr(), 5000, &opts).await.unwrap();
+    assert_eq!(c.get("k", &opts).await.unwrap(), vec![3u8; 5000]);
+    let e = c.put_from("k", buf.addr(), 10, &opts).await.unwrap_err();
+    assert_eq!(e.code(), -705);
+    c.upsert_from("k", buf.addr() + 5000, 5, &opts)
+        .await
+        .unwrap();
+    assert_eq!(c.get("k", &opts).await.unwrap(), b"fresh");
+    assert_eq!(c.get_size("k", &opts).await.unwrap(), 5);
 }

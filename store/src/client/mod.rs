@@ -269,6 +269,15 @@ impl Client {
         .await
     }
 
+    /// As [`Client::put_from`], replacing an existing value (Mooncake's `upsert_from`).
+    pub async fn upsert_from(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<()> {
+        self.in_runtime(async {
+            self.put_from_until(key, (addr, len, None), opts, self.until(opts), true)
+                .await
+        })
+        .await
+    }
+
     /// Stores `value` under `key`, replacing an existing value.
     pub async fn upsert(&self, key: &str, value: &[u8], opts: &Options) -> Result<()> {
         self.in_runtime(async { self.put_bytes(key, &[value], opts, true).await })
