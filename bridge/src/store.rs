@@ -5,6 +5,7 @@
 
 use std::future::Future;
 
+use yuebing_engine::TransferEngine;
 use yuebing_store::master::{ListedObject, ReplicaList, Stats};
 use yuebing_store::{Client, ClientConfig, ClientHealth, Options};
 
@@ -79,6 +80,32 @@ impl BlockingClient {
         })
     }
 
+    /// Starts a client on an existing engine (see [`Client::with_engine`]): the client's
+    /// calls run on `bridge`, its master connections and heartbeat on the engine's runtime,
+    /// and the engine stays usable by its other users, also once the client is closed or
+    /// dropped. The engine's cluster token must be the client's (`InvalidParams` otherwise).
+    /// Blocks until the client is mounted.
+    pub fn with_engine(
+        bridge: &Bridge,
+        cfg: ClientConfig,
+        engine: TransferEngine,
+    ) -> Result<BlockingClient> {
+        bridge.wait_for(|| BlockingClient::with_engine_call(bridge, cfg, engine))
+    }
+
+    /// `with_engine` as a [`Call`].
+    pub fn with_engine_call(
+        bridge: &Bridge,
+        cfg: ClientConfig,
+        engine: TransferEngine,
+    ) -> Call<BlockingClient> {
+        let b = bridge.clone();
+        bridge.call(async move {
+            let client = Client::with_engine(cfg, engine).await?;
+            Ok::<_, crate::Error>(BlockingClient { bridge: b, client })
+        })
+    }
+
     /// The async client underneath (for its engine: register memory there).
     pub fn client(&self) -> &Client {
         &self.client
@@ -139,6 +166,25 @@ impl BlockingClient {
     pub fn put_from(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<()> {
         self.bridge
             .wait_for(|| self.put_from_call(key, addr, len, opts))
+    }
+
+    /// `upsert_from` as a [`Call`] (the memory is read until the call ends).
+    pub fn upsert_from_call(
+        &self,
+        key: impl Into<String>,
+        addr: u64,
+        len: u64,
+        opts: &Options,
+    ) -> Call<()> {
+        let (key, opts) = (key.into(), opts.clone());
+        self.op(move |c| async move { c.upsert_from(&key, addr, len, &opts).await })
+    }
+
+    /// Stores registered memory under `key`, replacing an existing value (see
+    /// [`Client::upsert_from`]).
+    pub fn upsert_from(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<()> {
+        self.bridge
+            .wait_for(|| self.upsert_from_call(key, addr, len, opts))
     }
 
     /// `get` as a [`Call`].

@@ -1,9 +1,11 @@
 //! The store client through the bridge, from plain threads: the blocking forms and the
-//! callback forms of the same calls, against a master on the bridge's runtime.
+//! callback forms of the same calls, against a master on the bridge's runtime; and a client
+//! sharing an engine that outlives it.
 
 use std::time::Duration;
 
-use yuebing_bridge::{BlockingClient, BlockingMaster, Bridge, BridgeConfig};
+use yuebing_bridge::{BlockingClient, BlockingEngine, BlockingMaster, Bridge, BridgeConfig};
+use yuebing_engine::{EngineConfig, RemoteAccess};
 use yuebing_store::master::{MasterServerConfig, RunningMaster};
 use yuebing_store::{ClientConfig, ClientHealth, Options};
 
@@ -161,5 +163,66 @@ fn a_store_client_is_used_from_plain_threads_and_callbacks() {
         })
         .unwrap();
     assert_eq!(report.cut, 0);
+    bridge.shutdown().unwrap();
+}
+
+#[test]
+fn a_store_client_shares_an_engine_that_outlives_it() {
+    let bridge = Bridge::new(BridgeConfig::default()).unwrap();
+    let handle = bridge.handle().clone();
+    let bind: yuebing_rpc::Endpoint = "127.0.0.1:0".parse().unwrap();
+    let master = bridge
+        .block_on(async move {
+            RunningMaster::start_on(MasterServerConfig::default(), &bind, handle).await
+        })
+        .unwrap();
+    let engine = BlockingEngine::start(&bridge, EngineConfig::default()).unwrap();
+    let cfg = ClientConfig {
+        masters: vec![master.local_endpoint().clone()],
+        store_size: 8 << 20,
+        ..ClientConfig::default()
+    };
+    // Another cluster token than the engine's is refused before anything is mounted.
+    let other = ClientConfig {
+        token: Some(yuebing_rpc::Token::new("secret".to_string()).unwrap()),
+        ..cfg.clone()
+    };
+    let e = BlockingClient::with_engine(&bridge, other, engine.engine().clone()).unwrap_err();
+    assert_eq!(e.code(), -600, "{e}");
+
+    let client = BlockingClient::with_engine(&bridge, cfg, engine.engine().clone()).unwrap();
+    assert_eq!(client.hostname(), engine.name());
+    let opts = Options::deadline(Duration::from_secs(10));
+    client.put("k", b"value", &opts).unwrap();
+    assert_eq!(client.get("k", &opts).unwrap(), b"value");
+    // Memory the caller registers with the shared engine serves the client's zero-copy calls.
+    let buf = engine.allocate(1 << 16, true).unwrap();
+    // SAFETY: no transfer from or into `buf` is under way.
+    unsafe { buf.write_at(0, &[5u8; 100]) }.unwrap();
+    client.upsert_from("k", buf.addr(), 100, &opts).unwrap();
+    assert_eq!(client.get("k", &opts).unwrap(), [5u8; 100]);
+    let where_ = client.replicas("k", &opts).unwrap();
+    assert_eq!(where_.replicas[0].node, engine.name());
+    client.close(&opts).unwrap();
+    drop(client);
+
+    // The engine still serves: a transfer into its own exported memory and back.
+    let target = engine
+        .allocate_exported(4096, true, RemoteAccess::READ_WRITE)
+        .unwrap();
+    let own = engine.open_segment(engine.name()).unwrap();
+    engine.write(buf.addr(), own, target.addr(), 100).unwrap();
+    engine
+        .read(buf.addr() + 4096, own, target.addr(), 100)
+        .unwrap();
+    let mut back = vec![0u8; 100];
+    // SAFETY: the read returned, so its transfer is final.
+    unsafe { buf.read_at(4096, &mut back) }.unwrap();
+    assert_eq!(back, [5u8; 100]);
+    bridge
+        .block_on(async move {
+            Ok::<_, yuebing_bridge::Error>(master.shutdown(Duration::from_secs(1)).await)
+        })
+        .unwrap();
     bridge.shutdown().unwrap();
 }
