@@ -43,6 +43,11 @@ impl Engine {
         self.pins.engine()
     }
 
+    /// The engine's registrations, shared with a `Store` made on this engine.
+    pub(crate) fn pins(&self) -> &Arc<Pins> {
+        &self.pins
+    }
+
     /// One transfer between local memory and a peer's segment, with the local memory held.
     #[allow(clippy::too_many_arguments)]
     fn transfer(

@@ -1,35 +1,39 @@
 //! `yuebing.Store`: a client of a running yuebing store (a `yuebing master` and its nodes),
-//! over the bridge's [`BlockingClient`]. The calls of one key are here; batches, the calls on
-//! the whole store and the settings of a new store are in `store_batch`.
+//! over the bridge's [`BlockingClient`]. Every Python method is here (PyO3 takes one
+//! `#[pymethods]` block); the bodies of the batches over caller memory and of the plain-bytes
+//! batch put and upsert, and the settings and start of a new store, are in `store_batch`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
-use yuebing_bridge::{BlockingClient, BlockingEngine};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+use yuebing_bridge::BlockingClient;
 use yuebing_engine::RemoteAccess;
 use yuebing_store::master::PutConfig;
+use yuebing_store::ClientHealth;
 
 use crate::engine::Engine;
 use crate::errors;
 use crate::memory::{copy_of, Access, Memory};
 use crate::options::{self, Replicas};
 use crate::pins::Pins;
-use crate::runtime::{self, ForkSafe};
+use crate::runtime::ForkSafe;
 use crate::store_batch::{self, Settings};
-use crate::types::ObjectInfo;
+use crate::types::{self, ObjectInfo};
 use crate::wait::wait;
 
 /// A client of a yuebing store: put and get byte values by key, zero-copy from and into your
 /// own memory, one key or a batch at a time.
 ///
 /// `Store(masters, *, token=None, store_size=0, staging_size="64MiB", timeout=30.0,
-/// prefault=True, bind="127.0.0.1:0", transport=None, replicas=1)` connects to the master(s)
-/// (`"host:port"`, a comma-separated list, or a list; tried in order) and, with `store_size`
-/// > 0, contributes that much of this process's memory as store space. Sizes are ints or text
-/// ("64MiB", "1G"); times are seconds.
+/// prefault=True, bind="127.0.0.1:0", transport=None, replicas=1, engine=None)` connects to the
+/// master(s) (`"host:port"`, a comma-separated list, or a list; tried in order) and, with
+/// `store_size` > 0, contributes that much of this process's memory as store space. Sizes are
+/// ints or text ("64MiB", "1G"); times are seconds. With `engine` (a `yuebing.Engine`, started
+/// with the same `token`) the store runs on that engine instead of one of its own: its segment
+/// is the engine's, its registrations are shared, and the engine stays usable after `close`.
 ///
 /// Every call blocks only its thread, with the GIL released, and Ctrl-C cancels it
 /// (`KeyboardInterrupt`). Errors are `yuebing.YuebingError` subclasses carrying `.code` and
@@ -83,13 +87,57 @@ impl Store {
         };
         wait(py, call)
     }
+
+    /// `put_parts`, or (`upsert`) `upsert_parts`: each part copied by its byte length.
+    fn put_parts_value(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        parts: &Bound<'_, PyTuple>,
+        opts: yuebing_store::Options,
+        upsert: bool,
+    ) -> PyResult<()> {
+        let client = self.client()?;
+        let parts = parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| copy_of(&p, &format!("parts[{i}]")))
+            .collect::<PyResult<Vec<_>>>()?;
+        let call = match upsert {
+            true => client.upsert_parts_call(key, parts, &opts),
+            false => client.put_parts_call(key, parts, &opts),
+        };
+        wait(py, call)
+    }
+
+    /// `put_from`, or (`upsert`) `upsert_from`: the memory held registered for the call.
+    fn put_memory(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        (buffer, size): (&Bound<'_, PyAny>, Option<u64>),
+        opts: yuebing_store::Options,
+        upsert: bool,
+    ) -> PyResult<()> {
+        let client = self.client()?;
+        let mem = Memory::from_py(buffer, size, Access::Read, "buffer")?;
+        let held = self.pins.hold(py, &mem)?;
+        let call = match upsert {
+            true => client.upsert_from_call(key, mem.addr, mem.len, &opts),
+            false => client.put_from_call(key, mem.addr, mem.len, &opts),
+        };
+        let done = wait(py, call);
+        // The call's work has stopped (even when a signal ended the wait): release the memory.
+        drop(held);
+        done
+    }
 }
 
 #[pymethods]
 impl Store {
     #[new]
     #[pyo3(signature = (masters, *, token=None, store_size=None, staging_size=None, timeout=30.0,
-        prefault=true, bind="127.0.0.1:0", transport=None, replicas=1))]
+        prefault=true, bind=store_batch::DEFAULT_BIND, transport=None, replicas=1, engine=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -102,7 +150,9 @@ impl Store {
         bind: &str,
         transport: Option<&str>,
         replicas: u32,
+        engine: Option<&Bound<'_, Engine>>,
     ) -> PyResult<Store> {
+        let engine = engine.map(Bound::get);
         let settings = Settings {
             masters,
             token,
@@ -113,15 +163,14 @@ impl Store {
             bind,
             transport,
             replicas,
+            engine,
         };
         let cfg = store_batch::client_config(py, settings)?;
         let put_default = cfg.put.clone();
-        let bridge = runtime::bridge(py)?;
-        let client = wait(py, BlockingClient::start_call(&bridge, cfg))?;
-        let engine = BlockingEngine::from_engine(&bridge, client.client().engine().clone());
+        let (client, pins) = store_batch::start(py, cfg, engine)?;
         Ok(Store {
             client: ForkSafe::new(client),
-            pins: ForkSafe::new(Arc::new(Pins::new(engine))),
+            pins: ForkSafe::new(pins),
             put_default,
             closed: AtomicBool::new(false),
         })
@@ -206,13 +255,87 @@ impl Store {
             hard_pin,
         };
         let opts = self.put_options(timeout, r)?;
-        let client = self.client()?;
-        let mem = Memory::from_py(buffer, size, Access::Read, "buffer")?;
-        let held = self.pins.hold(py, &mem)?;
-        let done = wait(py, client.put_from_call(key, mem.addr, mem.len, &opts));
-        // The call's work has stopped (even when a signal ended the wait): release the memory.
-        drop(held);
-        done
+        self.put_memory(py, key, (buffer, size), opts, false)
+    }
+
+    /// As `put_from`, replacing an existing value (zero-copy from `buffer`, or an int address
+    /// with `size`).
+    #[pyo3(signature = (key, buffer, size=None, *, timeout=None, replicas=None, preferred=None,
+        soft_pin=false, hard_pin=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn upsert_from(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        buffer: &Bound<'_, PyAny>,
+        size: Option<u64>,
+        timeout: Option<f64>,
+        replicas: Option<u32>,
+        preferred: Option<Vec<String>>,
+        soft_pin: bool,
+        hard_pin: bool,
+    ) -> PyResult<()> {
+        let r = Replicas {
+            replicas,
+            preferred,
+            soft_pin,
+            hard_pin,
+        };
+        let opts = self.put_options(timeout, r)?;
+        self.put_memory(py, key, (buffer, size), opts, true)
+    }
+
+    /// Stores the concatenation of `parts` under `key`: each part is any C-contiguous buffer
+    /// (bytes, bytearray, memoryview, a numpy array of any dtype), taken by its length in
+    /// bytes; the value is copied once into registered memory. An existing key raises
+    /// `ObjectAlreadyExists` and keeps its value (see `upsert_parts`).
+    #[pyo3(signature = (key, *parts, timeout=None, replicas=None, preferred=None,
+        soft_pin=false, hard_pin=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn put_parts(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        parts: &Bound<'_, PyTuple>,
+        timeout: Option<f64>,
+        replicas: Option<u32>,
+        preferred: Option<Vec<String>>,
+        soft_pin: bool,
+        hard_pin: bool,
+    ) -> PyResult<()> {
+        let r = Replicas {
+            replicas,
+            preferred,
+            soft_pin,
+            hard_pin,
+        };
+        let opts = self.put_options(timeout, r)?;
+        self.put_parts_value(py, key, parts, opts, false)
+    }
+
+    /// As `put_parts`, replacing an existing value.
+    #[pyo3(signature = (key, *parts, timeout=None, replicas=None, preferred=None,
+        soft_pin=false, hard_pin=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn upsert_parts(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        parts: &Bound<'_, PyTuple>,
+        timeout: Option<f64>,
+        replicas: Option<u32>,
+        preferred: Option<Vec<String>>,
+        soft_pin: bool,
+        hard_pin: bool,
+    ) -> PyResult<()> {
+        let r = Replicas {
+            replicas,
+            preferred,
+            soft_pin,
+            hard_pin,
+        };
+        let opts = self.put_options(timeout, r)?;
+        self.put_parts_value(py, key, parts, opts, true)
     }
 
     /// The value of `key` as bytes. A missing key raises `ObjectNotFound` (a `KeyError`).
@@ -281,6 +404,83 @@ impl Store {
         wait(py, self.client()?.remove_all_call(force, &opts))
     }
 
+    /// Removes every object whose key the regular expression `pattern` matches somewhere
+    /// (anchor it, `^…$`, for whole keys; `force`: leased ones too); returns how many. A bad
+    /// pattern raises `InvalidParams`.
+    #[pyo3(signature = (pattern, force=false, *, timeout=None))]
+    fn remove_by_regex(
+        &self,
+        py: Python<'_>,
+        pattern: &str,
+        force: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<u64> {
+        let opts = options::call(timeout)?;
+        wait(
+            py,
+            self.client()?.remove_by_regex_call(pattern, force, &opts),
+        )
+    }
+
+    /// Removes each key (`force`: even while a reader holds a lease); one entry per key:
+    /// `None` when removed, or the `YuebingError` instance (not raised) of a failed item
+    /// (`ObjectNotFound`, `ObjectHasLease`, …).
+    #[pyo3(signature = (keys, force=false, *, timeout=None))]
+    fn batch_remove(
+        &self,
+        py: Python<'_>,
+        keys: Vec<String>,
+        force: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let opts = options::call(timeout)?;
+        let each = wait(py, self.client()?.batch_remove_call(keys, force, &opts))?;
+        errors::items(py, each, |py, ()| Ok(py.None()))
+    }
+
+    /// Where `key`'s replicas are: a `Replicas` with the value's `size`, its `replicas` as
+    /// `(node, addr, len)` and the `lease_ms` of the read lease this takes, as a `get` does
+    /// (until it ends, `remove` without `force` raises `ObjectHasLease`). A missing key
+    /// raises `ObjectNotFound`.
+    #[pyo3(signature = (key, *, timeout=None))]
+    fn replicas(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        timeout: Option<f64>,
+    ) -> PyResult<types::Replicas> {
+        let opts = options::call(timeout)?;
+        let list = wait(py, self.client()?.replicas_call(key, &opts))?;
+        Ok(types::Replicas::from(list))
+    }
+
+    /// `replicas` of each key; one entry per key: a `Replicas`, or the `YuebingError`
+    /// instance (not raised) of a failed item (`ObjectNotFound` for a missing key).
+    #[pyo3(signature = (keys, *, timeout=None))]
+    fn batch_replicas(
+        &self,
+        py: Python<'_>,
+        keys: Vec<String>,
+        timeout: Option<f64>,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let opts = options::call(timeout)?;
+        let each = wait(py, self.client()?.batch_replicas_call(keys, &opts))?;
+        errors::items(py, each, |py, list| {
+            Ok(Py::new(py, types::Replicas::from(list))?.into_any())
+        })
+    }
+
+    /// Mooncake's `health_check`: 0 healthy (a master answers and is ready), 1 closed (also
+    /// after `close`: never raises then), 2 no master answered within the call's timeout.
+    #[pyo3(signature = (*, timeout=None))]
+    fn health_check(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<i32> {
+        let opts = options::call(timeout)?;
+        if self.closed() {
+            return Ok(ClientHealth::Closed.code());
+        }
+        Ok(wait(py, self.client.health_check_call(&opts))?.code())
+    }
+
     /// The objects whose keys start with `prefix`, sorted by key, at most `limit`.
     #[pyo3(signature = (prefix="", limit=1000, *, timeout=None))]
     fn list(
@@ -338,7 +538,33 @@ impl Store {
             hard_pin,
         };
         let opts = self.put_options(timeout, r)?;
-        store_batch::batch_put(self, py, keys, values, &opts)
+        store_batch::batch_put(self, py, keys, values, &opts, false)
+    }
+
+    /// As `batch_put`, replacing existing values; one entry per key: `None`, or the
+    /// `YuebingError` instance of a failed item.
+    #[pyo3(signature = (keys, values, *, timeout=None, replicas=None, preferred=None,
+        soft_pin=false, hard_pin=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn batch_upsert(
+        &self,
+        py: Python<'_>,
+        keys: Vec<String>,
+        values: Vec<Bound<'_, PyAny>>,
+        timeout: Option<f64>,
+        replicas: Option<u32>,
+        preferred: Option<Vec<String>>,
+        soft_pin: bool,
+        hard_pin: bool,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let r = Replicas {
+            replicas,
+            preferred,
+            soft_pin,
+            hard_pin,
+        };
+        let opts = self.put_options(timeout, r)?;
+        store_batch::batch_put(self, py, keys, values, &opts, true)
     }
 
     /// Stores each key from its buffer (or int address with `sizes[i]`) without copying;
@@ -365,7 +591,34 @@ impl Store {
             hard_pin,
         };
         let opts = self.put_options(timeout, r)?;
-        store_batch::batch_put_from(self, py, keys, buffers, sizes, &opts)
+        store_batch::batch_put_from(self, py, keys, buffers, sizes, &opts, false)
+    }
+
+    /// As `batch_put_from`, replacing existing values; one entry per key: `None`, or the
+    /// `YuebingError` instance of a failed item.
+    #[pyo3(signature = (keys, buffers, sizes=None, *, timeout=None, replicas=None,
+        preferred=None, soft_pin=false, hard_pin=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn batch_upsert_from(
+        &self,
+        py: Python<'_>,
+        keys: Vec<String>,
+        buffers: Vec<Bound<'_, PyAny>>,
+        sizes: Option<Vec<Option<u64>>>,
+        timeout: Option<f64>,
+        replicas: Option<u32>,
+        preferred: Option<Vec<String>>,
+        soft_pin: bool,
+        hard_pin: bool,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let r = Replicas {
+            replicas,
+            preferred,
+            soft_pin,
+            hard_pin,
+        };
+        let opts = self.put_options(timeout, r)?;
+        store_batch::batch_put_from(self, py, keys, buffers, sizes, &opts, true)
     }
 
     /// The value of each key; one entry per key: bytes, or the `YuebingError` instance (not
@@ -454,6 +707,13 @@ impl Store {
     #[getter]
     fn segment_name(&self) -> String {
         self.client.client().engine().name().to_string()
+    }
+
+    /// The name this client's node goes by in the cluster: its segment name, the `node` of
+    /// the replicas in its store space (Mooncake's `get_hostname`).
+    #[getter]
+    fn hostname(&self) -> String {
+        self.client.hostname().to_string()
     }
 
     /// Whether `close` was called.

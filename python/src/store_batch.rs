@@ -1,19 +1,25 @@
-//! The `Store`'s batches over caller memory, its plain-bytes batch put, and the settings of a
-//! new store.
+//! The `Store`'s batches over caller memory, its plain-bytes batch put and upsert, and the
+//! settings and start of a new store (on an engine of its own or a shared `Engine`).
+
+use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
+use yuebing_bridge::{BlockingClient, BlockingEngine};
 use yuebing_engine::{EngineConfig, TransportKind};
 use yuebing_rpc::{Endpoint, Token};
 use yuebing_store::{ClientConfig, Options};
 
-use crate::errors;
+use crate::engine::Engine;
 use crate::memory::{copy_of, Access, Memory};
-use crate::options;
-use crate::pins::Held;
+use crate::pins::{Held, Pins};
 use crate::store::Store;
 use crate::wait::wait;
+use crate::{errors, options, runtime};
+
+/// `Store(bind=...)`'s default: an ephemeral port of the loopback interface.
+pub(crate) const DEFAULT_BIND: &str = "127.0.0.1:0";
 
 /// The keyword arguments of `Store(...)`.
 pub(crate) struct Settings<'a, 'py> {
@@ -26,6 +32,8 @@ pub(crate) struct Settings<'a, 'py> {
     pub(crate) bind: &'a str,
     pub(crate) transport: Option<&'a str>,
     pub(crate) replicas: u32,
+    /// An `Engine` to run on (then `bind` and `transport` are the engine's).
+    pub(crate) engine: Option<&'a Engine>,
 }
 
 /// The client configuration `settings` ask for.
@@ -61,6 +69,11 @@ pub(crate) fn client_config(py: Python<'_>, s: Settings<'_, '_>) -> PyResult<Cli
             )))
         }
     };
+    if s.engine.is_some() && (s.transport.is_some() || s.bind != DEFAULT_BIND) {
+        return Err(PyValueError::new_err(
+            "bind and transport are the engine's settings: give them to yuebing.Engine(...)",
+        ));
+    }
     if s.replicas == 0 {
         return Err(PyValueError::new_err("replicas must be at least 1"));
     }
@@ -85,6 +98,33 @@ pub(crate) fn client_config(py: Python<'_>, s: Settings<'_, '_>) -> PyResult<Cli
     };
     cfg.put.replica_num = s.replicas;
     Ok(cfg)
+}
+
+/// Starts the client of a new store: with an engine of its own, or (`engine`) on that
+/// `Engine`, whose registrations it then shares. Returns the client and the registrations of
+/// its engine.
+pub(crate) fn start(
+    py: Python<'_>,
+    cfg: ClientConfig,
+    engine: Option<&Engine>,
+) -> PyResult<(BlockingClient, Arc<Pins>)> {
+    match engine {
+        None => {
+            let bridge = runtime::bridge(py)?;
+            let client = wait(py, BlockingClient::start_call(&bridge, cfg))?;
+            let own = BlockingEngine::from_engine(&bridge, client.client().engine().clone());
+            Ok((client, Arc::new(Pins::new(own))))
+        }
+        Some(engine) => {
+            // On the engine's bridge: in a forked child that refuses with `Forked` rather than
+            // waiting on the parent's runtime, whose threads do not exist there.
+            let shared = engine.engine();
+            let call =
+                BlockingClient::with_engine_call(shared.bridge(), cfg, shared.engine().clone());
+            let client = wait(py, call)?;
+            Ok((client, Arc::clone(engine.pins())))
+        }
+    }
 }
 
 /// `sizes[i]` when given (a list as long as the keys, entries may be `None`).
@@ -143,13 +183,14 @@ fn ranges<'a>(
     Ok(out)
 }
 
-/// `Store.batch_put`.
+/// `Store.batch_put`, or (`upsert`) `Store.batch_upsert`.
 pub(crate) fn batch_put(
     store: &Store,
     py: Python<'_>,
     keys: Vec<String>,
     values: Vec<Bound<'_, PyAny>>,
     opts: &Options,
+    upsert: bool,
 ) -> PyResult<Vec<Py<PyAny>>> {
     same_length(keys.len(), "values", values.len())?;
     let client = store.client()?;
@@ -159,11 +200,15 @@ pub(crate) fn batch_put(
         .enumerate()
         .map(|(i, (k, v))| Ok((k, copy_of(v, &format!("values[{i}]"))?)))
         .collect::<PyResult<Vec<_>>>()?;
-    let each = wait(py, client.batch_put_call(items, opts))?;
+    let call = match upsert {
+        true => client.batch_upsert_call(items, opts),
+        false => client.batch_put_call(items, opts),
+    };
+    let each = wait(py, call)?;
     errors::items(py, each, |py, ()| Ok(py.None()))
 }
 
-/// `Store.batch_put_from`.
+/// `Store.batch_put_from`, or (`upsert`) `Store.batch_upsert_from`.
 pub(crate) fn batch_put_from(
     store: &Store,
     py: Python<'_>,
@@ -171,10 +216,16 @@ pub(crate) fn batch_put_from(
     buffers: Vec<Bound<'_, PyAny>>,
     sizes: Option<Vec<Option<u64>>>,
     opts: &Options,
+    upsert: bool,
 ) -> PyResult<Vec<Py<PyAny>>> {
     let client = store.client()?;
     let ranges = ranges(store, py, keys, buffers, sizes, Access::Read)?;
-    let each = wait(py, client.batch_put_from_call(ranges.items.clone(), opts));
+    let items = ranges.items.clone();
+    let call = match upsert {
+        true => client.batch_upsert_from_call(items, opts),
+        false => client.batch_put_from_call(items, opts),
+    };
+    let each = wait(py, call);
     // The call's work has stopped: the memory may go.
     drop(ranges);
     errors::items(py, each?, |py, ()| Ok(py.None()))

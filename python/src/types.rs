@@ -1,4 +1,5 @@
-//! The small result classes: an object of a listing, a batch's and a task's status.
+//! The small result classes: an object of a listing, where an object's replicas are, a batch's
+//! and a task's status.
 
 use pyo3::prelude::*;
 use yuebing_engine::TaskState;
@@ -33,6 +34,48 @@ impl From<yuebing_store::master::ListedObject> for ObjectInfo {
             key: o.key,
             size: o.size,
             replicas: o.replicas,
+        }
+    }
+}
+
+/// Where an object's replicas are (`Store.replicas`): its size, each replica as
+/// `(node, addr, len)` (the node's segment name, the address in that node's engine, the length)
+/// and the read lease the master granted with the answer, in milliseconds.
+#[pyclass(module = "yuebing._native", frozen, get_all, eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Replicas {
+    /// The object's size in bytes.
+    size: u64,
+    /// `(node, addr, len)` of each readable replica, in placement order.
+    replicas: Vec<(String, u64, u64)>,
+    /// How long the read lease lasts (milliseconds).
+    lease_ms: u64,
+}
+
+#[pymethods]
+impl Replicas {
+    fn __len__(&self) -> usize {
+        self.replicas.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Replicas(size={}, replicas={:?}, lease_ms={})",
+            self.size, self.replicas, self.lease_ms
+        )
+    }
+}
+
+impl From<yuebing_store::master::ReplicaList> for Replicas {
+    fn from(l: yuebing_store::master::ReplicaList) -> Self {
+        Replicas {
+            size: l.size,
+            replicas: l
+                .replicas
+                .into_iter()
+                .map(|d| (d.node, d.addr, d.len))
+                .collect(),
+            lease_ms: l.lease_ms,
         }
     }
 }

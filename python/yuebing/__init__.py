@@ -37,7 +37,7 @@ the event loop.
 from __future__ import annotations
 
 from . import errors
-from ._native import BatchStatus, Buffer, Engine, ObjectInfo, Store, TaskStatus, __version__
+from ._native import BatchStatus, Buffer, Engine, ObjectInfo, Replicas, Store, TaskStatus, __version__
 from .errors import *  # noqa: F401,F403  (one exception class per error code)
 from .errors import ERRORS_BY_CODE, ERRORS_BY_NAME, YuebingError
 
@@ -46,6 +46,7 @@ __all__ = [
     "Engine",
     "Buffer",
     "ObjectInfo",
+    "Replicas",
     "BatchStatus",
     "TaskStatus",
     "YuebingError",

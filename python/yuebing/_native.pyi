@@ -27,6 +27,17 @@ class ObjectInfo:
     @property
     def replicas(self) -> int: ...
 
+class Replicas:
+    """Where an object's replicas are (``Store.replicas``)."""
+    @property
+    def size(self) -> int: ...
+    @property
+    def replicas(self) -> list[tuple[str, int, int]]:
+        """``(node, addr, len)`` of each replica, in placement order."""
+    @property
+    def lease_ms(self) -> int: ...
+    def __len__(self) -> int: ...
+
 class Store:
     """A client of a yuebing store (see ``help(yuebing.Store)``)."""
     def __init__(
@@ -41,6 +52,7 @@ class Store:
         bind: str = "127.0.0.1:0",
         transport: Optional[str] = None,
         replicas: int = 1,
+        engine: Optional["Engine"] = None,
     ) -> None: ...
     def put(
         self,
@@ -76,6 +88,38 @@ class Store:
         soft_pin: bool = False,
         hard_pin: bool = False,
     ) -> None: ...
+    def upsert_from(
+        self,
+        key: str,
+        buffer: MemoryLike,
+        size: Optional[int] = None,
+        *,
+        timeout: Optional[float] = None,
+        replicas: Optional[int] = None,
+        preferred: Optional[Sequence[str]] = None,
+        soft_pin: bool = False,
+        hard_pin: bool = False,
+    ) -> None: ...
+    def put_parts(
+        self,
+        key: str,
+        *parts: BufferLike,
+        timeout: Optional[float] = None,
+        replicas: Optional[int] = None,
+        preferred: Optional[Sequence[str]] = None,
+        soft_pin: bool = False,
+        hard_pin: bool = False,
+    ) -> None: ...
+    def upsert_parts(
+        self,
+        key: str,
+        *parts: BufferLike,
+        timeout: Optional[float] = None,
+        replicas: Optional[int] = None,
+        preferred: Optional[Sequence[str]] = None,
+        soft_pin: bool = False,
+        hard_pin: bool = False,
+    ) -> None: ...
     def get(self, key: str, *, timeout: Optional[float] = None) -> bytes: ...
     def get_into(
         self, key: str, buffer: MemoryLike, size: Optional[int] = None, *, timeout: Optional[float] = None
@@ -84,6 +128,14 @@ class Store:
     def get_size(self, key: str, *, timeout: Optional[float] = None) -> int: ...
     def remove(self, key: str, force: bool = False, *, timeout: Optional[float] = None) -> None: ...
     def remove_all(self, force: bool = False, *, timeout: Optional[float] = None) -> int: ...
+    def remove_by_regex(self, pattern: str, force: bool = False, *, timeout: Optional[float] = None) -> int: ...
+    def batch_remove(
+        self, keys: Sequence[str], force: bool = False, *, timeout: Optional[float] = None
+    ) -> list[Optional[YuebingError]]: ...
+    def replicas(self, key: str, *, timeout: Optional[float] = None) -> Replicas: ...
+    def batch_replicas(self, keys: Sequence[str], *, timeout: Optional[float] = None) -> list[Union[Replicas, YuebingError]]: ...
+    def health_check(self, *, timeout: Optional[float] = None) -> int:
+        """0 healthy, 1 closed, 2 master unreachable (Mooncake's numbers)."""
     def list(self, prefix: str = "", limit: int = 1000, *, timeout: Optional[float] = None) -> list[ObjectInfo]: ...
     def stats(self, *, timeout: Optional[float] = None) -> dict[str, Union[int, float]]: ...
     def batch_put(
@@ -98,6 +150,29 @@ class Store:
         hard_pin: bool = False,
     ) -> list[Optional[YuebingError]]: ...
     def batch_put_from(
+        self,
+        keys: Sequence[str],
+        buffers: Sequence[MemoryLike],
+        sizes: Optional[Sequence[Optional[int]]] = None,
+        *,
+        timeout: Optional[float] = None,
+        replicas: Optional[int] = None,
+        preferred: Optional[Sequence[str]] = None,
+        soft_pin: bool = False,
+        hard_pin: bool = False,
+    ) -> list[Optional[YuebingError]]: ...
+    def batch_upsert(
+        self,
+        keys: Sequence[str],
+        values: Sequence[BufferLike],
+        *,
+        timeout: Optional[float] = None,
+        replicas: Optional[int] = None,
+        preferred: Optional[Sequence[str]] = None,
+        soft_pin: bool = False,
+        hard_pin: bool = False,
+    ) -> list[Optional[YuebingError]]: ...
+    def batch_upsert_from(
         self,
         keys: Sequence[str],
         buffers: Sequence[MemoryLike],
@@ -125,6 +200,8 @@ class Store:
     def engine(self) -> "Engine": ...
     @property
     def segment_name(self) -> str: ...
+    @property
+    def hostname(self) -> str: ...
     @property
     def closed(self) -> bool: ...
     def close(self, *, timeout: Optional[float] = None) -> None: ...
