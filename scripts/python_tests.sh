@@ -18,10 +18,10 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "== python venv in $venv"
   "$python" -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c "import pytest, numpy" 2>/dev/null || [ ! -x "$venv/bin/maturin" ]; then
-  echo "== pip install maturin pytest numpy"
+if ! "$venv/bin/python" -c "import pytest, numpy, wheel" 2>/dev/null || [ ! -x "$venv/bin/maturin" ]; then
+  echo "== pip install maturin pytest numpy setuptools wheel"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check \
-    "maturin>=1.16,<2" "pytest>=7" "numpy>=1.24"
+    "maturin>=1.16,<2" "pytest>=7" "numpy>=1.24" "setuptools>=68" wheel
 fi
 
 # The processes the tests start. scripts/test.sh passes the binary its `cargo test` just built:
@@ -35,6 +35,10 @@ if [ -z "$bin" ]; then
 fi
 echo "== maturin develop (python/)"
 (cd python && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" maturin develop --locked --quiet)
+
+echo "== pip install python/mooncake-compat (the Mooncake drop-in, pure Python)"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
+  --force-reinstall ./python/mooncake-compat
 
 echo "== pytest python/tests"
 YUEBING_BIN="$bin" "$venv/bin/python" -m pytest python/tests -q "$@"

@@ -1,0 +1,133 @@
+"""The arguments of ``MooncakeDistributedStore.setup``, in its positional/keyword and dict
+forms, checked as Mooncake 0.3.13.post1 checks them."""
+
+from dataclasses import dataclass
+
+from . import _codes
+from ._sizes import parse_size
+
+MIN_SEGMENT = 16 << 20
+_NAMES = ("local_hostname", "metadata_server", "global_segment_size", "local_buffer_size",
+          "protocol", "rdma_devices", "master_server_addr")
+_OPTIONAL = {"engine": None, "enable_ssd_offload": False, "ssd_offload_path": "",
+             "tenant_id": "default", "enable_client_http_server": False, "client_http_port": 9300}
+_DICT_DEFAULTS = {"global_segment_size": 16 << 20, "local_buffer_size": 16 << 20,
+                  "protocol": "tcp", "rdma_devices": "", "master_server_addr": "127.0.0.1:50051"}
+
+
+class SetupError(Exception):
+    """A setup argument Mooncake refuses; ``code`` is what ``setup`` returns."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class SetupArgs:
+    """What ``setup`` was given, normalised."""
+    local_hostname: str
+    metadata_server: str
+    global_segment_size: int
+    local_buffer_size: int
+    protocol: str
+    rdma_devices: str
+    master_server_addr: str
+    engine: object = None
+
+
+def from_call(args, kwargs):
+    """The arguments of either overload: ``setup(config: dict)`` or the seven required ones
+    (positional or by keyword) plus the optional ones. A wrong type raises ``TypeError`` as
+    pybind11 does; a refused value raises :class:`SetupError`."""
+    if len(args) == 1 and not kwargs and isinstance(args[0], dict):
+        return from_dict(args[0])
+    if not args and set(kwargs) == {"config"} and isinstance(kwargs["config"], dict):
+        return from_dict(kwargs["config"])
+    names = _NAMES + tuple(_OPTIONAL)
+    if len(args) > len(names):
+        raise TypeError(f"setup() takes at most {len(names)} arguments ({len(args)} given)")
+    given = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names:
+            raise TypeError(f"setup() got an unexpected keyword argument '{k}'")
+        if k in given:
+            raise TypeError(f"setup() got multiple values for argument '{k}'")
+        given[k] = v
+    missing = [n for n in _NAMES if n not in given]
+    if missing:
+        raise TypeError(f"setup() missing required arguments: {', '.join(missing)}")
+    for n in ("local_hostname", "metadata_server", "protocol", "rdma_devices",
+              "master_server_addr"):
+        if not isinstance(given[n], str):
+            raise TypeError(f"setup(): {n} must be str, not {type(given[n]).__name__}")
+    for n in ("global_segment_size", "local_buffer_size"):
+        v = given[n]
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise TypeError(f"setup(): {n} must be a non-negative int, not {v!r}")
+    out = SetupArgs(*(given[n] for n in _NAMES), engine=given.get("engine"))
+    return check(out)
+
+
+def from_dict(config):
+    """The dict overload: every value through ``str()``, sizes as size strings, defaults for
+    what is missing; a missing required key or a bad size is ``-600``."""
+    for n in ("local_hostname", "metadata_server"):
+        if n not in config:
+            raise SetupError(_codes.INVALID_PARAMS, f"setup: '{n}' is required")
+    values = {**_DICT_DEFAULTS, **{k: v for k, v in config.items() if k in _NAMES}}
+    sizes = {}
+    for n in ("global_segment_size", "local_buffer_size"):
+        try:
+            sizes[n] = parse_size(str(values[n]))
+        except ValueError as e:
+            raise SetupError(_codes.INVALID_PARAMS, f"setup: {n}: {e}") from None
+    buf = sizes["local_buffer_size"]
+    if buf != 0 and not (1 << 10) <= buf <= (1 << 40):
+        raise SetupError(_codes.INVALID_PARAMS, "setup: local_buffer_size must be 0 or 1 KiB..1 TiB")
+    out = SetupArgs(str(values["local_hostname"]), str(values["metadata_server"]),
+                    sizes["global_segment_size"], buf, str(values["protocol"]),
+                    str(values["rdma_devices"]), str(values["master_server_addr"]))
+    return check(out)
+
+
+def check(a):
+    """The checks both overloads share."""
+    if a.global_segment_size != 0 and a.global_segment_size < MIN_SEGMENT:
+        raise SetupError(_codes.INVALID_PARAMS,
+                         f"setup: global_segment_size must be 0 or at least {MIN_SEGMENT}")
+    if a.protocol != "tcp":
+        # Mooncake also takes "rdma"; yuebing has no RDMA transport yet. Mooncake returns -1
+        # for an unknown protocol (even "TCP").
+        raise SetupError(_codes.INTERNAL_ERROR, f"setup: protocol {a.protocol!r} is not supported "
+                         "(only 'tcp')")
+    metadata_kind(a.metadata_server)
+    host_port(a.master_server_addr, "master_server_addr")
+    if not a.local_hostname:
+        raise SetupError(_codes.INVALID_PARAMS, "setup: local_hostname is empty")
+    return a
+
+
+def metadata_kind(server):
+    """``"p2p"``, ``"http"`` or ``"etcd"`` for a metadata-server string Mooncake accepts.
+    yuebing exchanges segment descriptors peer to peer whichever is named, so the server named
+    is not contacted. An unknown scheme (which aborts Mooncake's process) is ``-600`` here."""
+    if server == "P2PHANDSHAKE":
+        return "p2p"
+    if "://" in server:
+        scheme = server.split("://", 1)[0].lower()
+        if scheme in ("http", "https"):
+            return "http"
+        if scheme == "etcd":
+            return "etcd"
+        raise SetupError(_codes.INVALID_PARAMS, f"setup: unknown metadata server scheme {scheme!r}")
+    host_port(server, "metadata_server")
+    return "etcd"
+
+
+def host_port(text, what):
+    """``(host, port)`` of a ``host:port`` string; ``-600`` if it is not one."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SetupError(_codes.INVALID_PARAMS, f"setup: {what} {text!r} is not host:port")
+    return host, int(port)

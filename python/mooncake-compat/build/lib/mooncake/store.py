@@ -1,0 +1,408 @@
+"""``mooncake.store`` on yuebing: ``MooncakeDistributedStore`` with Mooncake 0.3.13.post1's
+methods, arguments and integer results, over ``yuebing.Store``.
+
+Results follow Mooncake: 0 or a negative ``ErrorCode`` for most calls; bytes written for
+``get_into``; a count for ``remove_all``/``remove_by_regex``; 1/0/negative for ``is_exist``;
+``b""`` for a ``get`` that fails. A put of an existing key succeeds and keeps the old value, as
+Mooncake's client does (use ``upsert``). Where this differs from Mooncake, the package README
+says so and why.
+"""
+
+import os
+import threading
+
+import yuebing
+
+from . import _codes, _setup
+from ._codes import INVALID_PARAMS, OBJECT_ALREADY_EXISTS
+from ._types import (Descriptor, MemoryDescriptor, ObjectDataType, ReplicaDescriptor,
+                     ReplicaStatus, ReplicateConfig, SoftPinAction, TaskStatus, TaskType)
+from ._values import BufferHandle, byte_parts, byte_value
+
+__all__ = ["MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction", "ObjectDataType",
+           "ReplicaStatus", "ReplicaDescriptor", "MemoryDescriptor", "Descriptor", "TaskStatus",
+           "TaskType", "BufferHandle"]
+
+_DEFAULT = ReplicateConfig()
+
+
+def _put_options(config):
+    """The keyword arguments of a yuebing put for a ``ReplicateConfig``; ``None`` for a
+    config Mooncake refuses on a put (``prefer_alloc_in_same_node``)."""
+    if not isinstance(config, ReplicateConfig):
+        raise TypeError("config must be a mooncake.store.ReplicateConfig, "
+                        f"not {type(config).__name__}")
+    if config.prefer_alloc_in_same_node:
+        return None
+    return {"replicas": max(1, int(config.replica_num)), "preferred": config.preferred() or None,
+            "soft_pin": config.soft_pin_action == SoftPinAction.ENABLE,
+            "hard_pin": bool(config.with_hard_pin)}
+
+
+def _code(err, what):
+    """Mooncake's code for a yuebing exception."""
+    return _codes.store_code(err.code, what)
+
+
+def _put_code(err, what):
+    """As ``_code``, with an existing key a success (Mooncake keeps the old value)."""
+    return 0 if err.code == OBJECT_ALREADY_EXISTS else _code(err, what)
+
+
+def _ok(call):
+    """``call``, answering 0 when it returns (Mooncake's success) whatever it returned."""
+    def run(store):
+        call(store)
+        return 0
+    return run
+
+
+def _logged(value):
+    """An error handler answering ``value`` after logging yuebing's error."""
+    def answer(err, what):
+        _codes.log.info("%s: %s (yuebing code %d)", what, err, err.code)
+        return value
+    return answer
+
+
+def _each(results, what, ok=lambda r: 0, fail=_code):
+    """One Mooncake result per batch entry (an entry is a value or an exception instance)."""
+    return [fail(r, what) if isinstance(r, yuebing.YuebingError) else ok(r) for r in results]
+
+
+class MooncakeDistributedStore:
+    """Mooncake's store client, on yuebing. Make one, then ``setup`` it; it may be shared by
+    threads, and subclassed (``mooncake.async_store`` style wrappers work)."""
+
+    def __init__(self):
+        self._store = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def setup(self, *args, **kwargs):
+        """``setup(local_hostname, metadata_server, global_segment_size, local_buffer_size,
+        protocol, rdma_devices, master_server_addr, engine=None, ...)`` or ``setup(config:
+        dict)``: connects to the master; 0, or a negative code. ``metadata_server`` may be
+        ``P2PHANDSHAKE``, ``http://…`` or ``etcd://…``: yuebing exchanges segment descriptors
+        peer to peer whichever is named. Between processes of one host yuebing moves bytes over
+        shared memory, elsewhere over tcp; ``YUEBING_MOONCAKE_TRANSPORT=tcp`` (or ``shm``)
+        forces one."""
+        try:
+            a = _setup.from_call(args, kwargs)
+        except _setup.SetupError as e:
+            _codes.log.error("%s", e)
+            return e.code
+        host = a.local_hostname.rsplit(":", 1)[0] if ":" in a.local_hostname else a.local_hostname
+        kw = {"store_size": a.global_segment_size, "staging_size": a.local_buffer_size,
+              "bind": f"{host}:0"}
+        transport = os.environ.get("YUEBING_MOONCAKE_TRANSPORT", "auto")
+        if transport not in ("auto", "tcp", "shm"):
+            _codes.log.error("setup: YUEBING_MOONCAKE_TRANSPORT=%r is not auto, tcp or shm",
+                             transport)
+            return INVALID_PARAMS
+        if transport != "auto":
+            kw["transport"] = transport
+        if a.engine is not None:
+            from .engine import InnerTransferEngine
+            if not isinstance(a.engine, InnerTransferEngine):
+                raise RuntimeError("Unable to cast Python instance of type "
+                                   f"{type(a.engine)} to C++ type 'std::shared_ptr<mooncake::"
+                                   "TransferEngine>': pass TransferEngine.get_engine()")
+            kw = {"store_size": a.global_segment_size, "staging_size": a.local_buffer_size,
+                  "engine": a.engine.engine}
+        try:
+            store = yuebing.Store(a.master_server_addr, **kw)
+        except yuebing.YuebingError as e:
+            _codes.log.error("setup: cannot start the store client: %s (yuebing code %d)", e, e.code)
+            return _codes.INTERNAL_ERROR
+        except (TypeError, ValueError) as e:
+            _codes.log.error("setup: %s", e)
+            return INVALID_PARAMS
+        with self._lock:
+            old, self._store = self._store, store
+        if old is not None:
+            old.close()
+        return 0
+
+    def init_all(self, protocol, device_name, mount_segment_size, /):
+        """Mooncake's old form of ``setup``: P2P metadata, a master on 127.0.0.1:50051."""
+        return self.setup("127.0.0.1", "P2PHANDSHAKE", mount_segment_size, 16 << 20,
+                          protocol, device_name, "127.0.0.1:50051")
+
+    def close(self):
+        """Leaves the cluster; 0 (also before ``setup`` and a second time)."""
+        with self._lock:
+            store, self._store = self._store, None
+        if store is not None:
+            try:
+                store.close()
+            except yuebing.YuebingError as e:
+                _codes.log.warning("close: %s (yuebing code %d)", e, e.code)
+        return 0
+
+    def health_check(self):
+        """0 healthy, 1 not set up or closed, 2 master unreachable."""
+        store = self._store
+        if store is None:
+            return _codes.HC_NOT_INITIALIZED
+        return store.health_check(timeout=2.0)
+
+    def get_hostname(self):
+        """This client's node name, ``host:port``."""
+        store = self._need()
+        return "" if store is None else store.hostname
+
+    def _need(self):
+        """The store, or ``None`` before ``setup`` / after ``close``."""
+        store = self._store
+        if store is None:
+            _codes.log.error("the store is not set up (call setup first)")
+        return store
+
+    def _run(self, what, fail, call, on_error=_code):
+        """``call(store)``, or ``fail`` before setup, or the Mooncake code of its error."""
+        store = self._need()
+        if store is None:
+            return fail
+        try:
+            return call(store)
+        except yuebing.YuebingError as e:
+            return on_error(e, what)
+        except ValueError as e:
+            _codes.log.error("%s: %s", what, e)
+            return fail if fail != 0 else INVALID_PARAMS
+
+    # ------------------------------------------------------------------ bytes API
+
+    def _put(self, what, key, value, config, upsert):
+        opts = _put_options(config)
+        data = byte_value(value)
+        if opts is None or len(data) == 0:
+            return INVALID_PARAMS
+        call = (lambda s: s.upsert(key, data, **opts)) if upsert else (
+            lambda s: s.put(key, data, **opts))
+        return self._run(what, INVALID_PARAMS, _ok(call), _put_code)
+
+    def put(self, key, value, config=_DEFAULT):
+        """Stores ``value`` (any buffer) under ``key``; an existing key keeps its value."""
+        return self._put("put", key, value, config, False)
+
+    def upsert(self, key, value, config=_DEFAULT):
+        """Stores ``value`` under ``key``, replacing an existing value."""
+        return self._put("upsert", key, value, config, True)
+
+    def _put_parts(self, what, key, parts, config, upsert):
+        opts = _put_options(config)
+        parts = byte_parts(parts)
+        if opts is None:
+            return INVALID_PARAMS
+        if sum(len(p) for p in parts) == 0:
+            return 0
+        call = (lambda s: s.upsert_parts(key, *parts, **opts)) if upsert else (
+            lambda s: s.put_parts(key, *parts, **opts))
+        return self._run(what, INVALID_PARAMS, _ok(call), _put_code)
+
+    def put_parts(self, key, *parts, config=_DEFAULT):
+        """Stores the concatenation of ``parts`` (1-D byte buffers) under ``key``."""
+        return self._put_parts("put_parts", key, parts, config, False)
+
+    def upsert_parts(self, key, *parts, config=_DEFAULT):
+        """As ``put_parts``, replacing an existing value."""
+        return self._put_parts("upsert_parts", key, parts, config, True)
+
+    def _put_batch(self, what, keys, values, config, upsert):
+        opts = _put_options(config)
+        if opts is None or len(keys) != len(values):
+            return INVALID_PARAMS
+        if not keys:
+            return 0
+        data = [byte_value(v) for v in values]
+        if any(len(d) == 0 for d in data):
+            return INVALID_PARAMS
+        call = (lambda s: s.batch_upsert(keys, data, **opts)) if upsert else (
+            lambda s: s.batch_put(keys, data, **opts))
+        each = self._run(what, INVALID_PARAMS, call)
+        if isinstance(each, int):
+            return each
+        codes = _each(each, what, fail=_put_code)
+        return next((c for c in codes if c < 0), 0)
+
+    def put_batch(self, keys, values, config=_DEFAULT):
+        """Stores each value under its key; one int: 0, or the first failure's code."""
+        return self._put_batch("put_batch", keys, values, config, False)
+
+    def upsert_batch(self, keys, values, config=_DEFAULT):
+        """As ``put_batch``, replacing existing values."""
+        return self._put_batch("upsert_batch", keys, values, config, True)
+
+    def get(self, key, /):
+        """The value of ``key``; ``b""`` when it is missing or the read fails."""
+        value = self._run("get", b"", lambda s: s.get(key), _logged(b""))
+        return value if isinstance(value, bytes) else b""
+
+    def get_batch(self, keys, /):
+        """The value of each key (``b""`` for a failed one); ``[b""]`` for no keys, as
+        Mooncake."""
+        if not keys:
+            return [b""]
+        each = self._run("get_batch", None, lambda s: s.batch_get(list(keys)))
+        if not isinstance(each, list):
+            return [b""] * len(keys)
+        return [b"" if isinstance(v, yuebing.YuebingError) else v for v in each]
+
+    def get_buffer(self, key, /):
+        """The value of ``key`` in a ``BufferHandle`` (``ptr()``, ``size()``, the buffer
+        protocol), or ``None``."""
+        value = self.get(key)
+        return BufferHandle(value) if value else None
+
+    def batch_get_buffer(self, keys, /):
+        """``get_buffer`` for each key."""
+        return [BufferHandle(v) if v else None for v in self.get_batch(keys)] if keys else []
+
+    # ------------------------------------------------------------------ zero-copy API
+
+    def register_buffer(self, buffer_ptr, size):
+        """Registers ``size`` bytes at ``buffer_ptr`` for zero-copy calls; 0, or -600 for an
+        overlap."""
+        return self._run("register_buffer", INVALID_PARAMS,
+                         _ok(lambda s: s.register_buffer(buffer_ptr, size)),
+                         _logged(INVALID_PARAMS))
+
+    def unregister_buffer(self, buffer_ptr):
+        """Ends a registration; 0, or -600 for an address not registered."""
+        return self._run("unregister_buffer", INVALID_PARAMS,
+                         _ok(lambda s: s.unregister_buffer(buffer_ptr)),
+                         _logged(INVALID_PARAMS))
+
+    def _put_from(self, what, key, ptr, size, config, upsert):
+        opts = _put_options(config)
+        if opts is None:
+            return INVALID_PARAMS
+        if size == 0:
+            return 0
+        call = (lambda s: s.upsert_from(key, ptr, size, **opts)) if upsert else (
+            lambda s: s.put_from(key, ptr, size, **opts))
+        return self._run(what, INVALID_PARAMS, _ok(call), _put_code)
+
+    def put_from(self, key, buffer_ptr, size, config=_DEFAULT):
+        """Stores ``size`` bytes at ``buffer_ptr`` under ``key`` without a copy."""
+        return self._put_from("put_from", key, buffer_ptr, size, config, False)
+
+    def upsert_from(self, key, buffer_ptr, size, config=_DEFAULT):
+        """As ``put_from``, replacing an existing value."""
+        return self._put_from("upsert_from", key, buffer_ptr, size, config, True)
+
+    def put_from_with_metadata(self, key, buffer_ptr, metadata_buffer_ptr, size, metadata_size,
+                               config=_DEFAULT):
+        """Stores ``metadata_size`` bytes at ``metadata_buffer_ptr`` followed by ``size`` bytes
+        at ``buffer_ptr`` as one object."""
+        import ctypes
+        parts = [ctypes.string_at(metadata_buffer_ptr, metadata_size),
+                 ctypes.string_at(buffer_ptr, size)]
+        return self._put_parts("put_from_with_metadata", key, parts, config, False)
+
+    def _batch_from(self, what, keys, ptrs, sizes, config, upsert):
+        opts = _put_options(config)
+        if opts is None or not len(keys) == len(ptrs) == len(sizes):
+            return [INVALID_PARAMS] * len(keys)
+        if not keys:
+            return []
+        call = (lambda s: s.batch_upsert_from(keys, ptrs, sizes, **opts)) if upsert else (
+            lambda s: s.batch_put_from(keys, ptrs, sizes, **opts))
+        each = self._run(what, INVALID_PARAMS, call)
+        if isinstance(each, int):
+            return [each] * len(keys)
+        return _each(each, what, fail=_put_code)
+
+    def batch_put_from(self, keys, buffer_ptrs, sizes, config=_DEFAULT):
+        """``put_from`` for each item; one code per key."""
+        return self._batch_from("batch_put_from", keys, buffer_ptrs, sizes, config, False)
+
+    def batch_upsert_from(self, keys, buffer_ptrs, sizes, config=_DEFAULT):
+        """``upsert_from`` for each item; one code per key."""
+        return self._batch_from("batch_upsert_from", keys, buffer_ptrs, sizes, config, True)
+
+    def get_into(self, key, buffer_ptr, size):
+        """Reads ``key`` into ``size`` bytes at ``buffer_ptr``; the bytes written, or a negative
+        code (-600 when the buffer is too small)."""
+        return self._run("get_into", INVALID_PARAMS, lambda s: s.get_into(key, buffer_ptr, size))
+
+    def batch_get_into(self, keys, buffer_ptrs, sizes):
+        """``get_into`` for each item; bytes written or a negative code per key."""
+        if not len(keys) == len(buffer_ptrs) == len(sizes):
+            return [INVALID_PARAMS] * len(keys)
+        if not keys:
+            return []
+        each = self._run("batch_get_into", INVALID_PARAMS,
+                         lambda s: s.batch_get_into(keys, buffer_ptrs, sizes))
+        if isinstance(each, int):
+            return [each] * len(keys)
+        return _each(each, "batch_get_into", ok=lambda n: n)
+
+    # ------------------------------------------------------------------ keys and metadata
+
+    def is_exist(self, key, /):
+        """1 if ``key`` exists, 0 if not, or a negative code."""
+        if not key:
+            return 0
+        return self._run("is_exist", INVALID_PARAMS, lambda s: int(s.exist(key)))
+
+    def batch_is_exist(self, keys):
+        """``is_exist`` for each key."""
+        if not keys:
+            return []
+        each = self._run("batch_is_exist", INVALID_PARAMS, lambda s: s.batch_exist(keys))
+        if isinstance(each, int):
+            return [each] * len(keys)
+        return _each(each, "batch_is_exist", ok=int)
+
+    def get_size(self, key, /):
+        """The size of ``key``'s value, or a negative code."""
+        if not key:
+            return _codes.OBJECT_NOT_FOUND
+        return self._run("get_size", INVALID_PARAMS, lambda s: s.get_size(key))
+
+    def remove(self, key, force=False):
+        """Removes ``key``: 0, -704 if missing, -706 while a reader holds a lease (unless
+        ``force``)."""
+        if not key:
+            return _codes.OBJECT_NOT_FOUND
+        return self._run("remove", INVALID_PARAMS, _ok(lambda s: s.remove(key, force)))
+
+    def batch_remove(self, keys, force=False):
+        """``remove`` for each key."""
+        if not keys:
+            return []
+        each = self._run("batch_remove", INVALID_PARAMS, lambda s: s.batch_remove(keys, force))
+        if isinstance(each, int):
+            return [each] * len(keys)
+        return _each(each, "batch_remove")
+
+    def remove_by_regex(self, regex_pattern, force=False):
+        """Removes the objects whose key the pattern matches somewhere; how many, or -600 for a
+        bad pattern."""
+        return self._run("remove_by_regex", INVALID_PARAMS,
+                         lambda s: s.remove_by_regex(regex_pattern, force))
+
+    def remove_all(self, force=False):
+        """Removes every object (without ``force``, not those with a read lease); how many."""
+        return self._run("remove_all", INVALID_PARAMS, lambda s: s.remove_all(force))
+
+    def get_replica_desc(self, key):
+        """The replicas of ``key`` (``[]`` when it is missing)."""
+        found = self._run("get_replica_desc", [], lambda s: s.replicas(key), _logged([]))
+        return _descriptors(found) if not isinstance(found, list) else []
+
+    def batch_get_replica_desc(self, keys):
+        """``{key: replicas}`` for the keys found (missing keys are absent)."""
+        each = self._run("batch_get_replica_desc", [], lambda s: s.batch_replicas(keys),
+                         _logged([]))
+        return {k: _descriptors(r) for k, r in zip(keys, each)
+                if not isinstance(r, yuebing.YuebingError)}
+
+
+def _descriptors(found):
+    """``ReplicaDescriptor``s of a ``yuebing`` replicas result."""
+    return [ReplicaDescriptor(node, addr, size) for node, addr, size in found.replicas]

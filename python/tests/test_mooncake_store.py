@@ -1,0 +1,226 @@
+"""The Mooncake drop-in's store (``mooncake.store`` from yuebing-mooncake) against a real
+master and node: Mooncake 0.3.13.post1's methods with its return values (see
+docs/mooncake-python-api.md)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import numpy as np
+import pytest
+
+from mooncake.store import (MooncakeDistributedStore, ReplicaStatus, ReplicateConfig,
+                            SoftPinAction)
+
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def mc(cluster):
+    """A Mooncake store client with no segment of its own (objects live on the node)."""
+    st = MooncakeDistributedStore()
+    assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MIB, "tcp", "", cluster.address) == 0
+    yield st
+    assert st.close() == 0
+
+
+@pytest.fixture
+def k():
+    return f"mc/{uuid.uuid4().hex}"
+
+
+def address(arr: np.ndarray) -> int:
+    return arr.ctypes.data
+
+
+def test_setup_forms_and_refusals(cluster):
+    st = MooncakeDistributedStore()
+    kw = dict(local_hostname="127.0.0.1", metadata_server="http://127.0.0.1:1/metadata",
+              global_segment_size=0, local_buffer_size=16 * MIB, protocol="tcp", rdma_devices="",
+              master_server_addr=cluster.address)
+    assert st.setup(**kw) == 0
+    assert st.setup({"local_hostname": "127.0.0.1", "metadata_server": "etcd://127.0.0.1:2379",
+                     "global_segment_size": "16 mb", "local_buffer_size": "0.5MB",
+                     "master_server_addr": cluster.address}) == 0
+    assert st.health_check() == 0
+    assert st.close() == 0
+    # Refused as Mooncake refuses them (-600, -1), or with its TypeError.
+    assert st.setup({"local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE",
+                     "global_segment_size": "16MiB"}) == -600
+    assert st.setup({"metadata_server": "P2PHANDSHAKE"}) == -600
+    assert st.setup(**{**kw, "global_segment_size": 8 * MIB}) == -600
+    assert st.setup(**{**kw, "metadata_server": "foo://x"}) == -600
+    assert st.setup(**{**kw, "protocol": "TCP"}) == -1
+    with pytest.raises(TypeError):
+        st.setup(**{**kw, "global_segment_size": "16MB"})
+    with pytest.raises(TypeError):
+        st.setup("127.0.0.1", "P2PHANDSHAKE", 0)
+    assert st.health_check() == 1
+
+
+def test_calls_before_setup_return_codes_not_crashes():
+    st = MooncakeDistributedStore()
+    assert st.get("k") == b"" and st.get_batch(["a"]) == [b""]
+    assert st.put("k", b"v") == -600 and st.put_from("k", 1, 1) == -600
+    assert st.is_exist("k") == -600 and st.get_size("k") == -600
+    assert st.batch_put_from(["a"], [1], [1]) == [-600]
+    assert st.health_check() == 1 and st.close() == 0
+
+
+def test_put_keeps_an_existing_value_and_upsert_replaces(mc, k):
+    assert mc.put(k, b"hello") == 0
+    assert mc.put(k, b"world!") == 0
+    assert mc.get(k) == b"hello"
+    assert mc.upsert(k, b"upd") == 0
+    assert mc.get(k) == b"upd" and mc.get_size(k) == 3
+    assert mc.upsert(k + "u", bytearray(b"new")) == 0 and mc.get(k + "u") == b"new"
+    assert mc.put(k + "e", b"") == -600
+    assert mc.put("", b"x") == -600
+    with pytest.raises(TypeError):
+        mc.put(k, "text")
+    with pytest.raises(TypeError):
+        mc.put(k, b"x", None)
+
+
+def test_get_misses_are_empty_bytes_and_batches_keep_order(mc, k):
+    assert mc.put_batch([k + "1", k + "2"], [b"one", memoryview(b"two")]) == 0
+    assert mc.put_batch([k + "1"], [b"x", b"y"]) == -600
+    assert mc.get(k + "nope") == b"" and mc.get("") == b""
+    assert mc.get_batch([k + "1", k + "nope", k + "2"]) == [b"one", b"", b"two"]
+    assert mc.get_batch([]) == [b""]
+    assert mc.upsert_batch([k + "1", k + "3"], [b"A", b"B"]) == 0
+    assert mc.get_batch([k + "1", k + "3"]) == [b"A", b"B"]
+    h = mc.get_buffer(k + "1")
+    assert h.size() == len(h) == 1 and h.ptr() != 0 and bytes(memoryview(h)) == b"A"
+    assert mc.get_buffer(k + "nope") is None
+
+
+def test_put_parts_concatenates_and_numpy_values_round_trip(mc, k):
+    assert mc.put_parts(k, b"ab", b"cd", bytearray(b"ef")) == 0
+    assert mc.get(k) == b"abcdef"
+    assert mc.put_parts(k, b"zz") == 0 and mc.get(k) == b"abcdef"
+    assert mc.put_parts(k + "0") == 0 and mc.is_exist(k + "0") == 0
+    assert mc.upsert_parts(k, b"p1", np.frombuffer(b"p2", dtype=np.uint8)) == 0
+    assert mc.get(k) == b"p1p2"
+    with pytest.raises(RuntimeError):
+        mc.put_parts(k, np.zeros((2, 2), dtype=np.uint8))
+    arr = np.arange(1000, dtype=np.float32)
+    assert mc.put(k + "np", arr) == 0
+    assert mc.get(k + "np") == arr.tobytes()
+
+
+def test_zero_copy_from_and_into_registered_memory(mc, k):
+    src = np.random.default_rng(1).integers(0, 255, 4 * MIB, dtype=np.uint8)
+    dst = np.zeros(4 * MIB, dtype=np.uint8)
+    assert mc.register_buffer(address(src), src.nbytes) == 0
+    assert mc.register_buffer(address(dst), dst.nbytes) == 0
+    assert mc.register_buffer(address(dst), 4096) == -600
+    try:
+        assert mc.put_from(k, address(src), MIB) == 0
+        assert mc.put_from(k, address(src) + 1, MIB) == 0
+        assert mc.get_into(k, address(dst), 4 * MIB) == MIB
+        assert np.array_equal(dst[:MIB], src[:MIB])
+        assert mc.get_into(k, address(dst), 16) == -600
+        assert mc.get_into(k + "nope", address(dst), 16) == -704
+        assert mc.put_from(k + "0", address(src), 0) == 0 and mc.is_exist(k + "0") == 0
+        keys = [k + "a", k + "b", k]
+        assert mc.batch_put_from(keys, [address(src) + i * 4096 for i in range(3)],
+                                 [4096] * 3) == [0, 0, 0]
+        assert mc.batch_put_from([k + "x", k + "y"], [address(src)], [1]) == [-600, -600]
+        assert mc.batch_put_from([], [], []) == []
+        got = mc.batch_get_into([k + "a", k + "nope", k + "b"],
+                                [address(dst) + i * 8192 for i in range(3)], [8192] * 3)
+        assert got == [4096, -704, 4096]
+        assert np.array_equal(dst[16384:20480], src[4096:8192])
+        assert mc.batch_get_into([k + "a"], [address(dst)], [16]) == [-600]
+        assert mc.upsert_from(k + "a", address(src) + 100, 100) == 0
+        assert mc.batch_upsert_from([k + "b"], [address(src) + 7], [50]) == [0]
+        assert mc.get(k + "a") == src[100:200].tobytes()
+        assert mc.get_size(k + "b") == 50
+    finally:
+        assert mc.unregister_buffer(address(src)) == 0
+        assert mc.unregister_buffer(address(dst)) == 0
+    assert mc.unregister_buffer(address(dst)) == -600
+
+
+def test_put_from_with_metadata_stores_metadata_first(mc, k):
+    meta, data = ctypes.create_string_buffer(b"M" * 8, 8), ctypes.create_string_buffer(b"D" * 100, 100)
+    assert mc.put_from_with_metadata(k, ctypes.addressof(data), ctypes.addressof(meta), 100, 8) == 0
+    assert mc.get(k) == b"M" * 8 + b"D" * 100
+
+
+def test_existence_sizes_leases_and_removal(mc, k):
+    for i in range(3):
+        assert mc.put(f"{k}/b{i}", b"v") == 0
+    assert mc.is_exist(k + "/b0") == 1 and mc.is_exist(k + "/none") == 0 and mc.is_exist("") == 0
+    assert mc.batch_is_exist([k + "/b0", k + "/none"]) == [1, 0] and mc.batch_is_exist([]) == []
+    assert mc.get_size(k + "/b0") == 1 and mc.get_size(k + "/none") == -704
+    assert mc.get(k + "/b1") == b"v"
+    assert mc.remove(k + "/b1") == -706, "a read holds a lease"
+    assert mc.remove(k + "/b0") == 0 and mc.remove(k + "/b0") == -704 and mc.remove("") == -704
+    assert mc.remove_by_regex(f"^{k}/b[0-9]$") == 1, "the leased one is skipped"
+    assert mc.remove_by_regex(f"^{k}/b[0-9]$", True) == 1
+    assert mc.remove_by_regex("(", True) == -600
+    assert mc.put(k + "/c", b"v") == 0
+    assert mc.batch_remove([k + "/c", k + "/none"], True) == [0, -704]
+
+
+def test_hostname_health_and_replica_descriptors(mc, cluster, k):
+    host, port = mc.get_hostname().rsplit(":", 1)
+    assert host == "127.0.0.1" and int(port) > 0
+    assert mc.health_check() == 0
+    assert mc.put(k, b"x" * 10) == 0
+    (r,) = mc.get_replica_desc(k)
+    assert r.status == ReplicaStatus.COMPLETE and r.is_memory_replica() and not r.is_disk_replica()
+    d = r.get_memory_descriptor().buffer_descriptor
+    assert d.size == 10 and d.buffer_address != 0 and ":" in d.transport_endpoint
+    with pytest.raises(RuntimeError):
+        r.get_disk_descriptor()
+    assert mc.get_replica_desc(k + "nope") == []
+    assert list(mc.batch_get_replica_desc([k, k + "nope"])) == [k]
+
+
+def test_a_client_with_its_own_segment_and_remove_all(cluster):
+    st = MooncakeDistributedStore()
+    assert st.setup("127.0.0.1", "P2PHANDSHAKE", 16 * MIB, 16 * MIB, "tcp", "", cluster.address) == 0
+    prefix = f"own/{uuid.uuid4().hex}"
+    cfg = ReplicateConfig()
+    cfg.preferred_segment = st.get_hostname()
+    assert st.put(prefix, b"mine", cfg) == 0
+    (r,) = st.get_replica_desc(prefix)
+    assert r.get_memory_descriptor().buffer_descriptor.transport_endpoint == st.get_hostname()
+    assert st.remove_all(True) >= 1
+    assert st.close() == 0 and st.health_check() == 1
+
+
+def test_replicate_config_matches_mooncakes():
+    cfg = ReplicateConfig()
+    assert (cfg.replica_num, cfg.with_hard_pin, cfg.soft_pin_action) == (1, False, SoftPinAction.PRESERVE)
+    assert str(cfg).startswith("ReplicateConfig: { replica_num: 1, nof_replica_num: 0")
+    with pytest.raises(TypeError):
+        pickle.dumps(cfg)
+    cfg.prefer_alloc_in_same_node = True
+    assert MooncakeDistributedStore().put("k", b"v", cfg) == -600
+
+
+def test_import_refuses_beside_the_stock_wheel(tmp_path):
+    dist = tmp_path / "mooncake_transfer_engine_non_cuda-0.3.13.post1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: mooncake-transfer-engine-non-cuda\nVersion: 0.3.13.post1\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    code = textwrap.dedent("""
+        try:
+            import mooncake
+        except ImportError as e:
+            print("refused:", e)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert "refused:" in out.stdout and "mutually exclusive" in out.stdout, out
