@@ -43,10 +43,14 @@ bench=(--sizes "$sizes" --duration "$duration" --small-duration "$duration")
 yuebing_run() { # clients transport out
   local log addr pid
   log="$(mktemp /tmp/yb-compat-master-XXXXXX)"
-  "$target/release/yuebing" master --bind 127.0.0.1 --port 0 >"$log" 2>&1 &
+  # A 1 s read lease: the benchmark force-removes the objects it has just read (remove_all(True))
+  # and puts new ones at once; yuebing keeps force-removed space out of use until the read
+  # leases on it end (Mooncake reuses it at once), so with the default 10 s lease the 16 MiB
+  # cells would find the 512 MiB segment full (-200).
+  "$target/release/yuebing" master --bind 127.0.0.1 --port 0 --lease-ttl-ms 1000 >"$log" 2>&1 &
   pid=$!
   for _ in $(seq 1 100); do grep -q "ready on" "$log" && break; sleep 0.1; done
-  addr="$(sed -n 's/.*ready on \([0-9.:]*\).*/\1/p' "$log" | head -1)"
+  addr="$(sed -n 's|.*ready on \(tcp://\)\{0,1\}\([0-9.:]*\).*|\2|p' "$log" | head -1)"
   [ -n "$addr" ] || { cat "$log"; kill "$pid"; exit 1; }
   YUEBING_MOONCAKE_TRANSPORT="$2" RUST_LOG=warn "$venv/bin/python" \
     "$peers/mooncake_store_bench.py" --clients "$1" --master "$addr" \

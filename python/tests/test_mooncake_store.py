@@ -70,6 +70,9 @@ def test_calls_before_setup_return_codes_not_crashes():
     assert st.put("k", b"v") == -600 and st.put_from("k", 1, 1) == -600
     assert st.is_exist("k") == -600 and st.get_size("k") == -600
     assert st.batch_put_from(["a"], [1], [1]) == [-600]
+    assert st.get_batch(["a", "b"]) == [b""]
+    # Bogus pointers are not touched before setup.
+    assert st.put_from_with_metadata("k", 1, 1, 10, 10) == -600
     assert st.health_check() == 1 and st.close() == 0
 
 
@@ -98,6 +101,7 @@ def test_get_misses_are_empty_bytes_and_batches_keep_order(mc, k):
     assert mc.get_batch([k + "1", k + "3"]) == [b"A", b"B"]
     h = mc.get_buffer(k + "1")
     assert h.size() == len(h) == 1 and h.ptr() != 0 and bytes(memoryview(h)) == b"A"
+    assert memoryview(h).readonly and ctypes.string_at(h.ptr(), 1) == b"A"
     assert mc.get_buffer(k + "nope") is None
 
 
@@ -134,6 +138,12 @@ def test_zero_copy_from_and_into_registered_memory(mc, k):
                                  [4096] * 3) == [0, 0, 0]
         assert mc.batch_put_from([k + "x", k + "y"], [address(src)], [1]) == [-600, -600]
         assert mc.batch_put_from([], [], []) == []
+        # Per item, as Mooncake: an empty item is 0 (nothing stored), a bad address -600;
+        # numpy integers are addresses.
+        assert mc.batch_put_from([k + "e", k + "n", k + "z"],
+                                 [address(src), np.int64(address(src)), 0],
+                                 [0, 64, 8]) == [0, 0, -600]
+        assert mc.is_exist(k + "e") == 0 and mc.get_size(k + "n") == 64
         got = mc.batch_get_into([k + "a", k + "nope", k + "b"],
                                 [address(dst) + i * 8192 for i in range(3)], [8192] * 3)
         assert got == [4096, -704, 4096]

@@ -1,6 +1,7 @@
 """Values as Mooncake's bytes API takes and returns them."""
 
 import ctypes
+import operator
 
 
 def byte_value(value):
@@ -28,15 +29,27 @@ def byte_parts(parts):
     return out
 
 
-class BufferHandle(bytearray):
-    """A value read by ``get_buffer``: its bytes (the buffer protocol), ``ptr()`` (their
-    address, valid while the handle lives) and ``size()``."""
+def raw_view(address, size):
+    """A read-only view of ``size`` bytes at ``address`` (caller's memory, as Mooncake's
+    ``*_ptr`` arguments), checked to be non-negative and to fit 64 bits; no copy."""
+    address, size = operator.index(address), operator.index(size)
+    if size == 0:
+        return b""
+    if address <= 0 or size < 0 or address + size > 1 << 64:
+        raise ValueError(f"bad memory range: address {address}, size {size}")
+    return memoryview((ctypes.c_char * size).from_address(address)).cast("B").toreadonly()
+
+
+class BufferHandle(bytes):
+    """A value read by ``get_buffer``: its bytes (the buffer protocol, read-only, as Mooncake's),
+    ``ptr()`` (their address, valid while the handle lives; the bytes never move) and
+    ``size()``."""
 
     def ptr(self):
         """The address of the bytes."""
         if not self:
             return 0
-        return ctypes.addressof((ctypes.c_char * len(self)).from_buffer(self))
+        return ctypes.cast(ctypes.c_char_p(self), ctypes.c_void_p).value
 
     def size(self):
         """The number of bytes."""

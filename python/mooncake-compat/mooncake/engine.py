@@ -381,22 +381,25 @@ class TransferEngine:
             return self._batches.pop(batch, None)
 
     def get_batch_transfer_status(self, batch_ids, /):
-        """Waits until every batch ended and frees them; 0 if all completed, else -1."""
+        """Waits until every batch ended and frees them; 0 if all completed, else -1. A batch
+        whose wait is interrupted (Ctrl-C) stays known, to be waited for again."""
         code = 0
         for batch in batch_ids:
-            native = self._take(batch)
+            with self._lock:
+                native = self._batches.get(batch)
             if native is None:
                 code = ERR_INVALID_ARGUMENT
                 continue
             try:
                 status = self._engine.wait(native)
+            except yuebing.YuebingError as e:
+                code = _transfer_code(e, "get_batch_transfer_status")
+            else:
                 if status.state != "completed":
                     _codes.log.warning("batch %d ended %s: %s", batch, status.state, status.error)
                     code = ERR_INVALID_ARGUMENT
-            except yuebing.YuebingError as e:
-                code = _transfer_code(e, "get_batch_transfer_status")
-            finally:
-                self._free(native)
+            self._take(batch)
+            self._free(native)
         return code
 
     def transfer_check_status(self, batch_id, /):

@@ -8,6 +8,7 @@ Mooncake's client does (use ``upsert``). Where this differs from Mooncake, the p
 says so and why.
 """
 
+import operator
 import os
 import threading
 
@@ -17,7 +18,7 @@ from . import _codes, _setup
 from ._codes import INVALID_PARAMS, OBJECT_ALREADY_EXISTS
 from ._types import (Descriptor, MemoryDescriptor, ObjectDataType, ReplicaDescriptor,
                      ReplicaStatus, ReplicateConfig, SoftPinAction, TaskStatus, TaskType)
-from ._values import BufferHandle, byte_parts, byte_value
+from ._values import BufferHandle, byte_parts, byte_value, raw_view
 
 __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction", "ObjectDataType",
            "ReplicaStatus", "ReplicaDescriptor", "MemoryDescriptor", "Descriptor", "TaskStatus",
@@ -146,7 +147,12 @@ class MooncakeDistributedStore:
         store = self._store
         if store is None:
             return _codes.HC_NOT_INITIALIZED
-        return store.health_check(timeout=2.0)
+        try:
+            return store.health_check(timeout=2.0)
+        except (yuebing.YuebingError, ValueError) as e:
+            # Forked: the client belongs to the parent process; this one has none set up.
+            _codes.log.warning("health_check: %s", e)
+            return _codes.HC_NOT_INITIALIZED
 
     def get_hostname(self):
         """This client's node name, ``host:port``."""
@@ -247,6 +253,8 @@ class MooncakeDistributedStore:
         if not keys:
             return [b""]
         each = self._run("get_batch", None, lambda s: s.batch_get(list(keys)))
+        if each is None:
+            return [b""]
         if not isinstance(each, list):
             return [b""] * len(keys)
         return [b"" if isinstance(v, yuebing.YuebingError) else v for v in each]
@@ -282,6 +290,11 @@ class MooncakeDistributedStore:
             return INVALID_PARAMS
         if size == 0:
             return 0
+        try:
+            ptr, size = _address(ptr), _address(size)
+        except (TypeError, ValueError) as e:
+            _codes.log.error("%s: %s", what, e)
+            return INVALID_PARAMS
         call = (lambda s: s.upsert_from(key, ptr, size, **opts)) if upsert else (
             lambda s: s.put_from(key, ptr, size, **opts))
         return self._run(what, INVALID_PARAMS, _ok(call), _put_code)
@@ -298,23 +311,31 @@ class MooncakeDistributedStore:
                                config=_DEFAULT):
         """Stores ``metadata_size`` bytes at ``metadata_buffer_ptr`` followed by ``size`` bytes
         at ``buffer_ptr`` as one object."""
-        import ctypes
-        parts = [ctypes.string_at(metadata_buffer_ptr, metadata_size),
-                 ctypes.string_at(buffer_ptr, size)]
+        if self._need() is None:
+            return INVALID_PARAMS
+        try:
+            parts = [raw_view(metadata_buffer_ptr, metadata_size), raw_view(buffer_ptr, size)]
+        except (TypeError, ValueError) as e:
+            _codes.log.error("put_from_with_metadata: %s", e)
+            return INVALID_PARAMS
         return self._put_parts("put_from_with_metadata", key, parts, config, False)
 
     def _batch_from(self, what, keys, ptrs, sizes, config, upsert):
         opts = _put_options(config)
         if opts is None or not len(keys) == len(ptrs) == len(sizes):
             return [INVALID_PARAMS] * len(keys)
-        if not keys:
-            return []
-        call = (lambda s: s.batch_upsert_from(keys, ptrs, sizes, **opts)) if upsert else (
-            lambda s: s.batch_put_from(keys, ptrs, sizes, **opts))
-        each = self._run(what, INVALID_PARAMS, call)
-        if isinstance(each, int):
-            return [each] * len(keys)
-        return _each(each, what, fail=_put_code)
+        # Mooncake answers per item: an empty item stores nothing and is 0, a bad one -600.
+        out, todo = _items(keys, ptrs, sizes, empty=0)
+        if todo:
+            ks, ps, ns = (list(x) for x in zip(*(item for _, item in todo)))
+            call = (lambda s: s.batch_upsert_from(ks, ps, ns, **opts)) if upsert else (
+                lambda s: s.batch_put_from(ks, ps, ns, **opts))
+            each = self._run(what, INVALID_PARAMS, call)
+            codes = [each] * len(todo) if isinstance(each, int) else _each(each, what,
+                                                                           fail=_put_code)
+            for (i, _), code in zip(todo, codes):
+                out[i] = code
+        return out
 
     def batch_put_from(self, keys, buffer_ptrs, sizes, config=_DEFAULT):
         """``put_from`` for each item; one code per key."""
@@ -327,19 +348,27 @@ class MooncakeDistributedStore:
     def get_into(self, key, buffer_ptr, size):
         """Reads ``key`` into ``size`` bytes at ``buffer_ptr``; the bytes written, or a negative
         code (-600 when the buffer is too small)."""
+        try:
+            buffer_ptr, size = _address(buffer_ptr), _address(size)
+        except (TypeError, ValueError) as e:
+            _codes.log.error("get_into: %s", e)
+            return INVALID_PARAMS
         return self._run("get_into", INVALID_PARAMS, lambda s: s.get_into(key, buffer_ptr, size))
 
     def batch_get_into(self, keys, buffer_ptrs, sizes):
         """``get_into`` for each item; bytes written or a negative code per key."""
         if not len(keys) == len(buffer_ptrs) == len(sizes):
             return [INVALID_PARAMS] * len(keys)
-        if not keys:
-            return []
-        each = self._run("batch_get_into", INVALID_PARAMS,
-                         lambda s: s.batch_get_into(keys, buffer_ptrs, sizes))
-        if isinstance(each, int):
-            return [each] * len(keys)
-        return _each(each, "batch_get_into", ok=lambda n: n)
+        out, todo = _items(keys, buffer_ptrs, sizes, empty=INVALID_PARAMS)
+        if todo:
+            ks, ps, ns = (list(x) for x in zip(*(item for _, item in todo)))
+            each = self._run("batch_get_into", INVALID_PARAMS,
+                             lambda s: s.batch_get_into(ks, ps, ns))
+            codes = [each] * len(todo) if isinstance(each, int) else _each(
+                each, "batch_get_into", ok=lambda n: n)
+            for (i, _), code in zip(todo, codes):
+                out[i] = code
+        return out
 
     # ------------------------------------------------------------------ keys and metadata
 
@@ -401,6 +430,34 @@ class MooncakeDistributedStore:
                          _logged([]))
         return {k: _descriptors(r) for k, r in zip(keys, each)
                 if not isinstance(r, yuebing.YuebingError)}
+
+
+def _address(value):
+    """An address or size as an ``int`` (``numpy`` integers too); ``ValueError`` when it does
+    not fit 64 bits or is negative."""
+    n = operator.index(value)
+    if not 0 <= n < 1 << 64:
+        raise ValueError(f"{n} is not an address or size")
+    return n
+
+
+def _items(keys, ptrs, sizes, empty):
+    """Splits a zero-copy batch: the answers known already (``empty`` for a size 0, -600 for a
+    bad address or size) by position, and the ``(position, (key, ptr, size))`` items to run."""
+    out, todo = [None] * len(keys), []
+    for i, (k, p, n) in enumerate(zip(keys, ptrs, sizes)):
+        try:
+            p, n = _address(p), _address(n)
+        except (TypeError, ValueError):
+            out[i] = INVALID_PARAMS
+            continue
+        if n == 0:
+            out[i] = empty
+        elif p == 0:
+            out[i] = INVALID_PARAMS
+        else:
+            todo.append((i, (k, p, n)))
+    return out, todo
 
 
 def _descriptors(found):
