@@ -320,7 +320,13 @@ impl<T: Send + 'static> Call<T> {
     /// ```
     ///
     /// From a thread of this bridge it is [`Call::wait`]'s refusal: the call is cancelled and
-    /// `Ok(Err(Error::WouldBlockBridge))` returned.
+    /// `Ok(Err(Error::WouldBlockBridge))` returned at once (in a forked child, whose bridge
+    /// threads are gone, `Ok(Err(Error::Forked { .. }))`). Unlike every other outcome, that
+    /// one comes *without* waiting for the call's work to stop: the cancelled operation may
+    /// still read or write the memory it was given for a moment. A caller that lent memory
+    /// to the call must not release it on that outcome: check [`crate::Bridge::may_block`]
+    /// before starting the call (as [`crate::Bridge::block_on`] does), or wait only from
+    /// threads that are not the bridge's.
     pub fn wait_for(mut self, limit: Duration) -> std::result::Result<Result<T>, Call<T>> {
         if let Err(e) = self.state.shared.may_block() {
             self.consumed = true;
