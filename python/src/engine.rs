@@ -350,9 +350,10 @@ impl Engine {
 type Allocated = Mutex<Option<(BlockingEngine, Arc<EngineBuffer>)>>;
 
 /// Memory the engine allocated (`Engine.allocate`): `addr` and `size` for transfers; `read`
-/// and `write` copy bytes out and in (not while a transfer or a peer uses those bytes).
-/// `free()` (or dropping the last reference) unregisters it; no transfer touches it
-/// afterwards.
+/// and `write` copy bytes out and in. Bytes that a transfer or a peer (of a buffer allocated
+/// with `remote` rights) writes meanwhile are copied unspecified, as with Mooncake's
+/// `read_bytes_from_buffer`. `free()` (or dropping the last reference) unregisters it; no
+/// transfer touches it afterwards.
 #[pyclass(module = "yuebing._native", frozen)]
 pub(crate) struct Buffer {
     addr: u64,
@@ -376,6 +377,17 @@ impl Buffer {
             None => Err(PyValueError::new_err("the buffer was freed")),
         }
     }
+
+    /// Checks that `[offset, offset + length)` lies in the buffer (`ValueError` if not).
+    fn bounds(&self, offset: usize, length: usize) -> PyResult<()> {
+        match offset.checked_add(length) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(PyValueError::new_err(format!(
+                "{length} bytes at offset {offset} do not fit in the buffer ({} bytes)",
+                self.len
+            ))),
+        }
+    }
 }
 
 #[pymethods]
@@ -396,18 +408,29 @@ impl Buffer {
         self.len
     }
 
-    /// Copies `data` (bytes) in at `offset`. Do not race it with a transfer on the same bytes.
+    /// Copies `data` (bytes) in at `offset` (`ValueError` if it does not fit). Bytes that a
+    /// transfer or a peer reads or writes meanwhile end up unspecified.
     #[pyo3(signature = (data, offset=0))]
     fn write(&self, py: Python<'_>, data: &[u8], offset: usize) -> PyResult<()> {
         let buf = self.live()?;
-        // SAFETY: `write_at` checks the bounds and copies through raw pointers into memory that
-        // stays mapped while `buf` is held. Its contract (no transfer and no peer on those
-        // bytes meanwhile) is handed on to the Python caller by this method's docs, as
-        // Mooncake's `write_bytes_to_buffer` does; `data` is an immutable `bytes`.
+        self.bounds(offset, data.len())?;
+        // SAFETY: the range is in bounds (checked above, and again by `write_at`) of memory
+        // that stays mapped while `buf` is held. `write_at` copies through raw pointers only
+        // (the engine's `raw` module): no Rust reference over the buffer's bytes exists, here
+        // or anywhere (the engine forms none; this binding neither). `data` is an immutable
+        // `bytes`, private to this call. Its contract (no transfer or peer on those bytes
+        // meanwhile) keeps the bytes meaningful; the Python caller is told so by this method's
+        // docs for its own transfers, as Mooncake's `write_bytes_to_buffer` does. A peer of a
+        // buffer allocated with `remote` rights may touch those bytes at any time, which the
+        // caller accepted by exporting it: the copies then race only with other raw copies
+        // (as the transports' own copies into exported memory do), and the bytes that a peer
+        // reads or that are left in the buffer are unspecified.
         unsafe { buf.write_at(offset, data) }.map_err(|e| errors::engine(py, e))
     }
 
-    /// Copies `length` bytes at `offset` (to the end when omitted) out as bytes.
+    /// Copies `length` bytes at `offset` (to the end when omitted) out as bytes (`ValueError`
+    /// if they are not all in the buffer). Bytes that a transfer or a peer writes meanwhile
+    /// are copied unspecified.
     #[pyo3(signature = (offset=0, length=None))]
     fn read<'py>(
         &self,
@@ -416,11 +439,21 @@ impl Buffer {
         length: Option<usize>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let buf = self.live()?;
-        let length = length.unwrap_or_else(|| self.len.saturating_sub(offset));
+        let length = match length {
+            Some(n) => n,
+            None => self.len.checked_sub(offset).unwrap_or(usize::MAX),
+        };
+        // Before anything is allocated: the length comes from Python.
+        self.bounds(offset, length)?;
         let mut out = vec![0u8; length];
-        // SAFETY: `read_at` checks the bounds and copies through raw pointers into `out`, from
-        // memory that stays mapped while `buf` is held. Its contract (nothing writes those
-        // bytes meanwhile) is handed on to the Python caller by the docs of `Buffer`.
+        // SAFETY: the range is in bounds (checked above, and again by `read_at`) of memory
+        // that stays mapped while `buf` is held; `out` is a private Rust buffer. `read_at`
+        // copies through raw pointers only: no Rust reference over the buffer's bytes exists
+        // (see `write`). Its contract (nothing writes those bytes meanwhile) keeps the copy
+        // meaningful; the caller is told so for its own transfers (as Mooncake's
+        // `read_bytes_from_buffer`), and for a buffer it exported with `remote` rights it
+        // accepted that a peer writes at any time: a racing write only makes the bytes copied
+        // into `out` unspecified, as in the transports' own raw copies of exported memory.
         unsafe { buf.read_at(offset, &mut out) }.map_err(|e| errors::engine(py, e))?;
         Ok(PyBytes::new(py, &out))
     }

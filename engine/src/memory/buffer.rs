@@ -149,7 +149,11 @@ impl EngineBuffer {
     /// # Safety
     /// Nothing else may write or read `[offset, offset + data.len())` meanwhile: no transfer in
     /// flight on it, and no peer that could reach it (a buffer registered for remote access is
-    /// reachable by peers; a local-only one is not). Racing with them is a data race.
+    /// reachable by peers; a local-only one is not). Racing with them is a data race on memory
+    /// that only raw pointers reach (see the `raw` module: no Rust reference to it exists), as
+    /// when a transport copies exported memory that a peer writes: the bytes copied, and those
+    /// a racing copy leaves, are unspecified. A caller that exported the buffer accepted that
+    /// from peers (Mooncake's `write_bytes_to_buffer` and `read_bytes_from_buffer` likewise).
     pub unsafe fn write_at(&self, offset: usize, data: &[u8]) -> Result<(), Error> {
         raw::copy_in(data, self.part(offset, data.len())?);
         Ok(())
