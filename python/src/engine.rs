@@ -32,20 +32,26 @@ pub(crate) struct Engine {
 }
 
 impl Engine {
-    /// The engine whose registrations `pins` keeps (a store's).
-    pub(crate) fn shared(pins: Arc<Pins>) -> Engine {
-        Engine {
-            pins: ForkSafe::new(pins),
-        }
+    /// The engine whose registrations `pins` keeps (a store's), owned by the process that
+    /// made them.
+    pub(crate) fn shared(pins: ForkSafe<Arc<Pins>>) -> Engine {
+        Engine { pins }
     }
 
-    pub(crate) fn engine(&self) -> &BlockingEngine {
-        self.pins.engine()
+    /// The engine, unless this is a forked child (`Forked`).
+    pub(crate) fn engine(&self, py: Python<'_>) -> PyResult<&BlockingEngine> {
+        Ok(self.pins.get(py)?.engine())
     }
 
-    /// The engine's registrations, shared with a `Store` made on this engine.
-    pub(crate) fn pins(&self) -> &Arc<Pins> {
-        &self.pins
+    /// The engine's registrations, shared with a `Store` made on this engine; `Forked` in a
+    /// forked child.
+    pub(crate) fn pins(&self, py: Python<'_>) -> PyResult<&Arc<Pins>> {
+        self.pins.get(py)
+    }
+
+    /// The engine's segment name, in any process (a string of its own).
+    fn segment_name(&self) -> &str {
+        self.pins.any_process().engine().name()
     }
 
     /// One transfer between local memory and a peer's segment, with the local memory held.
@@ -73,8 +79,9 @@ impl Engine {
         if let Some(t) = timeout {
             req = req.with_deadline(duration(t, "timeout")?);
         }
-        let held = self.pins.hold(py, &mem)?;
-        let done = wait(py, self.engine().transfer_call(req));
+        let pins = self.pins(py)?;
+        let held = pins.hold(py, &mem)?;
+        let done = wait(py, pins.engine().transfer_call(req));
         // The transfer has stopped (even when a signal ended the wait): release the memory.
         drop(held);
         done
@@ -149,13 +156,13 @@ impl Engine {
         };
         let bridge = runtime::bridge(py)?;
         let engine = wait(py, BlockingEngine::start_call(&bridge, config))?;
-        Ok(Engine::shared(Arc::new(Pins::new(engine))))
+        Ok(Engine::shared(ForkSafe::new(Arc::new(Pins::new(engine)))))
     }
 
     /// The engine's segment name (`host:port`), which peers pass to `open_segment`.
     #[getter]
     fn name(&self) -> String {
-        self.engine().name().to_string()
+        self.segment_name().to_string()
     }
 
     /// Allocates `size` bytes of engine memory (a `Buffer`), registered: local-only, or with
@@ -172,7 +179,7 @@ impl Engine {
             return Err(PyValueError::new_err("size 0"));
         }
         let rights = remote_access(remote)?;
-        let engine = self.engine().clone();
+        let engine = self.engine(py)?.clone();
         let buf = py
             .detach(|| engine.allocate_exported(size, prefault, rights))
             .map_err(|e| errors::to_py(py, &e))?;
@@ -180,7 +187,6 @@ impl Engine {
             addr: buf.addr(),
             len: buf.len(),
             state: ForkSafe::new(Mutex::new(Some((engine, buf)))),
-            pid: std::process::id(),
         })
     }
 
@@ -201,27 +207,29 @@ impl Engine {
             true => Access::Write,
             false => Access::Read,
         };
+        let pins = self.pins(py)?;
         let mem = Memory::from_py(buffer, size, access, "buffer")?;
-        self.pins.register(py, mem, rights)
+        pins.register(py, mem, rights)
     }
 
     /// Ends a registration made by `register` (give the buffer or its address). Transfers
     /// using it now fail; none touches the memory once this returns.
     fn unregister(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<()> {
+        let pins = self.pins(py)?;
         let addr = address_of(buffer)?;
-        self.pins.unregister(py, addr)
+        pins.unregister(py, addr)
     }
 
     /// Opens a peer's segment by name (`host:port`, or this engine's own `name`); returns its
     /// handle for transfers and batches.
     fn open_segment(&self, py: Python<'_>, name: &str) -> PyResult<u64> {
-        let handle = wait(py, self.engine().open_segment_call(name))?;
+        let handle = wait(py, self.engine(py)?.open_segment_call(name))?;
         Ok(handle.to_raw())
     }
 
     /// Closes a segment handle.
     fn close_segment(&self, py: Python<'_>, segment: u64) -> PyResult<()> {
-        self.engine()
+        self.engine(py)?
             .close_segment(SegmentHandle::from_raw(segment))
             .map_err(|e| errors::to_py(py, &e))
     }
@@ -230,7 +238,7 @@ impl Engine {
     /// rights "r", "w" or "rw", in address order.
     fn segment_buffers(&self, py: Python<'_>, segment: u64) -> PyResult<Vec<(u64, u64, String)>> {
         let d = self
-            .engine()
+            .engine(py)?
             .engine()
             .segment_descriptor(SegmentHandle::from_raw(segment))
             .map_err(|e| errors::engine(py, e))?;
@@ -335,14 +343,14 @@ impl Engine {
         &self,
         py: Python<'py>,
     ) -> PyResult<Vec<(String, Bound<'py, PyBytes>)>> {
-        Ok(engine_batch::notifications(self)
+        Ok(engine_batch::notifications(self, py)?
             .into_iter()
             .map(|n| (n.from, PyBytes::new(py, &n.message)))
             .collect())
     }
 
     fn __repr__(&self) -> String {
-        format!("<yuebing.Engine name={}>", self.engine().name())
+        format!("<yuebing.Engine name={}>", self.segment_name())
     }
 }
 
@@ -352,27 +360,24 @@ type Allocated = Mutex<Option<(BlockingEngine, Arc<EngineBuffer>)>>;
 /// Memory the engine allocated (`Engine.allocate`): `addr` and `size` for transfers; `read`
 /// and `write` copy bytes out and in. Bytes that a transfer or a peer (of a buffer allocated
 /// with `remote` rights) writes meanwhile are copied unspecified, as with Mooncake's
-/// `read_bytes_from_buffer`. `free()` (or dropping the last reference) unregisters it; no
-/// transfer touches it afterwards.
+/// `read_bytes_from_buffer`. `free()` (or dropping the last reference) unregisters it: no
+/// transfer of its engine and no peer touches it afterwards; a call that holds it meanwhile
+/// (a transfer on another engine, or a registration there) keeps its memory until it ends.
 #[pyclass(module = "yuebing._native", frozen)]
 pub(crate) struct Buffer {
     addr: u64,
     len: usize,
-    /// The engine it is registered with and the memory; `None` once freed.
+    /// The engine it is registered with and the memory; `None` once freed. Made by the process
+    /// that allocated it: a forked child neither uses nor frees it (the memfd mapping and its
+    /// status are shared with the parent).
     state: ForkSafe<Allocated>,
-    /// The process that allocated it (a forked child leaks it rather than free it).
-    pid: u32,
 }
 
 impl Buffer {
-    /// Its address and length, unless it was freed.
-    pub(crate) fn range(&self) -> PyResult<(u64, u64)> {
-        self.live().map(|_| (self.addr, self.len as u64))
-    }
-
-    fn live(&self) -> PyResult<Arc<EngineBuffer>> {
-        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        match state.as_ref() {
+    /// Its memory, unless it was freed or this is a forked child (`Forked`).
+    pub(crate) fn live(&self, py: Python<'_>) -> PyResult<Arc<EngineBuffer>> {
+        let state = self.state.get(py)?.lock();
+        match state.unwrap_or_else(|p| p.into_inner()).as_ref() {
             Some((_, buf)) => Ok(buf.clone()),
             None => Err(PyValueError::new_err("the buffer was freed")),
         }
@@ -386,6 +391,15 @@ impl Buffer {
                 "{length} bytes at offset {offset} do not fit in the buffer ({} bytes)",
                 self.len
             ))),
+        }
+    }
+
+    /// Unregisters and drops the buffer's share of its memory, once.
+    fn release(state: &Allocated) {
+        let taken = state.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some((engine, buf)) = taken {
+            // An error means the engine no longer has it (the engine stopped): nothing to undo.
+            let _ = engine.unregister(buf.addr());
         }
     }
 }
@@ -412,7 +426,7 @@ impl Buffer {
     /// transfer or a peer reads or writes meanwhile end up unspecified.
     #[pyo3(signature = (data, offset=0))]
     fn write(&self, py: Python<'_>, data: &[u8], offset: usize) -> PyResult<()> {
-        let buf = self.live()?;
+        let buf = self.live(py)?;
         self.bounds(offset, data.len())?;
         // SAFETY: the range is in bounds (checked above, and again by `write_at`) of memory
         // that stays mapped while `buf` is held. `write_at` copies through raw pointers only
@@ -438,7 +452,7 @@ impl Buffer {
         offset: usize,
         length: Option<usize>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let buf = self.live()?;
+        let buf = self.live(py)?;
         let length = match length {
             Some(n) => n,
             None => self.len.checked_sub(offset).unwrap_or(usize::MAX),
@@ -459,13 +473,11 @@ impl Buffer {
     }
 
     /// Unregisters the buffer (transfers on it fail from now on) and releases it. Freeing
-    /// twice does nothing.
-    fn free(&self) {
-        let taken = self.state.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some((engine, buf)) = taken {
-            // An error means the engine no longer has it (the engine stopped): nothing to undo.
-            let _ = engine.unregister(buf.addr());
-        }
+    /// twice does nothing. In a forked child it raises `Forked` and leaves the buffer alone
+    /// (it is the parent's).
+    fn free(&self, py: Python<'_>) -> PyResult<()> {
+        Buffer::release(self.state.get(py)?);
+        Ok(())
     }
 
     fn __repr__(&self) -> String {
@@ -476,8 +488,8 @@ impl Buffer {
 impl Drop for Buffer {
     /// Frees the buffer, except in a forked child (see `runtime::ForkSafe`).
     fn drop(&mut self) {
-        if std::process::id() == self.pid {
-            self.free();
+        if let Some(state) = self.state.here() {
+            Buffer::release(state);
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The `Engine`'s batches of transfers: allocate, submit (with a notification), wait, status,
-//! cancel, free; and the notifications received.
+//! cancel, free; and the notifications received. Each starts with `Engine::engine`, which
+//! refuses a forked child (`Forked`) before the engine's state is touched.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -18,7 +19,7 @@ fn id(batch: u64) -> BatchId {
 /// `Engine.allocate_batch`.
 pub(crate) fn allocate(e: &Engine, py: Python<'_>, capacity: usize) -> PyResult<u64> {
     let batch = e
-        .engine()
+        .engine(py)?
         .allocate_batch(capacity)
         .map_err(|err| errors::to_py(py, &err))?;
     Ok(batch.to_u64())
@@ -59,7 +60,7 @@ pub(crate) fn submit(
         .into_iter()
         .map(|r| request(r, deadline))
         .collect::<PyResult<Vec<_>>>()?;
-    let engine = e.engine();
+    let engine = e.engine(py)?;
     let started = match notify {
         None => engine.submit(id(batch), &requests),
         Some(message) => engine.bridge().usable().and_then(|()| {
@@ -74,14 +75,14 @@ pub(crate) fn submit(
 
 /// `Engine.wait`.
 pub(crate) fn wait_batch(e: &Engine, py: Python<'_>, batch: u64) -> PyResult<BatchStatus> {
-    let status = wait(py, e.engine().wait_call(id(batch)))?;
+    let status = wait(py, e.engine(py)?.wait_call(id(batch)))?;
     Ok(BatchStatus::new(py, status))
 }
 
 /// `Engine.status`.
 pub(crate) fn status(e: &Engine, py: Python<'_>, batch: u64) -> PyResult<BatchStatus> {
     let status = e
-        .engine()
+        .engine(py)?
         .status(id(batch))
         .map_err(|err| errors::to_py(py, &err))?;
     Ok(BatchStatus::new(py, status))
@@ -95,7 +96,7 @@ pub(crate) fn task_status(
     task: usize,
 ) -> PyResult<TaskStatus> {
     let status = e
-        .engine()
+        .engine(py)?
         .task_status(id(batch), task)
         .map_err(|err| errors::to_py(py, &err))?;
     Ok(TaskStatus::new(py, status))
@@ -103,19 +104,19 @@ pub(crate) fn task_status(
 
 /// `Engine.cancel`.
 pub(crate) fn cancel(e: &Engine, py: Python<'_>, batch: u64) -> PyResult<usize> {
-    e.engine()
+    e.engine(py)?
         .cancel(id(batch))
         .map_err(|err| errors::to_py(py, &err))
 }
 
 /// `Engine.free_batch`.
 pub(crate) fn free(e: &Engine, py: Python<'_>, batch: u64) -> PyResult<()> {
-    e.engine()
+    e.engine(py)?
         .free_batch(id(batch))
         .map_err(|err| errors::to_py(py, &err))
 }
 
 /// `Engine.take_notifications`.
-pub(crate) fn notifications(e: &Engine) -> Vec<Notification> {
-    e.engine().engine().take_notifications()
+pub(crate) fn notifications(e: &Engine, py: Python<'_>) -> PyResult<Vec<Notification>> {
+    Ok(e.engine(py)?.engine().take_notifications())
 }

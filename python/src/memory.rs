@@ -1,15 +1,19 @@
 //! The caller's memory for the zero-copy calls: any C-contiguous Python buffer (`bytearray`,
 //! `memoryview`, numpy arrays, …), held exported for as long as the [`Memory`] lives so that
-//! it can be neither freed nor resized meanwhile; or a raw address and a length (a tensor's
-//! `data_ptr()`), which the caller vouches for.
+//! it can be neither freed nor resized meanwhile; an engine `Buffer`, whose mapping is held
+//! likewise (freeing the `Buffer` meanwhile only unregisters it from its engine); or a raw
+//! address and a length (a tensor's `data_ptr()`), which the caller vouches for.
 //!
 //! Nothing here forms a Rust reference over that memory: the calls hand its address to the
 //! engine, which copies through raw pointers.
+
+use std::sync::Arc;
 
 use pyo3::buffer::{PyBuffer, PyUntypedBuffer};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyMemoryView};
+use yuebing_engine::EngineBuffer;
 
 /// What a call does with the memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,10 +40,12 @@ enum Keep {
     /// A Python buffer's export: the buffer stays allocated and cannot be resized; released
     /// when the memory is dropped.
     Export(PyUntypedBuffer),
-    /// An engine `Buffer` (registered by its engine, which keeps its mapping while a transfer
-    /// uses it even if it is freed meanwhile).
-    Object(Py<PyAny>),
-    /// A raw address: its caller vouches for it.
+    /// The memory of an engine `Buffer`: its mapping, which stays while this is held even if
+    /// the `Buffer` is freed meanwhile (freeing only unregisters it from its own engine and
+    /// drops the `Buffer`'s share).
+    Engine(Arc<EngineBuffer>),
+    /// A raw address: its caller vouches for it, only until its call returns (or, registered,
+    /// until it unregisters).
     Nothing,
 }
 
@@ -73,11 +79,13 @@ impl Memory {
             return Memory::raw(obj, size, what);
         }
         if let Ok(engine_buffer) = obj.cast::<crate::engine::Buffer>() {
-            let (addr, whole) = engine_buffer.get().range()?;
+            // The memory itself, not only the Python object: `Buffer.free()` from another
+            // thread must not unmap it while a call or a registration uses it.
+            let buf = engine_buffer.get().live(obj.py())?;
             return Ok(Memory {
-                addr,
-                len: part(size, whole, what)?,
-                _keep: Keep::Object(obj.clone().unbind()),
+                addr: buf.addr(),
+                len: part(size, buf.len() as u64, what)?,
+                _keep: Keep::Engine(buf),
             });
         }
         let buf = PyUntypedBuffer::get(obj).map_err(|_| {

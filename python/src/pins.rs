@@ -19,12 +19,14 @@ use pyo3::prelude::*;
 use yuebing_bridge::BlockingEngine;
 use yuebing_engine::{Location, RemoteAccess};
 
-use crate::errors;
 use crate::memory::Memory;
+use crate::{errors, runtime};
 
 /// The registrations made through one engine's `Pins`.
 pub(crate) struct Pins {
     engine: BlockingEngine,
+    /// The process that made it: a forked child is refused (see `runtime::ForkSafe`).
+    pid: u32,
     table: Mutex<Table>,
 }
 
@@ -58,6 +60,7 @@ impl Pins {
     pub(crate) fn new(engine: BlockingEngine) -> Pins {
         Pins {
             engine,
+            pid: std::process::id(),
             table: Mutex::new(Table::default()),
         }
     }
@@ -71,9 +74,19 @@ impl Pins {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// `Forked` in a forked child, before the table (whose lock a thread of the parent may have
+    /// held at the fork) or the engine is touched.
+    fn not_forked(&self, py: Python<'_>) -> PyResult<()> {
+        match std::process::id() == self.pid {
+            true => Ok(()),
+            false => Err(runtime::forked(py, self.pid)),
+        }
+    }
+
     /// Makes `mem` usable by a call: a pin holding it already, memory the engine registered
     /// itself, or else a new call pin. Keep `mem` alive at least as long as the guard.
     pub(crate) fn hold(&self, py: Python<'_>, mem: &Memory) -> PyResult<Held<'_>> {
+        self.not_forked(py)?;
         let (addr, len) = (mem.addr, mem.len);
         let mut table = self.lock();
         if let Some((&start, pin)) = table.pins.range_mut(..=addr).next_back() {
@@ -92,8 +105,9 @@ impl Pins {
             });
         }
         // SAFETY: `mem` is a Python buffer whose export the caller keeps (so its memory stays
-        // allocated and cannot be resized) or an address its caller vouched for, valid for
-        // `len` bytes; it lives at least as long as the guard, which unregisters the range
+        // allocated and cannot be resized), an engine buffer whose mapping it holds (so
+        // `Buffer.free()` meanwhile does not unmap it), or an address its caller vouched for,
+        // valid for `len` bytes; it lives at least as long as the guard, which unregisters the range
         // before it goes (and `unregister` returns only once no byte of it is touched). The
         // engine copies only through raw pointers and no Rust reference to the range exists.
         // Local-only: no peer can reach it, so it is written only by this engine's own reads,
@@ -128,10 +142,11 @@ impl Pins {
         mem: Memory,
         remote: RemoteAccess,
     ) -> PyResult<u64> {
+        self.not_forked(py)?;
         let (addr, len) = (mem.addr, mem.len);
         let mut table = self.lock();
-        // SAFETY: as in `hold`, with `mem` (a buffer's export, or an address the caller vouched
-        // for until it unregisters) kept in the table until `unregister` unregisters the range
+        // SAFETY: as in `hold`, with `mem` (a buffer's export, an engine buffer's mapping, or an
+        // address the caller vouched for until it unregisters) kept in the table until `unregister` unregisters the range
         // first. Exported ranges may be written by peers at any time, through raw pointers
         // only, which the caller accepted by asking for `remote` rights.
         let registered = unsafe {
@@ -160,6 +175,7 @@ impl Pins {
     /// Ends the user pin that starts at `addr`: unregisters it (calls using it now fail; no
     /// byte of it is touched once this returns) and releases the memory it kept.
     pub(crate) fn unregister(&self, py: Python<'_>, addr: u64) -> PyResult<()> {
+        self.not_forked(py)?;
         let released = {
             let mut table = self.lock();
             let user = matches!(table.pins.get(&addr), Some(p) if p.user.is_some());

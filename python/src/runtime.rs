@@ -2,13 +2,13 @@
 //! [`Bridge`] (its runtime and callback pool), started on first use.
 //!
 //! After `fork()` the parent's bridge threads do not exist in the child, so its calls fail with
-//! `Forked` (−4005), and so do the calls of every `Store` and `Engine` the child inherited. A
+//! `Forked` (−4005), and so does every method of a `Store`, `Engine` or `Buffer` the child
+//! inherited that would touch the parent's state, before it touches any (see [`ForkSafe`]). A
 //! `Store` or `Engine` made in the child gets a bridge of the child's own: the first one made
 //! there starts it. (The parent's bridge is left alone there: it has nothing to stop; and the
 //! inherited objects are leaked there, not dropped: see [`ForkSafe`].)
 
 use std::mem::ManuallyDrop;
-use std::ops::Deref;
 use std::sync::Mutex;
 
 use pyo3::prelude::*;
@@ -38,10 +38,13 @@ pub(crate) fn bridge(py: Python<'_>) -> PyResult<Bridge> {
     Ok(bridge)
 }
 
-/// A value made in this process whose drop must not run in a forked child: dropping a client
-/// or an engine reaches into the parent's runtime and locks, which threads that do not exist
-/// in the child may have held at the fork. In a child it is leaked instead (as the bridge
-/// leaks its runtime there); in its own process it is dropped as usual.
+/// A value made in this process that a forked child must not touch: using or dropping a
+/// client, an engine or their registrations reaches into the parent's runtime and locks,
+/// which threads that do not exist in the child may have held at the fork (a lock held then
+/// is never released there), and into memory still shared with the parent (an engine
+/// buffer's memfd mapping, its status page). So in a child [`ForkSafe::get`] refuses with
+/// `Forked` before anything of it is touched, and the value is leaked instead of dropped (as
+/// the bridge leaks its runtime there); in its own process it is used and dropped as usual.
 pub(crate) struct ForkSafe<T> {
     pid: u32,
     value: ManuallyDrop<T>,
@@ -55,14 +58,38 @@ impl<T> ForkSafe<T> {
             value: ManuallyDrop::new(value),
         }
     }
-}
 
-impl<T> Deref for ForkSafe<T> {
-    type Target = T;
+    /// The value, unless this is a forked child: then `Forked`.
+    pub(crate) fn get(&self, py: Python<'_>) -> PyResult<&T> {
+        self.here().ok_or_else(|| forked(py, self.pid))
+    }
 
-    fn deref(&self) -> &T {
+    /// The value, unless this is a forked child.
+    pub(crate) fn here(&self) -> Option<&T> {
+        (std::process::id() == self.pid).then_some(&*self.value)
+    }
+
+    /// The value in any process, for what only reads data of its own that nothing changes
+    /// after it was made (a name): no lock, no runtime, no shared memory.
+    pub(crate) fn any_process(&self) -> &T {
         &self.value
     }
+}
+
+impl<T: Clone> Clone for ForkSafe<T> {
+    /// A clone of the value, owned by the process that made this one (a clone made in a forked
+    /// child is the parent's too).
+    fn clone(&self) -> ForkSafe<T> {
+        ForkSafe {
+            pid: self.pid,
+            value: self.value.clone(),
+        }
+    }
+}
+
+/// The `Forked` exception for a value that process `parent` made.
+pub(crate) fn forked(py: Python<'_>, parent: u32) -> PyErr {
+    errors::to_py(py, &yuebing_bridge::Error::Forked { parent })
 }
 
 impl<T> Drop for ForkSafe<T> {

@@ -49,17 +49,18 @@ pub(crate) struct Store {
 }
 
 impl Store {
-    /// The client, unless the store was closed.
-    pub(crate) fn client(&self) -> PyResult<&BlockingClient> {
+    /// The client, unless this is a forked child (`Forked`) or the store was closed.
+    pub(crate) fn client(&self, py: Python<'_>) -> PyResult<&BlockingClient> {
+        let client = self.client.get(py)?;
         match self.closed.load(Ordering::Acquire) {
             true => Err(PyValueError::new_err("the store is closed")),
-            false => Ok(&self.client),
+            false => Ok(client),
         }
     }
 
-    /// The registrations of the client's engine.
-    pub(crate) fn pins(&self) -> &Pins {
-        &self.pins
+    /// The registrations of the client's engine, unless this is a forked child (`Forked`).
+    pub(crate) fn pins(&self, py: Python<'_>) -> PyResult<&Pins> {
+        Ok(self.pins.get(py)?)
     }
 
     /// The options of a put with these keyword arguments.
@@ -79,7 +80,7 @@ impl Store {
         opts: yuebing_store::Options,
         upsert: bool,
     ) -> PyResult<()> {
-        let client = self.client()?;
+        let client = self.client(py)?;
         let value = copy_of(value, "value")?;
         let call = match upsert {
             true => client.upsert_call(key, value, &opts),
@@ -97,7 +98,7 @@ impl Store {
         opts: yuebing_store::Options,
         upsert: bool,
     ) -> PyResult<()> {
-        let client = self.client()?;
+        let client = self.client(py)?;
         let parts = parts
             .iter()
             .enumerate()
@@ -119,9 +120,9 @@ impl Store {
         opts: yuebing_store::Options,
         upsert: bool,
     ) -> PyResult<()> {
-        let client = self.client()?;
+        let client = self.client(py)?;
         let mem = Memory::from_py(buffer, size, Access::Read, "buffer")?;
-        let held = self.pins.hold(py, &mem)?;
+        let held = self.pins(py)?.hold(py, &mem)?;
         let call = match upsert {
             true => client.upsert_from_call(key, mem.addr, mem.len, &opts),
             false => client.put_from_call(key, mem.addr, mem.len, &opts),
@@ -347,7 +348,7 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let opts = options::call(timeout)?;
-        let value = wait(py, self.client()?.get_call(key, &opts))?;
+        let value = wait(py, self.client(py)?.get_call(key, &opts))?;
         Ok(PyBytes::new(py, &value))
     }
 
@@ -366,9 +367,9 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<u64> {
         let opts = options::call(timeout)?;
-        let client = self.client()?;
+        let client = self.client(py)?;
         let mem = Memory::from_py(buffer, size, Access::Write, "buffer")?;
-        let held = self.pins.hold(py, &mem)?;
+        let held = self.pins(py)?.hold(py, &mem)?;
         let read = wait(py, client.get_into_call(key, mem.addr, mem.len, &opts));
         // The call's work has stopped (even when a signal ended the wait): release the memory.
         drop(held);
@@ -379,14 +380,14 @@ impl Store {
     #[pyo3(signature = (key, *, timeout=None))]
     fn exist(&self, py: Python<'_>, key: &str, timeout: Option<f64>) -> PyResult<bool> {
         let opts = options::call(timeout)?;
-        wait(py, self.client()?.exist_call(key, &opts))
+        wait(py, self.client(py)?.exist_call(key, &opts))
     }
 
     /// The size in bytes of `key`'s value.
     #[pyo3(signature = (key, *, timeout=None))]
     fn get_size(&self, py: Python<'_>, key: &str, timeout: Option<f64>) -> PyResult<u64> {
         let opts = options::call(timeout)?;
-        wait(py, self.client()?.get_size_call(key, &opts))
+        wait(py, self.client(py)?.get_size_call(key, &opts))
     }
 
     /// Removes `key`. A reader's lease (every `get` takes one) makes it raise `ObjectHasLease`
@@ -394,14 +395,14 @@ impl Store {
     #[pyo3(signature = (key, force=false, *, timeout=None))]
     fn remove(&self, py: Python<'_>, key: &str, force: bool, timeout: Option<f64>) -> PyResult<()> {
         let opts = options::call(timeout)?;
-        wait(py, self.client()?.remove_call(key, force, &opts))
+        wait(py, self.client(py)?.remove_call(key, force, &opts))
     }
 
     /// Removes every object (`force`: leased ones too); returns how many.
     #[pyo3(signature = (force=false, *, timeout=None))]
     fn remove_all(&self, py: Python<'_>, force: bool, timeout: Option<f64>) -> PyResult<u64> {
         let opts = options::call(timeout)?;
-        wait(py, self.client()?.remove_all_call(force, &opts))
+        wait(py, self.client(py)?.remove_all_call(force, &opts))
     }
 
     /// Removes every object whose key the regular expression `pattern` matches somewhere
@@ -418,7 +419,7 @@ impl Store {
         let opts = options::call(timeout)?;
         wait(
             py,
-            self.client()?.remove_by_regex_call(pattern, force, &opts),
+            self.client(py)?.remove_by_regex_call(pattern, force, &opts),
         )
     }
 
@@ -434,7 +435,7 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<Vec<Py<PyAny>>> {
         let opts = options::call(timeout)?;
-        let each = wait(py, self.client()?.batch_remove_call(keys, force, &opts))?;
+        let each = wait(py, self.client(py)?.batch_remove_call(keys, force, &opts))?;
         errors::items(py, each, |py, ()| Ok(py.None()))
     }
 
@@ -450,7 +451,7 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<types::Replicas> {
         let opts = options::call(timeout)?;
-        let list = wait(py, self.client()?.replicas_call(key, &opts))?;
+        let list = wait(py, self.client(py)?.replicas_call(key, &opts))?;
         Ok(types::Replicas::from(list))
     }
 
@@ -464,21 +465,23 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<Vec<Py<PyAny>>> {
         let opts = options::call(timeout)?;
-        let each = wait(py, self.client()?.batch_replicas_call(keys, &opts))?;
+        let each = wait(py, self.client(py)?.batch_replicas_call(keys, &opts))?;
         errors::items(py, each, |py, list| {
             Ok(Py::new(py, types::Replicas::from(list))?.into_any())
         })
     }
 
     /// Mooncake's `health_check`: 0 healthy (a master answers and is ready), 1 closed (also
-    /// after `close`: never raises then), 2 no master answered within the call's timeout.
+    /// after `close`), 2 no master answered within the call's timeout. It raises only for a
+    /// bad `timeout` (ValueError) and, in a forked child, `Forked` for a store the parent
+    /// made and did not close (make a new Store in the child); a closed store answers 1.
     #[pyo3(signature = (*, timeout=None))]
     fn health_check(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<i32> {
         let opts = options::call(timeout)?;
         if self.closed() {
             return Ok(ClientHealth::Closed.code());
         }
-        Ok(wait(py, self.client.health_check_call(&opts))?.code())
+        Ok(wait(py, self.client.get(py)?.health_check_call(&opts))?.code())
     }
 
     /// The objects whose keys start with `prefix`, sorted by key, at most `limit`.
@@ -491,7 +494,7 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<Vec<ObjectInfo>> {
         let opts = options::call(timeout)?;
-        let listed = wait(py, self.client()?.list_call(prefix, limit, &opts))?;
+        let listed = wait(py, self.client(py)?.list_call(prefix, limit, &opts))?;
         Ok(listed.into_iter().map(ObjectInfo::from).collect())
     }
 
@@ -500,7 +503,7 @@ impl Store {
     #[pyo3(signature = (*, timeout=None))]
     fn stats<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyDict>> {
         let opts = options::call(timeout)?;
-        let s = wait(py, self.client()?.stats_call(&opts))?;
+        let s = wait(py, self.client(py)?.stats_call(&opts))?;
         let d = PyDict::new(py);
         d.set_item("objects", s.objects)?;
         d.set_item("pending_writes", s.pending_writes)?;
@@ -631,7 +634,7 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<Vec<Py<PyAny>>> {
         let opts = options::call(timeout)?;
-        let each = wait(py, self.client()?.batch_get_call(keys, &opts))?;
+        let each = wait(py, self.client(py)?.batch_get_call(keys, &opts))?;
         errors::items(py, each, |py, v| {
             Ok(PyBytes::new(py, &v).into_any().unbind())
         })
@@ -662,7 +665,7 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<Vec<Py<PyAny>>> {
         let opts = options::call(timeout)?;
-        let each = wait(py, self.client()?.batch_exist_call(keys, &opts))?;
+        let each = wait(py, self.client(py)?.batch_exist_call(keys, &opts))?;
         errors::items(py, each, |py, b| {
             Ok(pyo3::types::PyBool::new(py, b)
                 .to_owned()
@@ -683,9 +686,9 @@ impl Store {
         buffer: &Bound<'_, PyAny>,
         size: Option<u64>,
     ) -> PyResult<u64> {
-        self.client()?;
+        self.client(py)?;
         let mem = Memory::from_py(buffer, size, Access::Read, "buffer")?;
-        self.pins.register(py, mem, RemoteAccess::LOCAL_ONLY)
+        self.pins(py)?.register(py, mem, RemoteAccess::LOCAL_ONLY)
     }
 
     /// Ends a registration made by `register_buffer` (give the buffer or its address). Calls
@@ -693,27 +696,32 @@ impl Store {
     /// registered raises `AddressNotRegistered`.
     fn unregister_buffer(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<()> {
         let addr = crate::engine::address_of(buffer)?;
-        self.pins.unregister(py, addr)
+        self.pins(py)?.unregister(py, addr)
     }
 
     /// The store's Transfer Engine (its segment is `segment_name`): register memory, open
     /// peers' segments and transfer with it.
     #[getter]
     fn engine(&self) -> Engine {
-        Engine::shared(Arc::clone(&self.pins))
+        Engine::shared(self.pins.clone())
     }
 
     /// The name of this client's engine segment (`host:port`): where its store space lives.
     #[getter]
     fn segment_name(&self) -> String {
-        self.client.client().engine().name().to_string()
+        self.client
+            .any_process()
+            .client()
+            .engine()
+            .name()
+            .to_string()
     }
 
     /// The name this client's node goes by in the cluster: its segment name, the `node` of
     /// the replicas in its store space (Mooncake's `get_hostname`).
     #[getter]
     fn hostname(&self) -> String {
-        self.client.hostname().to_string()
+        self.client.any_process().hostname().to_string()
     }
 
     /// Whether `close` was called.
@@ -728,10 +736,11 @@ impl Store {
     #[pyo3(signature = (*, timeout=None))]
     fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
         let opts = options::call(timeout)?;
+        let client = self.client.get(py)?;
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        wait(py, self.client.close_call(&opts))
+        wait(py, client.close_call(&opts))
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

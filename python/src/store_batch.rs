@@ -118,11 +118,11 @@ pub(crate) fn start(
         Some(engine) => {
             // On the engine's bridge: in a forked child that refuses with `Forked` rather than
             // waiting on the parent's runtime, whose threads do not exist there.
-            let shared = engine.engine();
+            let shared = engine.engine(py)?;
             let call =
                 BlockingClient::with_engine_call(shared.bridge(), cfg, shared.engine().clone());
             let client = wait(py, call)?;
-            Ok((client, Arc::clone(engine.pins())))
+            Ok((client, Arc::clone(engine.pins(py)?)))
         }
     }
 }
@@ -176,7 +176,7 @@ fn ranges<'a>(
     };
     for (i, (key, buffer)) in keys.into_iter().zip(&buffers).enumerate() {
         let mem = Memory::from_py(buffer, size_at(&sizes, i), access, &format!("buffers[{i}]"))?;
-        out.held.push(store.pins().hold(py, &mem)?);
+        out.held.push(store.pins(py)?.hold(py, &mem)?);
         out.items.push((key, mem.addr, mem.len));
         out.memory.push(mem);
     }
@@ -193,7 +193,7 @@ pub(crate) fn batch_put(
     upsert: bool,
 ) -> PyResult<Vec<Py<PyAny>>> {
     same_length(keys.len(), "values", values.len())?;
-    let client = store.client()?;
+    let client = store.client(py)?;
     let items = keys
         .into_iter()
         .zip(&values)
@@ -218,7 +218,7 @@ pub(crate) fn batch_put_from(
     opts: &Options,
     upsert: bool,
 ) -> PyResult<Vec<Py<PyAny>>> {
-    let client = store.client()?;
+    let client = store.client(py)?;
     let ranges = ranges(store, py, keys, buffers, sizes, Access::Read)?;
     let items = ranges.items.clone();
     let call = match upsert {
@@ -240,7 +240,7 @@ pub(crate) fn batch_get_into(
     sizes: Option<Vec<Option<u64>>>,
     opts: &Options,
 ) -> PyResult<Vec<Py<PyAny>>> {
-    let client = store.client()?;
+    let client = store.client(py)?;
     let ranges = ranges(store, py, keys, buffers, sizes, Access::Write)?;
     let each = wait(py, client.batch_get_into_call(ranges.items.clone(), opts));
     // The call's work has stopped: the memory may go.

@@ -25,8 +25,8 @@ Threads and signals: every call blocks only its own thread and releases the GIL 
 waits, so other threads run meanwhile; Ctrl-C (any signal handler that raises) cancels the
 call, waits until nothing touches your buffers any more, and raises ``KeyboardInterrupt``.
 
-fork: a Store or Engine made before ``os.fork()`` cannot be used in the child (its calls raise
-``yuebing.Forked``); make a new one there. With multiprocessing, the "spawn" start method
+fork: a Store, Engine or Buffer made before ``os.fork()`` cannot be used in the child (its
+calls raise ``yuebing.Forked``); make a new one there. With multiprocessing, the "spawn" start method
 avoids the question.
 
 asyncio: no coroutine API is offered. The calls release the GIL, so ``await

@@ -77,8 +77,8 @@ _DOCS: Dict[str, str] = {
     "NoAvailableHandle": "No node has room for the value, even after eviction.",
     "Timeout": "A call did not finish in time; it was cancelled and its work has stopped.",
     "Canceled": "The call was cancelled; nothing of it touches the caller's memory any more.",
-    "Forked": "This Store or Engine was made before os.fork(): its calls cannot run in the "
-    "child. Make a new yuebing.Store (or Engine) in the child.",
+    "Forked": "This Store, Engine or Buffer was made before os.fork(): its calls cannot run "
+    "in the child. Make a new yuebing.Store (or Engine) in the child.",
     "AddressOverlapped": "The memory overlaps a range already registered with the engine: "
     "register the whole buffer once (register_buffer) instead.",
     "AddressNotRegistered": "No registered range starts at (or holds) that address.",
