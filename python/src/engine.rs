@@ -80,7 +80,7 @@ impl Engine {
             req = req.with_deadline(duration(t, "timeout")?);
         }
         let pins = self.pins(py)?;
-        let held = pins.hold(py, &mem)?;
+        let held = pins.hold(py, std::slice::from_ref(&mem))?;
         let done = wait(py, pins.engine().transfer_call(req));
         // The transfer has stopped (even when a signal ended the wait): release the memory.
         drop(held);

@@ -13,7 +13,8 @@
 //! - `wait`: waiting for a [`yuebing_bridge::Call`] with the GIL released, signals checked.
 //! - `errors`: yuebing's errors as Python exceptions (classes from `yuebing/errors.py`).
 //! - `memory`: the caller's memory: a Python buffer held exported, or a raw address.
-//! - `pins`: registration of the caller's memory with an engine, for the zero-copy calls.
+//! - `pins`: registration of the caller's memory with an engine, for the zero-copy calls;
+//!   `pin_table`, its pure core (the table of pins, the waiters, what a call takes now).
 //! - `options`: per-call settings from keyword arguments.
 //! - `store` and `store_batch`: the `Store` class (one key; batches and the whole store).
 //! - `engine`, `engine_batch`: the `Engine` class and its `Buffer`s; batches of transfers.
@@ -24,6 +25,7 @@ mod engine_batch;
 mod errors;
 mod memory;
 mod options;
+mod pin_table;
 mod pins;
 mod runtime;
 mod store;

@@ -24,14 +24,16 @@ pub(crate) enum Access {
     Write,
 }
 
-/// A range of the caller's memory, valid while this lives (see the module docs).
+/// A range of the caller's memory, valid while this lives, or while any clone of it lives
+/// (see the module docs; a raw address only as long as its caller vouched).
+#[derive(Clone)]
 pub(crate) struct Memory {
     /// First byte.
     pub(crate) addr: u64,
     /// Length in bytes (at least 1).
     pub(crate) len: u64,
-    /// What keeps the memory valid; held, never read.
-    _keep: Keep,
+    /// What keeps the memory valid, shared by the clones: the last one releases it.
+    keep: Arc<Keep>,
 }
 
 /// What keeps a [`Memory`] valid while it lives: held for its drop, never read.
@@ -85,7 +87,7 @@ impl Memory {
             return Ok(Memory {
                 addr: buf.addr(),
                 len: part(size, buf.len() as u64, what)?,
-                _keep: Keep::Engine(buf),
+                keep: Arc::new(Keep::Engine(buf)),
             });
         }
         let buf = PyUntypedBuffer::get(obj).map_err(|_| {
@@ -110,7 +112,7 @@ impl Memory {
         Ok(Memory {
             addr: buf.buf_ptr() as u64,
             len: part(size, buf.len_bytes() as u64, what)?,
-            _keep: Keep::Export(buf),
+            keep: Arc::new(Keep::Export(buf)),
         })
     }
 
@@ -139,8 +141,15 @@ impl Memory {
         Ok(Memory {
             addr,
             len,
-            _keep: Keep::Nothing,
+            keep: Arc::new(Keep::Nothing),
         })
+    }
+
+    /// Whether this keeps its memory valid itself for as long as it (or a clone) lives: a
+    /// Python buffer's export or an engine `Buffer`'s mapping, not a raw address, which is
+    /// valid only as long as its caller vouched.
+    pub(crate) fn keeps_itself(&self) -> bool {
+        !matches!(*self.keep, Keep::Nothing)
     }
 }
 

@@ -122,7 +122,7 @@ impl Store {
     ) -> PyResult<()> {
         let client = self.client(py)?;
         let mem = Memory::from_py(buffer, size, Access::Read, "buffer")?;
-        let held = self.pins(py)?.hold(py, &mem)?;
+        let held = self.pins(py)?.hold(py, std::slice::from_ref(&mem))?;
         let call = match upsert {
             true => client.upsert_from_call(key, mem.addr, mem.len, &opts),
             false => client.put_from_call(key, mem.addr, mem.len, &opts),
@@ -369,7 +369,7 @@ impl Store {
         let opts = options::call(timeout)?;
         let client = self.client(py)?;
         let mem = Memory::from_py(buffer, size, Access::Write, "buffer")?;
-        let held = self.pins(py)?.hold(py, &mem)?;
+        let held = self.pins(py)?.hold(py, std::slice::from_ref(&mem))?;
         let read = wait(py, client.get_into_call(key, mem.addr, mem.len, &opts));
         // The call's work has stopped (even when a signal ended the wait): release the memory.
         drop(held);

@@ -142,17 +142,17 @@ fn same_length(keys: usize, what: &str, n: usize) -> PyResult<()> {
     }
 }
 
-/// The caller's memory of a zero-copy batch, each range held registered.
+/// The caller's memory of a zero-copy batch, its ranges held registered together.
 struct Ranges<'a> {
     items: Vec<(String, u64, u64)>,
     /// Dropped before `memory`: the pins go before the buffers they pin.
-    held: Vec<Held<'a>>,
+    held: Option<Held<'a>>,
     memory: Vec<Memory>,
 }
 
 impl Drop for Ranges<'_> {
     fn drop(&mut self) {
-        self.held.clear();
+        self.held = None;
         self.memory.clear();
     }
 }
@@ -169,17 +169,20 @@ fn ranges<'a>(
     if let Some(s) = &sizes {
         same_length(keys.len(), "sizes", s.len())?;
     }
+    let pins = store.pins(py)?;
     let mut out = Ranges {
         items: Vec::with_capacity(keys.len()),
-        held: Vec::with_capacity(keys.len()),
+        held: None,
         memory: Vec::with_capacity(keys.len()),
     };
     for (i, (key, buffer)) in keys.into_iter().zip(&buffers).enumerate() {
         let mem = Memory::from_py(buffer, size_at(&sizes, i), access, &format!("buffers[{i}]"))?;
-        out.held.push(store.pins(py)?.hold(py, &mem)?);
         out.items.push((key, mem.addr, mem.len));
         out.memory.push(mem);
     }
+    // All at once: ranges that overlap share one registration, and a wait for other calls'
+    // registrations holds none of this call's meanwhile.
+    out.held = Some(pins.hold(py, &out.memory)?);
     Ok(out)
 }
 

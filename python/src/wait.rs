@@ -10,7 +10,7 @@ use crate::errors;
 
 /// How long the GIL stays released before the waiting thread looks at Python's signals again:
 /// the most a Ctrl-C waits before it is noticed.
-const SLICE: Duration = Duration::from_millis(50);
+pub(crate) const SLICE: Duration = Duration::from_millis(50);
 
 /// Waits for `call` with the GIL released. Between slices of [`SLICE`] it runs Python's signal
 /// handlers (only the main thread has any); if one raises (Ctrl-C's `KeyboardInterrupt`), the

@@ -1,15 +1,22 @@
-"""The caller's memory and engine Buffers: a Buffer stays mapped while another engine uses it
-even when it is freed meanwhile; Buffer.read/write check their bounds before anything else, and
-impossible sizes are refused with an exception."""
+"""The caller's memory in the zero-copy calls: an engine Buffer stays mapped while another
+engine uses it even when it is freed meanwhile; Buffer.read/write check their bounds before
+anything else; ranges of unregistered memory that overlap, within one batch or across threads,
+never fail for it (the later call waits for the earlier one's registration to end)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 
+import numpy as np
 import pytest
 
 import yuebing
+
+
+def payload(n: int, seed: int = 0) -> bytes:
+    return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8).tobytes()
 
 
 FREED_WHILE_REGISTERED = """
@@ -102,3 +109,105 @@ def test_allocate_refuses_impossible_sizes_with_an_exception():
             engine.allocate(size, prefault=False)
     with pytest.raises(OverflowError):
         engine.allocate(2**64)
+
+
+def test_a_batch_with_overlapping_ranges_of_unregistered_memory(store, key):
+    src = np.frombuffer(bytearray(payload(1 << 16, 5)), dtype=np.uint8)
+    mv = memoryview(src)
+    parts = [mv[0:100], mv[50:150], mv[0:4096], mv[1000:1100], mv[4096:8192], src.ctypes.data + 120]
+    sizes = [None, None, None, None, None, 200]
+    keys = [f"{key}/{i}" for i in range(len(parts))]
+    assert store.batch_put_from(keys, parts, sizes) == [None] * len(parts)
+    assert store.get(keys[0]) == src[0:100].tobytes()
+    assert store.get(keys[1]) == src[50:150].tobytes()
+    assert store.get(keys[2]) == src[0:4096].tobytes()
+    assert store.get(keys[3]) == src[1000:1100].tobytes()
+    assert store.get(keys[4]) == src[4096:8192].tobytes()
+    assert store.get(keys[5]) == src[120:320].tobytes()
+    # Destinations that overlap, each receiving the same bytes where they overlap.
+    dst = np.zeros(1 << 16, dtype=np.uint8)
+    got = store.batch_get_into([keys[2], keys[3]], [memoryview(dst)[0:4096],
+                                                    memoryview(dst)[1000:1100]])
+    assert got == [4096, 100]
+    np.testing.assert_array_equal(dst[:4096], src[:4096])
+    # And with a part of the memory registered by the user: that part uses the registration.
+    store.register_buffer(mv[0:4096])
+    try:
+        assert store.batch_put_from([f"{key}/r0", f"{key}/r1", f"{key}/r2"],
+                                    [mv[0:100], mv[4096:4200], mv[4150:4300]]) == [None] * 3
+        assert store.get(f"{key}/r2") == src[4150:4300].tobytes()
+        with pytest.raises(yuebing.AddressOverlapped):
+            store.put_from(f"{key}/across", mv[4000:4200])   # partly in the registration
+    finally:
+        store.unregister_buffer(mv[0:4096])
+
+
+def run_threads(*loops, timeout=120):
+    """Runs each loop on a thread of its own; re-raises the first exception one raised."""
+    errors: list[BaseException] = []
+
+    def guard(loop):
+        try:
+            loop()
+        except BaseException as e:  # noqa: BLE001  (reported to the test)
+            errors.append(e)
+
+    threads = [threading.Thread(target=guard, args=(loop,)) for loop in loops]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+        assert not t.is_alive(), "a thread hangs"
+    if errors:
+        raise errors[0]
+
+
+def test_two_threads_on_partly_overlapping_unregistered_memory_never_fail(store, key):
+    # Mooncake's usage on unregistered memory: thread A reads one key into [p, p+8192) while
+    # thread B stores another from [p+4096, p+12288). Each registers its range for its call;
+    # the engine refuses overlapping registrations, so one must wait for the other's to end.
+    mem = np.frombuffer(bytearray(payload(1 << 16, 9)), dtype=np.uint8)
+    p = mem.ctypes.data
+    value = payload(8192, 10)
+    store.put(f"{key}/a", value)
+    rounds = 300
+
+    def reader():
+        for _ in range(rounds):
+            assert store.get_into(f"{key}/a", p, 8192) == 8192
+
+    def writer():
+        for i in range(rounds):
+            store.upsert_from(f"{key}/b", p + 4096, 8192)
+
+    def viewer():          # a Python buffer over the same bytes, containing both ranges
+        for _ in range(rounds):
+            store.upsert_from(f"{key}/c", memoryview(mem)[0:16384])
+
+    run_threads(reader, writer, viewer)
+    assert mem[:8192].tobytes() == value
+
+
+def test_register_buffer_waits_for_the_temporary_registrations_it_overlaps(store, key):
+    mem = np.zeros(1 << 16, dtype=np.uint8)
+    value = payload(4096, 11)
+    store.put(key, value)
+    for _ in range(20):
+        stop = threading.Event()
+        registered: list[int] = []
+
+        def reader():        # its range is registered for each call, now and then
+            while not stop.is_set():
+                assert store.get_into(key, memoryview(mem)[8192:12288]) == 4096
+
+        def register():
+            try:
+                registered.append(store.register_buffer(mem))
+            finally:
+                stop.set()
+
+        run_threads(reader, register)
+        assert registered == [mem.ctypes.data]
+        assert store.get_into(key, mem[8192:]) == 4096     # in the registration
+        store.unregister_buffer(mem)
+    assert mem[8192:12288].tobytes() == value

@@ -129,3 +129,53 @@ def test_a_call_past_its_timeout_raises_a_timeout_error(stopped_node):
         store.get("obj", timeout=0.5)
     assert isinstance(e.value, TimeoutError) and e.value.code < 0
     assert time.monotonic() - start < 5.0
+
+
+def test_ctrl_c_ends_a_wait_for_an_overlapping_registration(stopped_node):
+    store, node = stopped_node
+    mem = np.zeros(8 << 20, dtype=np.uint8)
+    # Another thread's get_into waits on the stopped node, its range registered meanwhile.
+    getter = threading.Thread(
+        target=lambda: store.get_into("obj", memoryview(mem)[: 4 << 20]), daemon=True)
+    getter.start()
+    time.sleep(0.3)
+    assert getter.is_alive()
+    # A range that partly overlaps it waits for that registration to end; Ctrl-C ends the wait.
+    timer = interrupt_main_after(0.5)
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            store.put_from("overlapping", memoryview(mem)[1 << 20: 6 << 20])
+    finally:
+        timer.cancel()  # the interrupt must not reach a later test if the call ended first
+    assert 0.4 < time.monotonic() - start < 5.0
+    node.signal(signal.SIGCONT)
+    getter.join(timeout=60)
+    assert mem[: 4 << 20].tobytes() == VALUE
+    # Once the getter's registration ended, the same range goes through at once.
+    store.put_from("overlapping", memoryview(mem)[1 << 20: 6 << 20])
+    assert store.get("overlapping") == mem[1 << 20: 6 << 20].tobytes()
+
+
+def test_a_signal_handler_never_waits_for_its_own_threads_registration(stopped_node):
+    store, node = stopped_node
+    mem = np.zeros(8 << 20, dtype=np.uint8)
+    seen: list = []
+
+    def handler(*_):
+        # The interrupted get_into holds [0, 4 MiB) until it returns, which it cannot do while
+        # this handler runs: a call that would have to wait for it is refused instead.
+        try:
+            store.put_from("from-handler", memoryview(mem)[3 << 20: 5 << 20])
+            seen.append("ran")
+        except yuebing.AddressOverlapped:
+            seen.append("refused")
+
+    old = signal.signal(signal.SIGUSR1, handler)
+    try:
+        threading.Timer(0.3, lambda: signal.raise_signal(signal.SIGUSR1)).start()
+        threading.Timer(0.8, lambda: node.signal(signal.SIGCONT)).start()
+        assert store.get_into("obj", memoryview(mem)[: 4 << 20]) == len(VALUE)
+        assert seen == ["refused"]
+    finally:
+        signal.signal(signal.SIGUSR1, old)

@@ -79,8 +79,8 @@ _DOCS: Dict[str, str] = {
     "Canceled": "The call was cancelled; nothing of it touches the caller's memory any more.",
     "Forked": "This Store, Engine or Buffer was made before os.fork(): its calls cannot run "
     "in the child. Make a new yuebing.Store (or Engine) in the child.",
-    "AddressOverlapped": "The memory overlaps a range already registered with the engine: "
-    "register the whole buffer once (register_buffer) instead.",
+    "AddressOverlapped": "The memory overlaps a range registered with the engine "
+    "(register_buffer, Engine.register or engine memory) without lying in it.",
     "AddressNotRegistered": "No registered range starts at (or holds) that address.",
     "Shutdown": "The bridge that runs yuebing's calls is shut down.",
 }
