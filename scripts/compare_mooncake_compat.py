@@ -108,8 +108,8 @@ def main():
                 check(f"{kind} {fmt_size(size)}, 1 client, vs memcpy", y / m, ">= 0.9", y / m >= 0.9)
     rust = rust_get_p50(d, rounds)
     py = median(tcp2, ("get(bytes)", 4096), "lat_med_us")
-    print(f"\nPython overhead per call: 4 KiB get through yuebing-mooncake (tcp) p50 {py:.1f} us, "
-          f"`yuebing bench store` Rust get p50 {rust:.1f} us: {py - rust:+.1f} us")
+    print(f"\nPer call, 4 KiB get: through yuebing-mooncake (tcp, Python) p50 {py:.1f} us; "
+          f"`yuebing bench store`'s Rust get (tcp) p50 {rust:.1f} us; difference {py - rust:+.1f} us")
     print("\n## targets\n")
     print("| target | got | want | pass |")
     print("|---|---|---|---|")

@@ -69,8 +69,12 @@ fn run(exe: &Path, args: &[String], memcheck: bool, expect: &str) {
         }
         false => Command::new(exe),
     };
+    // The library is found through the rpath compile() set; cargo's LD_LIBRARY_PATH (which
+    // names target/debug, where an older `cargo build` may have left another copy) would win
+    // over it.
     let out = cmd
         .args(args)
+        .env("LD_LIBRARY_PATH", lib_dir())
         .output()
         .unwrap_or_else(|e| panic!("{}: {e} (the test script installs valgrind)", exe.display()));
     let stdout = String::from_utf8_lossy(&out.stdout);

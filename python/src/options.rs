@@ -41,6 +41,21 @@ pub(crate) struct Replicas {
 }
 
 impl Replicas {
+    /// The settings of a put's keyword arguments.
+    pub(crate) fn of(
+        replicas: Option<u32>,
+        preferred: Option<Vec<String>>,
+        soft_pin: bool,
+        hard_pin: bool,
+    ) -> Replicas {
+        Replicas {
+            replicas,
+            preferred,
+            soft_pin,
+            hard_pin,
+        }
+    }
+
     /// Whether any setting differs from the store's default.
     fn any(&self) -> bool {
         self.replicas.is_some() || self.preferred.is_some() || self.soft_pin || self.hard_pin

@@ -195,13 +195,10 @@ impl Store {
         soft_pin: bool,
         hard_pin: bool,
     ) -> PyResult<()> {
-        let r = Replicas {
-            replicas,
-            preferred,
-            soft_pin,
-            hard_pin,
-        };
-        let opts = self.put_options(timeout, r)?;
+        let opts = self.put_options(
+            timeout,
+            Replicas::of(replicas, preferred, soft_pin, hard_pin),
+        )?;
         self.put_value(py, key, value, opts, false)
     }
 
@@ -220,13 +217,10 @@ impl Store {
         soft_pin: bool,
         hard_pin: bool,
     ) -> PyResult<()> {
-        let r = Replicas {
-            replicas,
-            preferred,
-            soft_pin,
-            hard_pin,
-        };
-        let opts = self.put_options(timeout, r)?;
+        let opts = self.put_options(
+            timeout,
+            Replicas::of(replicas, preferred, soft_pin, hard_pin),
+        )?;
         self.put_value(py, key, value, opts, true)
     }
 
@@ -249,13 +243,10 @@ impl Store {
         soft_pin: bool,
         hard_pin: bool,
     ) -> PyResult<()> {
-        let r = Replicas {
-            replicas,
-            preferred,
-            soft_pin,
-            hard_pin,
-        };
-        let opts = self.put_options(timeout, r)?;
+        let opts = self.put_options(
+            timeout,
+            Replicas::of(replicas, preferred, soft_pin, hard_pin),
+        )?;
         self.put_memory(py, key, (buffer, size), opts, false)
     }
 
@@ -276,13 +267,10 @@ impl Store {
         soft_pin: bool,
         hard_pin: bool,
     ) -> PyResult<()> {
-        let r = Replicas {
-            replicas,
-            preferred,
-            soft_pin,
-            hard_pin,
-        };
-        let opts = self.put_options(timeout, r)?;
+        let opts = self.put_options(
+            timeout,
+            Replicas::of(replicas, preferred, soft_pin, hard_pin),
+        )?;
         self.put_memory(py, key, (buffer, size), opts, true)
     }
 
@@ -304,13 +292,10 @@ impl Store {
         soft_pin: bool,
         hard_pin: bool,
     ) -> PyResult<()> {
-        let r = Replicas {
-            replicas,
-            preferred,
-            soft_pin,
-            hard_pin,
-        };
-        let opts = self.put_options(timeout, r)?;
+        let opts = self.put_options(
+            timeout,
+            Replicas::of(replicas, preferred, soft_pin, hard_pin),
+        )?;
         self.put_parts_value(py, key, parts, opts, false)
     }
 
@@ -329,13 +314,10 @@ impl Store {
         soft_pin: bool,
         hard_pin: bool,
     ) -> PyResult<()> {
-        let r = Replicas {
-            replicas,
-            preferred,
-            soft_pin,
-            hard_pin,
-        };
-        let opts = self.put_options(timeout, r)?;
+        let opts = self.put_options(
+            timeout,
+            Replicas::of(replicas, preferred, soft_pin, hard_pin),
+        )?;
         self.put_parts_value(py, key, parts, opts, true)
     }
 
@@ -534,13 +516,10 @@ impl Store {
         soft_pin: bool,
         hard_pin: bool,
     ) -> PyResult<Vec<Py<PyAny>>> {
-        let r = Replicas {
-            replicas,
-            preferred,
-            soft_pin,
-            hard_pin,
-        };
-        let opts = self.put_options(timeout, r)?;
+        let opts = self.put_options(
+            timeout,
+            Replicas::of(replicas, preferred, soft_pin, hard_pin),
+        )?;
         store_batch::batch_put(self, py, keys, values, &opts, false)
     }
 
@@ -560,13 +539,10 @@ impl Store {
         soft_pin: bool,
         hard_pin: bool,
     ) -> PyResult<Vec<Py<PyAny>>> {
-        let r = Replicas {
-            replicas,
-            preferred,
-            soft_pin,
-            hard_pin,
-        };
-        let opts = self.put_options(timeout, r)?;
+        let opts = self.put_options(
+            timeout,
+            Replicas::of(replicas, preferred, soft_pin, hard_pin),
+        )?;
         store_batch::batch_put(self, py, keys, values, &opts, true)
     }
 
@@ -587,13 +563,10 @@ impl Store {
         soft_pin: bool,
         hard_pin: bool,
     ) -> PyResult<Vec<Py<PyAny>>> {
-        let r = Replicas {
-            replicas,
-            preferred,
-            soft_pin,
-            hard_pin,
-        };
-        let opts = self.put_options(timeout, r)?;
+        let opts = self.put_options(
+            timeout,
+            Replicas::of(replicas, preferred, soft_pin, hard_pin),
+        )?;
         store_batch::batch_put_from(self, py, keys, buffers, sizes, &opts, false)
     }
 
@@ -614,13 +587,10 @@ impl Store {
         soft_pin: bool,
         hard_pin: bool,
     ) -> PyResult<Vec<Py<PyAny>>> {
-        let r = Replicas {
-            replicas,
-            preferred,
-            soft_pin,
-            hard_pin,
-        };
-        let opts = self.put_options(timeout, r)?;
+        let opts = self.put_options(
+            timeout,
+            Replicas::of(replicas, preferred, soft_pin, hard_pin),
+        )?;
         store_batch::batch_put_from(self, py, keys, buffers, sizes, &opts, true)
     }
 
