@@ -17,6 +17,16 @@ from conftest import Cluster
 VALUE = np.random.default_rng(11).integers(0, 256, 4 << 20, dtype=np.uint8).tobytes()
 
 
+@pytest.fixture(autouse=True)
+def python_handles_sigint():
+    """Ctrl-C as Python's default handler raises it, whatever this process inherited: a shell
+    that starts a job in the background without job control sets SIGINT to SIG_IGN, and Python
+    then installs no handler (so `_thread.interrupt_main` would do nothing)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture
 def stopped_node():
     """A cluster whose one node holds `obj` and is then stopped; a tcp client of it. The node
