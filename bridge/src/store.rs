@@ -158,8 +158,7 @@ impl BlockingClient {
         len: u64,
         opts: &Options,
     ) -> Call<()> {
-        let (key, opts) = (key.into(), opts.clone());
-        self.op(move |c| async move { c.put_from(&key, addr, len, &opts).await })
+        self.memory_call(key.into(), (addr, len), opts, false)
     }
 
     /// Stores registered memory under `key` (see [`Client::put_from`]).
@@ -176,8 +175,24 @@ impl BlockingClient {
         len: u64,
         opts: &Options,
     ) -> Call<()> {
-        let (key, opts) = (key.into(), opts.clone());
-        self.op(move |c| async move { c.upsert_from(&key, addr, len, &opts).await })
+        self.memory_call(key.into(), (addr, len), opts, true)
+    }
+
+    /// `put_from` or (`upsert`) `upsert_from` as a [`Call`].
+    fn memory_call(
+        &self,
+        key: String,
+        (addr, len): (u64, u64),
+        opts: &Options,
+        upsert: bool,
+    ) -> Call<()> {
+        let opts = opts.clone();
+        self.op(move |c| async move {
+            match upsert {
+                true => c.upsert_from(&key, addr, len, &opts).await,
+                false => c.put_from(&key, addr, len, &opts).await,
+            }
+        })
     }
 
     /// Stores registered memory under `key`, replacing an existing value (see

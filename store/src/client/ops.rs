@@ -15,12 +15,7 @@ impl Client {
         items: &[(&str, &[u8])],
         opts: &Options,
     ) -> Result<Vec<Result<()>>> {
-        self.in_runtime(async {
-            let items: Vec<(&str, Source<'_>)> =
-                items.iter().map(|(k, v)| (*k, Source::Bytes(v))).collect();
-            self.batch_put_sources(&items, opts, false).await
-        })
-        .await
+        self.batch_bytes(items, opts, false).await
     }
 
     /// Stores each `(key, value)`, replacing existing values; one result per item, in order.
@@ -29,10 +24,20 @@ impl Client {
         items: &[(&str, &[u8])],
         opts: &Options,
     ) -> Result<Vec<Result<()>>> {
+        self.batch_bytes(items, opts, true).await
+    }
+
+    /// `batch_put` or (`upsert`) `batch_upsert`: the values copied into scratch memory.
+    async fn batch_bytes(
+        &self,
+        items: &[(&str, &[u8])],
+        opts: &Options,
+        upsert: bool,
+    ) -> Result<Vec<Result<()>>> {
         self.in_runtime(async {
             let items: Vec<(&str, Source<'_>)> =
                 items.iter().map(|(k, v)| (*k, Source::Bytes(v))).collect();
-            self.batch_put_sources(&items, opts, true).await
+            self.batch_put_sources(&items, opts, upsert).await
         })
         .await
     }

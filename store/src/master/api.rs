@@ -92,12 +92,23 @@ macro_rules! master_api {
         pub(crate) fn idempotent_calls() -> Vec<&'static str> {
             let mut calls = vec!["health"];
             $(
-                if stringify!($retry) == "idempotent" {
+                if retry!($retry) {
                     calls.push(stringify!($name));
                 }
             )*
             calls
         }
+    };
+}
+
+/// Whether a row's `idempotent`/`once` marker lets the call be sent again (any other word
+/// does not compile).
+macro_rules! retry {
+    (idempotent) => {
+        true
+    };
+    (once) => {
+        false
     };
 }
 
