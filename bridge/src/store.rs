@@ -7,7 +7,7 @@ use std::future::Future;
 
 use yuebing_engine::TransferEngine;
 use yuebing_store::master::{ListedObject, ReplicaList, Stats};
-use yuebing_store::{Client, ClientConfig, ClientHealth, Options};
+use yuebing_store::{Client, ClientConfig, ClientHealth, Fetched, Located, Options};
 
 use crate::bridge::Bridge;
 use crate::call::Call;
@@ -231,6 +231,51 @@ impl BlockingClient {
     pub fn get_into(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<u64> {
         self.bridge
             .wait_for(|| self.get_into_call(key, addr, len, opts))
+    }
+
+    /// `get_or_locate` as a [`Call`]: a value of at most `inline_max` bytes, else its place
+    /// (see [`Client::get_or_locate`]).
+    pub fn get_or_locate_call(
+        &self,
+        key: impl Into<String>,
+        inline_max: u64,
+        opts: &Options,
+    ) -> Call<Fetched> {
+        let (key, opts) = (key.into(), opts.clone());
+        self.op(move |c| async move { c.get_or_locate(&key, inline_max, &opts).await })
+    }
+
+    /// The value of `key` if it has at most `inline_max` bytes, else its place (see
+    /// [`Client::get_or_locate`]).
+    pub fn get_or_locate(&self, key: &str, inline_max: u64, opts: &Options) -> Result<Fetched> {
+        self.bridge
+            .wait_for(|| self.get_or_locate_call(key, inline_max, opts))
+    }
+
+    /// `read_located` as a [`Call`]. As with [`BlockingClient::get_into_call`], the memory at
+    /// `addr` is written until the call ends.
+    pub fn read_located_call(
+        &self,
+        found: Located,
+        addr: u64,
+        len: u64,
+        opts: &Options,
+    ) -> Call<u64> {
+        let opts = opts.clone();
+        self.op(move |c| async move { c.read_located(&found, addr, len, &opts).await })
+    }
+
+    /// Reads a located object into registered memory (see [`Client::read_located`]); returns
+    /// its size.
+    pub fn read_located(
+        &self,
+        found: &Located,
+        addr: u64,
+        len: u64,
+        opts: &Options,
+    ) -> Result<u64> {
+        self.bridge
+            .wait_for(|| self.read_located_call(found.clone(), addr, len, opts))
     }
 
     /// `batch_put` as a [`Call`].

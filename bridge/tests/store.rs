@@ -7,7 +7,7 @@ use std::time::Duration;
 use yuebing_bridge::{BlockingClient, BlockingEngine, BlockingMaster, Bridge, BridgeConfig};
 use yuebing_engine::{EngineConfig, RemoteAccess};
 use yuebing_store::master::{MasterServerConfig, RunningMaster};
-use yuebing_store::{ClientConfig, ClientHealth, Options};
+use yuebing_store::{ClientConfig, ClientHealth, Fetched, Options};
 
 #[test]
 fn a_store_client_is_used_from_plain_threads_and_callbacks() {
@@ -116,6 +116,24 @@ fn a_store_client_is_used_from_plain_threads_and_callbacks() {
     let mut back = vec![0u8; 4096];
     // SAFETY: the get_into above returned, so its transfer is final.
     unsafe { buf.read_at(8192, &mut back) }.unwrap();
+    assert_eq!(back, vec![9u8; 4096]);
+    // In two steps: small values come at once, larger ones are located, then read.
+    match client.get_or_locate("r/0", 4096, &opts).unwrap() {
+        Fetched::Value(v) => assert_eq!(v, vec![9u8; 4096]),
+        other => panic!("4096 bytes come inline at 4096: {other:?}"),
+    }
+    let Fetched::Located(found) = client.get_or_locate("r/0", 100, &opts).unwrap() else {
+        panic!("4096 bytes are located at 100");
+    };
+    assert_eq!(found.size(), 4096);
+    assert_eq!(
+        client
+            .read_located(&found, buf.addr() + 40000, 4096, &opts)
+            .unwrap(),
+        4096
+    );
+    // SAFETY: the read above returned, so its transfer is final.
+    unsafe { buf.read_at(40000, &mut back) }.unwrap();
     assert_eq!(back, vec![9u8; 4096]);
     // Mooncake's extra calls: a put from parts, batch and pattern removal, health, hostname.
     client

@@ -145,6 +145,17 @@ impl Memory {
         })
     }
 
+    /// Memory that the binding allocated for one call (a new `bytes` being filled): valid, and
+    /// written by nobody else, until that call returns. Like a raw address, it is never shared
+    /// with another call.
+    pub(crate) fn of_call(addr: *mut u8, len: u64) -> Memory {
+        Memory {
+            addr: addr as u64,
+            len,
+            keep: Arc::new(Keep::Nothing),
+        }
+    }
+
     /// Whether this keeps its memory valid itself for as long as it (or a clone) lives: a
     /// Python buffer's export or an engine `Buffer`'s mapping, not a raw address, which is
     /// valid only as long as its caller vouched.

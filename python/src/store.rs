@@ -12,7 +12,7 @@ use pyo3::types::{PyBytes, PyDict, PyTuple};
 use yuebing_bridge::BlockingClient;
 use yuebing_engine::RemoteAccess;
 use yuebing_store::master::PutConfig;
-use yuebing_store::ClientHealth;
+use yuebing_store::{ClientHealth, Fetched, Located};
 
 use crate::engine::Engine;
 use crate::errors;
@@ -80,6 +80,9 @@ impl Store {
         opts: yuebing_store::Options,
         upsert: bool,
     ) -> PyResult<()> {
+        if let Some(mem) = zero_copy_source(value) {
+            return self.put_held(py, key, mem, opts, upsert);
+        }
         let client = self.client(py)?;
         let value = copy_of(value, "value")?;
         let call = match upsert {
@@ -111,7 +114,7 @@ impl Store {
         wait(py, call)
     }
 
-    /// `put_from`, or (`upsert`) `upsert_from`: the memory held registered for the call.
+    /// `put_from`, or (`upsert`) `upsert_from`, of a buffer or an address.
     fn put_memory(
         &self,
         py: Python<'_>,
@@ -120,8 +123,20 @@ impl Store {
         opts: yuebing_store::Options,
         upsert: bool,
     ) -> PyResult<()> {
-        let client = self.client(py)?;
         let mem = Memory::from_py(buffer, size, Access::Read, "buffer")?;
+        self.put_held(py, key, mem, opts, upsert)
+    }
+
+    /// `put_from`, or (`upsert`) `upsert_from`: `mem` held registered for the call.
+    fn put_held(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        mem: Memory,
+        opts: yuebing_store::Options,
+        upsert: bool,
+    ) -> PyResult<()> {
+        let client = self.client(py)?;
         let held = self.pins(py)?.hold(py, std::slice::from_ref(&mem))?;
         let call = match upsert {
             true => client.upsert_from_call(key, mem.addr, mem.len, &opts),
@@ -132,6 +147,49 @@ impl Store {
         drop(held);
         done
     }
+
+    /// Reads a located object into a new `bytes` of its size, without a copy: the object's
+    /// memory is registered for the read.
+    fn read_into_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        found: Located,
+        opts: &yuebing_store::Options,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let client = self.client(py)?;
+        let pins = self.pins(py)?;
+        let size = usize::try_from(found.size())
+            .map_err(|_| PyValueError::new_err("the value is larger than this process's memory"))?;
+        PyBytes::new_with(py, size, |buf| {
+            // The engine writes through this pointer (derived from `buf`, which is not used
+            // again) while the call runs; the new `bytes` is reachable by nobody else until
+            // `new_with` returns it, after the call's work stopped.
+            let mem = Memory::of_call(buf.as_mut_ptr(), found.size());
+            let held = pins.hold(py, std::slice::from_ref(&mem))?;
+            let read = wait(py, client.read_located_call(found, mem.addr, mem.len, opts));
+            // The call's work has stopped (even when a signal ended the wait): release the memory.
+            drop(held);
+            read.map(|_| ())
+        })
+    }
+}
+
+/// Values from this size on are put and got without a copy (their memory registered for the
+/// call); smaller ones are copied through the client's staging memory, which costs less than a
+/// registration.
+const ZERO_COPY_MIN: u64 = 64 << 10;
+
+/// The memory of a put's `value` when it is sent without a copy: a buffer (held exported for
+/// the call) of at least [`ZERO_COPY_MIN`] bytes. `None`: copy it (and report its errors).
+fn zero_copy_source(value: &Bound<'_, PyAny>) -> Option<Memory> {
+    if let Ok(bytes) = value.cast::<PyBytes>() {
+        if (bytes.as_bytes().len() as u64) < ZERO_COPY_MIN {
+            return None;
+        }
+    }
+    Memory::from_py(value, None, Access::Read, "value")
+        .ok()
+        .filter(|m| m.len >= ZERO_COPY_MIN)
 }
 
 #[pymethods]
@@ -180,7 +238,9 @@ impl Store {
     /// Stores `value` (bytes, bytearray, memoryview, a numpy array: any C-contiguous buffer)
     /// under `key`. An existing key raises `ObjectAlreadyExists` and keeps its value (see
     /// `upsert`). `replicas`, `preferred` (segment names), `soft_pin` and `hard_pin` override
-    /// the store's replica settings for this put.
+    /// the store's replica settings for this put. A value of 64 KiB or more is sent from its
+    /// own memory, without a copy, so it is read while the call runs (a bytearray cannot be
+    /// resized meanwhile); a smaller one is copied first.
     #[pyo3(signature = (key, value, *, timeout=None, replicas=None, preferred=None,
         soft_pin=false, hard_pin=false))]
     #[allow(clippy::too_many_arguments)]
@@ -330,8 +390,11 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let opts = options::call(timeout)?;
-        let value = wait(py, self.client(py)?.get_call(key, &opts))?;
-        Ok(PyBytes::new(py, &value))
+        let client = self.client(py)?;
+        match wait(py, client.get_or_locate_call(key, ZERO_COPY_MIN - 1, &opts))? {
+            Fetched::Value(value) => Ok(PyBytes::new(py, &value)),
+            Fetched::Located(found) => self.read_into_bytes(py, found, &opts),
+        }
     }
 
     /// Reads `key` into `buffer` without a copy and returns the value's size. `buffer` is any

@@ -119,6 +119,25 @@ def test_ctrl_c_during_get_into_leaves_the_buffer_untouched(stopped_node):
     assert dst[: len(VALUE)] == VALUE
 
 
+def test_a_large_value_is_held_while_its_put_reads_it(stopped_node):
+    """A put of 64 KiB or more sends the value from its own memory: while the put waits for the
+    stopped node, the bytearray cannot be resized (freed) under it; afterwards it can."""
+    store, node = stopped_node
+    value = bytearray(VALUE)
+    done: list = []
+    putter = threading.Thread(target=lambda: done.append(store.put("big", value)), daemon=True)
+    putter.start()
+    time.sleep(0.3)  # the put now writes to the stopped node
+    assert putter.is_alive()
+    with pytest.raises(BufferError):
+        value.extend(b"x")
+    node.signal(signal.SIGCONT)
+    putter.join(timeout=60)
+    assert done == [None]
+    value.extend(b"x")
+    assert store.get("big") == VALUE
+
+
 def test_a_signal_handler_that_does_not_raise_lets_the_call_go_on(stopped_node):
     store, node = stopped_node
     seen = []

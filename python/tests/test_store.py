@@ -15,7 +15,9 @@ def payload(n: int, seed: int = 0) -> bytes:
     return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8).tobytes()
 
 
-@pytest.mark.parametrize("size", [1, 4096, 1 << 20, 3 * (1 << 20) + 17])
+# 64 KiB is where put and get stop copying (they register the value's memory instead).
+@pytest.mark.parametrize(
+    "size", [1, 4096, (64 << 10) - 1, 64 << 10, (64 << 10) + 1, 1 << 20, 3 * (1 << 20) + 17])
 def test_bytes_round_trip_is_byte_exact(store, key, size):
     value = payload(size, size)
     store.put(key, value)
@@ -26,11 +28,16 @@ def test_bytes_round_trip_is_byte_exact(store, key, size):
 
 def test_any_buffer_is_a_value(store, key):
     arr = np.arange(10_000, dtype=np.float32).reshape(100, 100)
+    big = np.arange(100_000, dtype=np.float32).reshape(1000, 100)
     values = {
         "bytearray": bytearray(payload(5000, 1)),
         "memoryview": memoryview(payload(6000, 2))[100:5100],
         "numpy": arr,
         "numpy-slice-rows": arr[10:20],
+        # From 64 KiB on, sent from their own memory rather than copied.
+        "bytearray-large": bytearray(payload(300_000, 3)),
+        "memoryview-large": memoryview(payload(300_000, 4))[1000:201_000],
+        "numpy-large-rows": big[100:900],
     }
     for name, v in values.items():
         store.put(f"{key}/{name}", v)

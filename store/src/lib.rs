@@ -15,5 +15,5 @@ pub mod error;
 mod fuzz_support;
 pub mod master;
 
-pub use client::{Client, ClientConfig, ClientHealth, Options};
+pub use client::{Client, ClientConfig, ClientHealth, Fetched, Located, Options};
 pub use error::{Error, Result, WireError};

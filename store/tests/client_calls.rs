@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use yuebing_rpc::Endpoint;
 use yuebing_store::master::{MasterServerConfig, RunningMaster};
-use yuebing_store::{Client, ClientConfig, ClientHealth, Options};
+use yuebing_store::{Client, ClientConfig, ClientHealth, Fetched, Options};
 
 async fn master_and_client() -> (RunningMaster, Client) {
     let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
@@ -101,4 +101,73 @@ async fn upsert_from_replaces_a_value_from_registered_memory() {
         .unwrap();
     assert_eq!(c.get("k", &opts).await.unwrap(), b"fresh");
     assert_eq!(c.get_size("k", &opts).await.unwrap(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_or_locate_returns_small_values_and_locates_large_ones() {
+    let (_master, c) = master_and_client().await;
+    let opts = Options::deadline(Duration::from_secs(10));
+    let big: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    c.put("small", b"tiny", &opts).await.unwrap();
+    c.put("big", &big, &opts).await.unwrap();
+
+    match c.get_or_locate("small", 4, &opts).await.unwrap() {
+        Fetched::Value(v) => assert_eq!(v, b"tiny"),
+        Fetched::Located(l) => panic!("4 bytes should come inline, got {l:?}"),
+    }
+    let found = match c.get_or_locate("big", 4, &opts).await.unwrap() {
+        Fetched::Located(l) => l,
+        Fetched::Value(_) => panic!("100000 bytes are more than 4"),
+    };
+    assert_eq!((found.key(), found.size()), ("big", 100_000));
+    let e = c.get_or_locate("nope", 4, &opts).await.unwrap_err();
+    assert_eq!(e.code(), -704);
+
+    let buf = c.engine().allocate(1 << 17, true).unwrap();
+    // Too small: refused, nothing written.
+    let e = c
+        .read_located(&found, buf.addr(), 99_999, &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), -600);
+    let mut head = [1u8; 16];
+    // SAFETY: no transfer into `buf` is under way.
+    unsafe { buf.read_at(0, &mut head) }.unwrap();
+    assert_eq!(head, [0u8; 16]);
+
+    let n = c
+        .read_located(&found, buf.addr(), 1 << 17, &opts)
+        .await
+        .unwrap();
+    assert_eq!(n, 100_000);
+    let mut back = vec![0u8; 100_000];
+    // SAFETY: the read into `buf` is final.
+    unsafe { buf.read_at(0, &mut back) }.unwrap();
+    assert_eq!(back, big);
+    assert_eq!(c.locate("big", &opts).await.unwrap().size(), 100_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_located_object_read_after_its_lease_is_lease_expired() {
+    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
+    let mut cfg = MasterServerConfig::default();
+    cfg.core.lease_ttl_ms = 200;
+    let master = RunningMaster::start(cfg, &bind).await.unwrap();
+    let c = Client::start(ClientConfig {
+        masters: vec![master.local_endpoint().clone()],
+        store_size: 8 << 20,
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let opts = Options::deadline(Duration::from_secs(10));
+    c.put("k", &[5u8; 1000], &opts).await.unwrap();
+    let found = c.locate("k", &opts).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let buf = c.engine().allocate(4096, true).unwrap();
+    let e = c
+        .read_located(&found, buf.addr(), 4096, &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), -707, "{e}");
 }

@@ -14,6 +14,7 @@
 mod admin;
 mod config;
 mod heartbeat;
+mod located;
 mod masters;
 mod ops;
 mod peers;
@@ -27,6 +28,7 @@ use yuebing_engine::{EngineBuffer, RemoteAccess, TransferEngine, TransferRequest
 
 pub use self::admin::ClientHealth;
 pub use self::config::ClientConfig;
+pub use self::located::{Fetched, Located};
 use self::masters::Masters;
 use self::peers::Peers;
 use self::staging::Staging;
