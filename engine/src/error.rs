@@ -157,6 +157,19 @@ pub enum Error {
         /// What failed.
         reason: String,
     },
+    /// The metadata service failed: etcd unreachable, a request past its deadline, a stored
+    /// value that does not decode, a watch cut short. The service's own code is kept (etcd's
+    /// are −5000 … −5999, see `yuebing_etcd::Error`), and so is whether retrying can help.
+    /// Remedy: read the message and check the service.
+    #[error("metadata service: {reason}")]
+    Metadata {
+        /// The service's stable code.
+        code: i32,
+        /// What failed.
+        reason: String,
+        /// Whether trying again later can succeed.
+        retryable: bool,
+    },
     /// The control plane failed; the rpc code is kept.
     #[error(transparent)]
     Rpc(#[from] yuebing_rpc::Error),
@@ -189,6 +202,7 @@ impl Error {
             Error::Io { .. } => -3509,
             Error::BufferRetired { .. } => -3510,
             Error::AccessDenied { .. } => -3511,
+            Error::Metadata { code, .. } => *code,
             Error::Rpc(e) => e.code(),
         }
     }
@@ -202,6 +216,7 @@ impl Error {
             | Error::StaleSegment { .. }
             | Error::Timeout
             | Error::PeerFailed { .. } => true,
+            Error::Metadata { retryable, .. } => *retryable,
             Error::Rpc(e) => e.is_retryable(),
             _ => false,
         }
@@ -225,6 +240,13 @@ mod tests {
         assert_eq!(Error::AddressNotRegistered { addr: 0 }.code(), -3003);
         let rpc = Error::Rpc(yuebing_rpc::Error::Timeout);
         assert_eq!(rpc.code(), -2001, "a wrapped rpc error keeps its code");
+        let etcd = Error::Metadata {
+            code: -5002,
+            reason: "x".into(),
+            retryable: true,
+        };
+        assert_eq!(etcd.code(), -5002, "a metadata service's code is kept");
+        assert!(etcd.is_retryable());
         for e in [
             Error::Timeout,
             Error::Canceled,

@@ -22,7 +22,8 @@
 //! - [`request`]: [`TransferRequest`], [`Opcode`], [`SegmentHandle`], [`TransportKind`].
 //! - [`transport`]: the [`Transport`] trait and its implementations (`local`, `shm`, `tcp`),
 //!   with the chunked, claim-guarded copies `local` and `shm` share (`transport::copy`).
-//! - [`metadata`]: the [`MetadataStore`] seam and the embedded [`P2pMetadata`].
+//! - [`metadata`]: the [`MetadataStore`] seam and the embedded [`P2pMetadata`]; with the
+//!   feature `testing`, `metadata::conformance`, the suite every implementation passes.
 //! - [`service`]: the engine's control service on yuebing-rpc (descriptor exchange).
 //! - `transfer_engine`: the [`TransferEngine`] facade (allocate/register, submit, wait, cancel,
 //!   free, read/write).

@@ -5,7 +5,8 @@
 //! embedded P2P mode). The embedded default, [`P2pMetadata`], needs no external service: a
 //! segment's name is its engine's rpc `host:port`, and `get` asks that engine for its
 //! descriptor over yuebing-rpc (Mooncake's P2P handshake). "Restarted under the same name" thus
-//! means restarted on the same port.
+//! means restarted on the same port. etcd's implementation lives in `yuebing-etcd`; with the
+//! feature `testing`, `conformance` holds the suite that every implementation passes.
 
 use std::time::Duration;
 
@@ -18,7 +19,21 @@ use crate::error::Error;
 use crate::segment::SegmentDescriptor;
 use crate::service::{EngineControlRpc, SERVICE};
 
+#[cfg(feature = "testing")]
+pub mod conformance;
+
 /// A store of segment descriptors.
+///
+/// What every implementation promises, checked by the conformance suite
+/// (`metadata::conformance`, feature `testing`) with the capabilities it declares:
+/// - `get` of a name that has no live descriptor is [`Error::SegmentNotFound`] (−3203), never a
+///   transport error of the backend's own;
+/// - a backend that stores descriptors returns from `get` what the last `put` of that name
+///   wrote, and nothing after `remove`; one that serves them live (P2P) accepts `put` and
+///   `remove` and ignores them;
+/// - a backend with leases keeps a put descriptor alive while the store that put it lives, and
+///   lets it expire about `ttl` after that store is dropped or its process dies;
+/// - errors are typed and carry stable codes; nothing the backend returns makes it panic.
 pub trait MetadataStore: Send + Sync {
     /// The current descriptor of the segment `name`.
     fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<SegmentDescriptor, Error>>;
@@ -32,10 +47,15 @@ pub trait MetadataStore: Send + Sync {
     /// Withdraws the segment `name`.
     fn remove<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), Error>>;
 
-    /// The descriptors the segment `name` takes from now on (`None`: it disappeared, e.g. its
-    /// lease expired), where the backend can watch (etcd can). `None` where it cannot: callers
-    /// then `get` again when a request fails with `StaleSegment` or `PeerFailed`, as the engine
-    /// does.
+    /// The descriptors the segment `name` takes from now on, where the backend can watch (etcd
+    /// can). The first item is its current state, each later one a change: `Some(descriptor)`
+    /// for a put, `None` when it disappeared (removed, or its lease expired). Reading the
+    /// current state first and then every change after it, a watcher misses nothing between
+    /// its `get` and its watch. An `Err` item (the service unreachable, history compacted)
+    /// ends the stream; watching again starts from the current state.
+    ///
+    /// `None` where the backend cannot watch: callers then `get` again when a request fails
+    /// with `StaleSegment` or `PeerFailed`, as the engine does.
     fn watch<'a>(
         &'a self,
         name: &'a str,
