@@ -158,20 +158,43 @@ impl Store {
     ) -> PyResult<Bound<'py, PyBytes>> {
         let client = self.client(py)?;
         let pins = self.pins(py)?;
-        let size = usize::try_from(found.size())
-            .map_err(|_| PyValueError::new_err("the value is larger than this process's memory"))?;
-        PyBytes::new_with(py, size, |buf| {
-            // The engine writes through this pointer (derived from `buf`, which is not used
-            // again) while the call runs; the new `bytes` is reachable by nobody else until
-            // `new_with` returns it, after the call's work stopped.
-            let mem = Memory::of_call(buf.as_mut_ptr(), found.size());
-            let held = pins.hold(py, std::slice::from_ref(&mem))?;
-            let read = wait(py, client.read_located_call(found, mem.addr, mem.len, opts));
-            // The call's work has stopped (even when a signal ended the wait): release the memory.
-            drop(held);
-            read.map(|_| ())
-        })
+        let (bytes, addr) = uninit_bytes(py, found.size())?;
+        let mem = Memory::of_call(addr, found.size());
+        let held = pins.hold(py, std::slice::from_ref(&mem))?;
+        let read = wait(py, client.read_located_call(found, mem.addr, mem.len, opts));
+        // The call's work has stopped (even when a signal ended the wait): release the memory.
+        drop(held);
+        // Filled: every one of its `size` bytes was written by the read (else it is dropped
+        // unread).
+        read.map(|_| bytes)
     }
+}
+
+/// A new `bytes` of `size` bytes whose contents are not initialised yet, and the address of
+/// its contents. Give it to Python only once all `size` bytes were written (through that
+/// address; no Rust reference to them exists); on failure drop it unread.
+fn uninit_bytes(py: Python<'_>, size: u64) -> PyResult<(Bound<'_, PyBytes>, *mut u8)> {
+    let len = pyo3::ffi::Py_ssize_t::try_from(size)
+        .map_err(|_| PyValueError::new_err("the value is larger than this process's memory"))?;
+    // SAFETY: the GIL is held (`py`). With a null source, PyBytes_FromStringAndSize returns a
+    // new reference to a bytes object of `len` bytes with contents left uninitialised (CPython
+    // documents this), or null with an exception set, which `from_owned_ptr_or_err` raises.
+    let obj = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), len),
+        )
+    }?;
+    let bytes = obj.cast_into::<PyBytes>()?;
+    // SAFETY: `bytes` is a bytes object (checked above) and the GIL is held: PyBytes_AsString
+    // returns its contents, `len` bytes (plus a terminating 0) that stay in place for as long
+    // as the object lives. The object is new and referenced only here, so writing them before
+    // anyone else sees it is what CPython's own constructors do.
+    let addr = unsafe { pyo3::ffi::PyBytes_AsString(bytes.as_ptr()) }.cast::<u8>();
+    if addr.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    Ok((bytes, addr))
 }
 
 /// Values from this size on are put and got without a copy (their memory registered for the
