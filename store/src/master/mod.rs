@@ -7,6 +7,8 @@
 //! - [`log`]: durable [`Record`]s, [`LogEntry`]s and [`Effect`]s.
 //! - [`snapshot`]: the durable state as a value, and replay of snapshot + log.
 //! - [`config`], [`types`]: settings and the words of the interface.
+//! - [`ha`]: the pure parts of high availability — the replicated log's groups, a standby's
+//!   tail, a leader's lease.
 //! - `disk`: the data directory — log segments with group-commit fsync, snapshots, recovery.
 //! - `api`: the master's calls, defined once (one table makes the service, the handler and
 //!   the client's methods); [`service`]: the tarpc [`MasterService`] and its wire types; [`server`]: a running
@@ -18,6 +20,7 @@ pub mod client;
 pub mod config;
 pub mod core;
 mod disk;
+pub mod ha;
 mod keymap;
 pub mod log;
 mod object;

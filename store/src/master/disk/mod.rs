@@ -12,7 +12,7 @@
 
 #[cfg(test)]
 mod decode_fuzz;
-mod frame;
+pub(crate) mod frame;
 mod writer;
 
 use std::fs::{self, File, OpenOptions};
