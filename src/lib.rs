@@ -7,6 +7,7 @@
 //! - [`rpc`]: the control plane (`yuebing-rpc`).
 //! - [`engine`]: the Transfer Engine (`yuebing-engine`).
 //! - [`store`]: the object store (`yuebing-store`): its master and its client.
+//! - `etcd` (feature `etcd`, off by default): yuebing on etcd (`yuebing-etcd`), for scale-out.
 //! - [`bridge`]: blocking and callback calls for callers that are not async Rust
 //!   (`yuebing-bridge`).
 //! - [`bench`]: the benchmark programs behind `yuebing bench …`.
@@ -15,6 +16,8 @@
 
 pub use yuebing_bridge as bridge;
 pub use yuebing_engine as engine;
+#[cfg(feature = "etcd")]
+pub use yuebing_etcd as etcd;
 pub use yuebing_rpc as rpc;
 pub use yuebing_store as store;
 

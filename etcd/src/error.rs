@@ -1,0 +1,298 @@
+//! The one error type of yuebing-etcd and its stable codes.
+//!
+//! Codes live in −5000 … −5999, a range of their own (store −1 … −1999, rpc −2000 … −2999,
+//! engine −3000 … −3999, bridge −4000 … −4999). Through the engine's `MetadataStore` they
+//! travel as [`yuebing_engine::Error::Metadata`] with the same code; a missing segment is the
+//! engine's own `SegmentNotFound` (−3203), not an etcd error.
+
+use std::time::Duration;
+
+/// Everything that can go wrong talking to etcd, or running it in tests.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The settings are unusable: no endpoints, a malformed endpoint, an empty cluster name, a
+    /// TLS file that cannot be read, TLS asked of a build without it. Nothing was contacted.
+    /// Remedy: fix the settings (see [`crate::EtcdConfig`]).
+    #[error("invalid etcd settings: {reason}")]
+    InvalidConfig {
+        /// What is wrong.
+        reason: String,
+    },
+    /// etcd could not be reached or dropped the connection (refused, reset, no leader, the
+    /// keep-alive or watch stream broken). Remedy: retry; check that etcd runs and has quorum.
+    #[error("etcd unavailable: {reason}")]
+    Unavailable {
+        /// What failed.
+        reason: String,
+    },
+    /// A request got no answer within its deadline. Remedy: retry; check etcd's load and the
+    /// network, or raise `request_timeout`.
+    #[error("etcd request {op} timed out after {after:?}")]
+    Timeout {
+        /// The request.
+        op: String,
+        /// The deadline it had.
+        after: Duration,
+    },
+    /// etcd refused the credentials or the permission. Remedy: check the user, password and
+    /// its roles.
+    #[error("etcd refused access: {reason}")]
+    Unauthenticated {
+        /// etcd's message.
+        reason: String,
+    },
+    /// etcd refused the request for another reason (invalid argument, too large, a failed
+    /// precondition). Remedy: read the message.
+    #[error("etcd rejected the request: {reason}")]
+    Rejected {
+        /// etcd's status and message.
+        reason: String,
+    },
+    /// The lease expired or was revoked, and the keys attached to it are gone. Remedy: grant a
+    /// new lease and put again (the metadata store does so by itself).
+    #[error("etcd lease {lease:#x} not found (expired or revoked)")]
+    LeaseNotFound {
+        /// The lease id.
+        lease: i64,
+    },
+    /// A watch asked for history etcd has compacted away. Remedy: read the current value and
+    /// watch again from there.
+    #[error(
+        "etcd history compacted: watch from revision {requested}, compacted up to {compacted}"
+    )]
+    Compacted {
+        /// The revision asked for.
+        requested: i64,
+        /// The oldest revision etcd still has.
+        compacted: i64,
+    },
+    /// etcd ended a watch (for a reason other than compaction). Remedy: watch again.
+    #[error("etcd canceled the watch: {reason}")]
+    WatchCanceled {
+        /// etcd's reason.
+        reason: String,
+    },
+    /// A value or event under yuebing's keys does not decode (not a segment descriptor, another
+    /// format version, an unknown event type). Nothing was changed. Remedy: check what wrote
+    /// that key; run the same yuebing version everywhere.
+    #[error("undecodable etcd value at {key:?}: {reason}")]
+    BadValue {
+        /// The key.
+        key: String,
+        /// Why it does not decode.
+        reason: String,
+    },
+    /// An etcd process of the test harness could not be started, became no healthy member, or
+    /// could not be stopped (the `etcd` binary missing included). Remedy: read the message and
+    /// the member's log; run `scripts/test.sh`, which installs etcd.
+    #[error("etcd process: {reason}")]
+    Process {
+        /// What failed.
+        reason: String,
+    },
+    /// etcd-client failed in a way none of the above describes. Remedy: read the message.
+    #[error("etcd client: {reason}")]
+    Client {
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// Result alias for yuebing-etcd.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The stable numeric code, in −5000 … −5999.
+    pub fn code(&self) -> i32 {
+        match self {
+            Error::InvalidConfig { .. } => -5001,
+            Error::Unavailable { .. } => -5002,
+            Error::Timeout { .. } => -5003,
+            Error::Unauthenticated { .. } => -5004,
+            Error::Rejected { .. } => -5005,
+            Error::LeaseNotFound { .. } => -5006,
+            Error::Compacted { .. } => -5007,
+            Error::WatchCanceled { .. } => -5008,
+            Error::BadValue { .. } => -5009,
+            Error::Process { .. } => -5010,
+            Error::Client { .. } => -5011,
+        }
+    }
+
+    /// Whether trying again later can succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Error::Unavailable { .. }
+                | Error::Timeout { .. }
+                | Error::Compacted { .. }
+                | Error::WatchCanceled { .. }
+        )
+    }
+
+    /// The error's name, as the command line prints it (`error[Name code]`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Error::InvalidConfig { .. } => "EtcdInvalidConfig",
+            Error::Unavailable { .. } => "EtcdUnavailable",
+            Error::Timeout { .. } => "EtcdTimeout",
+            Error::Unauthenticated { .. } => "EtcdUnauthenticated",
+            Error::Rejected { .. } => "EtcdRejected",
+            Error::LeaseNotFound { .. } => "EtcdLeaseNotFound",
+            Error::Compacted { .. } => "EtcdCompacted",
+            Error::WatchCanceled { .. } => "EtcdWatchCanceled",
+            Error::BadValue { .. } => "EtcdBadValue",
+            Error::Process { .. } => "EtcdProcess",
+            Error::Client { .. } => "EtcdClient",
+        }
+    }
+
+    pub(crate) fn config(reason: impl Into<String>) -> Self {
+        Error::InvalidConfig {
+            reason: reason.into(),
+        }
+    }
+
+    /// Whether etcd said the lease does not exist (any call that names a lease).
+    pub(crate) fn is_lease_not_found(e: &etcd_client::Error) -> bool {
+        match e {
+            etcd_client::Error::GRpcStatus(s) => {
+                s.code() == tonic::Code::NotFound && s.message().contains("lease not found")
+            }
+            etcd_client::Error::LeaseKeepAliveError(m) => m.contains("not found"),
+            _ => false,
+        }
+    }
+}
+
+impl From<etcd_client::Error> for Error {
+    fn from(e: etcd_client::Error) -> Self {
+        use etcd_client::Error as E;
+        match e {
+            E::InvalidArgs(m) | E::EndpointError(m) => Error::InvalidConfig { reason: m },
+            E::InvalidUri(u) => Error::config(format!("invalid endpoint: {u}")),
+            E::InvalidMetadataValue(v) => Error::config(format!("invalid credentials: {v}")),
+            E::IoError(e) => Error::Unavailable {
+                reason: e.to_string(),
+            },
+            E::TransportError(e) => Error::Unavailable {
+                reason: transport_reason(&e),
+            },
+            E::WatchError(m) | E::LeaseKeepAliveError(m) => Error::Unavailable { reason: m },
+            E::GRpcStatus(s) => from_status(s.code(), s.message()),
+            other => Error::Client {
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
+/// A transport error with its causes (tonic's own message is only "transport error").
+fn transport_reason(e: &dyn std::error::Error) -> String {
+    let mut reason = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        reason.push_str(": ");
+        reason.push_str(&s.to_string());
+        source = s.source();
+    }
+    reason
+}
+
+/// Maps a gRPC status to an error.
+fn from_status(code: tonic::Code, message: &str) -> Error {
+    use tonic::Code as C;
+    let reason = format!("{message} ({code:?})");
+    match code {
+        // A broken connection surfaces as Unknown or Cancelled; no leader as Unavailable.
+        C::Cancelled | C::Unknown | C::DeadlineExceeded | C::Aborted | C::Unavailable => {
+            Error::Unavailable { reason }
+        }
+        C::PermissionDenied | C::Unauthenticated => Error::Unauthenticated { reason },
+        _ => Error::Rejected { reason },
+    }
+}
+
+impl From<Error> for yuebing_engine::Error {
+    fn from(e: Error) -> Self {
+        yuebing_engine::Error::Metadata {
+            code: e.code(),
+            reason: e.to_string(),
+            retryable: e.is_retryable(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_distinct_and_in_the_etcd_range() {
+        let all = [
+            Error::config("x"),
+            Error::Unavailable { reason: "x".into() },
+            Error::Timeout {
+                op: "get".into(),
+                after: Duration::from_secs(1),
+            },
+            Error::Unauthenticated { reason: "x".into() },
+            Error::Rejected { reason: "x".into() },
+            Error::LeaseNotFound { lease: 1 },
+            Error::Compacted {
+                requested: 1,
+                compacted: 2,
+            },
+            Error::WatchCanceled { reason: "x".into() },
+            Error::BadValue {
+                key: "k".into(),
+                reason: "x".into(),
+            },
+            Error::Process { reason: "x".into() },
+            Error::Client { reason: "x".into() },
+        ];
+        let mut codes: Vec<i32> = all.iter().map(Error::code).collect();
+        assert!(codes.iter().all(|c| (-5999..=-5000).contains(c)));
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), all.len(), "one code per variant");
+        for e in &all {
+            assert!(e.name().starts_with("Etcd"));
+        }
+    }
+
+    #[test]
+    fn the_engine_keeps_the_code_and_retryability() {
+        let e: yuebing_engine::Error = Error::Unavailable { reason: "x".into() }.into();
+        assert_eq!(e.code(), -5002);
+        assert!(e.is_retryable());
+        let e: yuebing_engine::Error = Error::BadValue {
+            key: "k".into(),
+            reason: "x".into(),
+        }
+        .into();
+        assert_eq!(e.code(), -5009);
+        assert!(!e.is_retryable());
+    }
+
+    #[test]
+    fn grpc_statuses_map_by_kind() {
+        use tonic::{Code, Status};
+        let status =
+            |code, m: &str| Error::from(etcd_client::Error::GRpcStatus(Status::new(code, m)));
+        assert_eq!(status(Code::Unavailable, "no leader").code(), -5002);
+        assert_eq!(status(Code::Unauthenticated, "bad token").code(), -5004);
+        assert_eq!(status(Code::InvalidArgument, "too large").code(), -5005);
+        let lease = etcd_client::Error::GRpcStatus(Status::new(
+            Code::NotFound,
+            "etcdserver: requested lease not found",
+        ));
+        assert!(Error::is_lease_not_found(&lease));
+        assert!(!Error::is_lease_not_found(&etcd_client::Error::GRpcStatus(
+            Status::new(Code::NotFound, "key")
+        )));
+        let keeper = etcd_client::Error::LeaseKeepAliveError("lease not found".into());
+        assert!(Error::is_lease_not_found(&keeper));
+    }
+}

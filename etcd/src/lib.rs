@@ -1,0 +1,39 @@
+//! yuebing-etcd: yuebing on etcd, for clusters that outgrow one machine (issue 16).
+//!
+//! This crate is built only with the root package's feature `etcd` (or on its own): its
+//! etcd client compiles etcd's protos at build time, which needs `protoc` and the
+//! `libprotobuf-dev` includes (see `docs/etcd-provisioning.md`).
+//!
+//! # Keys
+//! Everything of one yuebing cluster lies under `<prefix>/<cluster>/` (default
+//! `/yuebing/default/`); segment descriptors at `…/segments/<name>`. Later parts (the elected
+//! master, its operation log) add their own subtrees there.
+//!
+//! # Layout
+//! - [`config`]: [`EtcdConfig`] (endpoints `"h:p,h:p"`, credentials, TLS files, prefix and
+//!   cluster, timeouts), [`Keys`], and the client made from them on a given runtime.
+//! - [`error`]: the [`Error`] enum, codes −5000 … −5999, and its conversion into the engine's.
+//! - [`metadata`]: [`EtcdMetadata`], the engine's `MetadataStore` on etcd leases.
+//! - `keeper`: the task that keeps a descriptor's lease alive (and replaces a lost one).
+//! - `task`: a spawned task that stops when its owner drops it.
+//! - `watch`: the watch of one descriptor (current state, then each change).
+//! - [`testing`] (feature `testing`): etcd members on 127.0.0.1 for tests ([`testing::EtcdServer`],
+//!   [`testing::EtcdCluster`]) and a TCP proxy that can cut a client off ([`testing::TcpProxy`]).
+//!
+//! # Runtime
+//! Everything that spawns (the client's connections, keep-alive tasks, the test proxy) takes a
+//! `tokio::runtime::Handle` and spawns only there; background tasks stop when their owner is
+//! dropped.
+
+pub mod config;
+pub mod error;
+mod keeper;
+pub mod metadata;
+mod task;
+#[cfg(feature = "testing")]
+pub mod testing;
+mod watch;
+
+pub use config::{Credentials, EtcdConfig, Keys, TlsFiles};
+pub use error::{Error, Result};
+pub use metadata::EtcdMetadata;
