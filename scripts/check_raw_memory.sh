@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 audited="engine/src/memory/raw.rs|bridge/src/ffi/raw.rs"
 pattern='from_raw_parts(_mut)?|ptr::copy(_nonoverlapping)?\b|copy_nonoverlapping|read_volatile|write_volatile'
-hits=$(grep -rnE "$pattern" --include='*.rs' rpc engine store bridge python src examples tests 2>/dev/null \
+hits=$(grep -rnE "$pattern" --include='*.rs' rpc engine etcd store bridge python src examples tests 2>/dev/null \
   | grep -vE "^($audited):" || true)
 if [ -n "$hits" ]; then
   echo "raw memory touched outside $audited:" >&2

@@ -4,8 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages the tests need (etcd arrives with scale-out).
-need_pkgs=(valgrind)
+# Debian packages the tests need: valgrind (memcheck); etcd and protoc for yuebing-etcd (its
+# etcd client compiles etcd's protos at build time; the protos import libprotobuf-dev's
+# descriptor.proto, only a Recommends of protobuf-compiler).
+need_pkgs=(valgrind etcd-server etcd-client protobuf-compiler libprotobuf-dev)
 missing=()
 for pkg in "${need_pkgs[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
