@@ -33,7 +33,9 @@ use crate::task::Task;
 use crate::watch::Watcher;
 
 /// Segment descriptors in etcd (see the module documentation). `Send + Sync`; share it in an
-/// `Arc`. Dropping it stops its keep-alive tasks, so its descriptors expire.
+/// `Arc`. Its connections and keep-alive tasks live on the runtime it was made for; its calls
+/// may be awaited on any tokio runtime. Dropping it stops its keep-alive tasks, so its
+/// descriptors expire.
 pub struct EtcdMetadata {
     inner: Arc<Inner>,
 }

@@ -32,7 +32,10 @@ pub struct EtcdCluster {
 impl EtcdCluster {
     /// Starts `n` members (one token, each in `--initial-cluster`, fast elections:
     /// `--heartbeat-interval 50 --election-timeout 500`) and waits until every one answers a
-    /// linearizable read.
+    /// linearizable read. The clients that probe them run on the current runtime.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
     pub async fn start(n: usize) -> Result<EtcdCluster> {
         Self::start_with(n, true).await
     }
@@ -285,7 +288,11 @@ pub struct EtcdServer {
 }
 
 impl EtcdServer {
-    /// Starts one member and waits until it answers a linearizable read.
+    /// Starts one member and waits until it answers a linearizable read (probed from the
+    /// current runtime).
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
     pub async fn start() -> Result<EtcdServer> {
         Ok(EtcdServer {
             cluster: EtcdCluster::start_with(1, false).await?,

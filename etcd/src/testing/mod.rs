@@ -23,7 +23,8 @@ mod member;
 mod ports;
 mod proxy;
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
 pub use cluster::{EtcdCluster, EtcdServer};
 pub use proxy::TcpProxy;
@@ -32,28 +33,64 @@ use crate::error::{Error, Result};
 
 /// The etcd binary the harness runs (see the module documentation).
 pub fn etcd_binary() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("YUEBING_ETCD_BIN") {
-        let path = PathBuf::from(path);
-        return if path.is_file() {
-            Ok(path)
+    find_binary(
+        std::env::var_os("YUEBING_ETCD_BIN"),
+        Path::new("/usr/bin/etcd"),
+        std::env::var_os("PATH"),
+    )
+}
+
+/// What to tell someone whose machine has no usable etcd.
+const INSTALL: &str = "run scripts/test.sh, which installs Debian's etcd-server";
+
+/// The binary named by `chosen` if set, else `usual` if it exists, else `etcd` on `path`.
+fn find_binary(chosen: Option<OsString>, usual: &Path, path: Option<OsString>) -> Result<PathBuf> {
+    if let Some(chosen) = chosen {
+        let chosen = PathBuf::from(chosen);
+        return if chosen.is_file() {
+            Ok(chosen)
         } else {
             Err(Error::Process {
-                reason: format!("YUEBING_ETCD_BIN={} is not a file", path.display()),
+                reason: format!(
+                    "YUEBING_ETCD_BIN={} is not a file: unset it, or {INSTALL}",
+                    chosen.display()
+                ),
             })
         };
     }
-    let usual = PathBuf::from("/usr/bin/etcd");
     if usual.is_file() {
-        return Ok(usual);
+        return Ok(usual.to_path_buf());
     }
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
+    let on_path = path.and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|dir| dir.join("etcd"))
             .find(|p| p.is_file())
     });
     on_path.ok_or_else(|| Error::Process {
-        reason: "no etcd binary (/usr/bin/etcd, `etcd` on the PATH, or $YUEBING_ETCD_BIN): \
-                 run scripts/test.sh, which installs Debian's etcd-server"
-            .into(),
+        reason: format!(
+            "no etcd binary ({}, `etcd` on the PATH, or $YUEBING_ETCD_BIN): {INSTALL}",
+            usual.display()
+        ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_etcd_says_how_to_install_it() {
+        let nowhere = Path::new("/nonexistent/etcd");
+        let err = find_binary(None, nowhere, Some("/nonexistent/bin".into())).unwrap_err();
+        assert_eq!(err.code(), -5010);
+        assert!(err.to_string().contains("scripts/test.sh"), "{err}");
+        let err = find_binary(Some(nowhere.into()), nowhere, None).unwrap_err();
+        assert!(err.to_string().contains("scripts/test.sh"), "{err}");
+        let here = std::env::current_exe().unwrap();
+        assert_eq!(
+            find_binary(Some(here.clone().into()), nowhere, None).unwrap(),
+            here
+        );
+        assert_eq!(find_binary(None, &here, None).unwrap(), here);
+    }
 }
