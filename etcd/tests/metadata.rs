@@ -5,7 +5,7 @@
 //!
 //! Each test starts its own etcd (about a second) and removes it when it ends.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -294,7 +294,8 @@ async fn descriptors_outlive_a_killed_member_of_three() {
 const CHILD: &str = "YUEBING_ETCD_TEST_CHILD";
 
 /// Run only as a child of [`a_killed_publishers_descriptor_expires`]: publishes a descriptor
-/// with a 2 s TTL, says so on stdout, and waits to be killed.
+/// with a 2 s TTL, says so on stdout, and waits to be killed (or for its stdin to close, should
+/// the parent die first, so that it never outlives the test).
 #[test]
 #[ignore = "a child process of a_killed_publishers_descriptor_expires"]
 fn child_publishes_and_waits() {
@@ -311,11 +312,16 @@ fn child_publishes_and_waits() {
         let md = EtcdMetadata::connect(&config).await.unwrap();
         md.put(&sample_descriptor(name), TTL).await.unwrap();
         println!("PUBLISHED {name}");
-        std::future::pending::<()>().await;
+        let parent_gone = tokio::task::spawn_blocking(|| {
+            let mut byte = [0u8; 1];
+            while matches!(std::io::stdin().read(&mut byte), Ok(n) if n > 0) {}
+        });
+        let _ = parent_gone.await;
+        drop(md);
     });
 }
 
-/// A child process, killed and reaped when dropped.
+/// A child process, killed and reaped when dropped. Its stdin stays open until then.
 struct ChildGuard(std::process::Child);
 
 impl Drop for ChildGuard {
@@ -338,6 +344,7 @@ async fn a_killed_publishers_descriptor_expires() {
             "--nocapture",
         ])
         .env(CHILD, spec)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -128,7 +128,11 @@ async fn serve(listener: TcpListener, target: SocketAddr, state: watch::Receiver
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let Ok((inbound, _)) = accepted else { continue };
+                let Ok((inbound, _)) = accepted else {
+                    // Out of file descriptors, say: do not spin.
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                };
                 let now = *state.borrow();
                 match now.mode {
                     Mode::Forward => {
