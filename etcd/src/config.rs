@@ -287,6 +287,25 @@ impl Keys {
     pub fn segment(&self, name: &str) -> String {
         format!("{}/segments/{name}", self.root)
     }
+
+    /// `<prefix>/<cluster>/master`: the prefix handed to `yuebing_store::master::ha::LogGroup`,
+    /// so the master's operation log lies at `<prefix>/<cluster>/master/log/<first seq>`.
+    pub fn master(&self) -> String {
+        format!("{}/master", self.root)
+    }
+
+    /// `<prefix>/<cluster>/master/election`: the election's name; each candidate's key is
+    /// `<election>/<lease id, hex>` and the oldest one leads.
+    pub fn election(&self) -> String {
+        format!("{}/master/election", self.root)
+    }
+
+    /// `<prefix>/<cluster>/master/standbys/`: the prefix under which each standby publishes
+    /// the last log sequence number it applied (on its lease), so the leader truncates only
+    /// what every standby has.
+    pub fn standbys(&self) -> String {
+        format!("{}/master/standbys/", self.root)
+    }
 }
 
 #[cfg(test)]
