@@ -1,7 +1,8 @@
 //! The one error type of yuebing-etcd and its stable codes.
 //!
 //! Codes live in −5000 … −5999, a range of their own (store −1 … −1999, rpc −2000 … −2999,
-//! engine −3000 … −3999, bridge −4000 … −4999). Through the engine's `MetadataStore` they
+//! engine −3000 … −3999, bridge −4000 … −4999); a log group's framing error ([`Error::Log`])
+//! keeps the store's code. Through the engine's `MetadataStore` they
 //! travel as [`yuebing_engine::Error::Metadata`] with the same code; a missing segment is the
 //! engine's own `SegmentNotFound` (−3203), not an etcd error.
 
@@ -97,6 +98,52 @@ pub enum Error {
         /// What failed.
         reason: String,
     },
+    /// This master is no longer the leader: its election key is gone or was created again
+    /// (another create revision), so the epoch it appended under is over, and the append did
+    /// not happen. Remedy: stop accepting writes at once and campaign again as a standby.
+    #[error(
+        "deposed: election key {key:?} no longer has create revision {epoch} (now {current:?})"
+    )]
+    Deposed {
+        /// The election key the leader held.
+        key: String,
+        /// Its create revision, the leader's epoch.
+        epoch: i64,
+        /// The key's create revision now (`None`: the key is gone).
+        current: Option<i64>,
+    },
+    /// The log already holds a group starting at `seq`: another appender wrote it first, and
+    /// this append did not happen. Remedy: stop appending; re-read the log (a leader that meets
+    /// this has been replaced or has a second writer).
+    #[error("operation log conflict: a group starting at seq {seq} already exists")]
+    LogConflict {
+        /// The first sequence number of the refused group.
+        seq: u64,
+    },
+    /// A group does not start right after the last one appended: refused before anything was
+    /// sent. Remedy: a bug in the caller; append groups in order, without gaps.
+    #[error("operation log gap: the next group must start at seq {expected}, not {found}")]
+    LogGap {
+        /// The sequence number the next group must start at.
+        expected: u64,
+        /// The one it starts at.
+        found: u64,
+    },
+    /// The log no longer holds `seq`: it was truncated after a snapshot, and the oldest group
+    /// kept starts at `first`. Remedy: bootstrap from the leader's snapshot, then tail.
+    #[error("operation log truncated: seq {seq} is gone, the log starts at {first}")]
+    LogTruncated {
+        /// The sequence number asked for.
+        seq: u64,
+        /// The first sequence number still in the log.
+        first: u64,
+    },
+    /// A log group could not be framed or read back (damage is the store's `Corrupt`, another
+    /// format version its `InvalidVersion`, an entry too large its `InvalidParams`). It keeps
+    /// the store's code; nothing was applied. Remedy: see the store error; a damaged log needs
+    /// the standby to bootstrap from a snapshot.
+    #[error("operation log: {0}")]
+    Log(yuebing_store::Error),
 }
 
 /// Result alias for yuebing-etcd.
@@ -117,18 +164,27 @@ impl Error {
             Error::BadValue { .. } => -5009,
             Error::Process { .. } => -5010,
             Error::Client { .. } => -5011,
+            Error::Deposed { .. } => -5012,
+            Error::LogConflict { .. } => -5013,
+            Error::LogGap { .. } => -5014,
+            Error::LogTruncated { .. } => -5015,
+            // A wrapped error keeps its cause's code.
+            Error::Log(e) => e.code(),
         }
     }
 
     /// Whether trying again later can succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Error::Unavailable { .. }
-                | Error::Timeout { .. }
-                | Error::Compacted { .. }
-                | Error::WatchCanceled { .. }
-        )
+        match self {
+            Error::Log(e) => e.is_retryable(),
+            _ => matches!(
+                self,
+                Error::Unavailable { .. }
+                    | Error::Timeout { .. }
+                    | Error::Compacted { .. }
+                    | Error::WatchCanceled { .. }
+            ),
+        }
     }
 
     /// The error's name, as the command line prints it (`error[Name code]`).
@@ -145,6 +201,11 @@ impl Error {
             Error::BadValue { .. } => "EtcdBadValue",
             Error::Process { .. } => "EtcdProcess",
             Error::Client { .. } => "EtcdClient",
+            Error::Deposed { .. } => "EtcdDeposed",
+            Error::LogConflict { .. } => "EtcdLogConflict",
+            Error::LogGap { .. } => "EtcdLogGap",
+            Error::LogTruncated { .. } => "EtcdLogTruncated",
+            Error::Log(e) => e.name(),
         }
     }
 
@@ -251,6 +312,17 @@ mod tests {
             },
             Error::Process { reason: "x".into() },
             Error::Client { reason: "x".into() },
+            Error::Deposed {
+                key: "k".into(),
+                epoch: 1,
+                current: None,
+            },
+            Error::LogConflict { seq: 1 },
+            Error::LogGap {
+                expected: 1,
+                found: 2,
+            },
+            Error::LogTruncated { seq: 1, first: 2 },
         ];
         let mut codes: Vec<i32> = all.iter().map(Error::code).collect();
         assert!(codes.iter().all(|c| (-5999..=-5000).contains(c)));
@@ -260,6 +332,18 @@ mod tests {
         for e in &all {
             assert!(e.name().starts_with("Etcd"));
         }
+    }
+
+    #[test]
+    fn a_log_framing_error_keeps_the_stores_code() {
+        let corrupt = yuebing_store::Error::Corrupt {
+            path: "k".into(),
+            reason: "x".into(),
+        };
+        let e = Error::Log(corrupt.clone());
+        assert_eq!(e.code(), corrupt.code());
+        assert_eq!(e.name(), "Corrupt");
+        assert!(!e.is_retryable());
     }
 
     #[test]
