@@ -138,6 +138,18 @@ pub enum Error {
         /// The first sequence number still in the log.
         first: u64,
     },
+    /// The election lease of a candidate or leader is gone: etcd reported it expired or
+    /// revoked, or its deadline (counted from the send time of the last answered keep-alive)
+    /// passed without a renewal, so etcd may have expired it. A leader that meets this has
+    /// stepped down; a candidate did not win. The lease is never replaced. Remedy: stop serving
+    /// at once; campaign again from scratch (a new lease, a new key, a new epoch).
+    #[error("election lease {lease:#x} lost: {reason}")]
+    LeaseLost {
+        /// The lease id.
+        lease: i64,
+        /// How it was lost.
+        reason: String,
+    },
     /// A log group could not be framed or read back (damage is the store's `Corrupt`, another
     /// format version its `InvalidVersion`, an entry too large its `InvalidParams`). It keeps
     /// the store's code; nothing was applied. Remedy: see the store error; a damaged log needs
@@ -168,6 +180,7 @@ impl Error {
             Error::LogConflict { .. } => -5013,
             Error::LogGap { .. } => -5014,
             Error::LogTruncated { .. } => -5015,
+            Error::LeaseLost { .. } => -5016,
             // A wrapped error keeps its cause's code.
             Error::Log(e) => e.code(),
         }
@@ -205,6 +218,7 @@ impl Error {
             Error::LogConflict { .. } => "EtcdLogConflict",
             Error::LogGap { .. } => "EtcdLogGap",
             Error::LogTruncated { .. } => "EtcdLogTruncated",
+            Error::LeaseLost { .. } => "EtcdLeaseLost",
             Error::Log(e) => e.name(),
         }
     }
@@ -323,6 +337,10 @@ mod tests {
                 found: 2,
             },
             Error::LogTruncated { seq: 1, first: 2 },
+            Error::LeaseLost {
+                lease: 1,
+                reason: "x".into(),
+            },
         ];
         let mut codes: Vec<i32> = all.iter().map(Error::code).collect();
         assert!(codes.iter().all(|c| (-5999..=-5000).contains(c)));
