@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::core::{ClientState, Master, Mode};
+use super::core::{Master, Mode};
 use super::log::{LogEntry, FORMAT_VERSION};
 use super::object::{deserialize_replicas, Held, Object, PendingWrite, Pin, Replicas};
 use super::types::{ClientId, Millis, MountId, MountSpec};
@@ -132,23 +132,8 @@ impl Master {
             // The next entry would have no number.
             return Err(corrupt("the log is at position u64::MAX".into()));
         }
-        m.tick(now);
-        let owners: Vec<ClientId> = m.space.iter().map(|(_, mt)| mt.client).collect();
-        let ids: Vec<MountId> = m.space.iter().map(|(id, _)| id).collect();
-        for id in ids {
-            if let Some(mt) = m.space.get_mut(id) {
-                mt.ready = false;
-            }
-        }
-        for client in owners {
-            m.clients.insert(
-                client,
-                ClientState {
-                    last_ping: now,
-                    need_remount: true,
-                },
-            );
-        }
+        let now = m.tick(now);
+        m.restart_soft_state(now);
         Ok(m)
     }
 

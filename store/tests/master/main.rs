@@ -2,6 +2,7 @@
 
 mod clients;
 mod evict;
+mod failover;
 mod props;
 mod read;
 mod replay;

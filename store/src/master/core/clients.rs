@@ -124,7 +124,7 @@ impl Master {
         let mut dead: Vec<ClientId> = self
             .clients
             .iter()
-            .filter(|(_, c)| c.last_ping + ttl <= now)
+            .filter(|(_, c)| c.last_ping.saturating_add(ttl) <= now)
             .map(|(&id, _)| id)
             .collect();
         dead.sort();

@@ -44,7 +44,7 @@ impl Master {
                 Record::Remove {
                     key,
                     evicted: true,
-                    hold_until: 0,
+                    hold_until: self.reuse_after(0),
                 },
             );
         }

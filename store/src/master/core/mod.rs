@@ -57,6 +57,10 @@ pub struct Master {
     pub(crate) eviction_due: bool,
     pub(crate) evicted_total: u64,
     pub(crate) last_now: Millis,
+    /// Space freed before this time is held until then, whatever leases this master knows of:
+    /// after a restart or a promotion the read leases granted before are unknown (soft state),
+    /// and a reader may still be transferring under one (see [`Master::reuse_after`]).
+    pub(crate) no_reuse_until: Millis,
 }
 
 impl Master {
@@ -80,6 +84,7 @@ impl Master {
             eviction_due: false,
             evicted_total: 0,
             last_now: 0,
+            no_reuse_until: 0,
         }
     }
 
@@ -119,6 +124,60 @@ impl Master {
             debug_assert!(false, "a live record did not apply: {e}");
             tracing::error!(error = %e, "a live record did not apply");
         }
+    }
+
+    /// Becomes the leader of `epoch` at `now`, after applying the replicated log as a hot
+    /// standby: entries made from now on carry `epoch`; client TTLs restart (a standby never ran
+    /// their timeouts) and store space waits for its client's remount, as after a restart; and
+    /// no space freed from now on is reused for one read-lease TTL, because the read leases the
+    /// old leader granted are not known here. `epoch` must be newer than every entry applied.
+    pub fn promote(&mut self, epoch: u64, now: Millis) -> Result<()> {
+        if epoch <= self.epoch {
+            return Err(Error::params(format!(
+                "promotion to epoch {epoch}, but the log already holds epoch {}",
+                self.epoch
+            )));
+        }
+        self.epoch = epoch;
+        let now = self.tick(now);
+        self.restart_soft_state(now);
+        Ok(())
+    }
+
+    /// The epoch of the entries this master makes.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// After a restart or a promotion at `now`: every client must ping within its TTL from
+    /// now and remount before its space counts, and space freed within one read-lease TTL is
+    /// held until its end.
+    pub(crate) fn restart_soft_state(&mut self, now: Millis) {
+        self.no_reuse_until = now.saturating_add(self.cfg.lease_ttl_ms);
+        let owners: Vec<ClientId> = self.space.iter().map(|(_, mt)| mt.client).collect();
+        let ids: Vec<_> = self.space.iter().map(|(id, _)| id).collect();
+        for id in ids {
+            if let Some(mt) = self.space.get_mut(id) {
+                mt.ready = false;
+            }
+        }
+        for client in owners {
+            self.clients.insert(
+                client,
+                ClientState {
+                    last_ping: now,
+                    need_remount: true,
+                },
+            );
+        }
+    }
+
+    /// Until when replicas freed now must stay out of use, given the newest read lease known on
+    /// them: at least until that lease ends, and, after a restart or promotion, until one lease
+    /// TTL after it (leases granted before it are unknown). Leaders put this into the records
+    /// they make, so standbys replaying them hold the same space.
+    pub(crate) fn reuse_after(&self, lease_until: Millis) -> Millis {
+        lease_until.max(self.no_reuse_until)
     }
 
     /// Moves the clock forward (it never goes back, even if a caller's does).

@@ -96,7 +96,7 @@ impl Master {
                 if !force && o.writing {
                     return Err(Error::WriteInProgress { key: key.into() });
                 }
-                let hold_until = o.lease_until;
+                let hold_until = self.reuse_after(o.lease_until);
                 self.commit(
                     now,
                     Record::Remove {
@@ -146,7 +146,7 @@ impl Master {
             .objects
             .iter()
             .filter(|(k, o)| wanted(k) && (force || (!o.leased(now) && !o.writing)))
-            .map(|(k, o)| (k.clone(), o.lease_until))
+            .map(|(k, o)| (k.clone(), self.reuse_after(o.lease_until)))
             .collect();
         keys.sort();
         let n = keys.len() as u64;

@@ -46,7 +46,9 @@ impl Master {
             Some(w) if w.client != client => Err(Error::IllegalClient { key: key.into() }),
             Some(w) => {
                 let old_until = match w.replaces {
-                    true => self.objects.get_h(h, key).map_or(0, |o| o.lease_until),
+                    true => {
+                        self.reuse_after(self.objects.get_h(h, key).map_or(0, |o| o.lease_until))
+                    }
                     false => 0,
                 };
                 let record = Record::WriteEnd {
@@ -103,7 +105,9 @@ impl Master {
         let h = self.objects.hash(key);
         self.preempt_stale(h, key, now, true)?;
         if let Some(o) = self.objects.get_h(h, key) {
-            if o.size == size && !o.leased(now) {
+            // In place only where no reader can be transferring: no lease known, and not
+            // within a lease TTL of a restart or promotion (leases from before are unknown).
+            if o.size == size && !o.leased(now) && now >= self.no_reuse_until {
                 let descs = self.describe_all(&o.replicas, size);
                 self.start(
                     client,

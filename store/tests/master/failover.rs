@@ -1,0 +1,125 @@
+//! A master that restarted or was promoted does not know the read leases granted before it
+//! (soft state): for one lease TTL no space freed by a remove, an eviction or an upsert is
+//! reused, and no upsert writes in place, so a reader still transferring under an old lease
+//! never sees reused bytes. A promoted standby's entries carry its new epoch.
+
+use yuebing_store::master::{Master, MasterConfig, Record};
+
+use super::*;
+
+/// One node with room for exactly one object of `MIB` bytes.
+fn one_slot() -> Fx {
+    let mut fx = Fx::new(cfg());
+    fx.mount(A, 0, "n1", MIB);
+    fx
+}
+
+/// The master rebuilt from `fx`'s log at `now`, its node (of `len` bytes) remounted.
+fn restarted(fx: &Fx, now: u64, len: u64) -> Master {
+    let mut m = Master::restore(fx.m.config().clone(), true, None, fx.log.clone(), now).unwrap();
+    m.remount(A, now, &[spec("n1", base("n1"), len)]).unwrap();
+    m
+}
+
+fn put(m: &mut Master, now: u64, key: &str) -> yuebing_store::Result<()> {
+    m.put_start(A, now, key, MIB, &replicas(1))?;
+    m.put_end(A, now, key)
+}
+
+#[test]
+fn after_a_restart_removed_space_is_reused_only_one_lease_ttl_later() {
+    let mut fx = one_slot();
+    fx.put(A, 10, "old", MIB, 1).unwrap();
+    fx.drain();
+    let t = 5_000;
+    let ttl = cfg().lease_ttl_ms;
+    let mut m = restarted(&fx, t, MIB);
+    // No lease is known, so the remove is allowed; its space is held.
+    m.remove(t + 1, "old", false).unwrap();
+    assert_eq!(put(&mut m, t + 2, "new").unwrap_err().code(), -200);
+    m.ping(A, t + ttl);
+    m.handle_timeout(t + ttl);
+    put(&mut m, t + ttl + 1, "new").expect("the space is free one lease TTL after the restart");
+    m.check_invariants().unwrap();
+}
+
+#[test]
+fn after_a_restart_an_upsert_is_not_in_place_and_holds_the_old_space() {
+    let mut fx = Fx::new(cfg());
+    fx.mount(A, 0, "n1", 2 * MIB);
+    fx.put(A, 10, "a", MIB, 1).unwrap();
+    fx.drain();
+    let t = 9_000;
+    let mut m = restarted(&fx, t, 2 * MIB);
+    // Same size, no lease known: still not in place, new replicas while "a"'s stay held.
+    let before = m.placement("a").unwrap();
+    let descs = m.upsert_start(A, t + 1, "a", MIB, &replicas(1)).unwrap();
+    assert_eq!(descs.len(), 1);
+    m.upsert_end(A, t + 1, "a").unwrap();
+    assert_ne!(m.placement("a").unwrap(), before, "not written in place");
+    // Both slots are taken now (the new "a" and the held old one): a third put fails.
+    assert_eq!(put(&mut m, t + 2, "b").unwrap_err().code(), -200);
+    let log: Vec<_> = std::iter::from_fn(|| m.poll_effect()).collect();
+    assert!(log.iter().any(|e| matches!(e,
+        yuebing_store::master::Effect::Append(LogEntry { record: Record::WriteEnd { old_until, .. }, .. })
+            if *old_until == t + cfg().lease_ttl_ms)), "{log:?}");
+}
+
+#[test]
+fn a_promoted_standby_takes_the_new_epoch_and_holds_freed_space() {
+    let mut fx = one_slot();
+    fx.put(A, 10, "k", MIB, 1).unwrap();
+    fx.drain();
+    // A hot standby applied the leader's log as it came.
+    let mut standby = Master::new(fx.m.config().clone(), true);
+    for e in fx.log.clone() {
+        standby.replay(e).unwrap();
+    }
+    let old = standby.epoch();
+    assert_eq!(
+        standby.promote(old, 2_000).unwrap_err().code(),
+        -600,
+        "an epoch must advance"
+    );
+    standby.promote(old + 5, 2_000).unwrap();
+    assert_eq!(standby.epoch(), old + 5);
+    standby
+        .remount(A, 2_000, &[spec("n1", base("n1"), MIB)])
+        .unwrap();
+    standby.remove(2_001, "k", false).unwrap();
+    let entries: Vec<LogEntry> = std::iter::from_fn(|| standby.poll_effect())
+        .filter_map(|e| match e {
+            yuebing_store::master::Effect::Append(entry) => Some(entry),
+            _ => None,
+        })
+        .collect();
+    assert!(entries.iter().all(|e| e.epoch == old + 5), "{entries:?}");
+    let hold = entries.iter().find_map(|e| match &e.record {
+        Record::Remove { hold_until, .. } => Some(*hold_until),
+        _ => None,
+    });
+    assert_eq!(hold, Some(2_000 + cfg().lease_ttl_ms));
+    assert_eq!(put(&mut standby, 2_002, "k2").unwrap_err().code(), -200);
+    // A standby of the new leader replays the same records and holds the same space.
+    let mut next = Master::new(MasterConfig { ..cfg() }, false);
+    for e in fx.log.iter().cloned().chain(entries) {
+        next.replay(e).unwrap();
+    }
+    assert_eq!(next.snapshot(), standby.snapshot());
+}
+
+#[test]
+fn after_a_restart_an_evicted_objects_space_is_held_too() {
+    let mut fx = one_slot();
+    fx.put(A, 10, "a", MIB, 1).unwrap();
+    fx.drain();
+    let t = 7_000;
+    let mut m = restarted(&fx, t, MIB);
+    // The put evicts "a" to make room, but "a"'s space stays held: no room yet.
+    assert_eq!(put(&mut m, t + 1, "b").unwrap_err().code(), -200);
+    assert!(!m.exist("a").unwrap(), "evicted");
+    m.ping(A, t + cfg().lease_ttl_ms);
+    m.handle_timeout(t + cfg().lease_ttl_ms);
+    put(&mut m, t + cfg().lease_ttl_ms + 1, "b").unwrap();
+    m.check_invariants().unwrap();
+}
