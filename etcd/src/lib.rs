@@ -6,14 +6,16 @@
 //!
 //! # Keys
 //! Everything of one yuebing cluster lies under `<prefix>/<cluster>/` (default
-//! `/yuebing/default/`); segment descriptors at `…/segments/<name>`. Later parts (the elected
-//! master, its operation log) add their own subtrees there.
+//! `/yuebing/default/`); segment descriptors at `…/segments/<name>`, the master's operation log
+//! at `…/master/log/<first seq>`, what each standby applied at `…/master/standbys/<id>`.
 //!
 //! # Layout
 //! - [`config`]: [`EtcdConfig`] (endpoints `"h:p,h:p"`, credentials, TLS files, prefix and
 //!   cluster, timeouts), [`Keys`], and the client made from them on a given runtime.
 //! - [`error`]: the [`Error`] enum, codes −5000 … −5999, and its conversion into the engine's.
 //! - [`metadata`]: [`EtcdMetadata`], the engine's `MetadataStore` on etcd leases.
+//! - [`log`]: [`EtcdLog`], the elected master's operation log (groups appended under the
+//!   leader's [`Epoch`], read, watched, truncated) and what each standby has applied.
 //! - `keeper`: the task that keeps a descriptor's lease alive (and replaces a lost one).
 //! - `task`: a spawned task that stops when its owner drops it.
 //! - `watch`: the watch of one descriptor (current state, then each change).
@@ -28,6 +30,7 @@
 pub mod config;
 pub mod error;
 mod keeper;
+pub mod log;
 pub mod metadata;
 mod task;
 #[cfg(feature = "testing")]
@@ -36,4 +39,5 @@ mod watch;
 
 pub use config::{Credentials, EtcdConfig, Keys, TlsFiles};
 pub use error::{Error, Result};
+pub use log::{Epoch, EtcdLog, Revision};
 pub use metadata::EtcdMetadata;

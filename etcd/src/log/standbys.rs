@@ -1,0 +1,60 @@
+//! What each standby has applied: `<prefix>/<cluster>/master/standbys/<id>` holds the last
+//! sequence number standby `id` applied, in decimal, on the standby's lease.
+
+use etcd_client::{GetOptions, PutOptions};
+
+use super::EtcdLog;
+use crate::error::{Error, Result};
+
+pub(super) async fn publish(log: &EtcdLog, id: &str, seq: u64, lease: i64) -> Result<()> {
+    if id.is_empty() || id.contains('/') {
+        return Err(Error::config(format!(
+            "standby id {id:?} must be non-empty and without '/'"
+        )));
+    }
+    let key = format!("{}{id}", log.keys.standbys());
+    let mut kv = log.client.kv_client();
+    let options = PutOptions::new().with_lease(lease);
+    let put = kv.put(key, seq.to_string(), Some(options));
+    match tokio::time::timeout(log.timeout, put).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) if Error::is_lease_not_found(&e) => Err(Error::LeaseNotFound { lease }),
+        Ok(Err(e)) => Err(e.into()),
+        Err(_) => Err(Error::Timeout {
+            op: "publish applied".into(),
+            after: log.timeout,
+        }),
+    }
+}
+
+pub(super) async fn lowest(log: &EtcdLog) -> Result<Option<u64>> {
+    let mut kv = log.client.kv_client();
+    let prefix = log.keys.standbys();
+    let resp = log
+        .call(
+            "standbys",
+            kv.get(prefix.as_str(), Some(GetOptions::new().with_prefix())),
+        )
+        .await?;
+    let mut lowest: Option<u64> = None;
+    for found in resp.kvs() {
+        let seq = parse_applied(found.key(), found.value())?;
+        lowest = Some(lowest.map_or(seq, |l| l.min(seq)));
+    }
+    Ok(lowest)
+}
+
+/// A published sequence number: ASCII decimal digits only.
+pub(super) fn parse_applied(key: &[u8], value: &[u8]) -> Result<u64> {
+    let bad = |reason: &str| Error::BadValue {
+        key: String::from_utf8_lossy(key).into_owned(),
+        reason: reason.to_string(),
+    };
+    if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
+        return Err(bad("an applied sequence number must be decimal digits"));
+    }
+    std::str::from_utf8(value)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| bad("an applied sequence number out of range"))
+}
