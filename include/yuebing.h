@@ -74,6 +74,9 @@
 // A write of the key is under way.
 #define YUEBING_ERR_WRITE_IN_PROGRESS -714
 
+// This master is not its cluster's leader (a standby, or a leader that lost its lease).
+#define YUEBING_ERR_NOT_LEADER -1010
+
 // The store call ran out of time.
 #define YUEBING_ERR_STORE_TIMEOUT -1501
 

@@ -42,6 +42,8 @@ class LeaseExpired(YuebingError):
     """Code -707."""
 class WriteInProgress(YuebingError):
     """Code -714."""
+class NotLeader(YuebingError):
+    """Code -1010."""
 class Io(YuebingError):
     """Code -1103."""
 class Corrupt(YuebingError):

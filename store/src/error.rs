@@ -126,6 +126,15 @@ pub enum Error {
         /// What was found.
         reason: String,
     },
+    /// This master is not its cluster's leader (a standby, a leader that lost or may have lost
+    /// its etcd lease, or one still catching up after it won): it serves neither reads nor
+    /// writes. Mooncake's UNAVAILABLE_IN_CURRENT_STATUS. Remedy: call the leader (`leader`
+    /// names it when this master knows it; clients that follow etcd re-target by themselves).
+    #[error("this master is not the leader{}", leader.as_deref().map(|l| format!(" (the leader is {l})")).unwrap_or_default())]
+    NotLeader {
+        /// The leader's rpc address, if known.
+        leader: Option<String>,
+    },
     /// The call's deadline passed before it finished. Remedy: raise the deadline, or check the
     /// master and the nodes holding the object.
     #[error("the call's deadline passed")]
@@ -190,6 +199,7 @@ impl Error {
             Error::LeaseExpired { .. } => -707,
             Error::WriteInProgress { .. } => -714,
             Error::Io { .. } => -1103,
+            Error::NotLeader { .. } => -1010,
             Error::Corrupt { .. } => -1500,
             Error::Timeout => -1501,
             Error::Engine(e) => e.code(),
@@ -206,9 +216,10 @@ impl Error {
             | Error::ObjectHasLease { .. }
             | Error::LeaseExpired { .. }
             | Error::WriteInProgress { .. }
+            | Error::NotLeader { .. }
             | Error::Timeout => true,
             Error::Engine(e) => e.is_retryable(),
-            Error::Remote { code, .. } => matches!(code, -200 | -703 | -706 | -707 | -714),
+            Error::Remote { code, .. } => matches!(code, -200 | -703 | -706 | -707 | -714 | -1010),
             Error::Rpc(e) => e.is_retryable(),
             _ => false,
         }
@@ -232,6 +243,7 @@ impl Error {
             Error::LeaseExpired { .. } => "LeaseExpired",
             Error::WriteInProgress { .. } => "WriteInProgress",
             Error::Io { .. } => "Io",
+            Error::NotLeader { .. } => "NotLeader",
             Error::Corrupt { .. } => "Corrupt",
             Error::Timeout => "Timeout",
             Error::Engine(_) => "Transfer",
@@ -254,6 +266,7 @@ impl Error {
             | Error::LeaseExpired { key }
             | Error::WriteInProgress { key }
             | Error::InvalidWrite { key, .. } => key.clone(),
+            Error::NotLeader { leader } => leader.clone().unwrap_or_default(),
             _ => String::new(),
         };
         WireError {
@@ -291,6 +304,9 @@ impl Error {
             -706 => Error::ObjectHasLease { key: key() },
             -707 => Error::LeaseExpired { key: key() },
             -714 => Error::WriteInProgress { key: key() },
+            -1010 => Error::NotLeader {
+                leader: Some(key()).filter(|l| !l.is_empty()),
+            },
             code => Error::Remote {
                 code,
                 message: w.message,
@@ -337,9 +353,15 @@ mod tests {
             Error::params("size 0"),
             Error::SegmentNotFound { mount: 7 },
             Error::NoAvailableHandle { size: 42 },
+            Error::NotLeader { leader: None },
+            Error::NotLeader {
+                leader: Some("127.0.0.1:50051".into()),
+            },
         ] {
             assert_eq!(Error::from_wire(e.to_wire()), e);
         }
+        let e = Error::NotLeader { leader: None };
+        assert_eq!((e.code(), e.is_retryable()), (-1010, true));
         let io = Error::Io {
             path: "p".into(),
             reason: "r".into(),

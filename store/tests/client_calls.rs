@@ -171,3 +171,43 @@ async fn a_located_object_read_after_its_lease_is_lease_expired() {
         .unwrap_err();
     assert_eq!(e.code(), -707, "{e}");
 }
+
+/// A master that is never the leader.
+struct Standby;
+
+impl yuebing_store::master::ServeGate for Standby {
+    fn check(&self) -> yuebing_store::Result<()> {
+        Err(yuebing_store::Error::NotLeader { leader: None })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_refused_by_a_master_that_is_not_the_leader_go_to_the_next_one() {
+    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
+    let standby = RunningMaster::start_gated(
+        MasterServerConfig::default(),
+        &bind,
+        Some(std::sync::Arc::new(Standby)),
+    )
+    .await
+    .unwrap();
+    let leader = RunningMaster::start(MasterServerConfig::default(), &bind)
+        .await
+        .unwrap();
+    let c = Client::start(ClientConfig {
+        masters: vec![
+            standby.local_endpoint().clone(),
+            leader.local_endpoint().clone(),
+        ],
+        store_size: 8 << 20,
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let opts = Options::deadline(Duration::from_secs(10));
+    // A put is not idempotent, yet moves on: the standby refused it before doing anything.
+    c.put("k", b"v", &opts).await.unwrap();
+    assert_eq!(c.get("k", &opts).await.unwrap(), b"v");
+    assert_eq!(standby.health().last_seq, 0, "nothing reached the standby's state");
+    assert!(leader.health().last_seq >= 3, "mount, put_start, put_end");
+}

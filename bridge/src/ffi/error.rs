@@ -25,6 +25,8 @@ pub const YUEBING_ERR_OBJECT_HAS_LEASE: i32 = -706;
 pub const YUEBING_ERR_LEASE_EXPIRED: i32 = -707;
 /// A write of the key is under way.
 pub const YUEBING_ERR_WRITE_IN_PROGRESS: i32 = -714;
+/// This master is not its cluster's leader (a standby, or a leader that lost its lease).
+pub const YUEBING_ERR_NOT_LEADER: i32 = -1010;
 /// The store call ran out of time.
 pub const YUEBING_ERR_STORE_TIMEOUT: i32 = -1501;
 /// An rpc call ran out of time.
@@ -229,6 +231,7 @@ pub(crate) const NAMES: &[(i32, &std::ffi::CStr)] = &[
     (YUEBING_ERR_OBJECT_HAS_LEASE, c"ObjectHasLease"),
     (YUEBING_ERR_LEASE_EXPIRED, c"LeaseExpired"),
     (YUEBING_ERR_WRITE_IN_PROGRESS, c"WriteInProgress"),
+    (YUEBING_ERR_NOT_LEADER, c"NotLeader"),
     (-1103, c"Io"),
     (-1500, c"Corrupt"),
     (YUEBING_ERR_STORE_TIMEOUT, c"StoreTimeout"),

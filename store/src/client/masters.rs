@@ -35,7 +35,8 @@ impl Masters {
     }
 
     /// Runs `f` on the current master; if the call certainly did not run there (the master is
-    /// unreachable, refusing, shutting down), on the next one, and so on once around.
+    /// unreachable, refusing, shutting down, or not the leader), on the next one, and so on
+    /// once around.
     pub(crate) async fn call<T, F, Fut>(&self, f: F) -> Result<T>
     where
         F: Fn(MasterClient) -> Fut,
@@ -50,6 +51,11 @@ impl Masters {
                 Err(Error::Rpc(e)) if e.never_executed() => {
                     tracing::debug!(master = at, error = %e, "master unreachable, trying the next");
                     last = Some(Error::Rpc(e));
+                }
+                Err(e @ Error::NotLeader { .. }) => {
+                    // Refused before it touched the master's state: safe to send elsewhere.
+                    tracing::debug!(master = at, error = %e, "not the leader, trying the next");
+                    last = Some(e);
                 }
                 other => {
                     if at != first {

@@ -38,7 +38,7 @@ pub use self::disk::Recovery;
 pub use self::log::{Effect, LogEntry, Record, FORMAT_VERSION};
 pub use self::object::{Pin, Replicas};
 pub use self::pattern::KeyPattern;
-pub use self::server::{wall_ms, MasterServerConfig, RunningMaster};
+pub use self::server::{wall_ms, MasterServerConfig, RunningMaster, ServeGate};
 pub use self::service::{Health, MasterService, SERVICE};
 pub use self::snapshot::Snapshot;
 pub use self::space::Replica;

@@ -48,6 +48,15 @@ pub fn wall_ms() -> Millis {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Whether a master may serve now. A single master always may; an elected one only while it
+/// leads (its etcd lease valid by its own clock, the log caught up), which the HA driver that
+/// runs it tells through this.
+pub trait ServeGate: Send + Sync + 'static {
+    /// `Ok` while this master may serve reads and writes; otherwise the error each call gets
+    /// (`NotLeader`, naming the leader when known).
+    fn check(&self) -> Result<()>;
+}
+
 /// State shared by the service handlers and the driver.
 pub(crate) struct Shared {
     core: Mutex<Master>,
@@ -60,6 +69,8 @@ pub(crate) struct Shared {
     closed: AtomicBool,
     /// Set when a panic poisoned the core's lock: the master stops serving for good.
     poisoned: AtomicBool,
+    /// Asked before every call: `None` serves always.
+    gate: Option<Arc<dyn ServeGate>>,
     handle: Handle,
 }
 
@@ -89,6 +100,9 @@ impl Shared {
             return Err(Error::Internal {
                 reason: "the master is shut down".into(),
             });
+        }
+        if let Some(gate) = &self.gate {
+            gate.check()?;
         }
         if let Some(Durable::Failed(reason)) = self.log.as_ref().map(LogWriter::durable) {
             return Err(Error::Io {
@@ -250,6 +264,19 @@ impl RunningMaster {
     /// # Panics
     /// Outside a tokio runtime; use [`RunningMaster::start_on`] there.
     pub async fn start(cfg: MasterServerConfig, endpoint: &Endpoint) -> Result<RunningMaster> {
+        RunningMaster::start_gated(cfg, endpoint, None).await
+    }
+
+    /// [`RunningMaster::start`], serving each call only when `gate` allows it (see
+    /// [`ServeGate`]); the others get the gate's error.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub async fn start_gated(
+        cfg: MasterServerConfig,
+        endpoint: &Endpoint,
+        gate: Option<Arc<dyn ServeGate>>,
+    ) -> Result<RunningMaster> {
         cfg.core.validate().map_err(Error::params)?;
         let now = wall_ms();
         let (core, log, data, recovery) = match &cfg.data_dir {
@@ -282,6 +309,7 @@ impl RunningMaster {
             ready: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
+            gate,
             handle: Handle::current(),
         });
         let handler = MasterHandler {
@@ -425,5 +453,49 @@ mod tests {
         );
         let e = client.exist("k").await.unwrap_err();
         assert_eq!(e.code(), -1, "{e}");
+    }
+
+    /// A gate that a test opens and closes.
+    struct Switch(AtomicBool);
+
+    impl ServeGate for Switch {
+        fn check(&self) -> Result<()> {
+            match self.0.load(Ordering::Acquire) {
+                true => Ok(()),
+                false => Err(Error::NotLeader {
+                    leader: Some("127.0.0.1:9".into()),
+                }),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_closed_gate_refuses_every_call_with_not_leader_and_changes_nothing() {
+        let switch = Arc::new(Switch(AtomicBool::new(true)));
+        let master = RunningMaster::start_gated(
+            MasterServerConfig::default(),
+            &"127.0.0.1:0".parse().unwrap(),
+            Some(switch.clone()),
+        )
+        .await
+        .unwrap();
+        let client = crate::master::MasterClient::new(
+            master.local_endpoint().clone(),
+            crate::master::ClientId(7),
+        );
+        assert!(!client.exist("k").await.unwrap());
+        let before = master.health().last_seq;
+        switch.0.store(false, Ordering::Release);
+        let e = client.exist("k").await.unwrap_err();
+        assert_eq!(e.code(), -1010, "{e}");
+        assert!(e.to_string().contains("127.0.0.1:9"), "{e}");
+        let e = client.remove_all(true).await.unwrap_err();
+        assert!(
+            matches!(e, Error::NotLeader { ref leader } if leader.as_deref() == Some("127.0.0.1:9")),
+            "{e:?}"
+        );
+        assert_eq!(master.health().last_seq, before, "nothing was logged");
+        switch.0.store(true, Ordering::Release);
+        assert_eq!(client.remove_all(true).await.unwrap(), 0);
     }
 }
