@@ -14,7 +14,8 @@
 //! sequence number exactly one wins (the other gets [`Error::LogConflict`]). Before sending,
 //! the group must start right after the last group this `EtcdLog` appended in that epoch
 //! (learnt from etcd at the epoch's first append): otherwise [`Error::LogGap`], and nothing is
-//! sent. Appends on one `EtcdLog` are serialised, so they commit in the order they were called.
+//! sent ([`EtcdLog::resume`] learns the end explicitly). Appends on one `EtcdLog` are
+//! serialised, so they commit in the order they were called.
 //!
 //! An append that failed with [`Error::Timeout`] or [`Error::Unavailable`] may or may not have
 //! committed. Append the same group again: if the first try had committed, the retry finds the
@@ -163,12 +164,8 @@ impl EtcdLog {
         let mut appended = self.appended.lock().await;
         let last = match *appended {
             Some(a) if a.epoch == epoch.create_revision => a.last,
-            _ => self.last_seq().await?,
+            _ => self.learn_end(&mut appended, epoch).await?,
         };
-        *appended = Some(Appended {
-            epoch: epoch.create_revision,
-            last,
-        });
         let expected = last.saturating_add(1);
         if group.first() != expected {
             return Err(Error::LogGap {
@@ -195,6 +192,24 @@ impl EtcdLog {
                 Err(e)
             }
         }
+    }
+
+    /// Reads where the log ends and makes it the end this log appends after in `epoch`,
+    /// returning the last sequence number (0: empty). A new leader calls this once it has
+    /// caught up: its first group must start right after. (Without it, the first append of an
+    /// epoch learns the end by itself.)
+    pub async fn resume(&self, epoch: &Epoch) -> Result<u64> {
+        let mut appended = self.appended.lock().await;
+        self.learn_end(&mut appended, epoch).await
+    }
+
+    async fn learn_end(&self, appended: &mut Option<Appended>, epoch: &Epoch) -> Result<u64> {
+        let last = self.last_seq().await?;
+        *appended = Some(Appended {
+            epoch: epoch.create_revision,
+            last,
+        });
+        Ok(last)
     }
 
     /// The guarded put of `value` at `key`, reading the election key and the group key when
