@@ -12,6 +12,8 @@
 //! # Layout
 //! - [`config`]: [`EtcdConfig`] (endpoints `"h:p,h:p"`, credentials, TLS files, prefix and
 //!   cluster, timeouts), [`Keys`], and the client made from them on a given runtime.
+//! - [`election`]: the master election: [`Election`] (campaign, leader, observe) and the
+//!   [`Leadership`] a winner holds while its lease does.
 //! - [`error`]: the [`Error`] enum, codes −5000 … −5999, and its conversion into the engine's.
 //! - [`metadata`]: [`EtcdMetadata`], the engine's `MetadataStore` on etcd leases.
 //! - [`log`]: [`EtcdLog`], the elected master's operation log (groups appended under the
@@ -28,6 +30,7 @@
 //! dropped.
 
 pub mod config;
+pub mod election;
 pub mod error;
 mod keeper;
 pub mod log;
@@ -38,6 +41,7 @@ pub mod testing;
 mod watch;
 
 pub use config::{Credentials, EtcdConfig, Keys, TlsFiles};
+pub use election::{Election, LeaderInfo, Leadership};
 pub use error::{Error, Result};
 pub use log::{Epoch, EtcdLog, Revision};
 pub use metadata::EtcdMetadata;
