@@ -174,6 +174,22 @@ async fn groups_round_trip_in_order_over_several_pages() {
         log.read_from(5601).await.unwrap().0.is_empty(),
         "after the end"
     );
+    let far = log.read_from(1_000_000).await.unwrap().0;
+    assert!(far.is_empty(), "far after the end");
+    assert!(log.read_from(u64::MAX).await.unwrap().0.is_empty());
+
+    // A group over the limits is refused before sending: etcd would refuse it.
+    let before = etcd.revision().await;
+    let huge = log
+        .append(&group(5601, 4097, "h"), &epoch)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (huge.code(), huge.name()),
+        (-600, "InvalidParams"),
+        "{huge}"
+    );
+    assert_eq!(etcd.revision().await, before);
 
     // Another master's log learns where the log ends at its first append.
     let other = etcd.log().await;

@@ -115,6 +115,10 @@ impl std::fmt::Debug for EtcdLog {
 /// Most keys one range request of the log returns.
 const PAGE: i64 = 256;
 
+/// How far before a sequence number a read looks first for the group that holds it: the most
+/// entries a group may have ([`GroupLimits::default`]; [`EtcdLog::append`] refuses larger).
+const WINDOW: u64 = 4096;
+
 impl EtcdLog {
     /// A log for `config`'s cluster on a new client whose connections live on `handle`'s
     /// runtime (see [`EtcdConfig::connect_on`]).
@@ -148,10 +152,16 @@ impl EtcdLog {
 
     /// Appends `group` in `epoch`, returning the etcd revision it was written at.
     ///
-    /// Errors: [`Error::LogGap`] (not sent: the group does not start right after the last one
-    /// appended), [`Error::Deposed`] (the election key is gone or was created again: stop),
-    /// [`Error::LogConflict`] (another appender wrote that sequence number), a framing error
-    /// ([`Error::Log`]), or an etcd error (then the outcome is unknown: see the module docs).
+    /// Errors:
+    /// - [`Error::LogGap`]: not sent; the group does not start right after the last one
+    ///   appended.
+    /// - [`Error::Log`] with the store's `InvalidParams`: not sent; the group is over
+    ///   [`GroupLimits::default`] (cut entries with [`EtcdLog::append_entries`]) or the epoch's
+    ///   create revision is not positive. Another [`Error::Log`]: the group does not encode.
+    /// - [`Error::Deposed`]: not written; the election key is gone or was created again. Stop.
+    /// - [`Error::LogConflict`]: not written; another appender wrote that sequence number.
+    /// - an etcd error (`Timeout`, `Unavailable`, …): the outcome is unknown; append the same
+    ///   group again (see the module docs).
     pub async fn append(&self, group: &LogGroup, epoch: &Epoch) -> Result<Revision> {
         if epoch.create_revision <= 0 {
             return Err(Error::Log(yuebing_store::Error::InvalidParams {
@@ -175,6 +185,19 @@ impl EtcdLog {
         }
         let key = self.group_key(group.first());
         let value = group.encode().map_err(Error::Log)?;
+        let limits = GroupLimits::default();
+        if value.len() > limits.max_bytes || group.entries().len() > limits.max_entries {
+            return Err(Error::Log(yuebing_store::Error::InvalidParams {
+                reason: format!(
+                    "log group {}..={} takes {} bytes in {} entries, over the limits {limits:?} \
+                     (cut it with split_groups)",
+                    group.first(),
+                    group.last(),
+                    value.len(),
+                    group.entries().len()
+                ),
+            }));
+        }
         let resp = self.transact(&key, &value, epoch).await?;
         match outcome(&resp, &key, &value, group.first(), epoch) {
             Ok(revision) => {
@@ -252,7 +275,8 @@ impl EtcdLog {
     }
 
     /// The last sequence number in the log: the last entry of the newest group, 0 when the log
-    /// is empty. (etcd reads the whole log's keys to sort them; truncation keeps it short.)
+    /// is empty. (etcd reads the whole log to sort it: one pass over the log on etcd's side;
+    /// truncation keeps it short.)
     pub async fn last_seq(&self) -> Result<u64> {
         let options = GetOptions::new()
             .with_range(self.log_end())

@@ -285,3 +285,12 @@ fn an_inclusive_end_follows_exactly_its_key() {
     assert!(key.as_bytes() < &end[..]);
     assert!(&end[..] < LogGroup::key(PREFIX, 8).as_bytes());
 }
+
+#[test]
+fn a_read_looks_first_over_the_most_entries_a_group_holds() {
+    use yuebing_store::master::ha::GroupLimits;
+    assert_eq!(
+        Some(WINDOW),
+        u64::try_from(GroupLimits::default().max_entries).ok()
+    );
+}
