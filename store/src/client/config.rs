@@ -12,6 +12,13 @@ use crate::master::PutConfig;
 pub struct ClientConfig {
     /// Master addresses, tried in order (failover, not load balancing).
     pub masters: Vec<Endpoint>,
+    /// HA mode: the leading master's address as an election reports it (yuebing-etcd's
+    /// leader watch), updated as leadership changes. Calls go to the master it names; one
+    /// that certainly did not run there (unreachable, not the leader, still catching up)
+    /// waits for the next leader, or tries again shortly, within its deadline; one whose
+    /// fate is unknown is never sent again. `masters` is used only while it names none.
+    /// Default none: `masters` in order.
+    pub leader: Option<tokio::sync::watch::Receiver<Option<Endpoint>>>,
     /// The cluster token: presented to the masters and used by the client's engine on every
     /// connection it makes or accepts (peers must present it too). `engine.token` must be
     /// unset or the same. Default none.
@@ -44,6 +51,7 @@ impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
             masters: Vec::new(),
+            leader: None,
             token: None,
             store_size: 0,
             prefault: true,

@@ -50,11 +50,13 @@ impl Drop for Heartbeat {
 }
 
 async fn beat(c: &Inner, bound: std::time::Duration) {
-    let ping = c.masters.call(|m| async move { m.ping().await });
+    let until = std::time::Instant::now() + bound;
+    let ping = c.masters.call(until, |m| async move { m.ping().await });
     match tokio::time::timeout(bound, ping).await {
         Ok(Ok(PingResult::Ok)) => {}
         Ok(Ok(PingResult::NeedRemount)) => {
-            let remount = c.masters.call(|m| {
+            let until = std::time::Instant::now() + bound;
+            let remount = c.masters.call(until, |m| {
                 let specs = c.specs.clone();
                 async move { m.remount(specs).await }
             });

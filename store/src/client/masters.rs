@@ -1,8 +1,14 @@
-//! Several master addresses, tried in order: failover, not load balancing.
+//! Which master a call goes to: a fixed list tried in order (failover, not load balancing),
+//! or, in HA mode, the leader that a watched source names (an etcd election), re-targeted as
+//! it changes.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
 
+use tokio::sync::watch;
 use yuebing_rpc::{Endpoint, Token};
 
 use crate::error::{Error, Result};
@@ -13,16 +19,40 @@ use crate::master::{ClientId, MasterClient};
 pub(crate) struct Masters {
     clients: Vec<MasterClient>,
     current: AtomicUsize,
+    leader: Option<Leader>,
+}
+
+/// HA mode: the leader's address as its source reports it, and a client per address seen.
+#[derive(Debug)]
+struct Leader {
+    source: watch::Receiver<Option<Endpoint>>,
+    clients: Mutex<HashMap<Endpoint, MasterClient>>,
+    id: ClientId,
+    token: Option<Token>,
+    handle: tokio::runtime::Handle,
+}
+
+/// Whether an error says the call certainly did not run on that master (so it may go to
+/// another, even if it is not idempotent).
+fn not_run(e: &Error) -> bool {
+    match e {
+        Error::Rpc(e) => e.never_executed(),
+        Error::NotLeader { .. } => true,
+        _ => false,
+    }
 }
 
 impl Masters {
+    /// The masters at `endpoints`, tried in order; with `leader`, the one it names instead
+    /// (the list is then tried only while it names none).
     pub(crate) fn new(
         endpoints: &[Endpoint],
+        leader: Option<watch::Receiver<Option<Endpoint>>>,
         id: ClientId,
         token: Option<&Token>,
         handle: &tokio::runtime::Handle,
     ) -> Result<Masters> {
-        if endpoints.is_empty() {
+        if endpoints.is_empty() && leader.is_none() {
             return Err(Error::params("no master address"));
         }
         Ok(Masters {
@@ -31,13 +61,33 @@ impl Masters {
                 .map(|e| MasterClient::with_token(e.clone(), id, token.cloned(), handle.clone()))
                 .collect(),
             current: AtomicUsize::new(0),
+            leader: leader.map(|source| Leader {
+                source,
+                clients: Mutex::new(HashMap::new()),
+                id,
+                token: token.cloned(),
+                handle: handle.clone(),
+            }),
         })
     }
 
-    /// Runs `f` on the current master; if the call certainly did not run there (the master is
-    /// unreachable, refusing, shutting down, or not the leader), on the next one, and so on
-    /// once around.
-    pub(crate) async fn call<T, F, Fut>(&self, f: F) -> Result<T>
+    /// Runs `f` on the master to call, until `until`. In HA mode that is the current leader;
+    /// a call that certainly did not run there (unreachable, shutting down, not the leader)
+    /// waits for the next leader and runs there. Otherwise the list in order: a call that
+    /// certainly did not run goes to the next master, once around. A call whose fate is
+    /// unknown is never sent again.
+    pub(crate) async fn call<T, F, Fut>(&self, until: Instant, f: F) -> Result<T>
+    where
+        F: Fn(MasterClient) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        match &self.leader {
+            Some(leader) => self.call_leader(leader, until, f).await,
+            None => self.call_list(f).await,
+        }
+    }
+
+    async fn call_list<T, F, Fut>(&self, f: F) -> Result<T>
     where
         F: Fn(MasterClient) -> Fut,
         Fut: Future<Output = Result<T>>,
@@ -48,13 +98,8 @@ impl Masters {
         for i in 0..n {
             let at = (first + i) % n;
             match f(self.clients[at].clone()).await {
-                Err(Error::Rpc(e)) if e.never_executed() => {
-                    tracing::debug!(master = at, error = %e, "master unreachable, trying the next");
-                    last = Some(Error::Rpc(e));
-                }
-                Err(e @ Error::NotLeader { .. }) => {
-                    // Refused before it touched the master's state: safe to send elsewhere.
-                    tracing::debug!(master = at, error = %e, "not the leader, trying the next");
+                Err(e) if not_run(&e) => {
+                    tracing::debug!(master = at, error = %e, "master did not take the call, trying the next");
                     last = Some(e);
                 }
                 other => {
@@ -67,5 +112,78 @@ impl Masters {
             }
         }
         Err(last.unwrap_or_else(|| Error::params("no master address")))
+    }
+
+    async fn call_leader<T, F, Fut>(&self, leader: &Leader, until: Instant, f: F) -> Result<T>
+    where
+        F: Fn(MasterClient) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let mut source = leader.source.clone();
+        let mut last = None;
+        let mut tries = 0u32;
+        loop {
+            let named = source.borrow_and_update().clone();
+            let outcome = match named {
+                Some(endpoint) => Some(f(leader.client(&endpoint)).await),
+                None if !self.clients.is_empty() => Some(self.call_list(&f).await),
+                None => None,
+            };
+            match outcome {
+                Some(Err(e)) if not_run(&e) => last = Some(e),
+                Some(done) => return done,
+                None => {}
+            }
+            // Wait for the source to name another leader, or a little (the one it names may
+            // still be catching up after its election), within the call's deadline.
+            let pause = BACKOFF_MIN
+                .saturating_mul(1 << tries.min(4))
+                .min(BACKOFF_MAX);
+            tries += 1;
+            let deadline = tokio::time::Instant::from_std(until);
+            let wake = tokio::time::Instant::now() + pause;
+            let source_alive = tokio::select! {
+                changed = source.changed() => changed.is_ok(),
+                _ = tokio::time::sleep_until(wake.min(deadline)) => true,
+            };
+            if !source_alive {
+                if named_none(&source) {
+                    // The source is gone and names no one: nothing to wait for.
+                    return Err(last.unwrap_or(Error::NotLeader { leader: None }));
+                }
+                tokio::time::sleep_until(wake.min(deadline)).await;
+            }
+            if Instant::now() >= until {
+                return Err(last.unwrap_or(Error::NotLeader { leader: None }));
+            }
+        }
+    }
+}
+
+/// The first pause before a call goes again to the leader (doubling up to [`BACKOFF_MAX`]).
+const BACKOFF_MIN: std::time::Duration = std::time::Duration::from_millis(25);
+/// The longest pause between tries while no leader takes the call.
+const BACKOFF_MAX: std::time::Duration = std::time::Duration::from_millis(400);
+
+fn named_none(source: &watch::Receiver<Option<Endpoint>>) -> bool {
+    source.borrow().is_none()
+}
+
+impl Leader {
+    /// The client of the master at `endpoint` (made on first use, then kept: a leader that
+    /// comes back keeps its pool).
+    fn client(&self, endpoint: &Endpoint) -> MasterClient {
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        clients
+            .entry(endpoint.clone())
+            .or_insert_with(|| {
+                MasterClient::with_token(
+                    endpoint.clone(),
+                    self.id,
+                    self.token.clone(),
+                    self.handle.clone(),
+                )
+            })
+            .clone()
     }
 }

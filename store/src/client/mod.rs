@@ -6,7 +6,8 @@
 //! a failed one makes way for the next within the call's deadline), and a check that the
 //! transfer ended inside the lease. Every call has a deadline.
 //!
-//! - `config`: [`ClientConfig`]. `masters`: failover over master addresses. `staging`: registered
+//! - `config`: [`ClientConfig`]. `masters`: failover over master addresses, or the leader a
+//!   watched source names (HA). `staging`: registered
 //!   scratch memory for plain byte slices. `peers`: segment handles, replica order, back-off.
 //! - `ops`: batch operations; `admin`: removals, listings, counts
 //!   and health; `heartbeat`: pings and remounts.
@@ -159,7 +160,13 @@ impl Client {
             ));
         }
         let id = ClientId(u128::from(fastrand::u64(..)) << 64 | u128::from(fastrand::u64(..)));
-        let masters = Masters::new(&cfg.masters, id, token.as_ref(), engine.handle())?;
+        let masters = Masters::new(
+            &cfg.masters,
+            cfg.leader.clone(),
+            id,
+            token.as_ref(),
+            engine.handle(),
+        )?;
         // Staging is local-only (peers never reach it); the store space is what other
         // clients write objects into and read them from: exported for both.
         let staging = Staging::new(&engine, cfg.staging_size)?;
@@ -180,10 +187,13 @@ impl Client {
             })
             .collect();
         let mounts = masters
-            .call(|m| {
-                let specs = specs.clone();
-                async move { m.remount(specs).await }
-            })
+            .call(
+                yuebing_rpc::deadline_after(Instant::now(), cfg.deadline),
+                |m| {
+                    let specs = specs.clone();
+                    async move { m.remount(specs).await }
+                },
+            )
             .await?;
         let inner = Arc::new(Inner {
             peers: Peers::new(engine.clone(), cfg.avoid_failed_for),
@@ -372,7 +382,7 @@ impl Client {
     {
         self.inner
             .masters
-            .call(|m| f(m.until(until), arg.to_string()))
+            .call(until, |m| f(m.until(until), arg.to_string()))
             .await
     }
 
