@@ -1,8 +1,8 @@
 //! `EtcdLog` against a real etcd: appends guarded by the leader's epoch (a stale epoch is
 //! deposed and writes nothing, two appenders racing for one sequence number: one wins),
 //! contiguity checked before sending, reads in pages, damage refused, watches (in order, and
-//! from a compacted revision), truncation keeping a straddling group, and the standbys'
-//! published sequence numbers.
+//! from a compacted revision), truncation keeping a straddling group, the standbys'
+//! published sequence numbers, and a leader and a standby cut off from etcd by a proxy.
 //!
 //! Each test starts its own etcd (about a second) and removes it when it ends.
 
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use etcd_client::{Client, GetOptions, PutOptions};
 use futures::StreamExt;
 use tokio::runtime::Handle;
-use yuebing_etcd::testing::EtcdServer;
+use yuebing_etcd::testing::{EtcdServer, TcpProxy};
 use yuebing_etcd::{Epoch, Error, EtcdConfig, EtcdLog};
 use yuebing_store::master::ha::LogGroup;
 use yuebing_store::master::{LogEntry, Record};
@@ -23,7 +23,7 @@ const CEILING: Duration = Duration::from_secs(30);
 struct Etcd {
     config: EtcdConfig,
     client: Client,
-    _server: EtcdServer,
+    server: EtcdServer,
 }
 
 impl Etcd {
@@ -36,7 +36,7 @@ impl Etcd {
         Etcd {
             config,
             client,
-            _server: server,
+            server,
         }
     }
 
@@ -87,6 +87,24 @@ impl Etcd {
         let options = GetOptions::new().with_prefix().with_keys_only();
         let resp = self.client.clone().get(prefix, Some(options)).await;
         resp.unwrap().kvs().len()
+    }
+}
+
+/// Calls `f` until it succeeds, while it fails with a retryable error, within the ceiling.
+async fn retry<T, F, Fut>(mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = yuebing_etcd::Result<T>>,
+{
+    let deadline = Instant::now() + CEILING;
+    loop {
+        match f().await {
+            Ok(t) => return t,
+            Err(e) if e.is_retryable() && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("failed for good: {e}"),
+        }
     }
 }
 
@@ -458,4 +476,53 @@ async fn the_lowest_applied_seq_counts_live_standbys_only() {
     let key = format!("{}c", etcd.config.keys().unwrap().standbys());
     etcd.client.clone().put(key, "-1", None).await.unwrap();
     assert_eq!(log.lowest_applied().await.unwrap_err().code(), -5009);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_retries_the_same_group_and_a_watcher_reads_again() {
+    let etcd = Etcd::start().await;
+    let proxy = TcpProxy::start(&etcd.server.endpoint()).await.unwrap();
+    let mut via_proxy = EtcdConfig::new(&proxy.endpoint())
+        .unwrap()
+        .with_cluster("log");
+    via_proxy.connect_timeout = Duration::from_secs(1);
+    via_proxy.request_timeout = Duration::from_secs(1);
+    let leader = EtcdLog::connect_on(&via_proxy, &Handle::current())
+        .await
+        .unwrap();
+    let standby = EtcdLog::connect_on(&via_proxy, &Handle::current())
+        .await
+        .unwrap();
+    let direct = etcd.log().await;
+    let (epoch, _) = etcd.leader().await;
+    leader.append(&group(1, 1, "x"), &epoch).await.unwrap();
+    let (_, at) = standby.read_from(1).await.unwrap();
+    let mut watch = standby.watch_from(at);
+
+    proxy.cut();
+    let lost = next(&mut watch).await.unwrap_err();
+    assert!(lost.is_retryable(), "{lost}");
+    // Not sent: the retry after the cut commits it.
+    let two = group(2, 1, "x");
+    let e = leader.append(&two, &epoch).await.unwrap_err();
+    assert!(e.is_retryable(), "{e}");
+    assert_eq!(direct.last_seq().await.unwrap(), 1);
+    // Committed, but its sender could not learn it (here another client wrote the same
+    // value): the retry succeeds and writes nothing.
+    let three = group(3, 1, "x");
+    proxy.restore();
+    let at_two = retry(|| leader.append(&two, &epoch)).await;
+    proxy.cut();
+    let at_three = direct.append(&three, &epoch).await.unwrap();
+    assert!(leader.append(&three, &epoch).await.is_err());
+    proxy.restore();
+    assert_eq!(retry(|| leader.append(&three, &epoch)).await, at_three);
+    assert!(at_two < at_three);
+
+    // The standby reads again from where it was, and watches from there.
+    let (groups, at) = retry(|| standby.read_from(2)).await;
+    assert_eq!(seqs(&groups), vec![(2, 2), (3, 3)]);
+    let mut watch = standby.watch_from(at);
+    leader.append(&group(4, 1, "x"), &epoch).await.unwrap();
+    assert_eq!(next(&mut watch).await.unwrap().first(), 4);
 }
