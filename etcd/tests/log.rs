@@ -12,7 +12,7 @@ use etcd_client::{Client, GetOptions, PutOptions};
 use futures::StreamExt;
 use tokio::runtime::Handle;
 use yuebing_etcd::testing::{EtcdServer, TcpProxy};
-use yuebing_etcd::{Epoch, Error, EtcdConfig, EtcdLog};
+use yuebing_etcd::{Election, Epoch, Error, EtcdConfig, EtcdLog};
 use yuebing_store::master::ha::LogGroup;
 use yuebing_store::master::{LogEntry, Record};
 
@@ -525,4 +525,31 @@ async fn a_leader_cut_off_retries_the_same_group_and_a_watcher_reads_again() {
     let mut watch = standby.watch_from(at);
     leader.append(&group(4, 1, "x"), &epoch).await.unwrap();
     assert_eq!(next(&mut watch).await.unwrap().first(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_winner_of_an_election_appends_until_it_resigns() {
+    let etcd = Etcd::start().await;
+    let log = etcd.log().await;
+    let ttl = Duration::from_secs(2);
+    let election = Election::connect_on(&etcd.config, ttl, Handle::current())
+        .await
+        .unwrap();
+    let first = election.campaign("127.0.0.1:1".into()).await.unwrap();
+    let epoch = Epoch::from(&first);
+    assert_eq!(epoch.election_key, first.key());
+    log.append(&group(1, 2, "first"), &epoch).await.unwrap();
+    first.resign().await.unwrap();
+    let e = log.append(&group(3, 1, "first"), &epoch).await.unwrap_err();
+    assert!(matches!(e, Error::Deposed { current: None, .. }), "{e}");
+
+    let second = election.campaign("127.0.0.1:2".into()).await.unwrap();
+    let next_epoch = Epoch::from(&second);
+    assert!(next_epoch.create_revision > epoch.create_revision);
+    assert_eq!(log.resume(&next_epoch).await.unwrap(), 2);
+    log.append(&group(3, 1, "second"), &next_epoch)
+        .await
+        .unwrap();
+    assert_eq!(log.last_seq().await.unwrap(), 3);
+    second.resign().await.unwrap();
 }

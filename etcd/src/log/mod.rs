@@ -82,6 +82,16 @@ pub struct Epoch {
     pub create_revision: i64,
 }
 
+impl From<&crate::election::Leadership> for Epoch {
+    /// The epoch of a won election: the leader's key and its create revision.
+    fn from(leadership: &crate::election::Leadership) -> Self {
+        Epoch {
+            election_key: leadership.key().to_string(),
+            create_revision: leadership.epoch(),
+        }
+    }
+}
+
 /// The master's operation log in etcd (see the module documentation). `Send + Sync`; share it
 /// in an `Arc`.
 pub struct EtcdLog {
