@@ -9,6 +9,8 @@
 //! - [`config`], [`types`]: settings and the words of the interface.
 //! - [`ha`]: the pure parts of high availability — the replicated log's groups, a standby's
 //!   tail, a leader's lease.
+//! - [`oplog`]: where durable records go — the data directory's log, or a [`LogSink`] (an
+//!   elected master's replicated log).
 //! - `disk`: the data directory — log segments with group-commit fsync, snapshots, recovery.
 //! - `api`: the master's calls, defined once (one table makes the service, the handler and
 //!   the client's methods); [`service`]: the tarpc [`MasterService`] and its wire types; [`server`]: a running
@@ -24,6 +26,7 @@ pub mod ha;
 mod keymap;
 pub mod log;
 mod object;
+pub mod oplog;
 pub mod pattern;
 pub mod server;
 pub mod service;
@@ -36,6 +39,7 @@ pub use self::config::{MasterConfig, PlacementStrategy};
 pub use self::core::Master;
 pub use self::disk::Recovery;
 pub use self::log::{Effect, LogEntry, Record, FORMAT_VERSION};
+pub use self::oplog::LogSink;
 pub use self::object::{Pin, Replicas};
 pub use self::pattern::KeyPattern;
 pub use self::server::{wall_ms, MasterServerConfig, RunningMaster, ServeGate};

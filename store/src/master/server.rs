@@ -10,8 +10,9 @@ use tokio::runtime::Handle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use yuebing_rpc::{handler, Endpoint, RunningServer, Server, ServerConfig, ShutdownReport};
 
-use super::disk::{DataDir, Durable, LogWriter, Recovery};
-use super::log::Effect;
+use super::disk::{DataDir, Recovery};
+use super::log::{Effect, LogEntry};
+use super::oplog::{LogSink, OpLog};
 use super::service::{Health, MasterHandler, MasterService, SERVICE};
 use super::types::Millis;
 use super::{Master, MasterConfig};
@@ -60,7 +61,7 @@ pub trait ServeGate: Send + Sync + 'static {
 /// State shared by the service handlers and the driver.
 pub(crate) struct Shared {
     core: Mutex<Master>,
-    log: Option<LogWriter>,
+    log: Option<OpLog>,
     data: Option<Arc<DataDir>>,
     snapshot_every: u64,
     last_snapshot: AtomicU64,
@@ -104,11 +105,8 @@ impl Shared {
         if let Some(gate) = &self.gate {
             gate.check()?;
         }
-        if let Some(Durable::Failed(reason)) = self.log.as_ref().map(LogWriter::durable) {
-            return Err(Error::Io {
-                path: "operation log".into(),
-                reason,
-            });
+        if let Some(failure) = self.log.as_ref().and_then(OpLog::failure) {
+            return Err(failure);
         }
         let (out, seq) = {
             let mut core = self.core()?;
@@ -147,7 +145,7 @@ impl Shared {
 
     /// Starts writing a snapshot when enough entries have accumulated (one at a time).
     fn maybe_snapshot(&self, core: &Master) {
-        let (Some(data), Some(log)) = (&self.data, &self.log) else {
+        let (Some(data), Some(log)) = (&self.data, self.log.as_ref().and_then(OpLog::disk)) else {
             return;
         };
         let seq = core.last_seq();
@@ -172,10 +170,9 @@ impl Shared {
     pub(crate) fn health(&self) -> Health {
         let core = self.core().map(|c| c.last_seq());
         let last_seq = core.as_ref().map_or(0, |seq| *seq);
-        let (durable_seq, failure) = match self.log.as_ref().map(LogWriter::durable) {
+        let (durable_seq, failure) = match &self.log {
             None => (last_seq, None),
-            Some(Durable::Upto(s)) => (s, None),
-            Some(Durable::Failed(r)) => (0, Some(r)),
+            Some(log) => (log.durable_seq(), log.failure().map(|e| e.to_string())),
         };
         let failure = core.err().map(|e| e.to_string()).or(failure);
         Health {
@@ -200,6 +197,10 @@ impl Shared {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
+            }
+            if self.gate.as_ref().is_some_and(|g| g.check().is_err()) {
+                // Not serving (a standby): its state changes only by replaying the log.
+                continue;
             }
             if let Err(e) = self.run(|m, now| m.handle_timeout(now)).await {
                 tracing::error!(error = %e, "timeouts could not be made durable");
@@ -229,6 +230,14 @@ impl Drop for Shared {
             .name("yuebing-log-close".into())
             .spawn(close);
     }
+}
+
+/// What a master serves: its state, its log, its data directory and its gate.
+struct Parts {
+    core: Master,
+    log: Option<OpLog>,
+    data: Option<Arc<DataDir>>,
+    gate: Option<Arc<dyn ServeGate>>,
 }
 
 /// A master serving on an endpoint. Dropping it stops the driver; call
@@ -289,7 +298,7 @@ impl RunningMaster {
                         .map_err(|e| Error::Internal {
                             reason: e.to_string(),
                         })??;
-                (core, Some(log), Some(Arc::new(data)), recovery)
+                (core, Some(OpLog::Disk(log)), Some(Arc::new(data)), recovery)
             }
             None => (
                 Master::new(cfg.core.clone(), false),
@@ -298,6 +307,76 @@ impl RunningMaster {
                 Recovery::default(),
             ),
         };
+        let parts = Parts {
+            core,
+            log,
+            data,
+            gate,
+        };
+        RunningMaster::launch(&cfg, endpoint, parts, recovery).await
+    }
+
+    /// Starts an elected master (its HA driver calls this): `core` is the state it rebuilt
+    /// from the replicated log (made with logging on, so that its changes reach `sink`),
+    /// `sink` that log, and `gate` says when it leads. Not
+    /// `data_dir`'s log: the replicated one is authoritative. While the gate is closed the
+    /// master serves nothing and runs no timeouts (a standby's state changes only by
+    /// [`RunningMaster::replay`]); [`RunningMaster::promote`] makes it the leader's.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub async fn start_replicated(
+        cfg: MasterServerConfig,
+        endpoint: &Endpoint,
+        core: Master,
+        sink: Arc<dyn LogSink>,
+        gate: Arc<dyn ServeGate>,
+    ) -> Result<RunningMaster> {
+        cfg.core.validate().map_err(Error::params)?;
+        let parts = Parts {
+            core,
+            log: Some(OpLog::Sink(sink)),
+            data: None,
+            gate: Some(gate),
+        };
+        RunningMaster::launch(&cfg, endpoint, parts, Recovery::default()).await
+    }
+
+    /// Applies entries of the replicated log, in order, to a standby's state (entries at or
+    /// before its position are skipped; a gap is `Corrupt` and applies nothing more).
+    pub fn replay(&self, entries: Vec<LogEntry>) -> Result<()> {
+        let mut core = self.shared.core()?;
+        for entry in entries {
+            core.replay(entry)?;
+        }
+        Ok(())
+    }
+
+    /// Makes this standby's state the leader's of `epoch` (see [`Master::promote`]); its gate
+    /// decides when calls are served. Its log must count every entry replayed so far as
+    /// durable (they came from it), or calls wait for them.
+    pub fn promote(&self, epoch: u64) -> Result<()> {
+        self.shared.core()?.promote(epoch, wall_ms())
+    }
+
+    /// Sequence number of the last entry in this master's state.
+    pub fn last_seq(&self) -> Result<u64> {
+        Ok(self.shared.core()?.last_seq())
+    }
+
+    /// Binds `endpoint` and serves `parts` on the current runtime.
+    async fn launch(
+        cfg: &MasterServerConfig,
+        endpoint: &Endpoint,
+        parts: Parts,
+        recovery: Recovery,
+    ) -> Result<RunningMaster> {
+        let Parts {
+            core,
+            log,
+            data,
+            gate,
+        } = parts;
         let last = core.last_seq();
         let shared = Arc::new(Shared {
             core: Mutex::new(core),
@@ -366,7 +445,7 @@ impl RunningMaster {
         // it): the log writes what it has queued and stops, and a snapshot under way finishes.
         let shared = self.shared.clone();
         let closed = self.shared.handle.spawn_blocking(move || {
-            if let Some(log) = &shared.log {
+            if let Some(log) = shared.log.as_ref().and_then(OpLog::disk) {
                 log.close();
             }
         });

@@ -1,0 +1,181 @@
+//! An elected master's hooks, driven by hand with an in-memory replicated log: a standby
+//! serves nothing and runs no timeouts, applies the leader's entries, and once promoted
+//! serves under its new epoch; a failed log stops the master for good.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use tokio::sync::watch;
+use yuebing_rpc::Endpoint;
+use yuebing_store::master::{
+    LogEntry, LogSink, Master, MasterConfig, MasterServerConfig, RunningMaster, ServeGate,
+};
+use yuebing_store::{Client, ClientConfig, Error, Options};
+
+/// A replicated log in memory: entries are durable as soon as they are appended, unless it
+/// was made to fail.
+#[derive(Default)]
+struct MemLog {
+    entries: Mutex<Vec<LogEntry>>,
+    failed: Mutex<Option<Error>>,
+    durable: Mutex<Option<watch::Sender<u64>>>,
+}
+
+impl MemLog {
+    fn new() -> Arc<MemLog> {
+        let log = MemLog::default();
+        *log.durable.lock().unwrap() = Some(watch::channel(0).0);
+        Arc::new(log)
+    }
+
+    fn entries(&self) -> Vec<LogEntry> {
+        self.entries.lock().unwrap().clone()
+    }
+
+    fn fail(&self, e: Error) {
+        *self.failed.lock().unwrap() = Some(e);
+    }
+
+    fn tx(&self) -> watch::Sender<u64> {
+        self.durable.lock().unwrap().clone().unwrap()
+    }
+}
+
+impl LogSink for MemLog {
+    fn append(&self, entries: Vec<LogEntry>) {
+        let last = entries.last().map(|e| e.seq);
+        self.entries.lock().unwrap().extend(entries);
+        if let Some(seq) = last {
+            self.tx().send_replace(seq);
+        }
+    }
+
+    fn wait(&self, seq: u64) -> BoxFuture<'_, yuebing_store::Result<()>> {
+        async move {
+            if let Some(e) = self.failure() {
+                return Err(e);
+            }
+            let mut rx = self.tx().subscribe();
+            let _ = rx.wait_for(|d| *d >= seq).await;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn durable_seq(&self) -> u64 {
+        *self.tx().borrow()
+    }
+
+    fn failure(&self) -> Option<Error> {
+        self.failed.lock().unwrap().clone()
+    }
+}
+
+/// A gate the test opens and closes.
+struct Switch(AtomicBool);
+
+impl ServeGate for Switch {
+    fn check(&self) -> yuebing_store::Result<()> {
+        match self.0.load(Ordering::Acquire) {
+            true => Ok(()),
+            false => Err(Error::NotLeader { leader: None }),
+        }
+    }
+}
+
+fn cfg() -> MasterServerConfig {
+    MasterServerConfig {
+        core: MasterConfig {
+            // The client remounts on its next ping after the failover.
+            client_ttl_ms: 60_000,
+            ..MasterConfig::default()
+        },
+        ..MasterServerConfig::default()
+    }
+}
+
+async fn replicated(open: bool) -> (RunningMaster, Arc<MemLog>, Arc<Switch>) {
+    let log = MemLog::new();
+    let gate = Arc::new(Switch(AtomicBool::new(open)));
+    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
+    let m = RunningMaster::start_replicated(
+        cfg(),
+        &bind,
+        Master::new(cfg().core, true),
+        log.clone(),
+        gate.clone(),
+    )
+    .await
+    .unwrap();
+    (m, log, gate)
+}
+
+async fn eventually<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{what}: not within 20 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_applies_the_log_and_serves_once_promoted() {
+    let (leader, leader_log, leader_gate) = replicated(true).await;
+    let (standby, standby_log, standby_gate) = replicated(false).await;
+    let client = Client::start(ClientConfig {
+        masters: vec![
+            leader.local_endpoint().clone(),
+            standby.local_endpoint().clone(),
+        ],
+        store_size: 8 << 20,
+        heartbeat: Duration::from_millis(100),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let opts = Options::deadline(Duration::from_secs(10));
+    client.put("a", b"before", &opts).await.unwrap();
+    let written = leader_log.entries();
+    assert!(written.len() >= 3, "mount, put_start, put_end: {written:?}");
+
+    // The standby refuses calls and changes only by replay.
+    let direct = yuebing_store::master::MasterClient::new(
+        standby.local_endpoint().clone(),
+        yuebing_store::master::ClientId(9),
+    );
+    assert_eq!(direct.exist("a").await.unwrap_err().code(), -1010);
+    standby.replay(written.clone()).unwrap();
+    assert_eq!(standby.last_seq().unwrap(), written.last().unwrap().seq);
+    assert!(standby_log.entries().is_empty(), "replay appends nothing");
+
+    // Failover: the leader's gate closes, the standby is promoted and opens.
+    leader_gate.0.store(false, Ordering::Release);
+    let epoch = written.last().unwrap().epoch + 1;
+    // Both logs stand for one replicated log: what the standby replayed is durable in it.
+    standby_log.tx().send_replace(written.last().unwrap().seq);
+    standby.promote(epoch).unwrap();
+    standby_gate.0.store(true, Ordering::Release);
+    assert!(client.exist("a", &opts).await.unwrap(), "the new leader knows the object");
+    // Its replica serves again once the client remounted (its next ping says so).
+    let got = eventually("get after remount", async || client.get("a", &opts).await.ok()).await;
+    assert_eq!(got, b"before");
+    client.put("b", b"after", &opts).await.unwrap();
+    let new = standby_log.entries();
+    assert!(!new.is_empty());
+    assert!(new.iter().all(|e| e.epoch == epoch), "{new:?}");
+    assert_eq!(new[0].seq, written.last().unwrap().seq + 1, "the log goes on without a gap");
+
+    // A failed log stops the master: every call gets the log's error.
+    standby_log.fail(Error::Remote {
+        code: -5012,
+        message: "deposed".into(),
+    });
+    let e = client.exist("b", &opts).await.unwrap_err();
+    assert_eq!(e.code(), -5012, "{e}");
+}
