@@ -1,4 +1,4 @@
-//! Where a master's durable records go: its data directory's log ([`LogWriter`], with
+//! Where a master's durable records go: its data directory's log (`LogWriter`, with
 //! `--data-dir`), or a [`LogSink`] that its HA driver gives it (an elected master's log in
 //! etcd). Either way a call is answered only once every entry it made (and every entry made
 //! before it) is durable.
