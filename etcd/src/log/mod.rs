@@ -42,6 +42,39 @@
 //! the leader truncates only up to min(its snapshot, [`EtcdLog::lowest_applied`]). A standby
 //! that dies stops counting one lease TTL later.
 //!
+//! # Example
+//! ```no_run
+//! # async fn example(
+//! #     config: yuebing_etcd::EtcdConfig,
+//! #     entries: Vec<yuebing_store::master::LogEntry>,
+//! # ) -> yuebing_etcd::Result<()> {
+//! use futures::StreamExt;
+//! use std::time::Duration;
+//! use tokio::runtime::Handle;
+//! use yuebing_etcd::{Election, Epoch, Error, EtcdLog};
+//!
+//! let log = EtcdLog::connect_on(&config, &Handle::current()).await?;
+//! // A standby: what is in the log, then what comes (read again after an error).
+//! let (groups, revision) = log.read_from(1).await?;
+//! let mut follow = log.watch_from(revision);
+//! while let Some(group) = follow.next().await {
+//!     let group = group?; // apply it after `groups`, through a `Tail`
+//! #   break;
+//! }
+//! // A leader: once elected and caught up, append under its epoch; Deposed means stop.
+//! let election = Election::connect_on(&config, Duration::from_secs(5), Handle::current()).await?;
+//! let leadership = election.campaign("127.0.0.1:50051".into()).await?;
+//! let epoch = Epoch::from(&leadership);
+//! let last = log.resume(&epoch).await?; // the first entry to append is last + 1
+//! match log.append_entries(entries, &epoch).await {
+//!     Ok(_revision) => {} // durable: acknowledge
+//!     Err(Error::Deposed { .. }) => {} // no longer the leader: stop serving
+//!     Err(e) => return Err(e),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Runtime
 //! Nothing here spawns: every call is a request on the client (whose connections live on the
 //! runtime it was made for), and the watch is a stream its caller polls; dropping it closes the

@@ -2,7 +2,7 @@
 //!
 //! First the newest group that starts at or before `seq` (a descending range read, limit 1;
 //! etcd reads the whole range to sort it, so first only over the [`WINDOW`] sequence numbers
-//! before `seq`, which holds it when groups keep to [`GroupLimits::default`]): its header's
+//! before `seq`, which holds it when groups keep to `GroupLimits::default()`): its header's
 //! revision R is the revision of the whole read, and every later page is read at
 //! R, so the result is one consistent cut of the log even while the leader appends or
 //! truncates. Then pages of [`PAGE`] keys from that group (or, if it ends before `seq`, from
