@@ -15,6 +15,8 @@
 //! - [`election`]: the master election: [`Election`] (campaign, leader, observe) and the
 //!   [`Leadership`] a winner holds while its lease does.
 //! - [`error`]: the [`Error`] enum, codes −5000 … −5999, and its conversion into the engine's.
+//! - [`ha`]: [`ha::HaMaster`], an elected store master (standby, leader, deposed), its log
+//!   sink and gate, and [`ha::LeaderWatch`] for clients that follow the leader.
 //! - [`metadata`]: [`EtcdMetadata`], the engine's `MetadataStore` on etcd leases.
 //! - [`log`]: [`EtcdLog`], the elected master's operation log (groups appended under the
 //!   leader's [`Epoch`], read, watched, truncated) and what each standby has applied.
@@ -32,6 +34,7 @@
 pub mod config;
 pub mod election;
 pub mod error;
+pub mod ha;
 mod keeper;
 pub mod log;
 pub mod metadata;

@@ -1,0 +1,388 @@
+//! An elected store master (issue 16): [`HaMaster`] runs a `RunningMaster` whose state comes
+//! from the operation log in etcd and whose durable records go there, serving only while it
+//! leads the election.
+//!
+//! # Life of a master
+//! 1. **Start**: it reads the whole log from etcd into a fresh state (the etcd log is
+//!    authoritative; there is no local data directory), and starts its rpc server with its
+//!    gate closed: every call gets `NotLeader`, naming the leader it sees.
+//! 2. **Standby**: it tails the log (a watch from the revision it read at; a broken or
+//!    compacted watch falls back to reading by key range) and applies each group in order
+//!    through a [`Tail`], failing closed on a gap or damage, while it campaigns.
+//! 3. **Leader**: once it wins, it reads what is left of the log, checks it applied all of it
+//!    ([`EtcdLog::resume`]), takes the new epoch (the election key's create revision) with
+//!    `RunningMaster::promote` — client TTLs restart, no freed space is reused for a read-lease
+//!    TTL — starts appending under the epoch's guard, waits out its margin, and opens its gate.
+//! 4. **Deposed**: when its leadership is lost (lease gone or past its deadline) or an append
+//!    fails, the gate closes for good and [`HaMaster::stopped`] resolves with the reason. Its
+//!    state may hold entries the log lacks, so it does not become a standby again: restart it
+//!    (`yuebing master --etcd` exits, for its supervisor to restart).
+//!
+//! Not yet: snapshots of the log, truncation and compaction, bootstrap of a standby from the
+//! leader's snapshot (a log whose start was truncated is refused).
+//!
+//! [`Tail`]: yuebing_store::master::ha::Tail
+
+mod follow;
+mod gate;
+mod sink;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use tokio::runtime::Handle;
+use tokio::sync::watch;
+use yuebing_rpc::Endpoint;
+use yuebing_store::master::ha::{LogGroup, Tail};
+use yuebing_store::master::{Master, MasterServerConfig, RunningMaster};
+
+pub use self::follow::LeaderWatch;
+pub use self::gate::HaGate;
+pub use self::sink::EtcdSink;
+use crate::config::EtcdConfig;
+use crate::election::{Election, Leadership};
+use crate::error::{Error, Result};
+use crate::log::{Epoch, EtcdLog, Revision};
+
+/// The pause before the log is read again after its watch broke.
+const REREAD_PAUSE: Duration = Duration::from_millis(200);
+
+/// Settings of an elected master.
+#[derive(Debug, Clone)]
+pub struct HaConfig {
+    /// Where etcd is and the cluster's name.
+    pub etcd: EtcdConfig,
+    /// TTL of the election lease: a dead leader is replaced about this long after it died
+    /// (plus the margin and the catch-up). Default 5 s.
+    pub ttl: Duration,
+    /// The master's own settings (`data_dir` must be unset: the etcd log is authoritative).
+    pub master: MasterServerConfig,
+    /// The rpc address other processes reach this master at, published when it leads.
+    /// Default: the address it bound.
+    pub advertise: Option<String>,
+}
+
+impl HaConfig {
+    /// Settings with the defaults for `etcd`.
+    pub fn new(etcd: EtcdConfig) -> HaConfig {
+        HaConfig {
+            etcd,
+            ttl: Duration::from_secs(5),
+            master: MasterServerConfig::default(),
+            advertise: None,
+        }
+    }
+}
+
+/// What an elected master is doing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// Applying the log and campaigning.
+    Standby,
+    /// Won the election, catching up and waiting out its margin.
+    Promoting,
+    /// Leading and serving.
+    Leader,
+    /// Stopped serving for good (deposed, the log failed, or shut down): why.
+    Stopped(String),
+}
+
+/// An elected master's position, as [`HaMaster::status`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// What it is doing.
+    pub role: Role,
+    /// The epoch it leads in (0 while it has not led).
+    pub epoch: i64,
+    /// The last log entry its state holds (a standby: applied; a leader: made durable).
+    pub applied: u64,
+}
+
+/// An elected master (see the module docs). Dropping it stops its driver and its server.
+pub struct HaMaster {
+    master: Option<Arc<RunningMaster>>,
+    gate: Arc<HaGate>,
+    status: watch::Receiver<Status>,
+    driver: tokio::task::JoinHandle<()>,
+}
+
+/// What the driver works with.
+struct Ctx {
+    master: Arc<RunningMaster>,
+    gate: Arc<HaGate>,
+    sink: Arc<EtcdSink>,
+    log: Arc<EtcdLog>,
+    election: Election,
+    advertise: String,
+    status: watch::Sender<Status>,
+    handle: Handle,
+}
+
+impl HaMaster {
+    /// Reads the log from etcd, starts serving on `endpoint` as a standby, and campaigns; all
+    /// on `handle`'s runtime.
+    pub async fn start(cfg: HaConfig, endpoint: &Endpoint, handle: Handle) -> Result<HaMaster> {
+        if cfg.master.data_dir.is_some() {
+            return Err(Error::config(
+                "an elected master keeps no data directory: the etcd log is authoritative",
+            ));
+        }
+        let client = cfg.etcd.connect_on(&handle).await?;
+        let log = Arc::new(EtcdLog::with_client(client.clone(), &cfg.etcd)?);
+        let keys = cfg.etcd.keys()?;
+        let election = Election::with_client(
+            client,
+            &keys,
+            cfg.ttl,
+            cfg.etcd.request_timeout,
+            handle.clone(),
+        )?;
+        let (core, tail, revision) = rebuild(&log, &cfg.master).await?;
+        let sink = EtcdSink::new(tail.applied());
+        let gate = Arc::new(HaGate::new());
+        let started = {
+            let (cfg, endpoint) = (cfg.master.clone(), endpoint.clone());
+            let (sink, gate) = (sink.clone(), gate.clone());
+            handle.spawn(async move {
+                RunningMaster::start_replicated(cfg, &endpoint, core, sink, gate).await
+            })
+        };
+        let master = started
+            .await
+            .map_err(|e| Error::Client {
+                reason: format!("the master's start task ended: {e}"),
+            })?
+            .map_err(Error::Log)?;
+        let advertise = cfg
+            .advertise
+            .clone()
+            .unwrap_or_else(|| master.local_endpoint().to_string());
+        let master = Arc::new(master);
+        let (status_tx, status) = watch::channel(Status {
+            role: Role::Standby,
+            epoch: 0,
+            applied: tail.applied(),
+        });
+        let ctx = Ctx {
+            master: master.clone(),
+            gate: gate.clone(),
+            sink,
+            log,
+            election,
+            advertise,
+            status: status_tx,
+            handle: handle.clone(),
+        };
+        let driver = handle.spawn(async move {
+            let why = ctx.run(tail, revision).await;
+            tracing::error!(error = %why, "this master stopped serving");
+            ctx.gate.close();
+            ctx.sink.fail(sink::store_error(why.clone()));
+            ctx.status
+                .send_modify(|s| s.role = Role::Stopped(why.to_string()));
+        });
+        Ok(HaMaster {
+            master: Some(master),
+            gate,
+            status,
+            driver,
+        })
+    }
+
+    /// The address the rpc server is bound to.
+    pub fn local_endpoint(&self) -> Option<&Endpoint> {
+        self.master.as_deref().map(RunningMaster::local_endpoint)
+    }
+
+    /// Where this master stands now. A leader's `applied` is what its log made durable.
+    pub fn status(&self) -> Status {
+        let mut status = self.status.borrow().clone();
+        if let (Role::Leader, Some(m)) = (&status.role, &self.master) {
+            status.applied = status.applied.max(m.health().durable_seq);
+        }
+        status
+    }
+
+    /// A receiver of the status as it changes.
+    pub fn watch_status(&self) -> watch::Receiver<Status> {
+        self.status.clone()
+    }
+
+    /// Whether this master leads and serves now.
+    pub fn serving(&self) -> bool {
+        self.gate.serving()
+    }
+
+    /// Resolves once this master stopped serving for good, with the reason.
+    pub async fn stopped(&self) -> String {
+        let mut rx = self.status.clone();
+        let state = rx
+            .wait_for(|s| matches!(s.role, Role::Stopped(_)))
+            .await
+            .map(|s| s.role.clone());
+        match state {
+            Ok(Role::Stopped(why)) => why,
+            _ => "the master's driver is gone".into(),
+        }
+    }
+
+    /// Stops: resigns if it leads (the next candidate wins at once), stops the server after
+    /// letting calls in flight finish within `grace`.
+    pub async fn shutdown(mut self, grace: Duration) {
+        self.driver.abort();
+        let _ = (&mut self.driver).await;
+        if let Some(leadership) = self.gate.close() {
+            if let Err(e) = leadership.resign().await {
+                tracing::warn!(error = %e, "resigning the leadership failed; it expires by itself");
+            }
+        }
+        if let Some(master) = self.master.take() {
+            match Arc::try_unwrap(master) {
+                Ok(master) => {
+                    master.shutdown(grace).await;
+                }
+                Err(_) => tracing::warn!("the master is still shared; it stops when dropped"),
+            }
+        }
+    }
+}
+
+impl Drop for HaMaster {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+/// The state the etcd log holds, read from its start: the master's core, the tail after it,
+/// and the revision the read saw (to watch from).
+async fn rebuild(log: &EtcdLog, cfg: &MasterServerConfig) -> Result<(Master, Tail, Revision)> {
+    let mut core = Master::new(cfg.core.clone(), true);
+    let mut tail = Tail::after(0, 0);
+    let (groups, revision) = log.read_from(1).await?;
+    for group in groups {
+        let key = log.group_key(group.first());
+        for entry in tail.accept(&key, group).map_err(Error::Log)? {
+            core.replay(entry).map_err(Error::Log)?;
+        }
+    }
+    Ok((core, tail, revision))
+}
+
+impl Ctx {
+    /// The standby, then the leader; returns why it stopped.
+    async fn run(&self, mut tail: Tail, revision: Revision) -> Error {
+        let watcher = LeaderWatch::start(self.election.clone(), &self.handle);
+        let names = self.name_leader(watcher.receiver());
+        tokio::pin!(names);
+        let leading = async {
+            let leadership = self.standby(&mut tail, revision).await?;
+            self.lead(&mut tail, leadership).await
+        };
+        tokio::select! {
+            e = leading => e.err().unwrap_or_else(|| Error::Client { reason: "the leadership ended".into() }),
+            () = &mut names => Error::Client { reason: "the leader watch ended".into() },
+        }
+    }
+
+    /// Keeps the gate's idea of the leader current (for `NotLeader`).
+    async fn name_leader(&self, mut rx: watch::Receiver<Option<Endpoint>>) {
+        loop {
+            let leader = rx.borrow_and_update().as_ref().map(ToString::to_string);
+            self.gate.set_leader(leader);
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Applies the log as it grows while campaigning; returns the won leadership.
+    async fn standby(&self, tail: &mut Tail, mut revision: Revision) -> Result<Leadership> {
+        let campaign = self.election.campaign(self.advertise.clone());
+        tokio::pin!(campaign);
+        let mut follow: BoxStream<'static, Result<LogGroup>> = self.log.watch_from(revision);
+        loop {
+            tokio::select! {
+                won = &mut campaign => return won,
+                item = follow.next() => match item {
+                    Some(Ok(group)) => self.apply(tail, group)?,
+                    Some(Err(e)) if !e.is_retryable() && !matches!(e, Error::Compacted { .. }) => {
+                        return Err(e);
+                    }
+                    broken => {
+                        if let Some(Err(e)) = broken {
+                            tracing::debug!(error = %e, "the log watch broke; reading the log again");
+                        }
+                        tokio::time::sleep(REREAD_PAUSE).await;
+                        revision = self.catch_up(tail).await?;
+                        follow = self.log.watch_from(revision);
+                    }
+                },
+            }
+        }
+    }
+
+    /// Reads and applies the log from where `tail` ends; returns the revision read at.
+    async fn catch_up(&self, tail: &mut Tail) -> Result<Revision> {
+        let (groups, revision) = self.log.read_from(tail.next()).await?;
+        for group in groups {
+            if group.last() <= tail.applied() {
+                continue;
+            }
+            self.apply(tail, group)?;
+        }
+        Ok(revision)
+    }
+
+    /// Applies one group to the standby's state.
+    fn apply(&self, tail: &mut Tail, group: LogGroup) -> Result<()> {
+        if group.last() <= tail.applied() {
+            return Ok(());
+        }
+        let key = self.log.group_key(group.first());
+        let entries = tail.accept(&key, group).map_err(Error::Log)?;
+        self.master.replay(entries).map_err(Error::Log)?;
+        self.sink.replayed(tail.applied());
+        self.status.send_modify(|s| s.applied = tail.applied());
+        Ok(())
+    }
+
+    /// Leads: catches up, takes the epoch, starts appending, serves after the margin, and
+    /// returns once the leadership or the log fails.
+    async fn lead(&self, tail: &mut Tail, leadership: Leadership) -> Result<()> {
+        let epoch = Epoch::from(&leadership);
+        self.status.send_modify(|s| {
+            s.role = Role::Promoting;
+            s.epoch = epoch.create_revision;
+        });
+        self.catch_up(tail).await?;
+        let end = self.log.resume(&epoch).await?;
+        if end != tail.applied() {
+            return Err(Error::LogGap {
+                expected: tail.applied().saturating_add(1),
+                found: end.saturating_add(1),
+            });
+        }
+        let number = u64::try_from(epoch.create_revision).map_err(|_| Error::Client {
+            reason: format!("epoch {} is not positive", epoch.create_revision),
+        })?;
+        self.master.promote(number).map_err(Error::Log)?;
+        let give_up = leadership.granted_ttl();
+        self.sink
+            .lead(self.log.clone(), epoch.clone(), give_up, &self.handle);
+        leadership.ready().await?;
+        let lost = leadership.lost();
+        self.gate.open(leadership);
+        self.status.send_modify(|s| s.role = Role::Leader);
+        tracing::info!(
+            epoch = epoch.create_revision,
+            applied = tail.applied(),
+            "leading"
+        );
+        tokio::select! {
+            e = lost => Err(e),
+            e = self.sink.failed() => Err(Error::Log(e)),
+        }
+    }
+}

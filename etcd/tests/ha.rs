@@ -1,0 +1,123 @@
+//! Elected masters on a real etcd, in one process: the first leads, a second applies the log
+//! as a standby; when the leader is cut off from etcd it stops serving before the standby,
+//! promoted in a newer epoch, serves every object the old leader acknowledged, and puts go on.
+
+use std::time::{Duration, Instant};
+
+use tokio::runtime::Handle;
+use yuebing_etcd::ha::{HaConfig, HaMaster, LeaderWatch, Role};
+use yuebing_etcd::testing::{EtcdServer, TcpProxy};
+use yuebing_etcd::{Election, EtcdConfig};
+use yuebing_rpc::Endpoint;
+use yuebing_store::{Client, ClientConfig, Options};
+
+async fn eventually<T>(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn ha_config(etcd: EtcdConfig, cluster: &str) -> HaConfig {
+    let mut cfg = HaConfig::new(etcd.with_cluster(cluster));
+    cfg.ttl = Duration::from_secs(2);
+    cfg
+}
+
+fn value(i: usize) -> Vec<u8> {
+    (0..4096).map(|j| (i * 31 + j) as u8).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_takes_over_from_a_leader_cut_off_from_etcd_and_loses_nothing() {
+    let etcd = EtcdServer::start().await.unwrap();
+    let proxy = TcpProxy::start(&etcd.endpoint()).await.unwrap();
+    let mut cut_off = etcd.config();
+    cut_off.endpoints = vec![proxy.endpoint()];
+    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
+    let handle = Handle::current();
+
+    let first = HaMaster::start(ha_config(cut_off, "ha1"), &bind, handle.clone())
+        .await
+        .unwrap();
+    eventually(
+        "the first master leads",
+        Duration::from_secs(20),
+        async || first.serving().then_some(()),
+    )
+    .await;
+    let second = HaMaster::start(ha_config(etcd.config(), "ha1"), &bind, handle.clone())
+        .await
+        .unwrap();
+    assert_eq!(second.status().role, Role::Standby);
+
+    // A client that follows the election, with store space of its own.
+    let election = Election::connect_on(
+        &etcd.config().with_cluster("ha1"),
+        Duration::from_secs(2),
+        handle.clone(),
+    )
+    .await
+    .unwrap();
+    let leader = LeaderWatch::start(election, &handle);
+    let client = Client::start(ClientConfig {
+        leader: Some(leader.receiver()),
+        store_size: 32 << 20,
+        heartbeat: Duration::from_millis(100),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let opts = Options::deadline(Duration::from_secs(20));
+    for i in 0..200 {
+        client
+            .put(&format!("k{i}"), &value(i), &opts)
+            .await
+            .unwrap();
+    }
+    let applied = first.status().applied;
+    eventually(
+        "the standby applies the log",
+        Duration::from_secs(20),
+        async || (second.status().applied == applied).then_some(()),
+    )
+    .await;
+
+    // Cut the leader off etcd: it stops serving, then the standby leads in a newer epoch.
+    let old_epoch = first.status().epoch;
+    proxy.cut();
+    let cut_at = Instant::now();
+    let why = tokio::time::timeout(Duration::from_secs(20), first.stopped())
+        .await
+        .expect("the cut-off leader stops");
+    let stopped_after = cut_at.elapsed();
+    eventually(
+        "the standby leads",
+        Duration::from_secs(2 * 2 + 5),
+        async || second.serving().then_some(()),
+    )
+    .await;
+    let took = cut_at.elapsed();
+    eprintln!(
+        "cut-off leader stopped after {stopped_after:?} ({why}); standby serving after {took:?}"
+    );
+    assert!(second.status().epoch > old_epoch);
+
+    // Every object reads back (once the client remounted its space with the new leader).
+    for i in 0..200 {
+        let key = format!("k{i}");
+        let got = eventually(&key, Duration::from_secs(20), async || {
+            client.get(&key, &opts).await.ok()
+        })
+        .await;
+        assert_eq!(got, value(i), "{key}");
+    }
+    client.put("after", b"failover", &opts).await.unwrap();
+    assert_eq!(client.get("after", &opts).await.unwrap(), b"failover");
+    second.shutdown(Duration::from_secs(1)).await;
+    drop(first);
+}
