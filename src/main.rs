@@ -36,7 +36,7 @@ enum Command {
     /// The main job: a master, three nodes, 1000 objects put, read back, a node killed.
     Demo(DemoArgs),
     /// The store master: object metadata, leases, eviction (RPC service).
-    Master(MasterArgs),
+    Master(Box<MasterArgs>),
     /// A store node: contributes store space and serves transfers.
     Node(NodeArgs),
     /// Operator commands against a running master.
@@ -580,9 +580,13 @@ fn main() -> ExitCode {
             Command::Store { client, cmd } => {
                 Ok(store::run(client.resolve(&file, token)?, cmd).await?)
             }
-            Command::Master(args) => {
+            Command::Master(mut args) => {
+                let ha = std::mem::take(&mut args.ha).resolve(&file)?;
                 let (cfg, endpoint) = args.resolve(&file, token)?;
-                Ok(master::serve(cfg, endpoint).await?)
+                match ha {
+                    Some(ha) => Ok(yuebing::cli::ha::serve(ha, cfg, endpoint).await?),
+                    None => Ok(master::serve(cfg, endpoint).await?),
+                }
             }
             Command::Bench(Bench::Rpc(args)) => bench_rpc(&file, args).await,
             Command::Bench(Bench::Transfer(args)) => bench_transfer(&file, args, token).await,

@@ -68,6 +68,9 @@ pub struct MasterArgs {
     /// than a core [default: 1; config: master.worker_threads].
     #[arg(long, env = "YUEBING_MASTER_WORKER_THREADS")]
     pub worker_threads: Option<usize>,
+    /// An elected master's flags (`--etcd`, `--cluster`, …).
+    #[command(flatten)]
+    pub ha: super::ha::HaArgs,
 }
 
 impl MasterArgs {

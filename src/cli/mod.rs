@@ -6,6 +6,7 @@ pub mod child;
 pub mod client_args;
 pub mod cluster;
 pub mod demo;
+pub mod ha;
 pub mod master;
 pub mod node;
 pub mod store;

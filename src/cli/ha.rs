@@ -1,0 +1,189 @@
+//! `yuebing master --etcd …`: an elected master of a cluster whose operation log lives in
+//! etcd (issue 16). The flags exist in every build; serving needs the `etcd` feature, and a
+//! build without it says so.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use yuebing_rpc::Endpoint;
+use yuebing_store::master::MasterServerConfig;
+
+use crate::config::{ConfigError, ConfigFile};
+
+/// The election and etcd flags of `yuebing master`.
+#[derive(Args, Debug, Default)]
+pub struct HaArgs {
+    /// etcd client endpoints, `host:port,host:port`: run as an elected master of `--cluster`,
+    /// its operation log in etcd, instead of a single master (needs a build with the `etcd`
+    /// feature) [config: master.etcd].
+    #[arg(long, env = "YUEBING_MASTER_ETCD")]
+    pub etcd: Option<String>,
+    /// The cluster's name: its keys lie under /yuebing/NAME in etcd [default: default; config:
+    /// master.cluster].
+    #[arg(long, env = "YUEBING_CLUSTER")]
+    pub cluster: Option<String>,
+    /// TTL of the election lease, ms: a dead leader is replaced about this long after it died
+    /// [default: 5000; config: master.election_ttl_ms].
+    #[arg(long, env = "YUEBING_MASTER_ELECTION_TTL_MS")]
+    pub election_ttl_ms: Option<u64>,
+    /// The address clients reach this master at, published while it leads [default: the
+    /// address it binds; config: master.advertise].
+    #[arg(long, env = "YUEBING_MASTER_ADVERTISE")]
+    pub advertise: Option<String>,
+    /// etcd user, with --etcd-password [config: master.etcd_user].
+    #[arg(long, env = "YUEBING_ETCD_USER")]
+    pub etcd_user: Option<String>,
+    /// etcd password (prefer the environment variable to the flag) [config:
+    /// master.etcd_password].
+    #[arg(long, env = "YUEBING_ETCD_PASSWORD", hide_env_values = true)]
+    pub etcd_password: Option<String>,
+    /// PEM file of the CA that signed etcd's certificate, for `https://` endpoints [config:
+    /// master.etcd_ca].
+    #[arg(long, env = "YUEBING_ETCD_CA")]
+    pub etcd_ca: Option<PathBuf>,
+    /// PEM client certificate for etcd, with --etcd-key [config: master.etcd_cert].
+    #[arg(long, env = "YUEBING_ETCD_CERT")]
+    pub etcd_cert: Option<PathBuf>,
+    /// PEM private key of --etcd-cert [config: master.etcd_key].
+    #[arg(long, env = "YUEBING_ETCD_KEY")]
+    pub etcd_key: Option<PathBuf>,
+}
+
+/// The settings of an elected master, resolved.
+#[derive(Debug, Clone)]
+pub struct HaSettings {
+    /// etcd endpoints, `host:port,host:port`.
+    pub endpoints: String,
+    /// The cluster's name.
+    pub cluster: String,
+    /// The election lease's TTL.
+    pub ttl: Duration,
+    /// The address published while leading (default: the bound one).
+    pub advertise: Option<String>,
+    /// etcd user and password.
+    pub credentials: Option<(String, String)>,
+    /// CA, certificate and key files for TLS to etcd.
+    pub tls: Option<(Option<PathBuf>, Option<PathBuf>, Option<PathBuf>)>,
+}
+
+impl HaArgs {
+    /// The elected master's settings, or `None` for a single master (no `--etcd`).
+    pub fn resolve(self, file: &ConfigFile) -> Result<Option<HaSettings>, ConfigError> {
+        let s = "master";
+        let endpoints: String = file.resolve(s, "etcd", self.etcd, String::new())?;
+        if endpoints.is_empty() {
+            return Ok(None);
+        }
+        let user: String = file.resolve(s, "etcd_user", self.etcd_user, String::new())?;
+        let password: String =
+            file.resolve(s, "etcd_password", self.etcd_password, String::new())?;
+        let credentials = match (user.is_empty(), password.is_empty()) {
+            (true, true) => None,
+            (false, false) => Some((user, password)),
+            _ => {
+                return Err(ConfigError {
+                    path: "master.etcd_user".into(),
+                    reason: "--etcd-user and --etcd-password go together".into(),
+                })
+            }
+        };
+        let path = |key: &str, given: Option<PathBuf>| -> Result<Option<PathBuf>, ConfigError> {
+            Ok(Some(file.resolve(s, key, given, PathBuf::new())?)
+                .filter(|p| !p.as_os_str().is_empty()))
+        };
+        let (ca, cert, key) = (
+            path("etcd_ca", self.etcd_ca)?,
+            path("etcd_cert", self.etcd_cert)?,
+            path("etcd_key", self.etcd_key)?,
+        );
+        let tls = (ca.is_some() || cert.is_some() || key.is_some()).then_some((ca, cert, key));
+        let ttl_ms: u64 = file.resolve(s, "election_ttl_ms", self.election_ttl_ms, 5000)?;
+        if ttl_ms < 1000 {
+            return Err(ConfigError {
+                path: "master.election_ttl_ms".into(),
+                reason: format!("{ttl_ms} ms: etcd leases last whole seconds, at least 1 s"),
+            });
+        }
+        Ok(Some(HaSettings {
+            endpoints,
+            cluster: file.resolve(s, "cluster", self.cluster, "default".to_string())?,
+            ttl: Duration::from_millis(ttl_ms),
+            advertise: Some(file.resolve(s, "advertise", self.advertise, String::new())?)
+                .filter(|a| !a.is_empty()),
+            credentials,
+            tls,
+        }))
+    }
+}
+
+/// Serves as an elected master until SIGINT or SIGTERM (then resigns and stops), or until it
+/// stops serving for good (deposed, its log failed: an error, for its supervisor to restart
+/// it). Prints `yuebing master ready on ADDR` once its rpc server accepts calls (as a standby).
+#[cfg(feature = "etcd")]
+pub async fn serve(
+    ha: HaSettings,
+    cfg: MasterServerConfig,
+    endpoint: Endpoint,
+) -> yuebing_store::Result<()> {
+    use yuebing_etcd::ha::{HaConfig, HaMaster};
+    use yuebing_etcd::{Credentials, EtcdConfig, TlsFiles};
+
+    let etcd_err = |e: yuebing_etcd::Error| yuebing_store::Error::Remote {
+        code: e.code(),
+        message: e.to_string(),
+    };
+    let mut etcd = EtcdConfig::new(&ha.endpoints)
+        .map_err(etcd_err)?
+        .with_cluster(ha.cluster.clone());
+    etcd.credentials = ha
+        .credentials
+        .map(|(user, password)| Credentials { user, password });
+    etcd.tls = ha.tls.map(|(ca, cert, key)| TlsFiles {
+        ca,
+        cert,
+        key,
+        domain: None,
+    });
+    let mut config = HaConfig::new(etcd);
+    config.ttl = ha.ttl;
+    config.master = cfg;
+    config.advertise = ha.advertise;
+    let master = HaMaster::start(config, &endpoint, tokio::runtime::Handle::current())
+        .await
+        .map_err(etcd_err)?;
+    if let Some(bound) = master.local_endpoint() {
+        println!(
+            "yuebing master ready on {bound} (elected, cluster {})",
+            ha.cluster
+        );
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let outcome = tokio::select! {
+        signal = super::wait_for_signal() => Ok(signal),
+        why = master.stopped() => Err(why),
+    };
+    match outcome {
+        Ok(signal) => {
+            signal?;
+            master.shutdown(Duration::from_secs(5)).await;
+            eprintln!("master stopped");
+            Ok(())
+        }
+        Err(why) => Err(yuebing_store::Error::Remote {
+            code: -1010,
+            message: format!("this master stopped serving: {why}"),
+        }),
+    }
+}
+
+/// A build without the `etcd` feature cannot run an elected master.
+#[cfg(not(feature = "etcd"))]
+pub async fn serve(_: HaSettings, _: MasterServerConfig, _: Endpoint) -> yuebing_store::Result<()> {
+    Err(yuebing_store::Error::InvalidParams {
+        reason: "this yuebing was built without etcd support: build it with \
+                 `cargo build --release --features etcd` to run an elected master"
+            .into(),
+    })
+}
