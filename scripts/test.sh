@@ -24,10 +24,14 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo clippy --features etcd (the elected master's command line and tests)"
+cargo clippy --all-targets --features etcd --locked -- -D warnings
 echo "== cargo check --all-features (feature-gated code)"
 cargo check --workspace --all-features --locked
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== elected masters on etcd, as processes (cargo test --features etcd --test ha_cluster)"
+cargo test --locked --features etcd --test ha_cluster
 echo "== python package (scripts/python_tests.sh)"
 # The `yuebing` binary that cargo test just built (for its integration tests) is the one the
 # Python tests start.

@@ -153,10 +153,9 @@ pub async fn serve(
         .await
         .map_err(etcd_err)?;
     if let Some(bound) = master.local_endpoint() {
-        println!(
-            "yuebing master ready on {bound} (elected, cluster {})",
-            ha.cluster
-        );
+        // The same ready line as a single master's; the role goes to stderr.
+        println!("yuebing master ready on {bound}");
+        eprintln!("elected master of cluster {:?}: a standby until it wins", ha.cluster);
     }
     use std::io::Write;
     let _ = std::io::stdout().flush();

@@ -1,0 +1,148 @@
+//! Issue 16 with real processes: etcd, three elected `yuebing master --etcd` and three nodes on
+//! 127.0.0.1. 1000 objects are put with 2 replicas; the leader is SIGKILLed; a standby leads
+//! within 2 × TTL + 5 s, every object reads back byte-exact and puts go on; the old leader,
+//! restarted, rejoins as a standby. (Needs the `etcd` feature: `scripts/test.sh` runs it.)
+
+#![cfg(feature = "etcd")]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{eventually, Process};
+use yuebing::etcd::testing::EtcdServer;
+use yuebing::etcd::Election;
+use yuebing::rpc::Endpoint;
+use yuebing::store::master::{ClientId, MasterClient, PutConfig};
+use yuebing::store::{Client, ClientConfig, Options};
+
+const TTL_MS: u64 = 2000;
+
+fn elected_master(etcd: &str, port: u16) -> Process {
+    let ttl = TTL_MS.to_string();
+    Process::master(
+        port,
+        &[
+            "--etcd",
+            etcd,
+            "--cluster",
+            "it",
+            "--election-ttl-ms",
+            &ttl,
+            "--client-ttl-ms",
+            "60000",
+        ],
+    )
+}
+
+fn node(masters: &str) -> Process {
+    let args = [
+        "node",
+        "--master",
+        masters,
+        "--store-size",
+        "64M",
+        "--transport",
+        "tcp",
+        "--heartbeat-ms",
+        "100",
+    ];
+    Process::start(&args, "yuebing node ready ")
+}
+
+fn value(i: usize) -> Vec<u8> {
+    (0..4096).map(|j| (i * 131 + j * 7) as u8).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_leader_is_replaced_and_no_committed_object_is_lost() {
+    let etcd = EtcdServer::start().await.unwrap();
+    let endpoint = etcd.endpoint();
+    let mut masters: Vec<(u16, Process)> = (0..3)
+        .map(|_| {
+            let port = common::free_port();
+            (port, elected_master(&endpoint, port))
+        })
+        .collect();
+    let list: Vec<Endpoint> = masters.iter().map(|(_, m)| m.endpoint()).collect();
+    let joined = list
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let election = Election::connect_on(
+        &etcd.config().with_cluster("it"),
+        Duration::from_secs(2),
+        tokio::runtime::Handle::current(),
+    )
+    .await
+    .unwrap();
+    let leader = eventually(Duration::from_secs(30), "a leader", || async {
+        election.leader().await.ok().flatten()
+    })
+    .await;
+    let _nodes: Vec<Process> = (0..3).map(|_| node(&joined)).collect();
+    let client = Client::start(ClientConfig {
+        masters: list.clone(),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let opts = Options {
+        deadline: Some(Duration::from_secs(30)),
+        put: Some(PutConfig {
+            replica_num: 2,
+            ..PutConfig::default()
+        }),
+    };
+    // The nodes mount through whichever master leads.
+    eventually(Duration::from_secs(30), "store space", || async {
+        client.put("probe", b"p", &opts).await.ok()
+    })
+    .await;
+    for i in 0..1000 {
+        client.put(&format!("obj/{i}"), &value(i), &opts).await.unwrap();
+    }
+
+    // SIGKILL the leader.
+    let at = masters
+        .iter()
+        .position(|(_, m)| m.endpoint().to_string() == leader.address)
+        .expect("the leader is one of ours");
+    let (port, mut old) = masters.remove(at);
+    old.kill();
+    let killed = Instant::now();
+    eventually(Duration::from_millis(2 * TTL_MS + 5000), "a new leader serves", || async {
+        client.put("after-kill", b"x", &opts).await.ok()
+    })
+    .await;
+    let took = killed.elapsed();
+    let new = election.leader().await.unwrap().expect("a leader");
+    assert!(new.epoch > leader.epoch, "{new:?} after {leader:?}");
+    eprintln!("failover: a put succeeded {took:?} after the leader was killed");
+
+    for i in 0..1000 {
+        let key = format!("obj/{i}");
+        let got = eventually(Duration::from_secs(30), &key, || async {
+            client.get(&key, &opts).await.ok()
+        })
+        .await;
+        assert_eq!(got, value(i), "{key}");
+    }
+    for i in 0..50 {
+        client.put(&format!("later/{i}"), &value(i), &opts).await.unwrap();
+    }
+
+    // The old leader comes back on its port, as a standby of the new one.
+    let back = elected_master(&endpoint, port);
+    let direct = MasterClient::new(back.endpoint(), ClientId(77));
+    let e = direct.exist("obj/1").await.unwrap_err();
+    assert_eq!(e.code(), -1010, "a standby refuses: {e}");
+    assert_eq!(
+        election.leader().await.unwrap().expect("a leader").address,
+        new.address,
+        "the restarted master did not take over"
+    );
+    assert_eq!(client.get("later/7", &opts).await.unwrap(), value(7));
+    drop(back);
+}
