@@ -101,7 +101,10 @@ async fn a_killed_leader_is_replaced_and_no_committed_object_is_lost() {
     })
     .await;
     for i in 0..1000 {
-        client.put(&format!("obj/{i}"), &value(i), &opts).await.unwrap();
+        client
+            .put(&format!("obj/{i}"), &value(i), &opts)
+            .await
+            .unwrap();
     }
 
     // SIGKILL the leader.
@@ -112,9 +115,11 @@ async fn a_killed_leader_is_replaced_and_no_committed_object_is_lost() {
     let (port, mut old) = masters.remove(at);
     old.kill();
     let killed = Instant::now();
-    eventually(Duration::from_millis(2 * TTL_MS + 5000), "a new leader serves", || async {
-        client.put("after-kill", b"x", &opts).await.ok()
-    })
+    eventually(
+        Duration::from_millis(2 * TTL_MS + 5000),
+        "a new leader serves",
+        || async { client.put("after-kill", b"x", &opts).await.ok() },
+    )
     .await;
     let took = killed.elapsed();
     let new = election.leader().await.unwrap().expect("a leader");
@@ -130,7 +135,10 @@ async fn a_killed_leader_is_replaced_and_no_committed_object_is_lost() {
         assert_eq!(got, value(i), "{key}");
     }
     for i in 0..50 {
-        client.put(&format!("later/{i}"), &value(i), &opts).await.unwrap();
+        client
+            .put(&format!("later/{i}"), &value(i), &opts)
+            .await
+            .unwrap();
     }
 
     // The old leader comes back on its port, as a standby of the new one.

@@ -155,7 +155,10 @@ pub async fn serve(
     if let Some(bound) = master.local_endpoint() {
         // The same ready line as a single master's; the role goes to stderr.
         println!("yuebing master ready on {bound}");
-        eprintln!("elected master of cluster {:?}: a standby until it wins", ha.cluster);
+        eprintln!(
+            "elected master of cluster {:?}: a standby until it wins",
+            ha.cluster
+        );
     }
     use std::io::Write;
     let _ = std::io::stdout().flush();

@@ -208,6 +208,10 @@ async fn calls_refused_by_a_master_that_is_not_the_leader_go_to_the_next_one() {
     // A put is not idempotent, yet moves on: the standby refused it before doing anything.
     c.put("k", b"v", &opts).await.unwrap();
     assert_eq!(c.get("k", &opts).await.unwrap(), b"v");
-    assert_eq!(standby.health().last_seq, 0, "nothing reached the standby's state");
+    assert_eq!(
+        standby.health().last_seq,
+        0,
+        "nothing reached the standby's state"
+    );
     assert!(leader.health().last_seq >= 3, "mount, put_start, put_end");
 }

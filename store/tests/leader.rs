@@ -69,7 +69,11 @@ async fn a_client_follows_the_leader_its_source_names() {
     });
     let start = Instant::now();
     assert!(!c.exist("only-a", &opts).await.unwrap(), "B answered");
-    assert!(start.elapsed() >= Duration::from_millis(150), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() >= Duration::from_millis(150),
+        "{:?}",
+        start.elapsed()
+    );
 
     // B is named but not serving yet (catching up after its election): tried again shortly.
     gate_b.0.store(false, Ordering::Release);
@@ -89,6 +93,9 @@ async fn a_client_follows_the_leader_its_source_names() {
         .unwrap_err();
     assert_eq!(e.code(), -1010, "{e}");
     let took = start.elapsed();
-    assert!(took >= Duration::from_millis(250) && took < Duration::from_secs(5), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
     drop((a, b));
 }

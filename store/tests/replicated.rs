@@ -119,7 +119,10 @@ async fn eventually<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
         if let Some(v) = f().await {
             return v;
         }
-        assert!(start.elapsed() < Duration::from_secs(20), "{what}: not within 20 s");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{what}: not within 20 s"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -161,15 +164,25 @@ async fn a_standby_applies_the_log_and_serves_once_promoted() {
     standby_log.tx().send_replace(written.last().unwrap().seq);
     standby.promote(epoch).unwrap();
     standby_gate.0.store(true, Ordering::Release);
-    assert!(client.exist("a", &opts).await.unwrap(), "the new leader knows the object");
+    assert!(
+        client.exist("a", &opts).await.unwrap(),
+        "the new leader knows the object"
+    );
     // Its replica serves again once the client remounted (its next ping says so).
-    let got = eventually("get after remount", async || client.get("a", &opts).await.ok()).await;
+    let got = eventually("get after remount", async || {
+        client.get("a", &opts).await.ok()
+    })
+    .await;
     assert_eq!(got, b"before");
     client.put("b", b"after", &opts).await.unwrap();
     let new = standby_log.entries();
     assert!(!new.is_empty());
     assert!(new.iter().all(|e| e.epoch == epoch), "{new:?}");
-    assert_eq!(new[0].seq, written.last().unwrap().seq + 1, "the log goes on without a gap");
+    assert_eq!(
+        new[0].seq,
+        written.last().unwrap().seq + 1,
+        "the log goes on without a gap"
+    );
 
     // A failed log stops the master: every call gets the log's error.
     standby_log.fail(Error::Remote {
