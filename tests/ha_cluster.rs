@@ -152,5 +152,32 @@ async fn a_killed_leader_is_replaced_and_no_committed_object_is_lost() {
         "the restarted master did not take over"
     );
     assert_eq!(client.get("later/7", &opts).await.unwrap(), value(7));
+
+    // An operator sees one leader in the new epoch and two standbys.
+    let stats = std::process::Command::new(env!("CARGO_BIN_EXE_yuebing"))
+        .args(["store", "stats", "--master", &joined])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&stats.stdout);
+    assert!(
+        stats.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&stats.stderr)
+    );
+    let roles: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("master\t"))
+        .collect();
+    let leaders: Vec<&&str> = roles.iter().filter(|l| l.contains("\tleader\t")).collect();
+    assert_eq!(leaders.len(), 1, "{text}");
+    assert!(
+        leaders[0].contains(&format!("epoch {}", new.epoch)),
+        "{text}"
+    );
+    assert_eq!(
+        roles.iter().filter(|l| l.contains("\tstandby\t")).count(),
+        2,
+        "{text}"
+    );
     drop(back);
 }

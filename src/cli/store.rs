@@ -5,7 +5,8 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use clap::Subcommand;
-use yuebing_store::master::PutConfig;
+use yuebing_rpc::{Endpoint, Token};
+use yuebing_store::master::{ClientId, MasterClient, PutConfig};
 use yuebing_store::{Client, ClientConfig, Options};
 
 /// One operator command.
@@ -64,6 +65,7 @@ fn io(path: &str, e: std::io::Error) -> yuebing_store::Error {
 /// Runs one command; what it prints goes to standard output.
 pub async fn run(mut cfg: ClientConfig, cmd: StoreCmd) -> yuebing_store::Result<()> {
     cfg.staging_size = 0;
+    let (masters, token) = (cfg.masters.clone(), cfg.token.clone());
     let client = Client::start(cfg).await?;
     let opts = Options::default();
     let mut out = std::io::stdout();
@@ -118,7 +120,44 @@ pub async fn run(mut cfg: ClientConfig, cmd: StoreCmd) -> yuebing_store::Result<
             );
             out.write_all(text.as_bytes())
                 .map_err(|e| io("stdout", e))?;
+            write_masters(&mut out, &masters, token).await?;
         }
+    }
+    Ok(())
+}
+
+/// One line per configured master: its role, epoch, applied and durable positions, and how
+/// far its state is behind the most advanced durable position among them (a standby's lag).
+async fn write_masters(
+    out: &mut impl Write,
+    masters: &[Endpoint],
+    token: Option<Token>,
+) -> yuebing_store::Result<()> {
+    let mut healths = Vec::new();
+    for m in masters {
+        let handle = tokio::runtime::Handle::current();
+        let client = MasterClient::with_token(m.clone(), ClientId(0), token.clone(), handle);
+        healths.push((m, client.health().await));
+    }
+    let newest = healths
+        .iter()
+        .filter_map(|(_, h)| h.as_ref().ok().map(|h| h.durable_seq))
+        .max()
+        .unwrap_or(0);
+    for (m, health) in healths {
+        let line = match health {
+            Ok(h) => format!(
+                "master\t{m}\t{}\tepoch {}\tapplied {}\tdurable {}\tlag {}\n",
+                h.role,
+                h.epoch,
+                h.last_seq,
+                h.durable_seq,
+                newest.saturating_sub(h.last_seq)
+            ),
+            Err(e) => format!("master\t{m}\tunreachable\t{e}\n"),
+        };
+        out.write_all(line.as_bytes())
+            .map_err(|e| io("stdout", e))?;
     }
     Ok(())
 }

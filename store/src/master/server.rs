@@ -56,6 +56,14 @@ pub trait ServeGate: Send + Sync + 'static {
     /// `Ok` while this master may serve reads and writes; otherwise the error each call gets
     /// (`NotLeader`, naming the leader when known).
     fn check(&self) -> Result<()>;
+
+    /// What the master is, for its health report: `leader` while it serves, else `standby`.
+    fn role(&self) -> &'static str {
+        match self.check() {
+            Ok(()) => "leader",
+            Err(_) => "standby",
+        }
+    }
 }
 
 /// State shared by the service handlers and the driver.
@@ -168,8 +176,12 @@ impl Shared {
     }
 
     pub(crate) fn health(&self) -> Health {
-        let core = self.core().map(|c| c.last_seq());
-        let last_seq = core.as_ref().map_or(0, |seq| *seq);
+        let core = self.core().map(|c| (c.last_seq(), c.epoch()));
+        let (last_seq, epoch) = core.as_ref().map_or((0, 0), |&(seq, epoch)| (seq, epoch));
+        let role = match &self.gate {
+            None => "single",
+            Some(gate) => gate.role(),
+        };
         let (durable_seq, failure) = match &self.log {
             None => (last_seq, None),
             Some(log) => (log.durable_seq(), log.failure().map(|e| e.to_string())),
@@ -181,6 +193,8 @@ impl Shared {
             last_seq,
             durable_seq,
             failure,
+            role: role.to_string(),
+            epoch,
         }
     }
 

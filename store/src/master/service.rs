@@ -25,6 +25,12 @@ pub struct Health {
     pub durable_seq: u64,
     /// Why the operation log stopped, if it did (mutations are refused then).
     pub failure: Option<String>,
+    /// What it is in its cluster: `single` (no election), `leader`, or `standby` (an elected
+    /// master that does not serve now).
+    pub role: String,
+    /// The epoch of the entries its state holds or makes (1 for a single master; an elected
+    /// leader's is its election key's create revision).
+    pub epoch: u64,
 }
 
 pub use super::api::{
