@@ -278,6 +278,7 @@ async fn a_candidate_cut_off_while_waiting_never_reports_leadership() {
     let a = within("campaign", direct.campaign("a".into()))
         .await
         .unwrap();
+    a.ready().await.unwrap();
     let waiting = spawn_campaign(&cut_off, "b");
     until_candidates(&c, &direct, 2).await;
 
@@ -292,8 +293,16 @@ async fn a_candidate_cut_off_while_waiting_never_reports_leadership() {
 
     // Back in touch, it campaigns from scratch and wins once the leader resigns.
     proxy.restore();
+    until("b reaches etcd again", || async {
+        cut_off.leader().await.is_ok()
+    })
+    .await;
     let waiting = spawn_campaign(&cut_off, "b");
-    until_candidates(&c, &direct, 2).await;
+    until("b campaigns again", || async {
+        waiting.is_finished() || candidates(&c, &direct).await.len() == 2
+    })
+    .await;
+    assert!(!waiting.is_finished(), "{:?}", waiting.await);
     let a_epoch = a.epoch();
     a.resign().await.unwrap();
     let b = within("b wins", waiting).await.unwrap().unwrap();
@@ -329,6 +338,7 @@ async fn a_dropped_campaign_revokes_its_lease() {
     let e = election(&server.endpoint()).await;
     let c = client(&server).await;
     let a = within("campaign", e.campaign("a".into())).await.unwrap();
+    a.ready().await.unwrap();
     let waiting = spawn_campaign(&e, "b");
     until_candidates(&c, &e, 2).await;
     let b_lease = lease_of(&candidates(&c, &e).await.pop().unwrap());
