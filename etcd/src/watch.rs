@@ -138,14 +138,13 @@ impl Watcher {
     }
 }
 
-/// Turns one watch response into items in `ready`; an error ends the watch.
-fn receive(
-    key: &str,
-    name: &str,
+/// One message of a watch stream (watching from revision `from`) as a response that carries
+/// events, or the error that ends the watch: the stream ended or broke, etcd cancelled it, or
+/// the history from `from` was compacted away.
+pub(crate) fn checked(
     message: Result<Option<etcd_client::WatchResponse>, etcd_client::Error>,
-    next_revision: &mut i64,
-    ready: &mut VecDeque<Item>,
-) -> Result<(), Error> {
+    from: i64,
+) -> Result<etcd_client::WatchResponse, Error> {
     let resp = match message {
         Ok(Some(resp)) => resp,
         Ok(None) => {
@@ -158,7 +157,7 @@ fn receive(
     if resp.canceled() {
         return Err(if resp.compact_revision() > 0 {
             Error::Compacted {
-                requested: *next_revision,
+                requested: from,
                 compacted: resp.compact_revision(),
             }
         } else {
@@ -167,6 +166,18 @@ fn receive(
             }
         });
     }
+    Ok(resp)
+}
+
+/// Turns one watch response into items in `ready`; an error ends the watch.
+fn receive(
+    key: &str,
+    name: &str,
+    message: Result<Option<etcd_client::WatchResponse>, etcd_client::Error>,
+    next_revision: &mut i64,
+    ready: &mut VecDeque<Item>,
+) -> Result<(), Error> {
+    let resp = checked(message, *next_revision)?;
     for event in resp.events() {
         // The raw type: etcd-client's `event_type()` panics on one it does not know.
         let kind = event.0.r#type;

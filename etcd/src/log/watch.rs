@@ -134,27 +134,7 @@ pub(super) fn receive(
     message: std::result::Result<Option<WatchResponse>, etcd_client::Error>,
     ready: &mut VecDeque<Result<LogGroup>>,
 ) -> Result<()> {
-    let resp = match message {
-        Ok(Some(resp)) => resp,
-        Ok(None) => {
-            return Err(Error::Unavailable {
-                reason: "the log watch stream ended".into(),
-            })
-        }
-        Err(e) => return Err(e.into()),
-    };
-    if resp.canceled() {
-        return Err(if resp.compact_revision() > 0 {
-            Error::Compacted {
-                requested: from,
-                compacted: resp.compact_revision(),
-            }
-        } else {
-            Error::WatchCanceled {
-                reason: resp.cancel_reason().to_string(),
-            }
-        });
-    }
+    let resp = crate::watch::checked(message, from)?;
     for event in resp.events() {
         // The raw type: etcd-client's `event_type()` panics on one it does not know.
         match event.0.r#type {
