@@ -1,7 +1,8 @@
 //! The master election against a real etcd: one candidate wins and leads; a standby waits and
 //! wins after the leader goes, with a larger epoch; `observe` follows; a leader cut off from
 //! etcd stops serving before the other candidate wins; a candidate whose lease dies while it
-//! waits never reports leadership; a dropped campaign revokes its lease.
+//! waits never reports leadership; a dropped campaign revokes its lease; a leader keeps its
+//! lease while etcd's own raft leader is killed (three members).
 //!
 //! Each test starts its own etcd (about a second; default timing, so a lease lasts at least
 //! 2 s) and removes it when it ends. Failover times are printed (`--nocapture`), not asserted.
@@ -355,4 +356,47 @@ async fn a_dropped_campaign_revokes_its_lease() {
     );
     assert_eq!(candidates(&c, &e).await, [a.key().to_string()]);
     assert!(a.may_serve(Instant::now()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_keeps_its_lease_through_the_loss_of_etcds_raft_leader() {
+    let mut cluster = yuebing_etcd::testing::EtcdCluster::start(3)
+        .await
+        .unwrap_or_else(|e| panic!("cannot start etcd for the tests: {e}"));
+    // A TTL of several etcd election timeouts (500 ms here): the lease must outlast one.
+    let ttl = Duration::from_secs(5);
+    let all = cluster.config().with_cluster(CLUSTER);
+    let e = Election::connect_on(&all, ttl, Handle::current())
+        .await
+        .unwrap();
+    let a = within("campaign", e.campaign("a".into())).await.unwrap();
+    a.ready().await.unwrap();
+
+    // Kill the member that leads etcd's raft group.
+    let mut raft_leader = None;
+    for i in 0..cluster.len() {
+        let c = config(&cluster.endpoint(i))
+            .connect_on(&Handle::current())
+            .await
+            .unwrap();
+        let status = c.maintenance_client().status().await.unwrap();
+        if status.header().map(|h| h.member_id()) == Some(status.leader()) {
+            raft_leader = Some(i);
+        }
+    }
+    let raft_leader = raft_leader.expect("etcd has a raft leader");
+    let killed = Instant::now();
+    cluster.kill(raft_leader);
+
+    // Serving throughout several TTLs (polled), and renewed past the kill.
+    let until_t = killed + ttl * 3;
+    while Instant::now() < until_t {
+        assert!(a.check().is_ok(), "lost: {:?}", a.check());
+        assert!(a.may_serve(Instant::now()), "stopped serving");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(a.deadline().unwrap() > killed + ttl);
+    let info = e.leader().await.unwrap().unwrap();
+    assert_eq!((info.address.as_str(), info.epoch), ("a", a.epoch()));
+    a.resign().await.unwrap();
 }

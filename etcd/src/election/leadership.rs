@@ -6,6 +6,7 @@ use etcd_client::{Compare, CompareOp, LeaderKey, ResignOptions};
 use yuebing_store::master::ha::LeaderLease;
 
 use super::lease::ElectionLease;
+use super::retry::retried;
 use crate::error::{Error, Result};
 
 /// A won election (see [`crate::election`]). The leader may serve while
@@ -117,19 +118,19 @@ impl Leadership {
     /// wins at once), then revokes the lease. The lease is revoked even if resigning fails.
     pub async fn resign(self) -> Result<()> {
         let Leadership { lease, leader, .. } = self;
-        let mut election = lease.client().election_client();
-        let options = ResignOptions::new().with_leader(leader);
-        let timeout = lease.timeout();
-        let resigned = match tokio::time::timeout(timeout, election.resign(Some(options))).await {
-            Ok(Ok(_)) => Ok(()),
-            // The key went with its lease: nothing to resign.
-            Ok(Err(e)) if Error::is_lease_not_found(&e) => Ok(()),
-            Ok(Err(e)) => Err(Error::from(e)),
-            Err(_) => Err(Error::Timeout {
-                op: "election resign".into(),
-                after: timeout,
-            }),
-        };
+        let resigned = retried(lease.timeout(), "election resign", || {
+            let mut election = lease.client().election_client();
+            let options = ResignOptions::new().with_leader(leader.clone());
+            async move {
+                match election.resign(Some(options)).await {
+                    Ok(_) => Ok(()),
+                    // The key went with its lease: nothing to resign.
+                    Err(e) if Error::is_lease_not_found(&e) => Ok(()),
+                    Err(e) => Err(Error::from(e)),
+                }
+            }
+        })
+        .await;
         let revoked = lease.revoke().await;
         resigned.and(revoked)
     }

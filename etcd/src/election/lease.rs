@@ -14,9 +14,9 @@ use etcd_client::Client;
 use tokio::runtime::Handle;
 use tokio::sync::watch;
 
+use super::retry::retried;
 use super::state::LeaseState;
 use crate::error::{Error, Result};
-use crate::metadata::timed;
 use crate::task::Task;
 
 /// The pause before a broken keep-alive stream is opened again.
@@ -53,9 +53,15 @@ impl ElectionLease {
         ttl: i64,
         timeout: Duration,
     ) -> Result<ElectionLease> {
-        let mut leases = client.lease_client();
-        let sent = Instant::now();
-        let resp = timed(timeout, "lease grant", leases.grant(ttl, None)).await?;
+        // Tried again while etcd is unavailable: a grant whose answer was lost leaves a lease
+        // with nothing on it, which expires after its TTL.
+        let mut sent = Instant::now();
+        let resp = retried(timeout, "lease grant", || {
+            let mut leases = client.lease_client();
+            sent = Instant::now();
+            async move { leases.grant(ttl, None).await.map_err(Error::from) }
+        })
+        .await?;
         let id = resp.id();
         let Some(granted) = u64::try_from(resp.ttl()).ok().filter(|&t| t > 0) else {
             let _ = revoke(client, id, timeout).await;
@@ -158,16 +164,17 @@ impl Drop for ElectionLease {
 
 /// Revokes `lease`; one etcd no longer knows is revoked already.
 async fn revoke(client: &Client, lease: i64, timeout: Duration) -> Result<()> {
-    let mut leases = client.lease_client();
-    match tokio::time::timeout(timeout, leases.revoke(lease)).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) if Error::is_lease_not_found(&e) => Ok(()),
-        Ok(Err(e)) => Err(e.into()),
-        Err(_) => Err(Error::Timeout {
-            op: "lease revoke".into(),
-            after: timeout,
-        }),
-    }
+    retried(timeout, "lease revoke", || {
+        let mut leases = client.lease_client();
+        async move {
+            match leases.revoke(lease).await {
+                Ok(_) => Ok(()),
+                Err(e) if Error::is_lease_not_found(&e) => Ok(()),
+                Err(e) => Err(e.into()),
+            }
+        }
+    })
+    .await
 }
 
 /// How often a lease of `ttl` is refreshed: a third of its TTL, at least every 200 ms.

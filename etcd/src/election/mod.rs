@@ -35,6 +35,7 @@
 
 mod leadership;
 mod lease;
+mod retry;
 mod state;
 
 use std::time::{Duration, Instant};
@@ -45,9 +46,9 @@ use tokio::runtime::Handle;
 
 pub use self::leadership::Leadership;
 use self::lease::ElectionLease;
+use self::retry::retried;
 use crate::config::{EtcdConfig, Keys};
 use crate::error::{Error, Result};
-use crate::metadata::timed;
 
 /// The pause before a campaign broken by etcd being unavailable is tried again on the same
 /// lease.
@@ -185,13 +186,16 @@ impl Election {
     /// Confirms a won campaign: the key still exists with create revision `epoch` (etcd's wait
     /// does not notice the candidate's own lease expiring, etcd #19597), and the lease holds.
     async fn confirm(&self, key: &str, epoch: i64, lease: &ElectionLease) -> Result<()> {
-        let mut kv = self.client.kv_client();
-        let txn = Txn::new().when([Compare::create_revision(
-            key,
-            etcd_client::CompareOp::Equal,
-            epoch,
-        )]);
-        let confirmed = timed(self.timeout, "confirm leadership", kv.txn(txn)).await?;
+        let confirmed = retried(self.timeout, "confirm leadership", || {
+            let mut kv = self.client.kv_client();
+            let txn = Txn::new().when([Compare::create_revision(
+                key,
+                etcd_client::CompareOp::Equal,
+                epoch,
+            )]);
+            async move { kv.txn(txn).await.map_err(Error::from) }
+        })
+        .await?;
         if !confirmed.succeeded() {
             return Err(Error::LeaseLost {
                 lease: lease.id(),
@@ -210,16 +214,18 @@ impl Election {
 
     /// Who leads now; `None` when no candidate does.
     pub async fn leader(&self) -> Result<Option<LeaderInfo>> {
-        let mut election = self.client.election_client();
-        match tokio::time::timeout(self.timeout, election.leader(self.name.as_str())).await {
-            Ok(Ok(resp)) => resp.kv().map(leader_info).transpose(),
-            Ok(Err(e)) if is_no_leader(&e) => Ok(None),
-            Ok(Err(e)) => Err(e.into()),
-            Err(_) => Err(Error::Timeout {
-                op: "election leader".into(),
-                after: self.timeout,
-            }),
-        }
+        retried(self.timeout, "election leader", || {
+            let mut election = self.client.election_client();
+            let name = self.name.clone();
+            async move {
+                match election.leader(name).await {
+                    Ok(resp) => resp.kv().map(leader_info).transpose(),
+                    Err(e) if is_no_leader(&e) => Ok(None),
+                    Err(e) => Err(e.into()),
+                }
+            }
+        })
+        .await
     }
 
     /// Follows the leader: the current one (once there is one), then each new one, in order,
