@@ -29,6 +29,35 @@
 //! # Following the leader
 //! [`Election::leader`] reads who leads now; [`Election::observe`] follows each new leader.
 //!
+//! # A master's loop
+//! ```no_run
+//! # async fn master(config: yuebing_etcd::EtcdConfig) -> yuebing_etcd::Result<()> {
+//! use std::time::{Duration, Instant};
+//! use yuebing_etcd::Election;
+//!
+//! let handle = tokio::runtime::Handle::current();
+//! let election = Election::connect_on(&config, Duration::from_secs(5), handle).await?;
+//! loop {
+//!     let leadership = match election.campaign("10.0.0.7:50051".into()).await {
+//!         Ok(l) => l,
+//!         // A lost lease or etcd away for a while: campaign again from scratch.
+//!         Err(e) if e.is_retryable() || e.code() == -5016 => {
+//!             tokio::time::sleep(Duration::from_secs(1)).await;
+//!             continue;
+//!         }
+//!         Err(e) => return Err(e),
+//!     };
+//!     if leadership.ready().await.is_err() {
+//!         continue; // lost during its margin
+//!     }
+//!     // Serve, checking `leadership.may_serve(Instant::now())` before each action and
+//!     // guarding every etcd transaction with `leadership.compare()`; until:
+//!     let lost = leadership.lost().await;
+//!     assert!(!leadership.may_serve(Instant::now()), "{lost}");
+//! }
+//! # }
+//! ```
+//!
 //! [`Keys::election`]: crate::Keys::election
 //! [`LeaderLease`]: yuebing_store::master::ha::LeaderLease
 //! [`LeaderLease::margin`]: yuebing_store::master::ha::LeaderLease::margin
