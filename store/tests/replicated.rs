@@ -53,7 +53,7 @@ impl LogSink for MemLog {
         }
     }
 
-    fn wait(&self, seq: u64) -> BoxFuture<'_, yuebing_store::Result<()>> {
+    fn wait(&self, seq: u64, _own: Option<u64>) -> BoxFuture<'_, yuebing_store::Result<()>> {
         async move {
             if let Some(e) = self.failure() {
                 return Err(e);

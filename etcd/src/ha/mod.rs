@@ -179,7 +179,7 @@ impl HaMaster {
             let why = ctx.run(tail, revision).await;
             tracing::error!(error = %why, "this master stopped serving");
             ctx.gate.close();
-            ctx.sink.fail(sink::store_error(why.clone()));
+            ctx.sink.fail(why.clone());
             ctx.status
                 .send_modify(|s| s.role = Role::Stopped(why.to_string()));
         });
@@ -382,7 +382,7 @@ impl Ctx {
         );
         tokio::select! {
             e = lost => Err(e),
-            e = self.sink.failed() => Err(Error::Log(e)),
+            e = self.sink.failed() => Err(e),
         }
     }
 }

@@ -3,12 +3,15 @@
 //! the leader's epoch; the master answers a call once the log is durable past its entries.
 //!
 //! An append whose outcome is unknown (a timeout, etcd unavailable) is made again with the
-//! same bytes, for up to the election's TTL. Once an append fails for good the sink stays
-//! failed and every call gets the error: the master's state may hold entries the log lacks.
-//! [`crate::Error::Deposed`] (the guard refused: another master leads) becomes the store's
-//! `NotLeader`, since those entries certainly did not happen and the client may send the call
-//! to the new leader; any other error leaves the entries' fate unknown and is passed on with
-//! its etcd code, which clients do not retry.
+//! same bytes, for up to the election's TTL (if it had committed, etcd finds the same bytes and
+//! reports success). Once the sink fails — an append refused or given up, or the leadership
+//! lost — it stops appending and stays failed, since the master's state may hold entries the
+//! log lacks. What a waiting call then learns depends on its own entries:
+//! - none (a read), or none handed to etcd yet, or all in an append etcd refused (`Deposed`,
+//!   `LogConflict`: nothing written): it certainly did not happen, `NotLeader`, and the client
+//!   may send it to the new leader;
+//! - some handed to etcd in an append whose outcome is unknown: an error with the etcd code
+//!   saying so, which clients do not retry.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,8 +31,10 @@ use crate::task::Task;
 struct State {
     /// Every entry up to this one is in etcd.
     durable: u64,
+    /// The last entry handed to etcd in an append that may have committed.
+    sent: u64,
     /// Why appending stopped, once it has.
-    failed: Option<yuebing_store::Error>,
+    failed: Option<Error>,
 }
 
 /// The elected master's log sink (see the module docs). Its writer starts at
@@ -50,6 +55,7 @@ impl EtcdSink {
         Arc::new(EtcdSink {
             state: watch::channel(State {
                 durable,
+                sent: durable,
                 failed: None,
             })
             .0,
@@ -64,13 +70,14 @@ impl EtcdSink {
         self.state.send_if_modified(|s| {
             let newer = seq > s.durable;
             s.durable = s.durable.max(seq);
+            s.sent = s.sent.max(seq);
             newer
         });
     }
 
     /// Starts appending to `log` in `epoch`, on `handle`'s runtime; the writer stops when the
-    /// sink is dropped. Call it once, after the log was caught up and resumed for `epoch`.
-    /// An append whose outcome is unknown is tried again for up to `give_up`.
+    /// sink is dropped or fails. Call it once, after the log was caught up and resumed for
+    /// `epoch`. An append whose outcome is unknown is tried again for up to `give_up`.
     pub fn lead(
         &self,
         log: Arc<EtcdLog>,
@@ -91,52 +98,50 @@ impl EtcdSink {
         *self.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(Task::new(task));
     }
 
-    /// Resolves once the sink failed, with the error every call gets.
-    pub async fn failed(&self) -> yuebing_store::Error {
+    /// Resolves once the sink failed, with why.
+    pub async fn failed(&self) -> Error {
         let mut rx = self.state.subscribe();
         let failed = match rx.wait_for(|s| s.failed.is_some()).await {
             Ok(state) => state.failed.clone(),
             Err(_) => None,
         };
-        failed.unwrap_or_else(|| yuebing_store::Error::Internal {
+        failed.unwrap_or_else(|| Error::Client {
             reason: "the etcd log sink is gone".into(),
         })
     }
 
-    /// Fails the sink with `error` (the leadership was lost): every call gets it from now on.
-    pub fn fail(&self, error: yuebing_store::Error) {
-        fail(&self.state, error);
+    /// Fails the sink (the leadership was lost): it appends nothing more, and every call gets
+    /// an error from now on (see the module docs).
+    pub fn fail(&self, why: Error) {
+        fail(&self.state, why);
     }
 }
 
-fn fail(state: &watch::Sender<State>, error: yuebing_store::Error) {
+fn fail(state: &watch::Sender<State>, why: Error) {
     state.send_modify(|s| {
         if s.failed.is_none() {
-            s.failed = Some(error);
+            s.failed = Some(why);
         }
     });
 }
 
-/// The store's error for an append that failed.
-pub(crate) fn store_error(e: Error) -> yuebing_store::Error {
-    match e {
-        Error::Deposed { .. } | Error::LeaseLost { .. } => {
-            yuebing_store::Error::NotLeader { leader: None }
-        }
-        other => yuebing_store::Error::Remote {
-            code: other.code(),
-            message: other.to_string(),
-        },
+/// The error of a call that certainly did not happen: the client may send it elsewhere.
+fn not_run() -> yuebing_store::Error {
+    yuebing_store::Error::NotLeader { leader: None }
+}
+
+/// The error of a call whose entries may or may not be in the log.
+fn unknown(why: &Error) -> yuebing_store::Error {
+    yuebing_store::Error::Remote {
+        code: why.code(),
+        message: format!("this master stopped before the call's outcome was known: {why}"),
     }
 }
 
 /// The pause before an append whose outcome is unknown is made again.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
-/// The writer: appends what is queued, group after group, until the sink goes or fails. A
-/// group whose append timed out or found etcd unavailable (its outcome unknown) is appended
-/// again, the same bytes, for up to `give_up` (the election's TTL: past it the leadership is
-/// lost anyway): if it had committed, etcd finds the same value and the append succeeds.
+/// The writer: appends what is queued, group after group, until the sink goes or fails.
 async fn write(
     log: Arc<EtcdLog>,
     epoch: Epoch,
@@ -152,33 +157,55 @@ async fn write(
         let groups = match split_groups(entries, GroupLimits::default()) {
             Ok(groups) => groups,
             Err(e) => {
-                fail(&state, e);
+                fail(&state, Error::Log(e));
                 return;
             }
         };
         for group in groups {
-            if let Err(e) = append(&log, &group, &epoch, give_up).await {
-                tracing::error!(error = %e, "the etcd log refused an append; this master stops serving");
-                fail(&state, store_error(e));
+            // Nothing more goes to etcd once the sink failed (the leadership was lost).
+            let failed = state.borrow().failed.is_some();
+            if failed {
                 return;
             }
-            state.send_modify(|s| s.durable = s.durable.max(group.last()));
+            state.send_modify(|s| s.sent = s.sent.max(group.last()));
+            match append(&log, &group, &epoch, give_up, &state).await {
+                Ok(()) => state.send_modify(|s| s.durable = s.durable.max(group.last())),
+                Err(e) => {
+                    tracing::error!(error = %e, "the etcd log refused an append; this master stops serving");
+                    let refused = matches!(e, Error::Deposed { .. } | Error::LogConflict { .. });
+                    state.send_modify(|s| {
+                        if refused {
+                            // Nothing of this group was written.
+                            s.sent = s.durable;
+                        }
+                        if s.failed.is_none() {
+                            s.failed = Some(e);
+                        }
+                    });
+                    return;
+                }
+            }
         }
     }
 }
 
-/// Appends one group, again while its outcome is unknown, for up to `give_up`.
+/// Appends one group; again, the same bytes, while its outcome is unknown, for up to
+/// `give_up` and unless the sink failed meanwhile.
 async fn append(
     log: &EtcdLog,
     group: &LogGroup,
     epoch: &Epoch,
     give_up: Duration,
+    state: &watch::Sender<State>,
 ) -> Result<(), Error> {
     let start = Instant::now();
     loop {
         match log.append(group, epoch).await {
             Ok(_) => return Ok(()),
             Err(e) if e.is_retryable() && start.elapsed() < give_up => {
+                if state.borrow().failed.is_some() {
+                    return Err(e);
+                }
                 tracing::warn!(error = %e, first = group.first(), "appending to the etcd log again");
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
@@ -200,29 +227,34 @@ impl LogSink for EtcdSink {
         if !started {
             fail(
                 &self.state,
-                yuebing_store::Error::NotLeader { leader: None },
+                Error::Client {
+                    reason: "entries appended before this master led".into(),
+                },
             );
             return;
         }
         let _ = self.queue.send(entries);
     }
 
-    fn wait(&self, seq: u64) -> BoxFuture<'_, yuebing_store::Result<()>> {
+    fn wait(&self, upto: u64, own: Option<u64>) -> BoxFuture<'_, yuebing_store::Result<()>> {
         let mut rx = self.state.subscribe();
         async move {
             let state = rx
-                .wait_for(|s| s.durable >= seq || s.failed.is_some())
+                .wait_for(|s| s.durable >= upto || s.failed.is_some())
                 .await
                 .map_err(|_| yuebing_store::Error::Internal {
                     reason: "the etcd log sink is gone".into(),
                 })?;
-            match (&state.failed, state.durable >= seq) {
-                (_, true) => Ok(()),
-                (Some(e), false) => Err(e.clone()),
-                (None, false) => Err(yuebing_store::Error::Internal {
-                    reason: "the etcd log sink woke without progress".into(),
-                }),
+            if state.durable >= upto {
+                return Ok(());
             }
+            let why = state.failed.clone().unwrap_or_else(|| Error::Client {
+                reason: "the etcd log sink woke without progress".into(),
+            });
+            Err(match own {
+                Some(first) if first <= state.sent => unknown(&why),
+                _ => not_run(),
+            })
         }
         .boxed()
     }
@@ -232,6 +264,6 @@ impl LogSink for EtcdSink {
     }
 
     fn failure(&self) -> Option<yuebing_store::Error> {
-        self.state.borrow().failed.clone()
+        self.state.borrow().failed.as_ref().map(|_| not_run())
     }
 }

@@ -499,6 +499,12 @@ fn outcome(resp: &TxnResponse, key: &str, value: &[u8], seq: u64, epoch: &Epoch)
             ),
         });
     };
+    // A retry of an append that had committed finds its own bytes (they carry the epoch, so
+    // they can only be this leader's), whatever became of the election key since: that is a
+    // success, not `Deposed`.
+    if let Some(kv) = group.kvs.first().filter(|kv| kv.value == value) {
+        return Ok(kv.mod_revision);
+    }
     let current = leader.kvs.first().map(|kv| kv.create_revision);
     if current != Some(epoch.create_revision) {
         return Err(Error::Deposed {
@@ -508,8 +514,6 @@ fn outcome(resp: &TxnResponse, key: &str, value: &[u8], seq: u64, epoch: &Epoch)
         });
     }
     match group.kvs.first() {
-        // A retry of an append that had committed: the same group, in the same epoch.
-        Some(kv) if kv.value == value => Ok(kv.mod_revision),
         Some(_) => Err(Error::LogConflict { seq }),
         // Neither compare failed: etcd answered something else.
         None => Err(Error::BadValue {

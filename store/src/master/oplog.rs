@@ -18,9 +18,12 @@ use crate::error::{Error, Result};
 pub trait LogSink: Send + Sync + 'static {
     /// Queues `entries` (consecutive, following those queued before) to be made durable.
     fn append(&self, entries: Vec<LogEntry>);
-    /// Resolves once every entry up to `seq` is durable (`Ok`), or with the error that
-    /// stopped the log.
-    fn wait(&self, seq: u64) -> BoxFuture<'_, Result<()>>;
+    /// Resolves once every entry up to `upto` is durable (`Ok`). If the log stops first, the
+    /// error says what became of the call that waits, whose own entries start at `own`
+    /// (`None`: it made none): if it made none, or none of them was handed to the log, it
+    /// certainly did not happen (`NotLeader`: the client may send it to another master);
+    /// otherwise its outcome is unknown (an error clients do not retry).
+    fn wait(&self, upto: u64, own: Option<u64>) -> BoxFuture<'_, Result<()>>;
     /// The last sequence number known durable.
     fn durable_seq(&self) -> u64;
     /// Why the log stopped, once it has.
@@ -43,10 +46,12 @@ impl OpLog {
         }
     }
 
-    pub(crate) async fn wait(&self, seq: u64) -> Result<()> {
+    /// Waits until every entry up to `upto` is durable; `own` is the first entry the waiting
+    /// call made, if any (see [`LogSink::wait`]).
+    pub(crate) async fn wait(&self, upto: u64, own: Option<u64>) -> Result<()> {
         match self {
-            OpLog::Disk(log) => log.wait(seq).await,
-            OpLog::Sink(sink) => sink.wait(seq).await,
+            OpLog::Disk(log) => log.wait(upto).await,
+            OpLog::Sink(sink) => sink.wait(upto, own).await,
         }
     }
 

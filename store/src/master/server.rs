@@ -116,15 +116,17 @@ impl Shared {
         if let Some(failure) = self.log.as_ref().and_then(OpLog::failure) {
             return Err(failure);
         }
-        let (out, seq) = {
+        let (out, seq, own) = {
             let mut core = self.core()?;
+            let before = core.last_seq();
             let out = f(&mut core, wall_ms());
             self.perform_effects(&mut core);
             self.maybe_snapshot(&core);
-            (out, core.last_seq())
+            let after = core.last_seq();
+            (out, after, (after > before).then(|| before + 1))
         };
         if let Some(log) = &self.log {
-            log.wait(seq).await?;
+            log.wait(seq, own).await?;
         }
         Ok(out)
     }

@@ -109,17 +109,67 @@ fn a_promoted_standby_takes_the_new_epoch_and_holds_freed_space() {
 }
 
 #[test]
-fn after_a_restart_an_evicted_objects_space_is_held_too() {
+fn within_the_window_a_put_evicts_nothing_after_it_evicts_as_usual() {
     let mut fx = one_slot();
     fx.put(A, 10, "a", MIB, 1).unwrap();
     fx.drain();
     let t = 7_000;
+    let ttl = cfg().lease_ttl_ms;
     let mut m = restarted(&fx, t, MIB);
-    // The put evicts "a" to make room, but "a"'s space stays held: no room yet.
+    // Evicting "a" would only hold its space until the window ends: nothing is evicted.
     assert_eq!(put(&mut m, t + 1, "b").unwrap_err().code(), -200);
-    assert!(!m.exist("a").unwrap(), "evicted");
-    m.ping(A, t + cfg().lease_ttl_ms);
-    m.handle_timeout(t + cfg().lease_ttl_ms);
-    put(&mut m, t + cfg().lease_ttl_ms + 1, "b").unwrap();
+    assert!(m.exist("a").unwrap(), "not evicted within the window");
+    m.ping(A, t + ttl);
+    put(&mut m, t + ttl, "b").expect("after the window the put evicts \"a\"");
+    assert!(!m.exist("a").unwrap());
     m.check_invariants().unwrap();
+}
+
+#[test]
+fn held_space_does_not_count_toward_the_watermark() {
+    // 20 slots of 1 MiB, 19 used: above the 90 % watermark.
+    let mut fx = Fx::new(cfg());
+    fx.mount(A, 0, "n1", 20 * MIB);
+    for i in 0..19 {
+        fx.put(A, 10, &format!("k{i}"), MIB, 1).unwrap();
+    }
+    fx.drain();
+    let t = 9_000;
+    let mut m = restarted(&fx, t, 20 * MIB);
+    // Each round of timeouts within the window: one eviction (5 %) brings the live objects to
+    // the watermark; their held space must not make the next rounds evict again.
+    for step in 1..=10 {
+        m.handle_timeout(t + step);
+    }
+    let left = (0..19)
+        .filter(|i| m.exist(&format!("k{i}")).unwrap())
+        .count();
+    assert_eq!(left, 18, "one eviction, not one per round");
+}
+
+#[test]
+fn space_held_before_a_restart_is_released_no_earlier_than_the_window_end() {
+    let mut fx = one_slot();
+    fx.put(A, 10, "x", MIB, 1).unwrap();
+    fx.m.get_replica_list(100, "x").unwrap();
+    // Forced while leased: held until the lease ends (200), by the old master's clock.
+    fx.m.remove(150, "x", true).unwrap();
+    fx.drain();
+    let t = 180;
+    let ttl = cfg().lease_ttl_ms;
+    let mut m = restarted(&fx, t, MIB);
+    assert_eq!(
+        m.poll_timeout(),
+        Some(t + ttl),
+        "not before the window's end"
+    );
+    m.handle_timeout(250);
+    assert_eq!(
+        put(&mut m, 251, "y").unwrap_err().code(),
+        -200,
+        "still held"
+    );
+    m.ping(A, t + ttl);
+    m.handle_timeout(t + ttl);
+    put(&mut m, t + ttl + 1, "y").unwrap();
 }

@@ -200,7 +200,9 @@ impl Master {
             .writes
             .iter()
             .map(|(_, w)| w.started.saturating_add(self.cfg.put_release_ms));
-        let held = self.held.iter().map(|h| h.until);
+        // Held space is released no earlier than the no-reuse window's end: its times may come
+        // from another master's clock (see `handle_timeout`).
+        let held = self.held.iter().map(|h| h.until.max(self.no_reuse_until));
         clients.chain(drains).chain(writes).chain(held).min()
     }
 
@@ -228,7 +230,9 @@ impl Master {
         for key in stale {
             self.commit(now, Record::WriteRevoke { key, hold: false });
         }
-        if self.held.iter().any(|h| h.until <= now) {
+        // Not within a lease TTL of a restart or promotion: held times written by the master
+        // before may run on another clock, and a reader of its leases may still be reading.
+        if now >= self.no_reuse_until && self.held.iter().any(|h| h.until <= now) {
             self.commit(now, Record::Release);
         }
         if self.eviction_due || self.above_watermark() {
@@ -237,9 +241,20 @@ impl Master {
         }
     }
 
+    /// Whether live objects (not space merely held until readers are done) fill more than the
+    /// high watermark: evicting cannot free held space any sooner.
     fn above_watermark(&self) -> bool {
         let cap = self.space.capacity();
-        cap > 0 && self.space.used() as f64 > self.cfg.high_watermark * cap as f64
+        let live = self.space.used().saturating_sub(self.held_bytes());
+        cap > 0 && live as f64 > self.cfg.high_watermark * cap as f64
+    }
+
+    /// Bytes of store space held out of use until their readers or writers are done.
+    pub(crate) fn held_bytes(&self) -> u64 {
+        self.held
+            .iter()
+            .map(|h| self.space.align_up(h.size))
+            .fold(0u64, u64::saturating_add)
     }
 
     /// Checks a key: not empty, not over the configured length.

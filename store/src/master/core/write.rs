@@ -264,7 +264,12 @@ impl Master {
         let mut placed = self
             .space
             .place(size, want, &cfg.preferred, strategy, &mut self.rng);
-        if placed.len() < want && placed.len() < self.space.allocatable_node_count() {
+        // No eviction within a lease TTL of a restart or promotion: the victims' space would
+        // only be held until the window ends, so the put could not use it anyway.
+        if placed.len() < want
+            && placed.len() < self.space.allocatable_node_count()
+            && now >= self.no_reuse_until
+        {
             for r in placed.drain(..) {
                 self.space.free(r, size);
             }
