@@ -174,6 +174,10 @@ impl Store {
 /// its contents. Give it to Python only once all `size` bytes were written (through that
 /// address; no Rust reference to them exists); on failure drop it unread.
 fn uninit_bytes(py: Python<'_>, size: u64) -> PyResult<(Bound<'_, PyBytes>, *mut u8)> {
+    if size == 0 {
+        // CPython hands out one shared empty bytes for size 0: not ours to write.
+        return Err(PyValueError::new_err("no uninitialised bytes of size 0"));
+    }
     let len = pyo3::ffi::Py_ssize_t::try_from(size)
         .map_err(|_| PyValueError::new_err("the value is larger than this process's memory"))?;
     // SAFETY: the GIL is held (`py`). With a null source, PyBytes_FromStringAndSize returns a
@@ -202,13 +206,22 @@ fn uninit_bytes(py: Python<'_>, size: u64) -> PyResult<(Bound<'_, PyBytes>, *mut
 /// registration.
 const ZERO_COPY_MIN: u64 = 64 << 10;
 
-/// The memory of a put's `value` when it is sent without a copy: a buffer (held exported for
-/// the call) of at least [`ZERO_COPY_MIN`] bytes. `None`: copy it (and report its errors).
+/// The memory of a put's `value` when it is sent without a copy: an immutable buffer — a
+/// `bytes`, or a memoryview of one — of at least [`ZERO_COPY_MIN`] bytes, held exported for the
+/// call. A mutable buffer (a bytearray, a numpy array) is copied: another thread could write it
+/// while the replicas are written, and they would differ. `None`: copy it (and report its
+/// errors).
 fn zero_copy_source(value: &Bound<'_, PyAny>) -> Option<Memory> {
-    if let Ok(bytes) = value.cast::<PyBytes>() {
-        if (bytes.as_bytes().len() as u64) < ZERO_COPY_MIN {
-            return None;
-        }
+    let immutable = match value.cast::<PyBytes>() {
+        Ok(bytes) => bytes.as_bytes().len() as u64 >= ZERO_COPY_MIN,
+        Err(_) => value
+            .cast::<pyo3::types::PyMemoryView>()
+            .ok()
+            .and_then(|view| view.getattr("obj").ok())
+            .is_some_and(|obj| obj.is_instance_of::<PyBytes>()),
+    };
+    if !immutable {
+        return None;
     }
     Memory::from_py(value, None, Access::Read, "value")
         .ok()
@@ -261,9 +274,9 @@ impl Store {
     /// Stores `value` (bytes, bytearray, memoryview, a numpy array: any C-contiguous buffer)
     /// under `key`. An existing key raises `ObjectAlreadyExists` and keeps its value (see
     /// `upsert`). `replicas`, `preferred` (segment names), `soft_pin` and `hard_pin` override
-    /// the store's replica settings for this put. A value of 64 KiB or more is sent from its
-    /// own memory, without a copy, so it is read while the call runs (a bytearray cannot be
-    /// resized meanwhile); a smaller one is copied first.
+    /// the store's replica settings for this put. An immutable value (`bytes`, or a
+    /// memoryview of one) of 64 KiB or more is sent from its own memory, without a copy; any
+    /// other is copied first (for no copy from mutable memory, use `put_from`).
     #[pyo3(signature = (key, value, *, timeout=None, replicas=None, preferred=None,
         soft_pin=false, hard_pin=false))]
     #[allow(clippy::too_many_arguments)]

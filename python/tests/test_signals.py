@@ -119,9 +119,10 @@ def test_ctrl_c_during_get_into_leaves_the_buffer_untouched(stopped_node):
     assert dst[: len(VALUE)] == VALUE
 
 
-def test_a_large_value_is_held_while_its_put_reads_it(stopped_node):
-    """A put of 64 KiB or more sends the value from its own memory: while the put waits for the
-    stopped node, the bytearray cannot be resized (freed) under it; afterwards it can."""
+def test_a_large_mutable_value_is_copied_before_its_put_waits(stopped_node):
+    """A put copies a mutable value (a bytearray), so writing to it while the put waits for the
+    stopped node changes nothing stored (only immutable bytes are sent from their own memory:
+    replicas written from memory another thread changes could differ)."""
     store, node = stopped_node
     value = bytearray(VALUE)
     done: list = []
@@ -129,13 +130,22 @@ def test_a_large_value_is_held_while_its_put_reads_it(stopped_node):
     putter.start()
     time.sleep(0.3)  # the put now writes to the stopped node
     assert putter.is_alive()
-    with pytest.raises(BufferError):
-        value.extend(b"x")
+    value[:4] = b"XXXX"  # no export is held: writing and resizing are allowed
+    value.extend(b"x")
     node.signal(signal.SIGCONT)
     putter.join(timeout=60)
     assert done == [None]
-    value.extend(b"x")
     assert store.get("big") == VALUE
+
+
+def test_a_large_bytes_value_is_put_from_its_own_memory(stopped_node):
+    """bytes are immutable: sent without a copy, and still stored exactly."""
+    store, node = stopped_node
+    node.signal(signal.SIGCONT)
+    big = bytes(VALUE)
+    store.put("bytes", big)
+    store.put("view", memoryview(big)[1:])
+    assert store.get("bytes") == VALUE and store.get("view") == VALUE[1:]
 
 
 def test_a_signal_handler_that_does_not_raise_lets_the_call_go_on(stopped_node):

@@ -170,6 +170,11 @@ async fn a_located_object_read_after_its_lease_is_lease_expired() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), -707, "{e}");
+    // Refused before any transfer: the space might hold another object by now.
+    let mut back = [1u8; 1000];
+    // SAFETY: no transfer into `buf` is under way.
+    unsafe { buf.read_at(0, &mut back) }.unwrap();
+    assert_eq!(back, [0u8; 1000], "nothing was read outside the lease");
 }
 
 /// A master that is never the leader.

@@ -18,6 +18,8 @@ pub struct Located {
     key: String,
     list: ReplicaList,
     sent: Instant,
+    /// The deadline of the call that located it: reading it ends by then too.
+    until: Instant,
 }
 
 impl Located {
@@ -45,18 +47,21 @@ impl Client {
     /// Finds `key` and takes its read lease, without reading it.
     pub async fn locate(&self, key: &str, opts: &Options) -> Result<Located> {
         self.in_runtime(async {
-            let (sent, list) = self.replica_list(key, self.until(opts)).await?;
+            let until = self.until(opts);
+            let (sent, list) = self.replica_list(key, until).await?;
             Ok(Located {
                 key: key.to_string(),
                 list,
                 sent,
+                until,
             })
         })
         .await
     }
 
     /// Reads a located object into registered memory at `addr` (room for `len` bytes), without
-    /// a copy; returns its size. A buffer smaller than the object is `InvalidParams` and
+    /// a copy; returns its size. It ends by `opts`' deadline and by that of the call that
+    /// located it, whichever comes first. A buffer smaller than the object is `InvalidParams` and
     /// nothing is written; a read that cannot end inside the lease is `LeaseExpired`. The
     /// memory is only written by this client's engine: register it local-only (see
     /// [`Client::engine`]).
@@ -69,7 +74,7 @@ impl Client {
     ) -> Result<u64> {
         self.in_runtime(async {
             fits(&found.key, &found.list, len)?;
-            let until = self.until(opts);
+            let until = self.until(opts).min(found.until);
             self.read_object(&found.key, &found.list, found.sent, addr, until, None)
                 .await?;
             Ok(found.list.size)
@@ -97,6 +102,7 @@ impl Client {
                 key: key.to_string(),
                 list,
                 sent,
+                until,
             }))
         })
         .await

@@ -526,9 +526,14 @@ impl Client {
             if now >= until {
                 break;
             }
+            if now >= lease_end {
+                // Never start a transfer outside the lease: the space may hold another object.
+                return Err(Error::LeaseExpired { key: key.into() });
+            }
             let share = (until - now) / (order.len() - i) as u32;
+            let attempt_end = (now + share).min(lease_end);
             match self
-                .transfer_one(d, dst, list.size, now + share, false, keep.clone())
+                .transfer_one(d, dst, list.size, attempt_end, false, keep.clone())
                 .await
             {
                 Ok(()) if Instant::now() > lease_end => {
