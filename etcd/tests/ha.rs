@@ -121,3 +121,62 @@ async fn a_standby_takes_over_from_a_leader_cut_off_from_etcd_and_loses_nothing(
     second.shutdown(Duration::from_secs(1)).await;
     drop(first);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_outlives_an_etcd_outage_longer_than_its_ttl() {
+    let etcd = EtcdServer::start().await.unwrap();
+    let proxy = TcpProxy::start(&etcd.endpoint()).await.unwrap();
+    let mut behind_proxy = etcd.config();
+    behind_proxy.endpoints = vec![proxy.endpoint()];
+    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
+    let handle = Handle::current();
+    let leader = HaMaster::start(ha_config(etcd.config(), "ha2"), &bind, handle.clone())
+        .await
+        .unwrap();
+    eventually(
+        "the first master leads",
+        Duration::from_secs(20),
+        async || leader.serving().then_some(()),
+    )
+    .await;
+    let standby = HaMaster::start(ha_config(behind_proxy, "ha2"), &bind, handle.clone())
+        .await
+        .unwrap();
+    // etcd out of reach for more than the standby's lease TTL (2 s), then back.
+    proxy.cut();
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    proxy.restore();
+    assert_eq!(
+        standby.status().role,
+        Role::Standby,
+        "still a standby, not stopped"
+    );
+
+    // It still follows the log, and takes over when the leader resigns.
+    let client = Client::start(ClientConfig {
+        masters: vec![
+            leader.local_endpoint().unwrap().clone(),
+            standby.local_endpoint().unwrap().clone(),
+        ],
+        store_size: 8 << 20,
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let opts = Options::deadline(Duration::from_secs(20));
+    client.put("k", b"v", &opts).await.unwrap();
+    let applied = leader.status().applied;
+    eventually(
+        "the standby applies the log",
+        Duration::from_secs(20),
+        async || (standby.status().applied >= applied).then_some(()),
+    )
+    .await;
+    leader.shutdown(Duration::from_secs(1)).await;
+    eventually("the standby leads", Duration::from_secs(20), async || {
+        standby.serving().then_some(())
+    })
+    .await;
+    assert!(client.exist("k", &opts).await.unwrap());
+    standby.shutdown(Duration::from_secs(1)).await;
+}

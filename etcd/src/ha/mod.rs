@@ -255,6 +255,12 @@ impl Drop for HaMaster {
     }
 }
 
+/// Whether a standby outlives `e`: etcd was briefly unreachable or busy, a watch fell
+/// behind compaction, or a candidate's lease was lost in an outage (it campaigns anew).
+fn passing(e: &Error) -> bool {
+    e.is_retryable() || matches!(e, Error::Compacted { .. } | Error::LeaseLost { .. })
+}
+
 /// The state the etcd log holds, read from its start: the master's core, the tail after it,
 /// and the revision the read saw (to watch from).
 async fn rebuild(log: &EtcdLog, cfg: &MasterServerConfig) -> Result<(Master, Tail, Revision)> {
@@ -297,26 +303,40 @@ impl Ctx {
         }
     }
 
-    /// Applies the log as it grows while campaigning; returns the won leadership.
-    async fn standby(&self, tail: &mut Tail, mut revision: Revision) -> Result<Leadership> {
-        let campaign = self.election.campaign(self.advertise.clone());
-        tokio::pin!(campaign);
+    /// Applies the log as it grows while campaigning; returns the won leadership. A campaign
+    /// whose lease was lost (etcd unreachable for a TTL) or broken by a passing etcd error is
+    /// made again, and a log read that failed so is read again: a standby outlives etcd
+    /// outages. Only damage to the log (or an error that cannot pass) stops it.
+    async fn standby(&self, tail: &mut Tail, revision: Revision) -> Result<Leadership> {
+        let mut campaign = Box::pin(self.election.campaign(self.advertise.clone()));
         let mut follow: BoxStream<'static, Result<LogGroup>> = self.log.watch_from(revision);
         loop {
             tokio::select! {
-                won = &mut campaign => return won,
+                won = &mut campaign => match won {
+                    Ok(leadership) => return Ok(leadership),
+                    Err(e) if passing(&e) => {
+                        tracing::warn!(error = %e, "campaign failed; campaigning again");
+                        tokio::time::sleep(REREAD_PAUSE).await;
+                        campaign = Box::pin(self.election.campaign(self.advertise.clone()));
+                    }
+                    Err(e) => return Err(e),
+                },
                 item = follow.next() => match item {
                     Some(Ok(group)) => self.apply(tail, group)?,
-                    Some(Err(e)) if !e.is_retryable() && !matches!(e, Error::Compacted { .. }) => {
-                        return Err(e);
-                    }
+                    Some(Err(e)) if !passing(&e) => return Err(e),
                     broken => {
                         if let Some(Err(e)) = broken {
                             tracing::debug!(error = %e, "the log watch broke; reading the log again");
                         }
                         tokio::time::sleep(REREAD_PAUSE).await;
-                        revision = self.catch_up(tail).await?;
-                        follow = self.log.watch_from(revision);
+                        follow = match self.catch_up(tail).await {
+                            Ok(revision) => self.log.watch_from(revision),
+                            Err(e) if passing(&e) => {
+                                tracing::warn!(error = %e, "reading the log failed; trying again");
+                                futures::stream::empty().boxed()
+                            }
+                            Err(e) => return Err(e),
+                        };
                     }
                 },
             }
