@@ -173,3 +173,18 @@ fn space_held_before_a_restart_is_released_no_earlier_than_the_window_end() {
     m.handle_timeout(t + ttl);
     put(&mut m, t + ttl + 1, "y").unwrap();
 }
+
+#[test]
+fn a_range_removed_while_read_is_not_mounted_again_until_its_leases_end() {
+    let mut fx = one_slot();
+    fx.put(A, 10, "x", MIB, 1).unwrap();
+    fx.m.get_replica_list(950, "x").unwrap(); // leased until 1_050
+    fx.m.handle_timeout(1_000); // A missed its pings: its range goes, "x" with it
+    assert!(!fx.m.exist("x").unwrap());
+    let again = [spec("n1", base("n1"), MIB)];
+    // A reader may still read "x" there: new objects must not be placed over it yet.
+    assert_eq!(fx.m.remount(A, 1_001, &again).unwrap_err().code(), -706);
+    assert_eq!(fx.m.mount(B, 1_002, &again).unwrap_err().code(), -706);
+    fx.m.remount(A, 1_050, &again).expect("the lease has ended");
+    fx.check();
+}

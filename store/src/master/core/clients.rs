@@ -1,6 +1,6 @@
 //! Clients and their store space: mount, remount, unmount, ping, and expiry.
 
-use super::{ClientState, Master};
+use super::{ClientState, Master, RemovedRange};
 use crate::error::{Error, Result};
 use crate::master::log::{Effect, Record};
 use crate::master::types::{ClientId, Millis, MountId, MountSpec, PingResult};
@@ -20,6 +20,7 @@ impl Master {
     ) -> Result<Vec<MountId>> {
         let now = self.tick(now);
         self.check_specs(specs)?;
+        self.check_not_being_read(now, specs)?;
         let ids = specs
             .iter()
             .map(|s| self.add_mount(client, now, s))
@@ -56,9 +57,11 @@ impl Master {
             .cloned()
             .collect();
         self.check_specs(&fresh)?;
+        // (A new range over one of its own still mounted was refused just above.)
+        self.check_not_being_read(now, &fresh)?;
         let kept: Vec<Option<MountId>> = specs.iter().map(|s| matches(self, s)).collect();
         for id in known.iter().filter(|id| !kept.contains(&Some(**id))) {
-            self.commit(now, Record::MountRemoved { mount: *id });
+            self.remove_mount(now, *id);
         }
         let mut ids = Vec::with_capacity(specs.len());
         for (spec, kept) in specs.iter().zip(kept) {
@@ -132,7 +135,7 @@ impl Master {
             self.clients.remove(&client);
             let mounts = self.space.of_client(client);
             for &mount in &mounts {
-                self.commit(now, Record::MountRemoved { mount });
+                self.remove_mount(now, mount);
             }
             let mut writes: Vec<Box<str>> = self
                 .writes
@@ -173,6 +176,56 @@ impl Master {
                     node: s.node.clone(),
                     base: s.base,
                     len: s.len,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes a range with its replicas (`MountRemoved`), remembering until when readers may
+    /// still read it under leases granted before (see [`Master::removed_range`]).
+    pub(crate) fn remove_mount(&mut self, now: Millis, mount: MountId) {
+        if let Some(r) = self.removed_range(mount).filter(|r| r.until > now) {
+            self.removed.push(r);
+        }
+        self.commit(now, Record::MountRemoved { mount });
+    }
+
+    /// Range `mount` as removed now: readable under earlier leases until the newest lease on an
+    /// object with a replica there ends (at least until the no-reuse window's end).
+    fn removed_range(&self, mount: MountId) -> Option<RemovedRange> {
+        let m = self.space.get(mount)?;
+        let newest = self
+            .objects
+            .iter()
+            .filter(|(_, o)| o.replicas.iter().any(|r| r.mount == mount))
+            .map(|(_, o)| o.lease_until)
+            .max()
+            .unwrap_or(0);
+        Some(RemovedRange {
+            node: self.space.node_name(m.node).to_string(),
+            base: m.base,
+            len: m.len,
+            until: self.reuse_after(newest),
+        })
+    }
+
+    /// `ObjectHasLease` (retryable) if a range of `specs` overlaps one removed while readers
+    /// may still read it: new objects placed there could be read under those old leases. The
+    /// node's next remount after the leases end succeeds.
+    fn check_not_being_read(&mut self, now: Millis, specs: &[MountSpec]) -> Result<()> {
+        self.removed.retain(|r| r.until > now);
+        for s in specs {
+            let end = s.base.saturating_add(s.len);
+            let hit = self.removed.iter().find(|r| {
+                r.node == s.node && s.base < r.base.saturating_add(r.len) && r.base < end
+            });
+            if let Some(r) = hit {
+                return Err(Error::ObjectHasLease {
+                    key: format!(
+                        "store space {}@{:#x}+{} (removed; readers may read it until {})",
+                        s.node, s.base, s.len, r.until
+                    ),
                 });
             }
         }

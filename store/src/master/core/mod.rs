@@ -61,6 +61,18 @@ pub struct Master {
     /// after a restart or a promotion the read leases granted before are unknown (soft state),
     /// and a reader may still be transferring under one (see [`Master::reuse_after`]).
     pub(crate) no_reuse_until: Millis,
+    /// Store space removed while readers may still read it under earlier leases (soft state):
+    /// a new mount over it is refused until then (see `remove_mount`).
+    pub(crate) removed: Vec<RemovedRange>,
+}
+
+/// A removed range of a node's memory, and until when readers may still read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RemovedRange {
+    pub(crate) node: String,
+    pub(crate) base: u64,
+    pub(crate) len: u64,
+    pub(crate) until: Millis,
 }
 
 impl Master {
@@ -85,6 +97,7 @@ impl Master {
             evicted_total: 0,
             last_now: 0,
             no_reuse_until: 0,
+            removed: Vec::new(),
         }
     }
 
@@ -218,7 +231,7 @@ impl Master {
             .map(|(id, _)| id)
             .collect();
         for mount in drained {
-            self.commit(now, Record::MountRemoved { mount });
+            self.remove_mount(now, mount);
         }
         let mut stale: Vec<Box<str>> = self
             .writes
