@@ -128,6 +128,11 @@ impl Shared {
         if let Some(log) = &self.log {
             log.wait(seq, own).await?;
         }
+        if let (None, Some(gate)) = (own, &self.gate) {
+            // A read answers as of when it ran: it must still lead now (it may have waited for
+            // the core's lock or the log past its lease).
+            gate.check()?;
+        }
         Ok(out)
     }
 
