@@ -180,3 +180,28 @@ async fn a_standby_outlives_an_etcd_outage_longer_than_its_ttl() {
     assert!(client.exist("k", &opts).await.unwrap());
     standby.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_with_other_rules_than_its_cluster_is_refused() {
+    let etcd = EtcdServer::start().await.unwrap();
+    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
+    let handle = Handle::current();
+    let first = HaMaster::start(ha_config(etcd.config(), "ha3"), &bind, handle.clone())
+        .await
+        .unwrap();
+    let mut other = ha_config(etcd.config(), "ha3");
+    other.master.core.put_release_ms = 700_000;
+    let e = HaMaster::start(other, &bind, handle.clone())
+        .await
+        .err()
+        .expect("other rules are refused");
+    assert!(e.to_string().contains("rules differ"), "{e}");
+    // The same rules join; another cluster has its own.
+    let same = HaMaster::start(ha_config(etcd.config(), "ha3"), &bind, handle.clone())
+        .await
+        .unwrap();
+    let mut elsewhere = ha_config(etcd.config(), "ha4");
+    elsewhere.master.core.put_release_ms = 700_000;
+    let alone = HaMaster::start(elsewhere, &bind, handle).await.unwrap();
+    drop((first, same, alone));
+}

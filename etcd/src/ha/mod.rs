@@ -25,6 +25,7 @@
 
 mod follow;
 mod gate;
+mod rules;
 mod sink;
 
 use std::sync::Arc;
@@ -129,7 +130,15 @@ impl HaMaster {
                 "an elected master keeps no data directory: the etcd log is authoritative",
             ));
         }
+        cfg.master.core.validate().map_err(Error::config)?;
         let client = cfg.etcd.connect_on(&handle).await?;
+        rules::agree(
+            &client,
+            &cfg.etcd.keys()?,
+            &cfg.master.core,
+            cfg.etcd.request_timeout,
+        )
+        .await?;
         let log = Arc::new(EtcdLog::with_client(client.clone(), &cfg.etcd)?);
         let keys = cfg.etcd.keys()?;
         let election = Election::with_client(
