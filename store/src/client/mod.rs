@@ -547,8 +547,11 @@ impl Client {
                 }
             }
         }
+        let now = Instant::now();
         Err(match last {
-            _ if Instant::now() >= until => Error::Timeout,
+            // The attempts were cut at the lease's end: that is why they failed.
+            _ if now >= lease_end && lease_end < until => Error::LeaseExpired { key: key.into() },
+            _ if now >= until => Error::Timeout,
             Some(e) => e,
             None => Error::ReplicaNotReady { key: key.into() },
         })
