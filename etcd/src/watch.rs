@@ -22,8 +22,9 @@ use crate::metadata::{decode, read, timed};
 type Item = Result<Option<SegmentDescriptor>, yuebing_engine::Error>;
 
 /// etcd's event types (mvccpb.Event.EventType).
-const PUT: i32 = 0;
-const DELETE: i32 = 1;
+pub(crate) const PUT: i32 = 0;
+/// See [`PUT`].
+pub(crate) const DELETE: i32 = 1;
 
 /// The watch of one segment's key.
 pub(crate) struct Watcher {

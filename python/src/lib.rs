@@ -30,6 +30,7 @@ mod pins;
 mod runtime;
 mod store;
 mod store_batch;
+mod store_values;
 mod types;
 mod wait;
 

@@ -1,7 +1,8 @@
 //! `yuebing.Store`: a client of a running yuebing store (a `yuebing master` and its nodes),
 //! over the bridge's [`BlockingClient`]. Every Python method is here (PyO3 takes one
-//! `#[pymethods]` block); the bodies of the batches over caller memory and of the plain-bytes
-//! batch put and upsert, and the settings and start of a new store, are in `store_batch`.
+//! `#[pymethods]` block); how single values and caller memory reach the client is in
+//! `store_values`; the bodies of the batches over caller memory and of the plain-bytes batch
+//! put and upsert, and the settings and start of a new store, are in `store_batch`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,11 +13,11 @@ use pyo3::types::{PyBytes, PyDict, PyTuple};
 use yuebing_bridge::BlockingClient;
 use yuebing_engine::RemoteAccess;
 use yuebing_store::master::PutConfig;
-use yuebing_store::{ClientHealth, Fetched, Located};
+use yuebing_store::ClientHealth;
 
 use crate::engine::Engine;
 use crate::errors;
-use crate::memory::{copy_of, Access, Memory};
+use crate::memory::{Access, Memory};
 use crate::options::{self, Replicas};
 use crate::pins::Pins;
 use crate::runtime::ForkSafe;
@@ -71,161 +72,6 @@ impl Store {
     ) -> PyResult<yuebing_store::Options> {
         options::put(timeout, replicas, &self.put_default)
     }
-
-    fn put_value(
-        &self,
-        py: Python<'_>,
-        key: &str,
-        value: &Bound<'_, PyAny>,
-        opts: yuebing_store::Options,
-        upsert: bool,
-    ) -> PyResult<()> {
-        if let Some(mem) = zero_copy_source(value) {
-            return self.put_held(py, key, mem, opts, upsert);
-        }
-        let client = self.client(py)?;
-        let value = copy_of(value, "value")?;
-        let call = match upsert {
-            true => client.upsert_call(key, value, &opts),
-            false => client.put_call(key, value, &opts),
-        };
-        wait(py, call)
-    }
-
-    /// `put_parts`, or (`upsert`) `upsert_parts`: each part copied by its byte length.
-    fn put_parts_value(
-        &self,
-        py: Python<'_>,
-        key: &str,
-        parts: &Bound<'_, PyTuple>,
-        opts: yuebing_store::Options,
-        upsert: bool,
-    ) -> PyResult<()> {
-        let client = self.client(py)?;
-        let parts = parts
-            .iter()
-            .enumerate()
-            .map(|(i, p)| copy_of(&p, &format!("parts[{i}]")))
-            .collect::<PyResult<Vec<_>>>()?;
-        let call = match upsert {
-            true => client.upsert_parts_call(key, parts, &opts),
-            false => client.put_parts_call(key, parts, &opts),
-        };
-        wait(py, call)
-    }
-
-    /// `put_from`, or (`upsert`) `upsert_from`, of a buffer or an address.
-    fn put_memory(
-        &self,
-        py: Python<'_>,
-        key: &str,
-        (buffer, size): (&Bound<'_, PyAny>, Option<u64>),
-        opts: yuebing_store::Options,
-        upsert: bool,
-    ) -> PyResult<()> {
-        let mem = Memory::from_py(buffer, size, Access::Read, "buffer")?;
-        self.put_held(py, key, mem, opts, upsert)
-    }
-
-    /// `put_from`, or (`upsert`) `upsert_from`: `mem` held registered for the call.
-    fn put_held(
-        &self,
-        py: Python<'_>,
-        key: &str,
-        mem: Memory,
-        opts: yuebing_store::Options,
-        upsert: bool,
-    ) -> PyResult<()> {
-        let client = self.client(py)?;
-        let held = self.pins(py)?.hold(py, std::slice::from_ref(&mem))?;
-        let call = match upsert {
-            true => client.upsert_from_call(key, mem.addr, mem.len, &opts),
-            false => client.put_from_call(key, mem.addr, mem.len, &opts),
-        };
-        let done = wait(py, call);
-        // The call's work has stopped (even when a signal ended the wait): release the memory.
-        drop(held);
-        done
-    }
-
-    /// Reads a located object into a new `bytes` of its size, without a copy: the object's
-    /// memory is registered for the read.
-    fn read_into_bytes<'py>(
-        &self,
-        py: Python<'py>,
-        found: Located,
-        opts: &yuebing_store::Options,
-    ) -> PyResult<Bound<'py, PyBytes>> {
-        let client = self.client(py)?;
-        let pins = self.pins(py)?;
-        let (bytes, addr) = uninit_bytes(py, found.size())?;
-        let mem = Memory::of_call(addr, found.size());
-        let held = pins.hold(py, std::slice::from_ref(&mem))?;
-        let read = wait(py, client.read_located_call(found, mem.addr, mem.len, opts));
-        // The call's work has stopped (even when a signal ended the wait): release the memory.
-        drop(held);
-        // Filled: every one of its `size` bytes was written by the read (else it is dropped
-        // unread).
-        read.map(|_| bytes)
-    }
-}
-
-/// A new `bytes` of `size` bytes whose contents are not initialised yet, and the address of
-/// its contents. Give it to Python only once all `size` bytes were written (through that
-/// address; no Rust reference to them exists); on failure drop it unread.
-fn uninit_bytes(py: Python<'_>, size: u64) -> PyResult<(Bound<'_, PyBytes>, *mut u8)> {
-    if size == 0 {
-        // CPython hands out one shared empty bytes for size 0: not ours to write.
-        return Err(PyValueError::new_err("no uninitialised bytes of size 0"));
-    }
-    let len = pyo3::ffi::Py_ssize_t::try_from(size)
-        .map_err(|_| PyValueError::new_err("the value is larger than this process's memory"))?;
-    // SAFETY: the GIL is held (`py`). With a null source, PyBytes_FromStringAndSize returns a
-    // new reference to a bytes object of `len` bytes with contents left uninitialised (CPython
-    // documents this), or null with an exception set, which `from_owned_ptr_or_err` raises.
-    let obj = unsafe {
-        Bound::from_owned_ptr_or_err(
-            py,
-            pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), len),
-        )
-    }?;
-    let bytes = obj.cast_into::<PyBytes>()?;
-    // SAFETY: `bytes` is a bytes object (checked above) and the GIL is held: PyBytes_AsString
-    // returns its contents, `len` bytes (plus a terminating 0) that stay in place for as long
-    // as the object lives. The object is new and referenced only here, so writing them before
-    // anyone else sees it is what CPython's own constructors do.
-    let addr = unsafe { pyo3::ffi::PyBytes_AsString(bytes.as_ptr()) }.cast::<u8>();
-    if addr.is_null() {
-        return Err(PyErr::fetch(py));
-    }
-    Ok((bytes, addr))
-}
-
-/// Values from this size on are put and got without a copy (their memory registered for the
-/// call); smaller ones are copied through the client's staging memory, which costs less than a
-/// registration.
-const ZERO_COPY_MIN: u64 = 64 << 10;
-
-/// The memory of a put's `value` when it is sent without a copy: an immutable buffer — a
-/// `bytes`, or a memoryview of one — of at least [`ZERO_COPY_MIN`] bytes, held exported for the
-/// call. A mutable buffer (a bytearray, a numpy array) is copied: another thread could write it
-/// while the replicas are written, and they would differ. `None`: copy it (and report its
-/// errors).
-fn zero_copy_source(value: &Bound<'_, PyAny>) -> Option<Memory> {
-    let immutable = match value.cast::<PyBytes>() {
-        Ok(bytes) => bytes.as_bytes().len() as u64 >= ZERO_COPY_MIN,
-        Err(_) => value
-            .cast::<pyo3::types::PyMemoryView>()
-            .ok()
-            .and_then(|view| view.getattr("obj").ok())
-            .is_some_and(|obj| obj.is_instance_of::<PyBytes>()),
-    };
-    if !immutable {
-        return None;
-    }
-    Memory::from_py(value, None, Access::Read, "value")
-        .ok()
-        .filter(|m| m.len >= ZERO_COPY_MIN)
 }
 
 #[pymethods]
@@ -426,11 +272,7 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let opts = options::call(timeout)?;
-        let client = self.client(py)?;
-        match wait(py, client.get_or_locate_call(key, ZERO_COPY_MIN - 1, &opts))? {
-            Fetched::Value(value) => Ok(PyBytes::new(py, &value)),
-            Fetched::Located(found) => self.read_into_bytes(py, found, &opts),
-        }
+        self.get_value(py, key, &opts)
     }
 
     /// Reads `key` into `buffer` without a copy and returns the value's size. `buffer` is any

@@ -17,10 +17,7 @@ use yuebing_store::master::ha::LogGroup;
 use super::{decode, EtcdLog, Revision};
 use crate::error::{Error, Result};
 use crate::metadata::timed;
-
-/// etcd's event types (mvccpb.Event.EventType).
-const PUT: i32 = 0;
-const DELETE: i32 = 1;
+use crate::watch::{DELETE, PUT};
 
 /// The watch of the log from a revision on.
 pub(super) struct LogWatch {
