@@ -9,7 +9,8 @@
 //! [`Answer`](super::service::Answer)): a `Result<T>` for one outcome, a `Vec<Result<T>>` for
 //! one outcome per item of a batch.
 
-use super::service::{Answer, Arg, Health, MasterHandler};
+use super::ha::bootstrap::SnapshotChunk;
+use super::service::{Answer, Arg, Health, MasterHandler, Reply};
 use super::types::{
     ClientId, ListedObject, MountId, MountSpec, PingResult, PutConfig, ReplicaDesc, ReplicaList,
     Stats,
@@ -42,6 +43,10 @@ macro_rules! master_api {
             )*
             /// Readiness check.
             async fn health() -> Health;
+            /// A piece of the snapshot this master offers to standbys (see
+            /// [`bootstrap`](super::ha::bootstrap)); not gated: an offered snapshot is a durable
+            /// prefix of the log.
+            async fn snapshot_chunk(seq: u64, offset: u64, max_len: u64) -> Reply<SnapshotChunk>;
         }
 
         impl MasterService for MasterHandler {
@@ -65,6 +70,18 @@ macro_rules! master_api {
 
             async fn health(self, _: tarpc::context::Context) -> Health {
                 self.shared.health()
+            }
+
+            async fn snapshot_chunk(
+                self,
+                _: tarpc::context::Context,
+                seq: u64,
+                offset: u64,
+                max_len: u64,
+            ) -> Reply<SnapshotChunk> {
+                self.shared
+                    .snapshot_chunk(seq, offset, max_len)
+                    .map_err(|e| e.to_wire())
             }
         }
 
@@ -90,7 +107,7 @@ macro_rules! master_api {
         /// The calls that may be sent again after a lost connection (reads, pings, ends: a
         /// repeated end is `Ok`).
         pub(crate) fn idempotent_calls() -> Vec<&'static str> {
-            let mut calls = vec!["health"];
+            let mut calls = vec!["health", "snapshot_chunk"];
             $(
                 if retry!($retry) {
                     calls.push(stringify!($name));

@@ -5,7 +5,8 @@ use std::time::Instant;
 
 use yuebing_rpc::{CallOptions, Endpoint, Pool, PoolConfig, Token};
 
-use super::service::{Health, MasterServiceRpc, SERVICE};
+use super::ha::bootstrap::SnapshotChunk;
+use super::service::{unwire, Health, MasterServiceRpc, SERVICE};
 use super::types::ClientId;
 use crate::error::Result;
 
@@ -90,5 +91,27 @@ impl MasterClient {
                 c.health(ctx).await
             })
             .await?)
+    }
+
+    /// The piece of at most `max_len` bytes from `offset` of the snapshot the master offers
+    /// (`seq` 0: whichever it offers now); see [`bootstrap`](super::ha::bootstrap).
+    pub async fn snapshot_chunk(
+        &self,
+        seq: u64,
+        offset: u64,
+        max_len: u64,
+    ) -> Result<SnapshotChunk> {
+        let answer = self
+            .pool
+            .call_with(self.options("snapshot_chunk"), |c, ctx| async move {
+                c.snapshot_chunk(ctx, seq, offset, max_len).await
+            })
+            .await?;
+        unwire(answer)
+    }
+
+    /// The master's address.
+    pub fn endpoint(&self) -> &Endpoint {
+        self.pool.endpoint()
     }
 }

@@ -11,11 +11,12 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use yuebing_rpc::{handler, Endpoint, RunningServer, Server, ServerConfig, ShutdownReport};
 
 use super::disk::{DataDir, Recovery};
+use super::ha::{Offered, SnapshotChunk};
 use super::log::{Effect, LogEntry};
 use super::oplog::{LogSink, OpLog};
 use super::service::{Health, MasterHandler, MasterService, SERVICE};
 use super::types::Millis;
-use super::{Master, MasterConfig};
+use super::{Master, MasterConfig, Snapshot};
 use crate::error::{Error, Result};
 
 /// Everything `yuebing master` can be told.
@@ -80,6 +81,8 @@ pub(crate) struct Shared {
     poisoned: AtomicBool,
     /// Asked before every call: `None` serves always.
     gate: Option<Arc<dyn ServeGate>>,
+    /// The snapshot offered to standbys that bootstrap (an elected leader's).
+    offered: Mutex<Option<Arc<Offered>>>,
     handle: Handle,
 }
 
@@ -180,6 +183,26 @@ impl Shared {
             }
             busy.store(false, Ordering::Release);
         });
+    }
+
+    /// A piece of the offered snapshot (see [`Offered::chunk`]).
+    pub(crate) fn snapshot_chunk(
+        &self,
+        seq: u64,
+        offset: u64,
+        max_len: u64,
+    ) -> Result<SnapshotChunk> {
+        let offered = self
+            .offered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        match offered {
+            Some(offered) => offered.chunk(seq, offset, max_len),
+            None => Err(Error::params(
+                "this master offers no snapshot (only an elected leader does, once it took one)",
+            )),
+        }
     }
 
     pub(crate) fn health(&self) -> Health {
@@ -380,6 +403,34 @@ impl RunningMaster {
         self.shared.core()?.promote(epoch, wall_ms())
     }
 
+    /// The state now, as a snapshot (at [`RunningMaster::last_seq`], which may not be durable
+    /// yet: offer it only once its log is durable that far).
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        Ok(self.shared.core()?.snapshot())
+    }
+
+    /// Offers `offered` to standbys that bootstrap, in place of any older one. Offer only a
+    /// snapshot whose entries are all durable in the replicated log.
+    pub fn offer_snapshot(&self, offered: Offered) {
+        *self
+            .shared
+            .offered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(offered));
+    }
+
+    /// Replaces a standby's state by `core` (bootstrapped from the leader's snapshot after it
+    /// fell behind the log's truncation). Refused while this master serves.
+    pub fn reset_standby(&self, core: Master) -> Result<()> {
+        if self.shared.gate.as_ref().is_none_or(|g| g.check().is_ok()) {
+            return Err(Error::params(
+                "only a standby's state is replaced from a snapshot",
+            ));
+        }
+        *self.shared.core()? = core;
+        Ok(())
+    }
+
     /// Sequence number of the last entry in this master's state.
     pub fn last_seq(&self) -> Result<u64> {
         Ok(self.shared.core()?.last_seq())
@@ -410,6 +461,7 @@ impl RunningMaster {
             closed: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
             gate,
+            offered: Mutex::new(None),
             handle: Handle::current(),
         });
         let handler = MasterHandler {
@@ -553,6 +605,59 @@ mod tests {
         );
         let e = client.exist("k").await.unwrap_err();
         assert_eq!(e.code(), -1, "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_standby_fetches_the_offered_snapshot_in_chunks_over_a_small_max_frame() {
+        use crate::master::ha::bootstrap::fetch;
+        use crate::master::types::{MountSpec, PutConfig};
+        let mut cfg = MasterServerConfig::default();
+        // Frames of 8 KiB: the snapshot below is larger, and still crosses in chunks.
+        cfg.rpc.max_frame = 8 << 10;
+        let master = RunningMaster::start(cfg, &"127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let client = crate::master::MasterClient::new(
+            master.local_endpoint().clone(),
+            crate::master::ClientId(7),
+        );
+        let e = fetch(&client, 1024, Duration::from_secs(5), |_, _| {})
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), -600, "nothing offered yet: {e}");
+        let spec = MountSpec {
+            node: "n1".into(),
+            base: 1 << 20,
+            len: 1 << 30,
+        };
+        client.mount(vec![spec]).await.unwrap();
+        for i in 0..300 {
+            let key = format!("object-with-a-longish-name-{i:05}");
+            client
+                .put_start(&key, 4096, &PutConfig::default())
+                .await
+                .unwrap();
+            client.put_end(&key).await.unwrap();
+        }
+        let snapshot = master.snapshot().unwrap();
+        let offered = Offered::encode(&snapshot).unwrap();
+        assert!(offered.bytes.len() > 16 << 10, "{}", offered.bytes.len());
+        master.offer_snapshot(offered);
+        let mut seen = Vec::new();
+        let fetched = fetch(&client, 1024, Duration::from_secs(5), |got, total| {
+            seen.push((got, total))
+        })
+        .await
+        .unwrap();
+        assert_eq!(fetched, snapshot);
+        assert_eq!(fetched.object_count(), 300);
+        assert!(seen.len() > 16, "{} chunks", seen.len());
+        // A chunk of another snapshot is refused with a typed error.
+        let e = client
+            .snapshot_chunk(snapshot.seq + 5, 0, 10)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), -600, "{e}");
     }
 
     /// A gate that a test opens and closes.
