@@ -10,6 +10,8 @@
 //! at `…/master/log/<first seq>`, what each standby applied at `…/master/standbys/<id>`.
 //!
 //! # Layout
+//! - [`address`]: `etcd://h:p,h:p/CLUSTER` master addresses and the leader source a store
+//!   client follows ([`address::leader_source`], for `ClientConfig::leader`).
 //! - [`config`]: [`EtcdConfig`] (endpoints `"h:p,h:p"`, credentials, TLS files, prefix and
 //!   cluster, timeouts), [`Keys`], and the client made from them on a given runtime.
 //! - [`election`]: the master election: [`Election`] (campaign, leader, observe) and the
@@ -31,6 +33,7 @@
 //! `tokio::runtime::Handle` and spawns only there; background tasks stop when their owner is
 //! dropped.
 
+pub mod address;
 pub mod config;
 pub mod election;
 pub mod error;

@@ -28,11 +28,28 @@ impl LeaderWatch {
     /// that died shows as unreachable until then).
     pub fn start(election: Election, handle: &tokio::runtime::Handle) -> LeaderWatch {
         let (tx, rx) = watch::channel(None);
-        let task = handle.spawn(follow(election, tx));
+        let task = handle.spawn(async move { follow(election, &tx).await });
         LeaderWatch {
             rx,
             _task: Task::new(task),
         }
+    }
+
+    /// Follows `election`'s leader on `handle`'s runtime, like [`LeaderWatch::start`], with no
+    /// guard to hold: the task (and `election`'s client with it) ends once every receiver of
+    /// the returned channel is dropped.
+    pub fn detached(
+        election: Election,
+        handle: &tokio::runtime::Handle,
+    ) -> watch::Receiver<Option<Endpoint>> {
+        let (tx, rx) = watch::channel(None);
+        handle.spawn(async move {
+            tokio::select! {
+                () = follow(election, &tx) => {}
+                () = tx.closed() => {}
+            }
+        });
+        rx
     }
 
     /// A receiver of the leader's address (for `ClientConfig::leader`); it stays current as
@@ -47,7 +64,7 @@ impl LeaderWatch {
     }
 }
 
-async fn follow(election: Election, tx: watch::Sender<Option<Endpoint>>) {
+async fn follow(election: Election, tx: &watch::Sender<Option<Endpoint>>) {
     let publish = |address: &str| match address.parse::<Endpoint>() {
         Ok(e) => {
             tx.send_if_modified(|now| {
