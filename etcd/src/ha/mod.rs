@@ -18,15 +18,27 @@
 //!    state may hold entries the log lacks, so it does not become a standby again: restart it
 //!    (`yuebing master --etcd` exits, for its supervisor to restart).
 //!
-//! Not yet: snapshots of the log, truncation and compaction, bootstrap of a standby from the
-//! leader's snapshot (a log whose start was truncated is refused).
+//! # Snapshots and truncation
+//! The leader offers a snapshot at promotion and after each `snapshot_every` durable entries,
+//! and after each periodic one truncates the log up to min(the snapshot, the lowest position
+//! the standbys published) and compacts etcd's history ([`snapshots`]). Standbys publish their
+//! applied position on a lease of their own ([`applied`]). A master whose position the log no
+//! longer holds (started after a truncation, or fell behind one) fetches the leader's snapshot
+//! over rpc in chunks and tails the log after it ([`bootstrap`]).
+//!
+//! Snapshots live in the masters' memory: a cluster that loses every master at once after a
+//! truncation loses the state before the snapshot (the objects' bytes stay on the nodes). Run
+//! at least two masters.
 //!
 //! [`Tail`]: yuebing_store::master::ha::Tail
 
+mod applied;
+mod bootstrap;
 mod follow;
 mod gate;
 mod rules;
 mod sink;
+mod snapshots;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +50,10 @@ use tokio::sync::watch;
 use yuebing_rpc::Endpoint;
 use yuebing_store::master::ha::{LogGroup, Tail};
 use yuebing_store::master::{Master, MasterServerConfig, RunningMaster};
+
+use self::applied::Publisher;
+use self::bootstrap::Bootstrap;
+use self::snapshots::Snapshots;
 
 pub use self::follow::LeaderWatch;
 pub use self::gate::HaGate;
@@ -118,6 +134,11 @@ struct Ctx {
     election: Election,
     advertise: String,
     status: watch::Sender<Status>,
+    /// The master's settings (rules for a bootstrap, snapshot interval, rpc token).
+    cfg: MasterServerConfig,
+    /// Publishes the standby's applied position (for the leader's truncation).
+    client: etcd_client::Client,
+    request_timeout: Duration,
     handle: Handle,
 }
 
@@ -142,13 +163,19 @@ impl HaMaster {
         let log = Arc::new(EtcdLog::with_client(client.clone(), &cfg.etcd)?);
         let keys = cfg.etcd.keys()?;
         let election = Election::with_client(
-            client,
+            client.clone(),
             &keys,
             cfg.ttl,
             cfg.etcd.request_timeout,
             handle.clone(),
         )?;
-        let (core, tail, revision) = rebuild(&log, &cfg.master).await?;
+        let boot = Bootstrap {
+            election: &election,
+            token: cfg.master.rpc.token.clone(),
+            core: &cfg.master.core,
+            handle: handle.clone(),
+        };
+        let (core, tail, revision) = rebuild(&log, &cfg.master, &boot).await?;
         let sink = EtcdSink::new(tail.applied());
         let gate = Arc::new(HaGate::new());
         let started = {
@@ -182,6 +209,9 @@ impl HaMaster {
             election,
             advertise,
             status: status_tx,
+            cfg: cfg.master.clone(),
+            client,
+            request_timeout: cfg.etcd.request_timeout,
             handle: handle.clone(),
         };
         let driver = handle.spawn(async move {
@@ -270,19 +300,41 @@ fn passing(e: &Error) -> bool {
     e.is_retryable() || matches!(e, Error::Compacted { .. } | Error::LeaseLost { .. })
 }
 
-/// The state the etcd log holds, read from its start: the master's core, the tail after it,
-/// and the revision the read saw (to watch from).
-async fn rebuild(log: &EtcdLog, cfg: &MasterServerConfig) -> Result<(Master, Tail, Revision)> {
+/// The state the etcd log holds, read from its start (or from the leader's snapshot when the
+/// start was truncated): the master's core, the tail after it, and the revision the read saw
+/// (to watch from).
+async fn rebuild(
+    log: &EtcdLog,
+    cfg: &MasterServerConfig,
+    boot: &Bootstrap<'_>,
+) -> Result<(Master, Tail, Revision)> {
     let mut core = Master::new(cfg.core.clone(), true);
     let mut tail = Tail::after(0, 0);
-    let (groups, revision) = log.read_from(1).await?;
-    for group in groups {
-        let key = log.group_key(group.first());
-        for entry in tail.accept(&key, group).map_err(Error::Log)? {
-            core.replay(entry).map_err(Error::Log)?;
+    loop {
+        let (groups, revision) = match log.read_from(tail.next()).await {
+            Ok(read) => read,
+            Err(Error::LogTruncated { seq, first }) => {
+                tracing::info!(
+                    seq,
+                    first,
+                    "the etcd log was truncated before this master's position"
+                );
+                (core, tail) = boot.fetch_state().await?;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        for group in groups {
+            if group.last() <= tail.applied() {
+                continue;
+            }
+            let key = log.group_key(group.first());
+            for entry in tail.accept(&key, group).map_err(Error::Log)? {
+                core.replay(entry).map_err(Error::Log)?;
+            }
         }
+        return Ok((core, tail, revision));
     }
-    Ok((core, tail, revision))
 }
 
 impl Ctx {
@@ -319,10 +371,32 @@ impl Ctx {
     async fn standby(&self, tail: &mut Tail, revision: Revision) -> Result<Leadership> {
         let mut campaign = Box::pin(self.election.campaign(self.advertise.clone()));
         let mut follow: BoxStream<'static, Result<LogGroup>> = self.log.watch_from(revision);
+        let mut publisher = Publisher::new(
+            self.client.clone(),
+            self.log.clone(),
+            &self.advertise,
+            self.election.ttl(),
+            self.request_timeout,
+        );
+        let mut publish = tokio::time::interval(publisher.period());
+        publish.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut publish_failed = false;
         loop {
             tokio::select! {
+                _ = publish.tick() => match publisher.publish(tail.applied()).await {
+                    Ok(()) => publish_failed = false,
+                    Err(e) if !publish_failed => {
+                        publish_failed = true;
+                        tracing::warn!(error = %e, "publishing the applied position failed; trying again");
+                    }
+                    Err(_) => {}
+                },
                 won = &mut campaign => match won {
-                    Ok(leadership) => return Ok(leadership),
+                    Ok(leadership) => {
+                        // A leader holds nothing back: its own position is the log's end.
+                        self.handle.spawn(publisher.retire());
+                        return Ok(leadership);
+                    }
                     Err(e) if passing(&e) => {
                         tracing::warn!(error = %e, "campaign failed; campaigning again");
                         tokio::time::sleep(REREAD_PAUSE).await;
@@ -352,9 +426,23 @@ impl Ctx {
         }
     }
 
-    /// Reads and applies the log from where `tail` ends; returns the revision read at.
+    /// Reads and applies the log from where `tail` ends; returns the revision read at. A
+    /// standby whose position the log no longer holds bootstraps from the leader's snapshot.
     async fn catch_up(&self, tail: &mut Tail) -> Result<Revision> {
-        let (groups, revision) = self.log.read_from(tail.next()).await?;
+        let (groups, revision) = loop {
+            match self.log.read_from(tail.next()).await {
+                Ok(read) => break read,
+                Err(Error::LogTruncated { seq, first }) if !self.gate.serving() => {
+                    tracing::warn!(seq, first, "this standby fell behind the log's truncation");
+                    let (core, fresh) = self.bootstrap().fetch_state().await?;
+                    self.master.reset_standby(core).map_err(Error::Log)?;
+                    *tail = fresh;
+                    self.sink.replayed(tail.applied());
+                    self.status.send_modify(|s| s.applied = tail.applied());
+                }
+                Err(e) => return Err(e),
+            }
+        };
         for group in groups {
             if group.last() <= tail.applied() {
                 continue;
@@ -362,6 +450,16 @@ impl Ctx {
             self.apply(tail, group)?;
         }
         Ok(revision)
+    }
+
+    /// Where a bootstrap fetches from.
+    fn bootstrap(&self) -> Bootstrap<'_> {
+        Bootstrap {
+            election: &self.election,
+            token: self.cfg.rpc.token.clone(),
+            core: &self.cfg.core,
+            handle: self.handle.clone(),
+        }
     }
 
     /// Applies one group to the standby's state.
@@ -409,9 +507,17 @@ impl Ctx {
             applied = tail.applied(),
             "leading"
         );
+        let snapshots = Snapshots {
+            master: self.master.clone(),
+            sink: self.sink.clone(),
+            log: self.log.clone(),
+            every: self.cfg.snapshot_every,
+            handle: self.handle.clone(),
+        };
         tokio::select! {
             e = lost => Err(e),
             e = self.sink.failed() => Err(e),
+            e = snapshots.run() => Err(e),
         }
     }
 }

@@ -110,6 +110,24 @@ impl EtcdSink {
         })
     }
 
+    /// Resolves once every entry up to `seq` is in etcd, or with why the sink failed first.
+    pub async fn durable_reached(&self, seq: u64) -> Result<(), Error> {
+        let mut rx = self.state.subscribe();
+        let state = rx
+            .wait_for(|s| s.durable >= seq || s.failed.is_some())
+            .await
+            .map_err(|_| Error::Client {
+                reason: "the etcd log sink is gone".into(),
+            })?;
+        match (&state.failed, state.durable >= seq) {
+            (_, true) => Ok(()),
+            (Some(why), false) => Err(why.clone()),
+            (None, false) => Err(Error::Client {
+                reason: "the etcd log sink woke without progress".into(),
+            }),
+        }
+    }
+
     /// Fails the sink (the leadership was lost): it appends nothing more, and every call gets
     /// an error from now on (see the module docs).
     pub fn fail(&self, why: Error) {

@@ -384,6 +384,16 @@ impl EtcdLog {
         Ok(u64::try_from(resp.deleted()).unwrap_or(0))
     }
 
+    /// etcd's current revision (to compact up to, after a truncation).
+    pub async fn revision(&self) -> Result<Revision> {
+        let mut kv = self.client.kv_client();
+        let options = GetOptions::new().with_count_only();
+        let resp = self
+            .call("revision", kv.get(self.log_start(), Some(options)))
+            .await?;
+        revision_of(&resp, "revision")
+    }
+
     /// Asks etcd to compact its history up to `revision` (not physically: etcd frees the space
     /// in the background). A revision already compacted is no error.
     pub async fn compact(&self, revision: Revision) -> Result<()> {

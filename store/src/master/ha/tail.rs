@@ -1,8 +1,10 @@
 //! A standby's position in the replicated log. It reads groups in key order and applies each
-//! only if it starts exactly where the applied log ends and no entry's epoch goes backwards;
-//! anything else (a gap: a group lost or truncated away; an overlap; an older epoch after a
-//! newer one) stops the tail for good: it fails closed rather than apply a log with a hole.
-//! A standby that stopped bootstraps again from a snapshot.
+//! only if it continues exactly where the applied log ends and no entry's epoch goes
+//! backwards; anything else (a gap: a group lost or truncated away; a group wholly applied
+//! already; an older epoch after a newer one) stops the tail for good: it fails closed rather
+//! than apply a log with a hole. A group that straddles the applied position (a standby
+//! bootstrapped from a snapshot taken in the middle of a group) gives only its entries after
+//! it. A standby that stopped bootstraps again from a snapshot.
 
 use crate::error::{Error, Result};
 use crate::master::ha::group::LogGroup;
@@ -45,13 +47,14 @@ impl Tail {
         self.failed.as_deref()
     }
 
-    /// Takes the next group, read under `key`: its entries to apply, in order. `Corrupt` (and
-    /// the tail stops for good) unless it starts at [`Tail::next`] and no epoch goes back.
+    /// Takes the next group, read under `key`: its entries after the applied position, in
+    /// order. `Corrupt` (and the tail stops for good) unless it holds [`Tail::next`] and starts
+    /// no later, and no epoch goes back.
     pub fn accept(&mut self, key: &str, group: LogGroup) -> Result<Vec<LogEntry>> {
         if let Some(why) = &self.failed {
             return Err(corrupt(key, format!("the tail stopped earlier: {why}")));
         }
-        let problem = if group.first() != self.next() {
+        let problem = if group.first() > self.next() || group.last() < self.next() {
             Some(format!(
                 "log gap: the group starts at {}, the applied log ends at {}",
                 group.first(),
@@ -59,25 +62,34 @@ impl Tail {
             ))
         } else {
             let mut epoch = self.epoch;
-            group.entries().iter().find_map(|e| {
-                let back = e.epoch < epoch;
-                epoch = e.epoch;
-                back.then(|| {
-                    format!(
-                        "entry {} has epoch {}, after epoch {}",
-                        e.seq,
-                        e.epoch,
-                        self.epoch.max(epoch)
-                    )
+            let applied = self.applied;
+            group
+                .entries()
+                .iter()
+                .filter(|e| e.seq > applied)
+                .find_map(|e| {
+                    let back = e.epoch < epoch;
+                    epoch = e.epoch;
+                    back.then(|| {
+                        format!(
+                            "entry {} has epoch {}, after epoch {}",
+                            e.seq,
+                            e.epoch,
+                            self.epoch.max(epoch)
+                        )
+                    })
                 })
-            })
         };
         if let Some(why) = problem {
             self.failed = Some(why.clone());
             return Err(corrupt(key, why));
         }
-        let entries = group.into_entries();
-        let last = &entries[entries.len() - 1];
+        let mut entries = group.into_entries();
+        entries.retain(|e| e.seq > self.applied);
+        let Some(last) = entries.last() else {
+            // Not reached: the group holds next() (checked above).
+            return Ok(entries);
+        };
         self.applied = last.seq;
         self.epoch = last.epoch;
         Ok(entries)
@@ -120,10 +132,18 @@ mod tests {
     }
 
     #[test]
-    fn a_gap_an_overlap_or_an_older_epoch_stops_the_tail_for_good() {
+    fn a_group_that_straddles_the_snapshot_gives_its_entries_after_it() {
+        let mut t = Tail::after(10, 2);
+        let entries = t.accept("k", group(8, 5, 2)).unwrap();
+        assert_eq!(entries.iter().map(|e| e.seq).collect::<Vec<_>>(), [11, 12]);
+        assert_eq!(t.applied(), 12);
+    }
+
+    #[test]
+    fn a_gap_an_applied_group_or_an_older_epoch_stops_the_tail_for_good() {
         for (bad, why) in [
             (group(13, 2, 2), "gap"),
-            (group(10, 3, 2), "gap"),
+            (group(8, 3, 2), "gap"),
             (group(11, 2, 1), "epoch"),
         ] {
             let mut t = Tail::after(10, 2);

@@ -1,0 +1,99 @@
+//! A standby whose log position etcd no longer holds (a new master after the leader truncated
+//! the log, or one that fell behind the truncation) bootstraps: it fetches the snapshot the
+//! leader offers, over rpc in chunks, makes its state from it, and then tails the log after
+//! it. Until a leader offers a snapshot it waits, saying so; a snapshot that does not restore
+//! under this master's rules is an error that stops it.
+
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use yuebing_rpc::{Endpoint, Token};
+use yuebing_store::master::ha::bootstrap::fetch;
+use yuebing_store::master::ha::Tail;
+use yuebing_store::master::{wall_ms, ClientId, Master, MasterClient, MasterConfig, Snapshot};
+
+use crate::election::Election;
+use crate::error::{Error, Result};
+
+/// Bytes asked per chunk.
+const CHUNK: u64 = 1 << 20;
+/// Longest one fetch of a whole snapshot may take.
+const FETCH_WITHIN: Duration = Duration::from_secs(300);
+/// The pause between attempts.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// Where a standby bootstraps from, and with what rules.
+pub(super) struct Bootstrap<'a> {
+    pub(super) election: &'a Election,
+    /// The cluster token the masters' rpc asks for.
+    pub(super) token: Option<Token>,
+    pub(super) core: &'a MasterConfig,
+    pub(super) handle: Handle,
+}
+
+impl Bootstrap<'_> {
+    /// The state from the leader's snapshot, and the tail after it; waits (retrying) until a
+    /// leader offers one.
+    pub(super) async fn fetch_state(&self) -> Result<(Master, Tail)> {
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            match self.attempt().await {
+                Ok(Fetched::Snapshot(snapshot)) => return self.restore(snapshot),
+                Ok(Fetched::NoLeader) => {
+                    if attempts == 1 || attempts.is_multiple_of(10) {
+                        tracing::warn!("the etcd log was truncated and no leader offers a snapshot yet; waiting for one");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "fetching the leader's snapshot failed; trying again")
+                }
+            }
+            tokio::time::sleep(RETRY).await;
+        }
+    }
+
+    async fn attempt(&self) -> Result<Fetched> {
+        let Some(leader) = self.election.leader().await? else {
+            return Ok(Fetched::NoLeader);
+        };
+        let endpoint: Endpoint = leader.address.parse().map_err(|e| Error::BadValue {
+            key: self.election.name().to_string(),
+            reason: format!("the leader's address {:?}: {e}", leader.address),
+        })?;
+        // The call is not made for a client: any id does.
+        let client = MasterClient::with_token(
+            endpoint,
+            ClientId(0),
+            self.token.clone(),
+            self.handle.clone(),
+        );
+        tracing::info!(leader = %leader.address, epoch = leader.epoch, "bootstrapping from the leader's snapshot");
+        let mut shown = 0u64;
+        let snapshot = fetch(&client, CHUNK, FETCH_WITHIN, |got, total| {
+            // Progress each tenth of the way.
+            let tenth = got.saturating_mul(10) / total.max(1);
+            if tenth > shown {
+                shown = tenth;
+                tracing::info!(got, total, "fetching the leader's snapshot");
+            }
+        })
+        .await
+        .map_err(Error::Log)?;
+        Ok(Fetched::Snapshot(snapshot))
+    }
+
+    fn restore(&self, snapshot: Snapshot) -> Result<(Master, Tail)> {
+        let (seq, epoch, objects) = (snapshot.seq, snapshot.epoch, snapshot.object_count());
+        let core = Master::restore(self.core.clone(), true, Some(snapshot), [], wall_ms())
+            .map_err(Error::Log)?;
+        tracing::info!(seq, objects, "bootstrapped from the leader's snapshot");
+        Ok((core, Tail::after(seq, epoch)))
+    }
+}
+
+/// What one attempt found.
+enum Fetched {
+    Snapshot(Snapshot),
+    NoLeader,
+}

@@ -1,0 +1,136 @@
+//! Snapshots bound the etcd log: the leader truncates it (no further than its standbys have
+//! applied) and compacts etcd's history, and a master started after the truncation bootstraps
+//! from the leader's snapshot, fetched over rpc in chunks, then tails the log and can lead.
+
+use std::time::{Duration, Instant};
+
+use tokio::runtime::Handle;
+use yuebing_etcd::ha::{HaConfig, HaMaster, LeaderWatch, Role};
+use yuebing_etcd::testing::EtcdServer;
+use yuebing_etcd::{Election, Error, EtcdConfig, EtcdLog};
+use yuebing_rpc::Endpoint;
+use yuebing_store::{Client, ClientConfig, Options};
+
+async fn eventually<T>(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn ha_config(etcd: EtcdConfig) -> HaConfig {
+    let mut cfg = HaConfig::new(etcd.with_cluster("snap"));
+    cfg.ttl = Duration::from_secs(2);
+    cfg.master.snapshot_every = 100;
+    cfg
+}
+
+fn value(i: usize) -> Vec<u8> {
+    (0..1024).map(|j| (i * 131 + j) as u8).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_started_after_truncation_bootstraps_from_the_leaders_snapshot() {
+    let etcd = EtcdServer::start().await.unwrap();
+    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
+    let handle = Handle::current();
+    let config = etcd.config().with_cluster("snap");
+    let first = HaMaster::start(ha_config(etcd.config()), &bind, handle.clone())
+        .await
+        .unwrap();
+    eventually(
+        "the first master leads",
+        Duration::from_secs(20),
+        async || first.serving().then_some(()),
+    )
+    .await;
+    let second = HaMaster::start(ha_config(etcd.config()), &bind, handle.clone())
+        .await
+        .unwrap();
+    assert_eq!(second.status().role, Role::Standby);
+
+    let election = Election::connect_on(&config, Duration::from_secs(2), handle.clone())
+        .await
+        .unwrap();
+    let leader = LeaderWatch::start(election, &handle);
+    let client = Client::start(ClientConfig {
+        leader: Some(leader.receiver()),
+        store_size: 32 << 20,
+        heartbeat: Duration::from_millis(100),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let opts = Options::deadline(Duration::from_secs(20));
+    for i in 0..300 {
+        client
+            .put(&format!("k{i}"), &value(i), &opts)
+            .await
+            .unwrap();
+    }
+
+    // The leader snapshots every 100 entries and truncates the log behind the standby.
+    let log = EtcdLog::connect_on(&config, &handle).await.unwrap();
+    let first_kept = eventually(
+        "the log is truncated",
+        Duration::from_secs(20),
+        async || match log.read_from(1).await {
+            Err(Error::LogTruncated { first, .. }) => Some(first),
+            _ => None,
+        },
+    )
+    .await;
+    let lowest = log.lowest_applied().await.unwrap();
+    assert!(
+        lowest.is_some_and(|l| l + 1 >= first_kept),
+        "truncated to {first_kept} past the standby's published {lowest:?}"
+    );
+    // etcd's history was compacted too: a watch from its first revision fails.
+    let mut old = log.watch_from(1);
+    let e = futures::StreamExt::next(&mut old)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(e, Error::Compacted { .. }), "{e:?}");
+
+    // A master started now cannot read the log from its start: it bootstraps.
+    let third = HaMaster::start(ha_config(etcd.config()), &bind, handle.clone())
+        .await
+        .unwrap();
+    let durable = first.status().applied;
+    assert!(
+        third.status().applied >= first_kept.saturating_sub(1),
+        "{:?}",
+        third.status()
+    );
+    eventually(
+        "the new standby catches up",
+        Duration::from_secs(20),
+        async || (third.status().applied >= durable).then_some(()),
+    )
+    .await;
+
+    // The old leader and the first standby go; the bootstrapped master leads and has it all.
+    first.shutdown(Duration::from_secs(1)).await;
+    second.shutdown(Duration::from_secs(1)).await;
+    eventually(
+        "the bootstrapped master leads",
+        Duration::from_secs(20),
+        async || third.serving().then_some(()),
+    )
+    .await;
+    for i in 0..300 {
+        let key = format!("k{i}");
+        let got = eventually(&key, Duration::from_secs(20), async || {
+            client.get(&key, &opts).await.ok()
+        })
+        .await;
+        assert_eq!(got, value(i), "{key}");
+    }
+    client.put("after", b"bootstrap", &opts).await.unwrap();
+    third.shutdown(Duration::from_secs(1)).await;
+}
