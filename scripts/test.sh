@@ -30,8 +30,8 @@ echo "== cargo check --all-features (feature-gated code)"
 cargo check --workspace --all-features --locked
 echo "== cargo test"
 cargo test --workspace --locked
-echo "== elected masters on etcd, as processes (cargo test --features etcd --test ha_cluster)"
-cargo test --locked --features etcd --test ha_cluster
+echo "== elected masters on etcd and clients that follow them, as processes (--features etcd)"
+cargo test --locked --features etcd --test ha_cluster --test ha_clients
 echo "== python package (scripts/python_tests.sh)"
 # The `yuebing` binary that cargo test just built (for its integration tests) is the one the
 # Python tests start.

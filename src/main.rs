@@ -576,9 +576,17 @@ fn main() -> ExitCode {
                 print!("{summary}");
                 Ok(())
             }
-            Command::Node(args) => Ok(node::run(args.resolve(&file, token)?).await?),
+            Command::Node(args) => {
+                let cfg = args
+                    .resolve(&file, token, &tokio::runtime::Handle::current())
+                    .await?;
+                Ok(node::run(cfg).await?)
+            }
             Command::Store { client, cmd } => {
-                Ok(store::run(client.resolve(&file, token)?, cmd).await?)
+                let cfg = client
+                    .resolve(&file, token, &tokio::runtime::Handle::current())
+                    .await?;
+                Ok(store::run(cfg, cmd).await?)
             }
             Command::Master(mut args) => {
                 let ha = std::mem::take(&mut args.ha).resolve(&file)?;

@@ -1,6 +1,12 @@
 //! Settings every store client command shares: where the masters are, and how to transfer.
+//!
+//! Masters are either a list of addresses, tried in order, or `etcd://h:p[,h:p…]/CLUSTER`:
+//! the leader elected in that cluster (`yuebing master --etcd … --cluster CLUSTER`), found
+//! through etcd and followed as leadership changes. The latter needs a build with the `etcd`
+//! feature; without it the address is refused with a [`ConfigError`] that says how to build one.
 
 use clap::Args;
+use tokio::runtime::Handle;
 use yuebing_engine::{EngineConfig, TransportKind};
 use yuebing_rpc::{Endpoint, Token};
 use yuebing_store::ClientConfig;
@@ -10,8 +16,9 @@ use crate::config::{ConfigError, ConfigFile};
 /// Flags of commands that act as a store client (`node`, `store …`).
 #[derive(Args, Debug, Default, Clone)]
 pub struct ClientArgs {
-    /// Master addresses, comma-separated, tried in order [default: 127.0.0.1:50051; config:
-    /// client.masters].
+    /// Master addresses, comma-separated, tried in order; or etcd://h:p[,h:p]/CLUSTER: the
+    /// leader elected in CLUSTER, found through etcd (needs a build with the `etcd` feature)
+    /// [default: 127.0.0.1:50051; config: client.masters].
     #[arg(long = "master", env = "YUEBING_MASTERS", global = true)]
     pub masters: Option<String>,
     /// Force a transport for every transfer: tcp or shm (default: chosen per peer) [config:
@@ -31,24 +38,110 @@ fn bad(key: &str, reason: String) -> ConfigError {
     }
 }
 
+/// Where a store client finds its masters, as `--master` names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Masters {
+    /// Master addresses, tried in order.
+    List(Vec<Endpoint>),
+    /// `etcd://h:p[,h:p…]/CLUSTER`: the leader elected in that cluster.
+    #[cfg(feature = "etcd")]
+    Etcd(Box<yuebing_etcd::EtcdConfig>),
+}
+
+/// Whether `text` is an `etcd://` address (the scheme in any case), in every build.
+fn is_etcd_address(text: &str) -> bool {
+    const SCHEME: &str = "etcd://";
+    text.trim_start()
+        .get(..SCHEME.len())
+        .is_some_and(|s| s.eq_ignore_ascii_case(SCHEME))
+}
+
+/// Parses `--master`'s value: `h:p,h:p` or `etcd://h:p[,h:p…]/CLUSTER`.
+pub fn parse_masters(text: &str) -> Result<Masters, ConfigError> {
+    if is_etcd_address(text) {
+        return etcd_masters(text);
+    }
+    let list = text
+        .split(',')
+        .map(|m| {
+            m.trim()
+                .parse::<Endpoint>()
+                .map_err(|e| bad("masters", format!("{m}: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Masters::List(list))
+}
+
+#[cfg(feature = "etcd")]
+fn etcd_masters(text: &str) -> Result<Masters, ConfigError> {
+    yuebing_etcd::address::parse_master_address(text)
+        .map(|c| Masters::Etcd(Box::new(c)))
+        .map_err(|e| bad("masters", e.to_string()))
+}
+
+#[cfg(not(feature = "etcd"))]
+fn etcd_masters(text: &str) -> Result<Masters, ConfigError> {
+    Err(bad(
+        "masters",
+        format!(
+            "{text:?}: finding the elected master through etcd needs a yuebing built with the \
+             `etcd` feature: `cargo build --release --features etcd` (it needs protoc and \
+             libprotobuf-dev; see docs/etcd-provisioning.md)"
+        ),
+    ))
+}
+
+impl Masters {
+    /// Puts these masters into `cfg`: the list, or a leader source following the election
+    /// (its connection and task on `handle`'s runtime, living as long as the client does).
+    #[cfg_attr(not(feature = "etcd"), allow(unused_variables))]
+    pub async fn apply(self, cfg: &mut ClientConfig, handle: &Handle) -> Result<(), ConfigError> {
+        match self {
+            Masters::List(list) => cfg.masters = list,
+            #[cfg(feature = "etcd")]
+            Masters::Etcd(etcd) => {
+                let source = yuebing_etcd::address::leader_source(&etcd, handle)
+                    .await
+                    .map_err(|e| bad("masters", format!("etcd: {e} ({})", e.code())))?;
+                cfg.leader = Some(source);
+            }
+        }
+        Ok(())
+    }
+}
+
 impl ClientArgs {
-    /// A client configuration (store size 0) from these flags, presenting the cluster `token`.
-    pub fn resolve(
+    /// A client configuration (store size 0) from these flags, presenting the cluster `token`;
+    /// an `etcd://` master address gets a leader source on `handle`'s runtime.
+    pub async fn resolve(
+        &self,
+        file: &ConfigFile,
+        token: Option<Token>,
+        handle: &Handle,
+    ) -> Result<ClientConfig, ConfigError> {
+        let mut cfg = self.resolve_local(file, token)?;
+        self.masters(file)?.apply(&mut cfg, handle).await?;
+        Ok(cfg)
+    }
+
+    /// Where the masters are, from `--master` / `YUEBING_MASTERS` / `client.masters`.
+    pub fn masters(&self, file: &ConfigFile) -> Result<Masters, ConfigError> {
+        let masters: String = file.resolve(
+            "client",
+            "masters",
+            self.masters.clone(),
+            "127.0.0.1:50051".into(),
+        )?;
+        parse_masters(&masters)
+    }
+
+    /// Every setting but the masters.
+    fn resolve_local(
         &self,
         file: &ConfigFile,
         token: Option<Token>,
     ) -> Result<ClientConfig, ConfigError> {
         let s = "client";
-        let masters: String =
-            file.resolve(s, "masters", self.masters.clone(), "127.0.0.1:50051".into())?;
-        let masters = masters
-            .split(',')
-            .map(|m| {
-                m.trim()
-                    .parse::<Endpoint>()
-                    .map_err(|e| bad("masters", format!("{m}: {e}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
         let transport = match file
             .resolve(s, "transport", self.transport.clone(), String::new())?
             .as_str()
@@ -65,7 +158,6 @@ impl ClientArgs {
         };
         let bind = file.resolve(s, "bind", self.bind.clone(), "127.0.0.1:0".into())?;
         Ok(ClientConfig {
-            masters,
             token,
             engine: EngineConfig {
                 bind,
@@ -74,5 +166,46 @@ impl ClientArgs {
             },
             ..ClientConfig::default()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn master_lists_parse_and_bad_ones_are_refused() {
+        let want: Vec<Endpoint> = vec!["127.0.0.1:1".parse().unwrap(), "h:2".parse().unwrap()];
+        assert_eq!(
+            parse_masters("127.0.0.1:1, h:2").unwrap(),
+            Masters::List(want)
+        );
+        let err = parse_masters("127.0.0.1:1,nope").unwrap_err();
+        assert_eq!(err.path, "client.masters");
+    }
+
+    #[cfg(feature = "etcd")]
+    #[test]
+    fn etcd_addresses_name_the_cluster_and_bad_ones_are_refused() {
+        match parse_masters("etcd://127.0.0.1:2379,127.0.0.1:2380/prod").unwrap() {
+            Masters::Etcd(c) => {
+                assert_eq!(c.endpoints, ["127.0.0.1:2379", "127.0.0.1:2380"]);
+                assert_eq!(c.cluster, "prod");
+            }
+            other => panic!("{other:?}"),
+        }
+        for bad in ["etcd://h:1", "etcd:///c", "etcd://h:0/c", "etcd://h:1/a/b"] {
+            let err = parse_masters(bad).unwrap_err();
+            assert_eq!(err.path, "client.masters", "{bad}");
+            assert!(err.reason.contains("etcd://host:port"), "{err}");
+        }
+    }
+
+    #[cfg(not(feature = "etcd"))]
+    #[test]
+    fn etcd_addresses_need_the_etcd_feature() {
+        let err = parse_masters("etcd://127.0.0.1:2379/prod").unwrap_err();
+        assert_eq!(err.path, "client.masters");
+        assert!(err.reason.contains("--features etcd"), "{err}");
     }
 }

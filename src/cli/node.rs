@@ -41,13 +41,15 @@ impl NodeArgs {
             .transpose()
     }
 
-    /// The client configuration of the node, with the cluster `token`.
-    pub fn resolve(
+    /// The client configuration of the node, with the cluster `token` (an `etcd://` master
+    /// address gets a leader source on `handle`'s runtime).
+    pub async fn resolve(
         &self,
         file: &ConfigFile,
         token: Option<yuebing_rpc::Token>,
+        handle: &tokio::runtime::Handle,
     ) -> Result<ClientConfig, ConfigError> {
-        let mut cfg = self.client.resolve(file, token)?;
+        let mut cfg = self.client.resolve(file, token, handle).await?;
         let size: String =
             file.resolve("node", "store_size", self.store_size.clone(), "1G".into())?;
         cfg.store_size = parse_size(&size).map_err(|reason| ConfigError {

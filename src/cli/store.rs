@@ -65,7 +65,7 @@ fn io(path: &str, e: std::io::Error) -> yuebing_store::Error {
 /// Runs one command; what it prints goes to standard output.
 pub async fn run(mut cfg: ClientConfig, cmd: StoreCmd) -> yuebing_store::Result<()> {
     cfg.staging_size = 0;
-    let (masters, token) = (cfg.masters.clone(), cfg.token.clone());
+    let (masters, token, leader) = (cfg.masters.clone(), cfg.token.clone(), cfg.leader.clone());
     let client = Client::start(cfg).await?;
     let opts = Options::default();
     let mut out = std::io::stdout();
@@ -120,6 +120,11 @@ pub async fn run(mut cfg: ClientConfig, cmd: StoreCmd) -> yuebing_store::Result<
             );
             out.write_all(text.as_bytes())
                 .map_err(|e| io("stdout", e))?;
+            // Following an election (etcd://): the leader it names now.
+            let masters = match leader {
+                Some(leader) if masters.is_empty() => leader.borrow().iter().cloned().collect(),
+                _ => masters,
+            };
             write_masters(&mut out, &masters, token).await?;
         }
     }
