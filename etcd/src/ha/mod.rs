@@ -57,7 +57,7 @@ use self::snapshots::Snapshots;
 
 pub use self::follow::LeaderWatch;
 pub use self::gate::HaGate;
-pub use self::sink::EtcdSink;
+pub use self::sink::{Accepted, EtcdSink};
 use crate::config::EtcdConfig;
 use crate::election::{Election, Leadership};
 use crate::error::{Error, Result};
@@ -120,6 +120,7 @@ pub struct Status {
 /// An elected master (see the module docs). Dropping it stops its driver and its server.
 pub struct HaMaster {
     master: Option<Arc<RunningMaster>>,
+    sink: Arc<EtcdSink>,
     gate: Arc<HaGate>,
     status: watch::Receiver<Status>,
     driver: tokio::task::JoinHandle<()>,
@@ -201,6 +202,7 @@ impl HaMaster {
             epoch: 0,
             applied: tail.applied(),
         });
+        let sink_kept = sink.clone();
         let ctx = Ctx {
             master: master.clone(),
             gate: gate.clone(),
@@ -224,6 +226,7 @@ impl HaMaster {
         });
         Ok(HaMaster {
             master: Some(master),
+            sink: sink_kept,
             gate,
             status,
             driver,
@@ -242,6 +245,11 @@ impl HaMaster {
             status.applied = status.applied.max(m.health().durable_seq);
         }
         status
+    }
+
+    /// What this master made durable while it led (`None` if it never led).
+    pub fn accepted(&self) -> Option<Accepted> {
+        self.sink.accepted()
     }
 
     /// A receiver of the status as it changes.

@@ -20,7 +20,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::sync::{mpsc, watch};
 use yuebing_store::master::ha::{split_groups, GroupLimits, LogGroup};
-use yuebing_store::master::{LogEntry, LogSink};
+use yuebing_store::master::{LogEntry, LogSink, Record};
 
 use crate::error::Error;
 use crate::log::{Epoch, EtcdLog};
@@ -35,6 +35,41 @@ struct State {
     sent: u64,
     /// Why appending stopped, once it has.
     failed: Option<Error>,
+    /// What this master made durable as leader.
+    accepted: Option<Accepted>,
+}
+
+/// What a leader made durable in its epoch: its record of the writes it accepted, to compare
+/// with the other masters' and with the log (no two epochs may interleave).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepted {
+    /// The epoch it appended in.
+    pub epoch: i64,
+    /// Sequence numbers of its first and last durable entries.
+    pub seqs: (u64, u64),
+    /// etcd revisions of its first and last appends.
+    pub revisions: (i64, i64),
+    /// Writes it made durable (`WriteEnd` records: ended puts and upserts).
+    pub write_ends: u64,
+}
+
+impl Accepted {
+    fn add(this: &mut Option<Accepted>, epoch: i64, group: &LogGroup, revision: i64) {
+        let ends = group
+            .entries()
+            .iter()
+            .filter(|e| matches!(e.record, Record::WriteEnd { .. }))
+            .count() as u64;
+        let span = this.get_or_insert(Accepted {
+            epoch,
+            seqs: (group.first(), group.last()),
+            revisions: (revision, revision),
+            write_ends: 0,
+        });
+        span.seqs.1 = group.last();
+        span.revisions.1 = revision;
+        span.write_ends += ends;
+    }
 }
 
 /// The elected master's log sink (see the module docs). Its writer starts at
@@ -57,6 +92,7 @@ impl EtcdSink {
                 durable,
                 sent: durable,
                 failed: None,
+                accepted: None,
             })
             .0,
             queue,
@@ -108,6 +144,11 @@ impl EtcdSink {
         failed.unwrap_or_else(|| Error::Client {
             reason: "the etcd log sink is gone".into(),
         })
+    }
+
+    /// What this master made durable as leader (`None` if it never appended).
+    pub fn accepted(&self) -> Option<Accepted> {
+        self.state.borrow().accepted.clone()
     }
 
     /// Resolves once every entry up to `seq` is in etcd, or with why the sink failed first.
@@ -187,7 +228,10 @@ async fn write(
             }
             state.send_modify(|s| s.sent = s.sent.max(group.last()));
             match append(&log, &group, &epoch, give_up, &state).await {
-                Ok(()) => state.send_modify(|s| s.durable = s.durable.max(group.last())),
+                Ok(revision) => state.send_modify(|s| {
+                    s.durable = s.durable.max(group.last());
+                    Accepted::add(&mut s.accepted, epoch.create_revision, &group, revision);
+                }),
                 Err(e) => {
                     tracing::error!(error = %e, "the etcd log refused an append; this master stops serving");
                     let refused = matches!(e, Error::Deposed { .. } | Error::LogConflict { .. });
@@ -215,11 +259,11 @@ async fn append(
     epoch: &Epoch,
     give_up: Duration,
     state: &watch::Sender<State>,
-) -> Result<(), Error> {
+) -> Result<i64, Error> {
     let start = Instant::now();
     loop {
         match log.append(group, epoch).await {
-            Ok(_) => return Ok(()),
+            Ok(revision) => return Ok(revision),
             Err(e) if e.is_retryable() && start.elapsed() < give_up => {
                 if state.borrow().failed.is_some() {
                     return Err(e);

@@ -1,0 +1,259 @@
+//! Failover on a three-member etcd, in one process (issue 16, "What it must show"):
+//! - a leader cut off from etcd by a proxy, while the other masters still reach it, stops
+//!   serving reads and writes; a standby takes over; and no two masters ever accepted writes in
+//!   interleaving epochs, checked from each master's record and from the log itself;
+//! - a read under the old leader's lease, across a failover, returns the object's bytes or a
+//!   typed error, never bytes of a later object written into reused space.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::runtime::Handle;
+use yuebing_etcd::ha::{Accepted, HaConfig, HaMaster, LeaderWatch};
+use yuebing_etcd::testing::{EtcdCluster, EtcdServer, TcpProxy};
+use yuebing_etcd::{Election, EtcdConfig, EtcdLog};
+use yuebing_rpc::Endpoint;
+use yuebing_store::master::{ClientId, MasterClient};
+use yuebing_store::{Client, ClientConfig, Fetched, Options};
+
+async fn eventually<T>(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn ha_config(etcd: EtcdConfig, cluster: &str) -> HaConfig {
+    let mut cfg = HaConfig::new(etcd.with_cluster(cluster));
+    cfg.ttl = Duration::from_secs(2);
+    cfg
+}
+
+fn value(i: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|j| (i * 31 + j * 7) as u8).collect()
+}
+
+/// A store client that follows the election of `cluster`, with `store_size` bytes of its own.
+async fn follower(etcd: &EtcdConfig, cluster: &str, store_size: u64) -> (Client, LeaderWatch) {
+    let handle = Handle::current();
+    let election = Election::connect_on(
+        &etcd.clone().with_cluster(cluster),
+        Duration::from_secs(2),
+        handle.clone(),
+    )
+    .await
+    .unwrap();
+    let leader = LeaderWatch::start(election, &handle);
+    let client = Client::start(ClientConfig {
+        leader: Some(leader.receiver()),
+        store_size,
+        heartbeat: Duration::from_millis(100),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    (client, leader)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_a_three_member_etcd_never_overlaps_the_next_epoch() {
+    let etcd = EtcdCluster::start(3).await.unwrap();
+    let proxy = TcpProxy::start(&etcd.endpoint(0)).await.unwrap();
+    let mut cut_off = etcd.config();
+    cut_off.endpoints = vec![proxy.endpoint()];
+    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
+    let handle = Handle::current();
+    let first = HaMaster::start(ha_config(cut_off, "fo1"), &bind, handle.clone())
+        .await
+        .unwrap();
+    eventually(
+        "the first master leads",
+        Duration::from_secs(20),
+        async || first.serving().then_some(()),
+    )
+    .await;
+    let mut others = Vec::new();
+    for _ in 0..2 {
+        others.push(
+            HaMaster::start(ha_config(etcd.config(), "fo1"), &bind, handle.clone())
+                .await
+                .unwrap(),
+        );
+    }
+    let (client, _leader) = follower(&etcd.config(), "fo1", 32 << 20).await;
+    let client = Arc::new(client);
+
+    // Puts go on all along; each acknowledged one is remembered.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (client, stop) = (client.clone(), stop.clone());
+        tokio::spawn(async move {
+            let opts = Options::deadline(Duration::from_secs(5));
+            let (mut acked, mut failed) = (Vec::new(), Vec::new());
+            let mut i = 0;
+            while !stop.load(Ordering::Acquire) {
+                match client.put(&format!("k{i}"), &value(i, 2048), &opts).await {
+                    Ok(()) => acked.push(i),
+                    Err(e) => failed.push(e),
+                }
+                i += 1;
+            }
+            (acked, failed)
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    proxy.cut();
+    let cut_at = Instant::now();
+    tokio::time::timeout(Duration::from_secs(20), first.stopped())
+        .await
+        .expect("the cut-off leader stops");
+    // It serves neither reads nor writes now.
+    let direct = MasterClient::new(first.local_endpoint().unwrap().clone(), ClientId(9));
+    assert_eq!(direct.exist("k0").await.unwrap_err().code(), -1010);
+    assert_eq!(direct.remove_all(true).await.unwrap_err().code(), -1010);
+    let new = eventually(
+        "a standby leads",
+        Duration::from_secs(2 * 2 + 5),
+        async || others.iter().position(HaMaster::serving),
+    )
+    .await;
+    eprintln!("a standby serves {:?} after the cut", cut_at.elapsed());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop.store(true, Ordering::Release);
+    let (acked, failed) = writer.await.unwrap();
+    for e in &failed {
+        // A put cut by the failover fails typed: not the leader, unknown outcome, timeout.
+        assert!(e.code() < 0, "{e}");
+    }
+
+    // Each master's record: distinct epochs whose appends never interleave in etcd.
+    let mut records: Vec<Accepted> = std::iter::once(&first)
+        .chain(&others)
+        .filter_map(HaMaster::accepted)
+        .collect();
+    assert!(records.len() >= 2, "{records:?}");
+    records.sort_by_key(|r| r.epoch);
+    for pair in records.windows(2) {
+        let (old, new) = (&pair[0], &pair[1]);
+        assert!(old.epoch < new.epoch, "{records:?}");
+        assert!(old.revisions.1 < new.revisions.0, "{records:?}");
+        assert!(old.seqs.1 < new.seqs.0, "{records:?}");
+    }
+    assert!(records.iter().all(|r| r.write_ends > 0), "{records:?}");
+    assert_eq!(records.last().unwrap().epoch, others[new].status().epoch);
+    // The log agrees: every entry lies in the span of the master of its epoch.
+    let log = EtcdLog::connect_on(&etcd.config().with_cluster("fo1"), &handle)
+        .await
+        .unwrap();
+    let (groups, _) = log.read_from(1).await.unwrap();
+    let mut entries = 0;
+    for entry in groups.iter().flat_map(|g| g.entries()) {
+        entries += 1;
+        let owner = records
+            .iter()
+            .find(|r| (r.seqs.0..=r.seqs.1).contains(&entry.seq))
+            .unwrap_or_else(|| panic!("entry {} is in no master's record", entry.seq));
+        assert_eq!(entry.epoch, owner.epoch as u64, "entry {}", entry.seq);
+    }
+    assert_eq!(entries, records.last().unwrap().seqs.1);
+
+    // Every acknowledged put reads back.
+    let opts = Options::deadline(Duration::from_secs(20));
+    for &i in &acked {
+        let key = format!("k{i}");
+        let got = eventually(&key, Duration::from_secs(20), async || {
+            client.get(&key, &opts).await.ok()
+        })
+        .await;
+        assert_eq!(got, value(i, 2048), "{key}");
+    }
+    eprintln!(
+        "{} puts acknowledged, {} failed typed",
+        acked.len(),
+        failed.len()
+    );
+    for m in others {
+        m.shutdown(Duration::from_secs(1)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_under_the_old_leaders_lease_never_sees_reused_bytes() {
+    const LEN: usize = 256 << 10;
+    let etcd = EtcdServer::start().await.unwrap();
+    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
+    let handle = Handle::current();
+    let first = HaMaster::start(ha_config(etcd.config(), "fo2"), &bind, handle.clone())
+        .await
+        .unwrap();
+    eventually(
+        "the first master leads",
+        Duration::from_secs(20),
+        async || first.serving().then_some(()),
+    )
+    .await;
+    let second = HaMaster::start(ha_config(etcd.config(), "fo2"), &bind, handle.clone())
+        .await
+        .unwrap();
+    // The owner's space holds four such objects; the reader has none.
+    let (owner, _w1) = follower(&etcd.config(), "fo2", 4 * LEN as u64).await;
+    let (reader, _w2) = follower(&etcd.config(), "fo2", 0).await;
+    let opts = Options::deadline(Duration::from_secs(20));
+    owner.put("victim", &value(1, LEN), &opts).await.unwrap();
+    let found = match reader.get_or_locate("victim", 0, &opts).await.unwrap() {
+        Fetched::Located(found) => found,
+        Fetched::Value(_) => panic!("located, not read"),
+    };
+
+    // The leader dies holding that lease; the next one does not know it.
+    drop(first);
+    eventually(
+        "the standby leads",
+        Duration::from_secs(2 * 2 + 5),
+        async || second.serving().then_some(()),
+    )
+    .await;
+    // The victim goes, and other objects would take its space if it were free.
+    eventually(
+        "the victim is removed",
+        Duration::from_secs(10),
+        async || owner.remove("victim", true, &opts).await.ok(),
+    )
+    .await;
+    let mut written = 0;
+    for i in 2..8 {
+        if owner
+            .put(&format!("new{i}"), &value(i, LEN), &opts)
+            .await
+            .is_ok()
+        {
+            written += 1;
+        }
+    }
+    assert!(
+        written < 4,
+        "the victim's space was not held: {written} objects fit"
+    );
+
+    // The reader, still inside the old lease, gets the victim's bytes or a typed error.
+    let buf = reader.engine().allocate(LEN, true).unwrap();
+    match reader
+        .read_located(&found, buf.addr(), LEN as u64, &opts)
+        .await
+    {
+        Ok(n) => {
+            assert_eq!(n, LEN as u64);
+            let mut back = vec![0u8; LEN];
+            // SAFETY: the read into `buf` is final.
+            unsafe { buf.read_at(0, &mut back) }.unwrap();
+            assert!(back == value(1, LEN), "the read returned other bytes");
+        }
+        Err(e) => assert!(e.code() < 0, "{e}"),
+    }
+    second.shutdown(Duration::from_secs(1)).await;
+}
