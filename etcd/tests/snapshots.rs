@@ -134,3 +134,98 @@ async fn a_master_started_after_truncation_bootstraps_from_the_leaders_snapshot(
     client.put("after", b"bootstrap", &opts).await.unwrap();
     third.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_cut_off_past_the_truncation_bootstraps_again_when_back() {
+    let etcd = EtcdServer::start().await.unwrap();
+    let proxy = yuebing_etcd::testing::TcpProxy::start(&etcd.endpoint())
+        .await
+        .unwrap();
+    let mut behind_proxy = etcd.config();
+    behind_proxy.endpoints = vec![proxy.endpoint()];
+    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
+    let handle = Handle::current();
+    let config = etcd.config().with_cluster("snap");
+    let leader = HaMaster::start(ha_config(etcd.config()), &bind, handle.clone())
+        .await
+        .unwrap();
+    eventually(
+        "the first master leads",
+        Duration::from_secs(20),
+        async || leader.serving().then_some(()),
+    )
+    .await;
+    let standby = HaMaster::start(ha_config(behind_proxy), &bind, handle.clone())
+        .await
+        .unwrap();
+    let log = EtcdLog::connect_on(&config, &handle).await.unwrap();
+    eventually(
+        "the standby publishes",
+        Duration::from_secs(20),
+        async || log.lowest_applied().await.unwrap(),
+    )
+    .await;
+
+    // Cut off for longer than its publication's TTL, the standby stops holding the log back.
+    proxy.cut();
+    eventually(
+        "its publication expires",
+        Duration::from_secs(20),
+        async || log.lowest_applied().await.unwrap().is_none().then_some(()),
+    )
+    .await;
+    let election = Election::connect_on(&config, Duration::from_secs(2), handle.clone())
+        .await
+        .unwrap();
+    let follow = LeaderWatch::start(election, &handle);
+    let client = Client::start(ClientConfig {
+        leader: Some(follow.receiver()),
+        store_size: 32 << 20,
+        heartbeat: Duration::from_millis(100),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let opts = Options::deadline(Duration::from_secs(20));
+    for i in 0..300 {
+        client
+            .put(&format!("k{i}"), &value(i), &opts)
+            .await
+            .unwrap();
+    }
+    let behind = standby.status().applied;
+    let first_kept = eventually(
+        "the log is truncated",
+        Duration::from_secs(20),
+        async || match log.read_from(1).await {
+            Err(Error::LogTruncated { first, .. }) if first > behind + 1 => Some(first),
+            _ => None,
+        },
+    )
+    .await;
+
+    // Back, it finds its position gone, bootstraps from the leader, and tails again.
+    proxy.restore();
+    let durable = leader.status().applied;
+    eventually(
+        "the standby catches up",
+        Duration::from_secs(30),
+        async || (standby.status().applied >= durable).then_some(()),
+    )
+    .await;
+    assert_eq!(standby.status().role, Role::Standby, "{first_kept}");
+    leader.shutdown(Duration::from_secs(1)).await;
+    eventually("the standby leads", Duration::from_secs(20), async || {
+        standby.serving().then_some(())
+    })
+    .await;
+    for i in (0..300).step_by(7) {
+        let key = format!("k{i}");
+        let got = eventually(&key, Duration::from_secs(20), async || {
+            client.get(&key, &opts).await.ok()
+        })
+        .await;
+        assert_eq!(got, value(i), "{key}");
+    }
+    standby.shutdown(Duration::from_secs(1)).await;
+}
