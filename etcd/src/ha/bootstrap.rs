@@ -25,6 +25,8 @@ const RETRY: Duration = Duration::from_secs(1);
 /// Where a standby bootstraps from, and with what rules.
 pub(super) struct Bootstrap<'a> {
     pub(super) election: &'a Election,
+    /// This master's own advertised address: a leader there offers it nothing.
+    pub(super) own_address: &'a str,
     /// The cluster token the masters' rpc asks for.
     pub(super) token: Option<Token>,
     pub(super) core: &'a MasterConfig,
@@ -54,8 +56,9 @@ impl Bootstrap<'_> {
     }
 
     async fn attempt(&self) -> Result<Fetched> {
-        let Some(leader) = self.election.leader().await? else {
-            return Ok(Fetched::NoLeader);
+        let leader = match self.election.leader().await? {
+            Some(leader) if leader.address != self.own_address => leader,
+            _ => return Ok(Fetched::NoLeader),
         };
         let endpoint: Endpoint = leader.address.parse().map_err(|e| Error::BadValue {
             key: self.election.name().to_string(),

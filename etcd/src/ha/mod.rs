@@ -43,7 +43,9 @@ mod snapshots;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::stream::BoxStream;
+use futures::FutureExt;
 use futures::StreamExt;
 use tokio::runtime::Handle;
 use tokio::sync::watch;
@@ -172,6 +174,8 @@ impl HaMaster {
         )?;
         let boot = Bootstrap {
             election: &election,
+            // Not bound yet, and not a candidate: no leader can be this master.
+            own_address: cfg.advertise.as_deref().unwrap_or_default(),
             token: cfg.master.rpc.token.clone(),
             core: &cfg.master.core,
             handle: handle.clone(),
@@ -377,7 +381,8 @@ impl Ctx {
     /// made again, and a log read that failed so is read again: a standby outlives etcd
     /// outages. Only damage to the log (or an error that cannot pass) stops it.
     async fn standby(&self, tail: &mut Tail, revision: Revision) -> Result<Leadership> {
-        let mut campaign = Box::pin(self.election.campaign(self.advertise.clone()));
+        let mut campaign: BoxFuture<'_, Result<Leadership>> =
+            self.election.campaign(self.advertise.clone()).boxed();
         let mut follow: BoxStream<'static, Result<LogGroup>> = self.log.watch_from(revision);
         let mut publisher = Publisher::new(
             self.client.clone(),
@@ -408,7 +413,7 @@ impl Ctx {
                     Err(e) if passing(&e) => {
                         tracing::warn!(error = %e, "campaign failed; campaigning again");
                         tokio::time::sleep(REREAD_PAUSE).await;
-                        campaign = Box::pin(self.election.campaign(self.advertise.clone()));
+                        campaign = self.election.campaign(self.advertise.clone()).boxed();
                     }
                     Err(e) => return Err(e),
                 },
@@ -422,6 +427,15 @@ impl Ctx {
                         tokio::time::sleep(REREAD_PAUSE).await;
                         follow = match self.catch_up(tail).await {
                             Ok(revision) => self.log.watch_from(revision),
+                            Err(Error::LogTruncated { seq, first }) => {
+                                tracing::warn!(seq, first, "this standby fell behind the log's truncation; bootstrapping again");
+                                // No candidacy while it cannot lead: were it to win now, it
+                                // would wait for a snapshot from itself.
+                                drop(std::mem::replace(&mut campaign, futures::future::pending().boxed()));
+                                self.rebootstrap(tail).await?;
+                                campaign = self.election.campaign(self.advertise.clone()).boxed();
+                                futures::stream::empty().boxed()
+                            }
                             Err(e) if passing(&e) => {
                                 tracing::warn!(error = %e, "reading the log failed; trying again");
                                 futures::stream::empty().boxed()
@@ -434,23 +448,21 @@ impl Ctx {
         }
     }
 
-    /// Reads and applies the log from where `tail` ends; returns the revision read at. A
-    /// standby whose position the log no longer holds bootstraps from the leader's snapshot.
+    /// Makes a standby's state the leader's snapshot (its position was truncated away).
+    async fn rebootstrap(&self, tail: &mut Tail) -> Result<()> {
+        let (core, fresh) = self.bootstrap().fetch_state().await?;
+        self.master.reset_standby(core).map_err(Error::Log)?;
+        *tail = fresh;
+        self.sink.replayed(tail.applied());
+        self.status.send_modify(|s| s.applied = tail.applied());
+        Ok(())
+    }
+
+    /// Reads and applies the log from where `tail` ends; returns the revision read at.
+    /// [`Error::LogTruncated`] when the log no longer holds that position (a standby then
+    /// bootstraps; a master promoting stops: it cannot lead without the entries).
     async fn catch_up(&self, tail: &mut Tail) -> Result<Revision> {
-        let (groups, revision) = loop {
-            match self.log.read_from(tail.next()).await {
-                Ok(read) => break read,
-                Err(Error::LogTruncated { seq, first }) if !self.gate.serving() => {
-                    tracing::warn!(seq, first, "this standby fell behind the log's truncation");
-                    let (core, fresh) = self.bootstrap().fetch_state().await?;
-                    self.master.reset_standby(core).map_err(Error::Log)?;
-                    *tail = fresh;
-                    self.sink.replayed(tail.applied());
-                    self.status.send_modify(|s| s.applied = tail.applied());
-                }
-                Err(e) => return Err(e),
-            }
-        };
+        let (groups, revision) = self.log.read_from(tail.next()).await?;
         for group in groups {
             if group.last() <= tail.applied() {
                 continue;
@@ -464,6 +476,7 @@ impl Ctx {
     fn bootstrap(&self) -> Bootstrap<'_> {
         Bootstrap {
             election: &self.election,
+            own_address: &self.advertise,
             token: self.cfg.rpc.token.clone(),
             core: &self.cfg.core,
             handle: self.handle.clone(),
