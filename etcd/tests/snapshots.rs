@@ -229,3 +229,93 @@ async fn a_standby_cut_off_past_the_truncation_bootstraps_again_when_back() {
     }
     standby.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_master_lost_after_truncation_restarts_from_the_leaders_disk() {
+    let etcd = EtcdServer::start().await.unwrap();
+    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
+    let handle = Handle::current();
+    let config = etcd.config().with_cluster("snap");
+    let disk = tempfile::tempdir().unwrap();
+    let with_dir = |dir: &std::path::Path| {
+        let mut cfg = ha_config(etcd.config());
+        cfg.master.data_dir = Some(dir.to_path_buf());
+        cfg
+    };
+    let leader = HaMaster::start(with_dir(disk.path()), &bind, handle.clone())
+        .await
+        .unwrap();
+    eventually("the master leads", Duration::from_secs(20), async || {
+        leader.serving().then_some(())
+    })
+    .await;
+    let election = Election::connect_on(&config, Duration::from_secs(2), handle.clone())
+        .await
+        .unwrap();
+    let follow = LeaderWatch::start(election, &handle);
+    let client = Client::start(ClientConfig {
+        leader: Some(follow.receiver()),
+        store_size: 32 << 20,
+        heartbeat: Duration::from_millis(100),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let opts = Options::deadline(Duration::from_secs(20));
+    for i in 0..300 {
+        client
+            .put(&format!("k{i}"), &value(i), &opts)
+            .await
+            .unwrap();
+    }
+    let log = EtcdLog::connect_on(&config, &handle).await.unwrap();
+    eventually(
+        "the log is truncated",
+        Duration::from_secs(20),
+        async || matches!(log.read_from(1).await, Err(Error::LogTruncated { .. })).then_some(()),
+    )
+    .await;
+
+    // Every master goes; one restarts on the same directory, with no leader to ask.
+    leader.shutdown(Duration::from_secs(1)).await;
+    let back = tokio::time::timeout(
+        Duration::from_secs(20),
+        HaMaster::start(with_dir(disk.path()), &bind, handle.clone()),
+    )
+    .await
+    .expect("it starts from its own snapshot, not waiting for a leader")
+    .unwrap();
+    eventually("it leads again", Duration::from_secs(20), async || {
+        back.serving().then_some(())
+    })
+    .await;
+    for i in (0..300).step_by(11) {
+        let key = format!("k{i}");
+        let got = eventually(&key, Duration::from_secs(20), async || {
+            client.get(&key, &opts).await.ok()
+        })
+        .await;
+        assert_eq!(got, value(i), "{key}");
+    }
+    back.shutdown(Duration::from_secs(1)).await;
+
+    // A snapshot beyond the end of the log (another cluster's, or etcd restored from an older
+    // backup) is set aside, not applied.
+    let stray = tempfile::tempdir().unwrap();
+    {
+        let dir = yuebing_store::master::ha::SnapshotDir::open(stray.path()).unwrap();
+        let mut snapshot = yuebing_store::master::Master::new(Default::default(), true).snapshot();
+        snapshot.seq = 1_000_000;
+        let offered = yuebing_store::master::ha::Offered::encode(&snapshot).unwrap();
+        dir.keep(&offered).unwrap();
+    }
+    let mut fresh = with_dir(stray.path());
+    fresh.etcd = etcd.config().with_cluster("empty");
+    let master = HaMaster::start(fresh, &bind, handle.clone()).await.unwrap();
+    assert_eq!(master.status().applied, 0);
+    assert!(stray
+        .path()
+        .join("snapshot-00000000000001000000.ysnap.discarded")
+        .exists());
+    master.shutdown(Duration::from_secs(1)).await;
+}

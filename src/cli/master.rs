@@ -21,7 +21,9 @@ pub struct MasterArgs {
     #[arg(long, env = "YUEBING_MASTER_PORT")]
     pub port: Option<u16>,
     /// Directory for the operation log and snapshots; without it the master keeps everything
-    /// in memory [config: master.data_dir].
+    /// in memory. With --etcd (where the log is in etcd) only this master's snapshots go
+    /// there, so that the state survives losing every master at once [config:
+    /// master.data_dir].
     #[arg(long, env = "YUEBING_MASTER_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
     /// Log entries between snapshots [default: 1000000; config: master.snapshot_every].

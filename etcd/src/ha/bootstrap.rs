@@ -3,17 +3,24 @@
 //! leader offers, over rpc in chunks, makes its state from it, and then tails the log after
 //! it. Until a leader offers a snapshot it waits, saying so; a snapshot that does not restore
 //! under this master's rules is an error that stops it.
+//!
+//! A master with a snapshot directory looks there first ([`from_disk`]): its newest snapshot
+//! serves if the log continues right after it (every master lost at once after a truncation:
+//! the last leader's disk still has the state). One beyond the end of etcd's log is set aside,
+//! never applied.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::runtime::Handle;
 use yuebing_rpc::{Endpoint, Token};
 use yuebing_store::master::ha::bootstrap::fetch;
-use yuebing_store::master::ha::Tail;
+use yuebing_store::master::ha::{SnapshotDir, Tail};
 use yuebing_store::master::{wall_ms, ClientId, Master, MasterClient, MasterConfig, Snapshot};
 
 use crate::election::Election;
 use crate::error::{Error, Result};
+use crate::log::EtcdLog;
 
 /// Bytes asked per chunk.
 const CHUNK: u64 = 1 << 20;
@@ -87,11 +94,56 @@ impl Bootstrap<'_> {
     }
 
     fn restore(&self, snapshot: Snapshot) -> Result<(Master, Tail)> {
-        let (seq, epoch, objects) = (snapshot.seq, snapshot.epoch, snapshot.object_count());
-        let core = Master::restore(self.core.clone(), true, Some(snapshot), [], wall_ms())
+        restore(self.core, snapshot, "the leader's snapshot")
+    }
+}
+
+/// The state from `snapshot`, and the tail after it.
+fn restore(core: &MasterConfig, snapshot: Snapshot, from: &str) -> Result<(Master, Tail)> {
+    let (seq, epoch, objects) = (snapshot.seq, snapshot.epoch, snapshot.object_count());
+    let master =
+        Master::restore(core.clone(), true, Some(snapshot), [], wall_ms()).map_err(Error::Log)?;
+    tracing::info!(seq, objects, from, "bootstrapped from a snapshot");
+    Ok((master, Tail::after(seq, epoch)))
+}
+
+/// The state from `dir`'s newest snapshot, if the log continues right after it (`None`: no
+/// snapshot, or the log was truncated past it too). A snapshot beyond the log's end is set
+/// aside and `None` returned.
+pub(super) async fn from_disk(
+    dir: &Arc<SnapshotDir>,
+    log: &EtcdLog,
+    core: &MasterConfig,
+) -> Result<Option<(Master, Tail)>> {
+    let newest = {
+        let dir = dir.clone();
+        tokio::task::spawn_blocking(move || dir.newest())
+            .await
+            .map_err(|e| Error::Client {
+                reason: format!("reading the snapshot directory panicked: {e}"),
+            })?
+            .map_err(Error::Log)?
+    };
+    let Some(snapshot) = newest else {
+        return Ok(None);
+    };
+    let end = log.last_seq().await?;
+    if snapshot.seq > end {
+        tracing::warn!(seq = snapshot.seq, end, dir = %dir.path().display(),
+            "a local snapshot beyond the end of etcd's log is set aside, not applied");
+        let (dir, seq) = (dir.clone(), snapshot.seq);
+        tokio::task::spawn_blocking(move || dir.discard(seq))
+            .await
+            .map_err(|e| Error::Client {
+                reason: format!("setting a snapshot aside panicked: {e}"),
+            })?
             .map_err(Error::Log)?;
-        tracing::info!(seq, objects, "bootstrapped from the leader's snapshot");
-        Ok((core, Tail::after(seq, epoch)))
+        return Ok(None);
+    }
+    match log.read_from(snapshot.seq.saturating_add(1)).await {
+        Ok(_) => restore(core, snapshot, "the local snapshot").map(Some),
+        Err(Error::LogTruncated { .. }) => Ok(None),
+        Err(e) => Err(e),
     }
 }
 

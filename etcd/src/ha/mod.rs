@@ -50,7 +50,7 @@ use futures::StreamExt;
 use tokio::runtime::Handle;
 use tokio::sync::watch;
 use yuebing_rpc::Endpoint;
-use yuebing_store::master::ha::{LogGroup, Tail};
+use yuebing_store::master::ha::{LogGroup, SnapshotDir, Tail};
 use yuebing_store::master::{Master, MasterServerConfig, RunningMaster};
 
 use self::applied::Publisher;
@@ -139,6 +139,8 @@ struct Ctx {
     status: watch::Sender<Status>,
     /// The master's settings (rules for a bootstrap, snapshot interval, rpc token).
     cfg: MasterServerConfig,
+    /// Where the leader keeps the snapshots it offers, if anywhere.
+    dir: Option<Arc<SnapshotDir>>,
     /// Publishes the standby's applied position (for the leader's truncation).
     client: etcd_client::Client,
     request_timeout: Duration,
@@ -149,12 +151,8 @@ impl HaMaster {
     /// Reads the log from etcd, starts serving on `endpoint` as a standby, and campaigns; all
     /// on `handle`'s runtime.
     pub async fn start(cfg: HaConfig, endpoint: &Endpoint, handle: Handle) -> Result<HaMaster> {
-        if cfg.master.data_dir.is_some() {
-            return Err(Error::config(
-                "an elected master keeps no data directory: the etcd log is authoritative",
-            ));
-        }
         cfg.master.core.validate().map_err(Error::config)?;
+        let dir = open_dir(&cfg.master, &handle).await?;
         let client = cfg.etcd.connect_on(&handle).await?;
         rules::agree(
             &client,
@@ -180,7 +178,7 @@ impl HaMaster {
             core: &cfg.master.core,
             handle: handle.clone(),
         };
-        let (core, tail, revision) = rebuild(&log, &cfg.master, &boot).await?;
+        let (core, tail, revision) = rebuild(&log, &cfg.master, dir.as_ref(), &boot).await?;
         let sink = EtcdSink::new(tail.applied());
         let gate = Arc::new(HaGate::new());
         let started = {
@@ -216,6 +214,7 @@ impl HaMaster {
             advertise,
             status: status_tx,
             cfg: cfg.master.clone(),
+            dir,
             client,
             request_timeout: cfg.etcd.request_timeout,
             handle: handle.clone(),
@@ -306,22 +305,48 @@ impl Drop for HaMaster {
     }
 }
 
+/// The master's snapshot directory (its `data_dir`), opened and locked; without one, a warning
+/// that snapshots live only in memory.
+async fn open_dir(cfg: &MasterServerConfig, handle: &Handle) -> Result<Option<Arc<SnapshotDir>>> {
+    let Some(path) = cfg.data_dir.clone() else {
+        tracing::warn!(
+            "no data directory: snapshots live only in the masters' memory, so losing every \
+             master at once after the log was truncated loses the state before the snapshot"
+        );
+        return Ok(None);
+    };
+    let dir = handle
+        .spawn_blocking(move || SnapshotDir::open(&path))
+        .await
+        .map_err(|e| Error::Client {
+            reason: format!("opening the snapshot directory panicked: {e}"),
+        })?
+        .map_err(Error::Log)?;
+    Ok(Some(Arc::new(dir)))
+}
+
 /// Whether a standby outlives `e`: etcd was briefly unreachable or busy, a watch fell
 /// behind compaction, or a candidate's lease was lost in an outage (it campaigns anew).
 fn passing(e: &Error) -> bool {
     e.is_retryable() || matches!(e, Error::Compacted { .. } | Error::LeaseLost { .. })
 }
 
-/// The state the etcd log holds, read from its start (or from the leader's snapshot when the
-/// start was truncated): the master's core, the tail after it, and the revision the read saw
-/// (to watch from).
+/// The state the etcd log holds, read from its start; when that start was truncated, from the
+/// newest local snapshot the log continues after, else from the leader's snapshot. Returns the
+/// master's core, the tail after it, and the revision the read saw (to watch from).
 async fn rebuild(
     log: &EtcdLog,
     cfg: &MasterServerConfig,
+    dir: Option<&Arc<SnapshotDir>>,
     boot: &Bootstrap<'_>,
 ) -> Result<(Master, Tail, Revision)> {
     let mut core = Master::new(cfg.core.clone(), true);
     let mut tail = Tail::after(0, 0);
+    // Used only if the log's start was truncated (and it sets aside a snapshot beyond the log).
+    let mut local = match dir {
+        Some(dir) => bootstrap::from_disk(dir, log, &cfg.core).await?,
+        None => None,
+    };
     loop {
         let (groups, revision) = match log.read_from(tail.next()).await {
             Ok(read) => read,
@@ -331,7 +356,10 @@ async fn rebuild(
                     first,
                     "the etcd log was truncated before this master's position"
                 );
-                (core, tail) = boot.fetch_state().await?;
+                (core, tail) = match local.take() {
+                    Some(state) => state,
+                    None => boot.fetch_state().await?,
+                };
                 continue;
             }
             Err(e) => return Err(e),
@@ -533,6 +561,7 @@ impl Ctx {
             sink: self.sink.clone(),
             log: self.log.clone(),
             every: self.cfg.snapshot_every,
+            dir: self.dir.clone(),
             handle: self.handle.clone(),
         };
         tokio::select! {

@@ -8,6 +8,9 @@
 //! no live standby loses entries it still has to apply, and compacts etcd's history up to the
 //! current revision (deleted keys do not free etcd's space until it compacts).
 //!
+//! With a snapshot directory, each periodic snapshot is written there before the log is
+//! truncated, and a snapshot that could not be written truncates nothing.
+//!
 //! A failed truncation or compaction (etcd busy or briefly unreachable) is logged and made
 //! again at the next snapshot; only the log sink failing ends the loop.
 
@@ -15,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::runtime::Handle;
-use yuebing_store::master::ha::Offered;
+use yuebing_store::master::ha::{Offered, SnapshotDir};
 use yuebing_store::master::RunningMaster;
 
 use super::sink::EtcdSink;
@@ -33,6 +36,8 @@ pub(super) struct Snapshots {
     pub(super) log: Arc<EtcdLog>,
     /// Durable entries between snapshots (at least 1).
     pub(super) every: u64,
+    /// Where offered snapshots are kept, if anywhere.
+    pub(super) dir: Option<Arc<SnapshotDir>>,
     pub(super) handle: Handle,
 }
 
@@ -41,7 +46,7 @@ impl Snapshots {
     /// after each of those; returns only once the sink failed, with why.
     pub(super) async fn run(self) -> Error {
         let mut last = match self.offer().await {
-            Ok(seq) => seq,
+            Ok(offered) => offered.seq,
             Err(e) => return e,
         };
         loop {
@@ -49,9 +54,14 @@ impl Snapshots {
             if self.sink.durable_seq() < last.saturating_add(self.every.max(1)) {
                 continue;
             }
-            match self.offer().await {
-                Ok(seq) => last = seq,
+            let offered = match self.offer().await {
+                Ok(offered) => offered,
                 Err(e) => return e,
+            };
+            last = offered.seq;
+            if let Err(e) = self.keep(offered).await {
+                tracing::error!(error = %e, seq = last, "writing the snapshot failed; the log is not truncated");
+                continue;
             }
             if let Err(e) = self.truncate(last).await {
                 tracing::warn!(error = %e, seq = last, "truncating the etcd log failed; trying again at the next snapshot");
@@ -59,9 +69,9 @@ impl Snapshots {
         }
     }
 
-    /// Takes, encodes and (once durable) offers a snapshot; returns its sequence number. An
-    /// error is the sink's failure (or a bug), which ends the leadership anyway.
-    async fn offer(&self) -> Result<u64> {
+    /// Takes, encodes and (once durable) offers a snapshot, and returns it. An error is the
+    /// sink's failure (or a bug), which ends the leadership anyway.
+    async fn offer(&self) -> Result<Offered> {
         let snapshot = self.master.snapshot().map_err(Error::Log)?;
         let (seq, objects) = (snapshot.seq, snapshot.object_count());
         let offered = self
@@ -74,9 +84,23 @@ impl Snapshots {
             .map_err(Error::Log)?;
         let bytes = offered.bytes.len();
         self.sink.durable_reached(seq).await?;
-        self.master.offer_snapshot(offered);
+        self.master.offer_snapshot(offered.clone());
         tracing::info!(seq, objects, bytes, "snapshot offered to standbys");
-        Ok(seq)
+        Ok(offered)
+    }
+
+    /// Writes `offered` to the snapshot directory, if there is one.
+    async fn keep(&self, offered: Offered) -> Result<()> {
+        let Some(dir) = self.dir.clone() else {
+            return Ok(());
+        };
+        self.handle
+            .spawn_blocking(move || dir.keep(&offered))
+            .await
+            .map_err(|e| Error::Client {
+                reason: format!("writing the snapshot panicked: {e}"),
+            })?
+            .map_err(Error::Log)
     }
 
     /// Truncates the log up to min(`seq`, the lowest position a standby published) and

@@ -16,7 +16,7 @@ pub(crate) mod frame;
 mod writer;
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use self::frame::{io_err, read_frame, read_header, write_frame, write_header, Frame};
@@ -70,6 +70,92 @@ fn numbered(dir: &Path, prefix: &str, suffix: &str) -> Result<Vec<(u64, PathBuf)
     Ok(out)
 }
 
+/// Creates `dir` if needed and locks it (`LOCK`, flock) for this master.
+pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
+    fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
+    let lock_path = dir.join("LOCK");
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| io_err(&lock_path, e))?;
+    lock.try_lock().map_err(|e| Error::Io {
+        path: lock_path.display().to_string(),
+        reason: format!("another master holds this data directory ({e})"),
+    })?;
+    Ok(lock)
+}
+
+/// The snapshot files of `dir`, oldest first.
+pub(crate) fn snapshot_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    numbered(dir, "snapshot-", ".ysnap")
+}
+
+/// `snapshot` as a snapshot file holds it: the header, then one frame.
+pub(crate) fn encode_snapshot(snapshot: &Snapshot) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    write_header(&mut buf, SNAPSHOT_MAGIC)
+        .and_then(|()| write_frame(&mut buf, snapshot).map(|_| ()))
+        .map_err(|e| Error::Internal {
+            reason: format!("encoding snapshot {}: {e}", snapshot.seq),
+        })?;
+    Ok(buf)
+}
+
+/// Writes `bytes` (an encoded snapshot) as `dir`'s snapshot at `seq`: a temporary file, fsync,
+/// rename, fsync of the directory. Blocking.
+pub(crate) fn write_snapshot_file(dir: &Path, seq: u64, bytes: &[u8]) -> Result<PathBuf> {
+    let name = format!("snapshot-{seq:020}.ysnap");
+    let tmp = dir.join(format!("{name}.tmp"));
+    let fin = dir.join(&name);
+    let mut file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+    file.write_all(bytes).map_err(|e| io_err(&tmp, e))?;
+    file.sync_all().map_err(|e| io_err(&tmp, e))?;
+    fs::rename(&tmp, &fin).map_err(|e| io_err(&fin, e))?;
+    sync_dir(dir)?;
+    Ok(fin)
+}
+
+/// The newest readable snapshot in `dir` (unreadable ones are skipped with a warning; one of
+/// another format version is an error).
+pub(crate) fn load_newest_snapshot(dir: &Path) -> Result<Option<Snapshot>> {
+    for (seq, path) in numbered(dir, "snapshot-", ".ysnap")?.into_iter().rev() {
+        let shown = path.display().to_string();
+        let file = File::open(&path).map_err(|e| io_err(&path, e))?;
+        let mut r = BufReader::new(file);
+        let loaded = read_header(&mut r, SNAPSHOT_MAGIC, &shown).and_then(|full| {
+            if !full {
+                return Err(Error::Corrupt {
+                    path: shown.clone(),
+                    reason: "empty".into(),
+                });
+            }
+            match read_frame::<Snapshot>(&mut r).map_err(|e| io_err(&path, e))? {
+                Frame::Value(s, _) if s.seq == seq => Ok(s),
+                Frame::Value(s, _) => Err(Error::Corrupt {
+                    path: shown.clone(),
+                    reason: format!("holds seq {} under the name of {seq}", s.seq),
+                }),
+                Frame::End => Err(Error::Corrupt {
+                    path: shown.clone(),
+                    reason: "no state".into(),
+                }),
+                Frame::Torn(why) => Err(Error::Corrupt {
+                    path: shown.clone(),
+                    reason: why,
+                }),
+            }
+        });
+        match loaded {
+            Ok(s) => return Ok(Some(s)),
+            Err(e @ Error::InvalidVersion { .. }) => return Err(e),
+            Err(e) => tracing::warn!(error = %e, "skipping an unreadable snapshot"),
+        }
+    }
+    Ok(None)
+}
+
 impl DataDir {
     /// Opens (creating it if needed) and locks `dir`, rebuilds the master from it at `now`,
     /// and starts the log writer after the last entry.
@@ -78,18 +164,7 @@ impl DataDir {
         cfg: MasterConfig,
         now: Millis,
     ) -> Result<(DataDir, Master, LogWriter, Recovery)> {
-        fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
-        let lock_path = dir.join("LOCK");
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| io_err(&lock_path, e))?;
-        lock.try_lock().map_err(|e| Error::Io {
-            path: lock_path.display().to_string(),
-            reason: format!("another master holds this data directory ({e})"),
-        })?;
+        let lock = lock_dir(dir)?;
         let data = DataDir {
             dir: dir.to_path_buf(),
             lock: std::sync::Mutex::new(Some(lock)),
@@ -115,43 +190,7 @@ impl DataDir {
     }
 
     fn load_snapshot(&self) -> Result<Option<Snapshot>> {
-        for (seq, path) in numbered(&self.dir, "snapshot-", ".ysnap")?
-            .into_iter()
-            .rev()
-        {
-            let shown = path.display().to_string();
-            let file = File::open(&path).map_err(|e| io_err(&path, e))?;
-            let mut r = BufReader::new(file);
-            let loaded = read_header(&mut r, SNAPSHOT_MAGIC, &shown).and_then(|full| {
-                if !full {
-                    return Err(Error::Corrupt {
-                        path: shown.clone(),
-                        reason: "empty".into(),
-                    });
-                }
-                match read_frame::<Snapshot>(&mut r).map_err(|e| io_err(&path, e))? {
-                    Frame::Value(s, _) if s.seq == seq => Ok(s),
-                    Frame::Value(s, _) => Err(Error::Corrupt {
-                        path: shown.clone(),
-                        reason: format!("holds seq {} under the name of {seq}", s.seq),
-                    }),
-                    Frame::End => Err(Error::Corrupt {
-                        path: shown.clone(),
-                        reason: "no state".into(),
-                    }),
-                    Frame::Torn(why) => Err(Error::Corrupt {
-                        path: shown.clone(),
-                        reason: why,
-                    }),
-                }
-            });
-            match loaded {
-                Ok(s) => return Ok(Some(s)),
-                Err(e @ Error::InvalidVersion { .. }) => return Err(e),
-                Err(e) => tracing::warn!(error = %e, "skipping an unreadable snapshot"),
-            }
-        }
-        Ok(None)
+        load_newest_snapshot(&self.dir)
     }
 
     /// Every entry of every segment, in order; a torn tail of the last segment is cut off.
@@ -202,17 +241,7 @@ impl DataDir {
     /// Writes `snapshot` durably (temporary file, fsync, rename), then deletes the segments and
     /// snapshots it makes unnecessary. Blocking: run it off the async runtime.
     pub(crate) fn write_snapshot(&self, snapshot: &Snapshot) -> Result<()> {
-        let name = format!("snapshot-{:020}.ysnap", snapshot.seq);
-        let tmp = self.dir.join(format!("{name}.tmp"));
-        let fin = self.dir.join(&name);
-        let file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
-        let mut w = BufWriter::with_capacity(1 << 20, file);
-        write_header(&mut w, SNAPSHOT_MAGIC).map_err(|e| io_err(&tmp, e))?;
-        write_frame(&mut w, snapshot).map_err(|e| io_err(&tmp, e))?;
-        w.flush().map_err(|e| io_err(&tmp, e))?;
-        w.get_ref().sync_all().map_err(|e| io_err(&tmp, e))?;
-        fs::rename(&tmp, &fin).map_err(|e| io_err(&fin, e))?;
-        sync_dir(&self.dir)?;
+        write_snapshot_file(&self.dir, snapshot.seq, &encode_snapshot(snapshot)?)?;
         for (seq, path) in numbered(&self.dir, "snapshot-", ".ysnap")? {
             if seq < snapshot.seq {
                 let _ = fs::remove_file(path);

@@ -19,8 +19,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::master::disk::frame::SNAPSHOT_MAGIC;
-use crate::master::disk::frame::{read_frame, read_header, write_frame, write_header, Frame};
+use crate::master::disk::encode_snapshot;
+use crate::master::disk::frame::{read_frame, read_header, Frame, SNAPSHOT_MAGIC};
 use crate::master::{MasterClient, Snapshot};
 
 /// Largest chunk a server sends, whatever is asked (well under the rpc's default frame).
@@ -51,15 +51,9 @@ pub struct SnapshotChunk {
 impl Offered {
     /// Encodes `snapshot` to offer it.
     pub fn encode(snapshot: &Snapshot) -> Result<Offered> {
-        let mut buf = Vec::new();
-        write_header(&mut buf, SNAPSHOT_MAGIC)
-            .and_then(|()| write_frame(&mut buf, snapshot).map(|_| ()))
-            .map_err(|e| Error::Internal {
-                reason: format!("encoding snapshot {}: {e}", snapshot.seq),
-            })?;
         Ok(Offered {
             seq: snapshot.seq,
-            bytes: Bytes::from(buf),
+            bytes: Bytes::from(encode_snapshot(snapshot)?),
         })
     }
 

@@ -8,9 +8,11 @@
 pub mod bootstrap;
 pub mod group;
 pub mod lease;
+pub mod snapshot_dir;
 pub mod tail;
 
 pub use self::bootstrap::{Offered, SnapshotChunk};
 pub use self::group::{split_groups, GroupLimits, LogGroup};
 pub use self::lease::LeaderLease;
+pub use self::snapshot_dir::SnapshotDir;
 pub use self::tail::Tail;
