@@ -4,8 +4,9 @@
 //!
 //! # Life of a master
 //! 1. **Start**: it reads the whole log from etcd into a fresh state (the etcd log is
-//!    authoritative; there is no local data directory), and starts its rpc server with its
-//!    gate closed: every call gets `NotLeader`, naming the leader it sees.
+//!    authoritative; a local snapshot is used only when the log's start is gone), and starts
+//!    its rpc server with its gate closed: every call gets `NotLeader`, naming the leader it
+//!    sees.
 //! 2. **Standby**: it tails the log (a watch from the revision it read at; a broken or
 //!    compacted watch falls back to reading by key range) and applies each group in order
 //!    through a [`Tail`], failing closed on a gap or damage, while it campaigns.
@@ -26,9 +27,10 @@
 //! longer holds (started after a truncation, or fell behind one) fetches the leader's snapshot
 //! over rpc in chunks and tails the log after it ([`bootstrap`]).
 //!
-//! Snapshots live in the masters' memory: a cluster that loses every master at once after a
-//! truncation loses the state before the snapshot (the objects' bytes stay on the nodes). Run
-//! at least two masters.
+//! A master with a data directory ([`MasterServerConfig::data_dir`]) also writes each periodic
+//! snapshot there before truncating, and restarts from it when the log's start is gone and no
+//! leader offers one: without it, a cluster that loses every master at once after a
+//! truncation loses the state before the snapshot (the objects' bytes stay on the nodes).
 //!
 //! [`Tail`]: yuebing_store::master::ha::Tail
 
@@ -76,7 +78,8 @@ pub struct HaConfig {
     /// TTL of the election lease: a dead leader is replaced about this long after it died
     /// (plus the margin and the catch-up). Default 5 s.
     pub ttl: Duration,
-    /// The master's own settings (`data_dir` must be unset: the etcd log is authoritative).
+    /// The master's own settings (`data_dir`, if set, keeps only its snapshots: the etcd log
+    /// is authoritative).
     pub master: MasterServerConfig,
     /// The rpc address other processes reach this master at, published when it leads.
     /// Default: the address it bound.
