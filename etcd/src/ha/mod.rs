@@ -22,10 +22,10 @@
 //! # Snapshots and truncation
 //! The leader offers a snapshot at promotion and after each `snapshot_every` durable entries,
 //! and after each periodic one truncates the log up to min(the snapshot, the lowest position
-//! the standbys published) and compacts etcd's history ([`snapshots`]). Standbys publish their
-//! applied position on a lease of their own ([`applied`]). A master whose position the log no
+//! the standbys published) and compacts etcd's history (`snapshots`). Standbys publish their
+//! applied position on a lease of their own (`applied`). A master whose position the log no
 //! longer holds (started after a truncation, or fell behind one) fetches the leader's snapshot
-//! over rpc in chunks and tails the log after it ([`bootstrap`]).
+//! over rpc in chunks and tails the log after it (`bootstrap`).
 //!
 //! A master with a data directory ([`MasterServerConfig::data_dir`]) also writes each periodic
 //! snapshot there before truncating, and restarts from it when the log's start is gone and no
