@@ -159,6 +159,13 @@
 // Too many handles are live at once (about four billion).
 #define YUEBING_ERR_TOO_MANY_HANDLES -4011
 
+// A master address names an etcd cluster (`etcd://…`) but the library was built without its
+// `etcd` feature.
+#define YUEBING_ERR_ETCD_NOT_BUILT -4012
+
+// A malformed `etcd://` master address (or other unusable etcd settings).
+#define YUEBING_ERR_ETCD_INVALID_CONFIG -5001
+
 // The ABI version: bumped on every incompatible change of `yuebing.h`.
 #define YUEBING_ABI_VERSION 1
 
@@ -356,7 +363,10 @@ typedef void (*yuebing_stats_cb)(void *user_data,
 
 // How a store client is built; a field left 0 or NULL takes its default.
 typedef struct {
-  // The master's `host:port` (required; several separated by commas).
+  // The master's `host:port` (required; several separated by commas, tried in order), or
+  // `etcd://host:port[,host:port]/CLUSTER`: the leader elected in that cluster, found
+  // through etcd (a library built with the `etcd` feature; otherwise
+  // `YUEBING_ERR_ETCD_NOT_BUILT`).
   const char *master;
   // The cluster token, or NULL.
   const char *token;

@@ -24,17 +24,26 @@ if ! "$venv/bin/python" -c "import pytest, numpy, wheel" 2>/dev/null || [ ! -x "
     "maturin>=1.16,<2" "pytest>=7" "numpy>=1.24" "setuptools>=68" wheel
 fi
 
+# The `etcd` feature of the package and of the binary (etcd:// master addresses) where its
+# build can run: protoc and libprotobuf-dev's descriptor.proto (scripts/test.sh installs both).
+# Without them the default builds, and the etcd test is skipped.
+features=()
+if command -v protoc >/dev/null && [ -f /usr/include/google/protobuf/descriptor.proto ]; then
+  features=(--features etcd)
+fi
+
 # The processes the tests start. scripts/test.sh passes the binary its `cargo test` just built:
 # building it again here, with other dev-dependencies' features, would recompile half the
 # dependency tree.
 bin="${YUEBING_BIN:-}"
 if [ -z "$bin" ]; then
-  echo "== cargo build --bin yuebing"
-  cargo build --locked --bin yuebing
+  echo "== cargo build --bin yuebing ${features[*]:-}"
+  cargo build --locked --bin yuebing ${features[@]+"${features[@]}"}
   bin="$target/debug/yuebing"
 fi
-echo "== maturin develop (python/)"
-(cd python && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" maturin develop --locked --quiet)
+echo "== maturin develop ${features[*]:-} (python/)"
+(cd python && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" \
+  maturin develop --locked --quiet ${features[@]+"${features[@]}"})
 
 echo "== pip install python/mooncake-compat (the Mooncake drop-in, pure Python)"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \

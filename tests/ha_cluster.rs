@@ -152,6 +152,18 @@ async fn a_killed_leader_is_replaced_and_no_committed_object_is_lost() {
         "the restarted master did not take over"
     );
     assert_eq!(client.get("later/7", &opts).await.unwrap(), value(7));
+    // ... and catches up with the new leader's log.
+    let to_leader = MasterClient::new(new.address.parse().unwrap(), ClientId(78));
+    eventually(
+        Duration::from_secs(30),
+        "the restarted master catches up",
+        || async {
+            let leading = to_leader.health().await.ok()?;
+            let standby = direct.health().await.ok()?;
+            (standby.role == "standby" && standby.last_seq >= leading.durable_seq).then_some(())
+        },
+    )
+    .await;
 
     // An operator sees one leader in the new epoch and two standbys.
     let stats = std::process::Command::new(env!("CARGO_BIN_EXE_yuebing"))

@@ -1,5 +1,5 @@
 //! The one error type of yuebing-bridge and its stable codes (−4000 … −4999); an error of the
-//! store, the engine or the rpc layer that a bridged call returns keeps its own code.
+//! store, the engine, the rpc layer or etcd that a bridged call returns keeps its own code.
 
 /// Everything a bridged call can end with besides its own success.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -49,6 +49,24 @@ pub enum Error {
         /// What the panic said.
         message: String,
     },
+    /// A master address names an etcd cluster (`etcd://h:p,h:p/CLUSTER`), but this build has
+    /// no etcd support. Remedy: build with the `etcd` feature (`cargo build --release
+    /// --features etcd`; the Python package: `maturin develop --features etcd`), which needs
+    /// protoc and libprotobuf-dev; or give the masters' own addresses.
+    #[error(
+        "master address {address:?}: finding the elected master through etcd needs a build \
+         with the `etcd` feature (`cargo build --release --features etcd`; needs protoc and \
+         libprotobuf-dev)"
+    )]
+    EtcdNotBuilt {
+        /// The address given.
+        address: String,
+    },
+    /// etcd failed: a malformed `etcd://` address, refused credentials, etcd unreachable
+    /// while authenticating; its code (−5000 … −5999) is kept.
+    #[cfg(feature = "etcd")]
+    #[error(transparent)]
+    Etcd(#[from] yuebing_etcd::Error),
     /// The store failed the call; its code is kept.
     #[error(transparent)]
     Store(#[from] yuebing_store::Error),
@@ -99,6 +117,9 @@ impl Error {
             Error::CurrentThreadRuntime => -4006,
             Error::Start { .. } => -4007,
             Error::Panicked { .. } => -4008,
+            Error::EtcdNotBuilt { .. } => -4012,
+            #[cfg(feature = "etcd")]
+            Error::Etcd(e) => e.code(),
             Error::Store(e) => e.code(),
             Error::Engine(e) => e.code(),
         }
@@ -113,6 +134,8 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Timeout | Error::Canceled => true,
+            #[cfg(feature = "etcd")]
+            Error::Etcd(e) => e.is_retryable(),
             Error::Store(e) => e.is_retryable(),
             Error::Engine(e) => e.is_retryable(),
             _ => false,
@@ -136,6 +159,9 @@ mod tests {
             Error::Start { reason: "x".into() },
             Error::Panicked {
                 message: "x".into(),
+            },
+            Error::EtcdNotBuilt {
+                address: "etcd://h:1/c".into(),
             },
         ] {
             assert!((-4999..=-4000).contains(&e.code()), "{e}");

@@ -44,6 +44,8 @@
 //! - `store`: [`BlockingClient`], the store client's blocking and `*_call` forms.
 //! - `engine`: [`BlockingEngine`], the transfer engine's.
 //! - `master`: [`BlockingMaster`], the master's `health` and `stats`.
+//! - [`masters`]: [`Masters`], where a store client finds its masters: `"h:p,h:p"`, or
+//!   `"etcd://h:p,h:p/CLUSTER"` (feature `etcd`: the elected leader, followed through etcd).
 //! - [`error`]: the [`Error`] enum, codes −4000 … −4999.
 //! - [`ffi`]: the C ABI (`include/yuebing.h`).
 
@@ -54,6 +56,7 @@ mod engine;
 pub mod error;
 pub mod ffi;
 mod master;
+pub mod masters;
 mod store;
 
 pub use bridge::{Bridge, BridgeConfig};
@@ -61,6 +64,7 @@ pub use call::{Call, Canceller};
 pub use engine::BlockingEngine;
 pub use error::{Error, Result};
 pub use master::BlockingMaster;
+pub use masters::Masters;
 pub use store::{BlockingClient, Each};
 
 /// Compile-time checks: the bridge's handles are shared freely between threads.

@@ -492,3 +492,36 @@ fn a_refused_call_writes_no_call_handle_and_never_calls_back() {
         assert_eq!(yuebing_store_destroy(store, nul()), 0);
     }
 }
+
+#[test]
+fn etcd_master_addresses_need_the_feature_and_a_well_formed_address() {
+    let bridge = new_bridge();
+    let store_new = |master: &str| {
+        let master = CString::new(master).unwrap();
+        let config = yuebing_store_config {
+            master: master.as_ptr(),
+            token: std::ptr::null(),
+            store_size: 0,
+            staging_size: 0,
+            timeout_ms: 0,
+            bind: std::ptr::null(),
+            flags: 0,
+        };
+        let mut store = 0;
+        // SAFETY: the config and its strings live through the call; `store` is writable.
+        let code = unsafe { yuebing_store_new(bridge, &config, &mut store, nul()) };
+        assert_eq!(store, 0, "{code}");
+        code
+    };
+    let malformed = store_new("etcd://127.0.0.1:1/a/b");
+    if cfg!(feature = "etcd") {
+        assert_eq!(malformed, YUEBING_ERR_ETCD_INVALID_CONFIG);
+    } else {
+        let well_formed = store_new("etcd://127.0.0.1:1/c");
+        assert_eq!(well_formed, YUEBING_ERR_ETCD_NOT_BUILT);
+        assert_eq!(malformed, YUEBING_ERR_ETCD_NOT_BUILT);
+        // SAFETY: a static NUL-terminated string.
+        let name = unsafe { std::ffi::CStr::from_ptr(yuebing_error_name(well_formed)) };
+        assert_eq!(name.to_str(), Ok("EtcdNotBuilt"));
+    }
+}

@@ -30,7 +30,10 @@ use crate::wait::wait;
 ///
 /// `Store(masters, *, token=None, store_size=0, staging_size="64MiB", timeout=30.0,
 /// prefault=True, bind="127.0.0.1:0", transport=None, replicas=1, engine=None)` connects to the
-/// master(s) (`"host:port"`, a comma-separated list, or a list; tried in order) and, with
+/// master(s) (`"host:port"`, a comma-separated list, or a list; tried in order; or
+/// `"etcd://host:port[,host:port]/CLUSTER"`, the master elected in that cluster, found through
+/// etcd and followed when leadership changes: a package built with the `etcd` feature, else
+/// `EtcdNotBuilt`) and, with
 /// `store_size` > 0, contributes that much of this process's memory as store space. Sizes are
 /// ints or text ("64MiB", "1G"); times are seconds. With `engine` (a `yuebing.Engine`, started
 /// with the same `token`) the store runs on that engine instead of one of its own: its segment
@@ -106,9 +109,9 @@ impl Store {
             replicas,
             engine,
         };
-        let cfg = store_batch::client_config(py, settings)?;
+        let (cfg, masters) = store_batch::client_config(py, settings)?;
         let put_default = cfg.put.clone();
-        let (client, pins) = store_batch::start(py, cfg, engine)?;
+        let (client, pins) = store_batch::start(py, cfg, masters, engine)?;
         Ok(Store {
             client: ForkSafe::new(client),
             pins: ForkSafe::new(pins),

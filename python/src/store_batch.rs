@@ -6,9 +6,10 @@ use std::sync::Arc;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
-use yuebing_bridge::{BlockingClient, BlockingEngine};
+use yuebing_bridge::masters::is_etcd_address;
+use yuebing_bridge::{BlockingClient, BlockingEngine, Masters};
 use yuebing_engine::{EngineConfig, TransportKind};
-use yuebing_rpc::{Endpoint, Token};
+use yuebing_rpc::Token;
 use yuebing_store::{ClientConfig, Options};
 
 use crate::engine::Engine;
@@ -36,28 +37,40 @@ pub(crate) struct Settings<'a, 'py> {
     pub(crate) engine: Option<&'a Engine>,
 }
 
-/// The client configuration `settings` ask for.
-pub(crate) fn client_config(py: Python<'_>, s: Settings<'_, '_>) -> PyResult<ClientConfig> {
-    let rpc = |e: yuebing_rpc::Error| errors::to_py(py, &e.into());
-    let list: Vec<String> = match s.masters.cast::<PyString>() {
-        Ok(text) => text
-            .to_str()?
-            .split(',')
-            .map(|m| m.trim().to_string())
-            .filter(|m| !m.is_empty())
-            .collect(),
-        Err(_) => s.masters.extract().map_err(|_| {
-            PyTypeError::new_err("masters must be \"host:port\", a comma-separated list, or a list")
-        })?,
+/// Where the masters are: `"host:port"`, a comma-separated list or a list of them, or one
+/// `"etcd://host:port[,host:port]/CLUSTER"` (the elected leader, found through etcd).
+fn masters(py: Python<'_>, masters: &Bound<'_, PyAny>) -> PyResult<Masters> {
+    let text: String = match masters.cast::<PyString>() {
+        Ok(text) => text.to_str()?.to_string(),
+        Err(_) => {
+            let list: Vec<String> = masters.extract().map_err(|_| {
+                PyTypeError::new_err(
+                    "masters must be \"host:port\", a comma-separated list, a list, or \
+                     \"etcd://host:port[,host:port]/CLUSTER\"",
+                )
+            })?;
+            if list.len() > 1 && list.iter().any(|m| is_etcd_address(m)) {
+                return Err(PyValueError::new_err(
+                    "an etcd:// address names every master: give it alone",
+                ));
+            }
+            list.join(",")
+        }
     };
-    if list.is_empty() {
+    if text.split(',').all(|m| m.trim().is_empty()) {
         return Err(PyValueError::new_err("no master address given"));
     }
-    let masters = list
-        .iter()
-        .map(|m| m.parse::<Endpoint>())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(rpc)?;
+    Masters::parse(&text).map_err(|e| errors::to_py(py, &e))
+}
+
+/// The client configuration `settings` ask for, and where its masters are (put into it by
+/// [`start`]).
+pub(crate) fn client_config(
+    py: Python<'_>,
+    s: Settings<'_, '_>,
+) -> PyResult<(ClientConfig, Masters)> {
+    let rpc = |e: yuebing_rpc::Error| errors::to_py(py, &e.into());
+    let masters = masters(py, s.masters)?;
     let token = s.token.map(Token::new).transpose().map_err(rpc)?;
     let transport = match s.transport {
         None | Some("auto") => None,
@@ -83,7 +96,6 @@ pub(crate) fn client_config(py: Python<'_>, s: Settings<'_, '_>) -> PyResult<Cli
         Some(o) => options::size(o, what),
     };
     let mut cfg = ClientConfig {
-        masters,
         token,
         store_size: size(s.store_size, "store_size", 0)?,
         staging_size: size(s.staging_size, "staging_size", defaults.staging_size)?,
@@ -97,20 +109,22 @@ pub(crate) fn client_config(py: Python<'_>, s: Settings<'_, '_>) -> PyResult<Cli
         ..defaults
     };
     cfg.put.replica_num = s.replicas;
-    Ok(cfg)
+    Ok((cfg, masters))
 }
 
-/// Starts the client of a new store: with an engine of its own, or (`engine`) on that
-/// `Engine`, whose registrations it then shares. Returns the client and the registrations of
-/// its engine.
+/// Starts the client of a new store whose masters are `masters`: with an engine of its own,
+/// or (`engine`) on that `Engine`, whose registrations it then shares. Returns the client and
+/// the registrations of its engine.
 pub(crate) fn start(
     py: Python<'_>,
     cfg: ClientConfig,
+    masters: Masters,
     engine: Option<&Engine>,
 ) -> PyResult<(BlockingClient, Arc<Pins>)> {
     match engine {
         None => {
             let bridge = runtime::bridge(py)?;
+            let cfg = wait(py, masters.apply_call(&bridge, cfg))?;
             let client = wait(py, BlockingClient::start_call(&bridge, cfg))?;
             let own = BlockingEngine::from_engine(&bridge, client.client().engine().clone());
             Ok((client, Arc::new(Pins::new(own))))
@@ -119,6 +133,7 @@ pub(crate) fn start(
             // On the engine's bridge: in a forked child that refuses with `Forked` rather than
             // waiting on the parent's runtime, whose threads do not exist there.
             let shared = engine.engine(py)?;
+            let cfg = wait(py, masters.apply_call(shared.bridge(), cfg))?;
             let call =
                 BlockingClient::with_engine_call(shared.bridge(), cfg, shared.engine().clone());
             let client = wait(py, call)?;

@@ -10,11 +10,11 @@ drift from the codes the Rust side reports.
 Some classes also derive from the built-in exception that means the same, so that code which
 knows nothing of yuebing still catches them: ``ObjectNotFound`` is a ``KeyError``, the invalid
 argument ones are ``ValueError`` s, and ``Timeout`` (the parent of ``StoreTimeout``,
-``RpcTimeout`` and ``TransferTimeout``) is a ``TimeoutError``. ``TransferCanceled`` is a
-``Canceled``.
+``RpcTimeout``, ``TransferTimeout`` and ``EtcdTimeout``) is a ``TimeoutError``.
+``TransferCanceled`` is a ``Canceled``.
 
 Codes: store -1 ... -1999 (Mooncake's numbers where the meaning matches), rpc -2000 ... -2999,
-engine -3000 ... -3999, bridge -4000 ... -4999.
+engine -3000 ... -3999, bridge -4000 ... -4999, etcd -5000 ... -5999.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ _ALSO: Dict[str, Tuple[type, ...]] = {
     "InvalidParams": (ValueError,),
     "InvalidArgument": (ValueError,),
     "EngineInvalidArgument": (ValueError,),
+    "EtcdInvalidConfig": (ValueError,),
     "Timeout": (TimeoutError,),
 }
 
@@ -63,6 +64,7 @@ _PARENT: Dict[str, str] = {
     "StoreTimeout": "Timeout",
     "RpcTimeout": "Timeout",
     "TransferTimeout": "Timeout",
+    "EtcdTimeout": "Timeout",
     "TransferCanceled": "Canceled",
 }
 
@@ -83,6 +85,11 @@ _DOCS: Dict[str, str] = {
     "(register_buffer, Engine.register or engine memory) without lying in it.",
     "AddressNotRegistered": "No registered range starts at (or holds) that address.",
     "Shutdown": "The bridge that runs yuebing's calls is shut down.",
+    "EtcdNotBuilt": "An etcd:// master address was given to a yuebing built without etcd "
+    "support: build the package with `maturin develop --features etcd` (needs protoc), or give "
+    "the masters' own addresses.",
+    "EtcdInvalidConfig": "An etcd:// master address (or another etcd setting) is malformed: "
+    "expected etcd://host:port[,host:port]/CLUSTER.",
 }
 
 #: Every exception class by its code.

@@ -142,3 +142,37 @@ class InvalidArgument(YuebingError, ValueError):
     """Code -4010."""
 class TooManyHandles(YuebingError):
     """Code -4011."""
+class EtcdNotBuilt(YuebingError):
+    """Code -4012."""
+class EtcdInvalidConfig(YuebingError, ValueError):
+    """Code -5001."""
+class EtcdUnavailable(YuebingError):
+    """Code -5002."""
+class EtcdTimeout(Timeout):
+    """Code -5003."""
+class EtcdUnauthenticated(YuebingError):
+    """Code -5004."""
+class EtcdRejected(YuebingError):
+    """Code -5005."""
+class EtcdLeaseNotFound(YuebingError):
+    """Code -5006."""
+class EtcdCompacted(YuebingError):
+    """Code -5007."""
+class EtcdWatchCanceled(YuebingError):
+    """Code -5008."""
+class EtcdBadValue(YuebingError):
+    """Code -5009."""
+class EtcdProcess(YuebingError):
+    """Code -5010."""
+class EtcdClient(YuebingError):
+    """Code -5011."""
+class EtcdDeposed(YuebingError):
+    """Code -5012."""
+class EtcdLogConflict(YuebingError):
+    """Code -5013."""
+class EtcdLogGap(YuebingError):
+    """Code -5014."""
+class EtcdLogTruncated(YuebingError):
+    """Code -5015."""
+class EtcdLeaseLost(YuebingError):
+    """Code -5016."""

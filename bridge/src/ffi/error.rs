@@ -83,6 +83,11 @@ pub const YUEBING_ERR_INVALID_ARGUMENT: i32 = -4010;
 
 /// Too many handles are live at once (about four billion).
 pub const YUEBING_ERR_TOO_MANY_HANDLES: i32 = -4011;
+/// A master address names an etcd cluster (`etcd://…`) but the library was built without its
+/// `etcd` feature.
+pub const YUEBING_ERR_ETCD_NOT_BUILT: i32 = -4012;
+/// A malformed `etcd://` master address (or other unusable etcd settings).
+pub const YUEBING_ERR_ETCD_INVALID_CONFIG: i32 = -5001;
 
 /// The ABI version: bumped on every incompatible change of `yuebing.h`.
 pub const YUEBING_ABI_VERSION: u32 = 1;
@@ -213,7 +218,7 @@ pub extern "C" fn yuebing_error_name(code: i32) -> *const c_char {
 }
 
 /// Every named code and its name, in the order of the code ranges (the store's, the rpc
-/// layer's, the engine's, the bridge's): the one table behind [`yuebing_error_name`] and
+/// layer's, the engine's, the bridge's, etcd's): the one table behind [`yuebing_error_name`] and
 /// [`crate::error::code_name`].
 pub(crate) const NAMES: &[(i32, &std::ffi::CStr)] = &[
     (YUEBING_OK, c"Ok"),
@@ -284,6 +289,24 @@ pub(crate) const NAMES: &[(i32, &std::ffi::CStr)] = &[
     (YUEBING_ERR_INVALID_HANDLE, c"InvalidHandle"),
     (YUEBING_ERR_INVALID_ARGUMENT, c"InvalidArgument"),
     (YUEBING_ERR_TOO_MANY_HANDLES, c"TooManyHandles"),
+    (YUEBING_ERR_ETCD_NOT_BUILT, c"EtcdNotBuilt"),
+    // etcd's codes (yuebing-etcd), for `etcd://` master addresses.
+    (YUEBING_ERR_ETCD_INVALID_CONFIG, c"EtcdInvalidConfig"),
+    (-5002, c"EtcdUnavailable"),
+    (-5003, c"EtcdTimeout"),
+    (-5004, c"EtcdUnauthenticated"),
+    (-5005, c"EtcdRejected"),
+    (-5006, c"EtcdLeaseNotFound"),
+    (-5007, c"EtcdCompacted"),
+    (-5008, c"EtcdWatchCanceled"),
+    (-5009, c"EtcdBadValue"),
+    (-5010, c"EtcdProcess"),
+    (-5011, c"EtcdClient"),
+    (-5012, c"EtcdDeposed"),
+    (-5013, c"EtcdLogConflict"),
+    (-5014, c"EtcdLogGap"),
+    (-5015, c"EtcdLogTruncated"),
+    (-5016, c"EtcdLeaseLost"),
 ];
 
 fn name_of(code: i32) -> &'static std::ffi::CStr {
@@ -357,7 +380,7 @@ mod tests {
     #[test]
     fn names_are_distinct_and_unknown_codes_named_so() {
         let mut seen = std::collections::HashMap::new();
-        for code in -5000..=0 {
+        for code in -5999..=0 {
             let name = name_of(code);
             if name.to_bytes() != b"Unknown" {
                 assert!(seen.insert(name, code).is_none(), "{name:?} twice");
@@ -365,6 +388,54 @@ mod tests {
         }
         assert!(seen.len() > 60, "{}", seen.len());
         assert_eq!(name_of(12345).to_bytes(), b"Unknown");
+    }
+
+    #[cfg(feature = "etcd")]
+    #[test]
+    fn etcd_names_are_yuebing_etcds() {
+        use std::time::Duration;
+        use yuebing_etcd::Error as E;
+        let s = String::new;
+        for e in [
+            E::InvalidConfig { reason: s() },
+            E::Unavailable { reason: s() },
+            E::Timeout {
+                op: s(),
+                after: Duration::ZERO,
+            },
+            E::Unauthenticated { reason: s() },
+            E::Rejected { reason: s() },
+            E::LeaseNotFound { lease: 1 },
+            E::Compacted {
+                requested: 1,
+                compacted: 2,
+            },
+            E::WatchCanceled { reason: s() },
+            E::BadValue {
+                key: s(),
+                reason: s(),
+            },
+            E::Process { reason: s() },
+            E::Client { reason: s() },
+            E::Deposed {
+                key: s(),
+                epoch: 1,
+                current: None,
+            },
+            E::LogConflict { seq: 1 },
+            E::LogGap {
+                expected: 1,
+                found: 2,
+            },
+            E::LogTruncated { seq: 1, first: 2 },
+            E::LeaseLost {
+                lease: 1,
+                reason: s(),
+            },
+        ] {
+            assert_eq!(name_of(e.code()).to_str(), Ok(e.name()), "{e}");
+            assert_eq!(Error::from(e.clone()).code(), e.code());
+        }
     }
 
     #[test]

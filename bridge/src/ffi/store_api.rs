@@ -6,7 +6,7 @@ use std::time::Duration;
 use yuebing_store::master::PutConfig;
 use yuebing_store::{ClientConfig, Options};
 
-use crate::BlockingClient;
+use crate::{BlockingClient, Masters};
 
 use super::bridge_api::resolve;
 use super::engine_api::EngineObject;
@@ -44,11 +44,12 @@ pub(crate) unsafe fn options(p: *const yuebing_options) -> FfiResult<Options> {
     })
 }
 
-/// A store client's config from C.
+/// A store client's config from C, and where its masters are (put into the config on a
+/// bridge's runtime, see [`Masters::apply_call`]).
 ///
 /// # Safety
 /// `c`'s strings are NULL or NUL-terminated.
-unsafe fn client_config(c: &yuebing_store_config) -> FfiResult<ClientConfig> {
+unsafe fn client_config(c: &yuebing_store_config) -> FfiResult<(ClientConfig, Masters)> {
     if c.flags != 0 {
         return Err(Failure::invalid(format!(
             "unknown store flags {:#x}",
@@ -58,12 +59,10 @@ unsafe fn client_config(c: &yuebing_store_config) -> FfiResult<ClientConfig> {
     let mut cfg = ClientConfig::default();
     // SAFETY: forwarded.
     let masters = unsafe { raw::text(c.master, "master") }?;
-    for m in masters.split(',').map(str::trim).filter(|m| !m.is_empty()) {
-        cfg.masters.push(m.parse().map_err(crate::Error::from)?);
-    }
-    if cfg.masters.is_empty() {
+    if masters.split(',').all(|m| m.trim().is_empty()) {
         return Err(Failure::invalid("master names no endpoint"));
     }
+    let masters = Masters::parse(&masters)?;
     // SAFETY: forwarded.
     if let Some(t) = unsafe { raw::optional_text(c.token, "token") }? {
         let token = yuebing_rpc::Token::new(t).map_err(crate::Error::from)?;
@@ -81,7 +80,7 @@ unsafe fn client_config(c: &yuebing_store_config) -> FfiResult<ClientConfig> {
     if c.timeout_ms != 0 {
         cfg.deadline = Duration::from_millis(c.timeout_ms);
     }
-    Ok(cfg)
+    Ok((cfg, masters))
 }
 
 /// Starts a store client on `bridge` (0: the default bridge) and blocks until it has joined
@@ -102,8 +101,9 @@ pub unsafe extern "C" fn yuebing_store_new(
             return Err(Failure::invalid("config is NULL"));
         }
         // SAFETY: non-NULL, readable, its strings NUL-terminated (the caller's promise).
-        let cfg = unsafe { client_config(&config.read()) }?;
+        let (cfg, masters) = unsafe { client_config(&config.read()) }?;
         let bridge = resolve(bridge)?;
+        let cfg = bridge.wait_for(|| masters.apply_call(&bridge, cfg))?;
         let client = BlockingClient::start(&bridge, cfg)?;
         let h = insert_store(&client)?;
         // SAFETY: checked non-NULL; writable.

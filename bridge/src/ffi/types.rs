@@ -30,7 +30,10 @@ pub struct yuebing_bridge_config {
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct yuebing_store_config {
-    /// The master's `host:port` (required; several separated by commas).
+    /// The master's `host:port` (required; several separated by commas, tried in order), or
+    /// `etcd://host:port[,host:port]/CLUSTER`: the leader elected in that cluster, found
+    /// through etcd (a library built with the `etcd` feature; otherwise
+    /// `YUEBING_ERR_ETCD_NOT_BUILT`).
     pub master: *const c_char,
     /// The cluster token, or NULL.
     pub token: *const c_char,

@@ -102,7 +102,7 @@ def check(a):
         raise SetupError(_codes.INTERNAL_ERROR, f"setup: protocol {a.protocol!r} is not supported "
                          "(only 'tcp')")
     metadata_kind(a.metadata_server)
-    host_port(a.master_server_addr, "master_server_addr")
+    master_addr(a.master_server_addr)
     if not a.local_hostname:
         raise SetupError(_codes.INVALID_PARAMS, "setup: local_hostname is empty")
     return a
@@ -123,6 +123,21 @@ def metadata_kind(server):
         raise SetupError(_codes.INVALID_PARAMS, f"setup: unknown metadata server scheme {scheme!r}")
     host_port(server, "metadata_server")
     return "etcd"
+
+
+def master_addr(text):
+    """Checks ``master_server_addr``: ``host:port``, or ``etcd://host:port[,host:port]/CLUSTER``
+    (yuebing's form: the master elected in CLUSTER, found through etcd; ``;`` also separates
+    endpoints); ``-600`` if it is neither."""
+    if text[:7].lower() != "etcd://":
+        host_port(text, "master_server_addr")
+        return
+    hosts, sep, cluster = text[7:].partition("/")
+    if not sep or not cluster or "/" in cluster:
+        raise SetupError(_codes.INVALID_PARAMS, f"setup: master_server_addr {text!r} is not "
+                         "etcd://host:port[,host:port]/CLUSTER")
+    for h in hosts.replace(";", ",").split(","):
+        host_port(h.strip(), "master_server_addr endpoint")
 
 
 def host_port(text, what):
