@@ -75,11 +75,26 @@ async fn follow(election: Election, tx: &watch::Sender<Option<Endpoint>>) {
         }
         Err(_) => tracing::warn!(address, "the elected master's address does not parse"),
     };
+    // Whether the last read of the leader failed: an outage is reported once, at `warn` (a
+    // client whose calls then wait for a leader in vain says why on its log), its retries at
+    // `debug`.
+    let mut failing = false;
     loop {
         // Who leads now, then each new leader.
         match election.leader().await {
-            Ok(Some(info)) => publish(&info.address),
-            Ok(None) => {}
+            Ok(found) => {
+                if std::mem::take(&mut failing) {
+                    tracing::info!(election = election.name(), "reading the leader works again");
+                }
+                if let Some(info) = found {
+                    publish(&info.address);
+                }
+            }
+            Err(e) if !failing => {
+                failing = true;
+                tracing::warn!(error = %e, election = election.name(),
+                    "cannot read the elected master from etcd; trying again");
+            }
             Err(e) => tracing::debug!(error = %e, "reading the leader failed"),
         }
         let mut stream = election.observe();
