@@ -23,10 +23,12 @@
 //! - [`transport`]: the [`Transport`] trait and its implementations (`local`, `shm`, `tcp`),
 //!   with the chunked, claim-guarded copies `local` and `shm` share (`transport::copy`).
 //! - [`metadata`]: the [`MetadataStore`] seam and the embedded [`P2pMetadata`]; with the
-//!   feature `testing`, `metadata::conformance`, the suite every implementation passes.
+//!   feature `testing`, `metadata::conformance`, the suite every implementation passes, and
+//!   `metadata::memory`, a store in memory that stores and watches descriptors.
 //! - [`service`]: the engine's control service on yuebing-rpc (descriptor exchange).
 //! - `transfer_engine`: the [`TransferEngine`] facade (allocate/register, submit, wait, cancel,
-//!   free, read/write).
+//!   free, read/write); given a store that keeps descriptors ([`EngineConfig::metadata`]), it
+//!   publishes its own there (`publish`) and watches its open peers' (`peers`).
 //! - `segment_fuzz`, `transport::tcp::wire_fuzz`, `transport::shm::channel_fuzz`,
 //!   `fuzz_support` (tests only): proptest fuzzing of the decoders of peer input, with a
 //!   counting allocator that bounds what each may allocate.

@@ -6,7 +6,9 @@
 //! segment's name is its engine's rpc `host:port`, and `get` asks that engine for its
 //! descriptor over yuebing-rpc (Mooncake's P2P handshake). "Restarted under the same name" thus
 //! means restarted on the same port. etcd's implementation lives in `yuebing-etcd`; with the
-//! feature `testing`, `conformance` holds the suite that every implementation passes.
+//! feature `testing`, `conformance` holds the suite that every implementation passes, and
+//! `memory` a store in memory that stores and watches descriptors, for tests of engines
+//! published through a store.
 
 use std::time::Duration;
 
@@ -21,6 +23,8 @@ use crate::service::{EngineControlRpc, SERVICE};
 
 #[cfg(feature = "testing")]
 pub mod conformance;
+#[cfg(feature = "testing")]
+pub mod memory;
 
 /// A store of segment descriptors.
 ///

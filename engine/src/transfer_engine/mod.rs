@@ -1,6 +1,8 @@
 //! The engine facade: memory, segments, batches, and the transports behind them.
 
 mod notify;
+mod peers;
+mod publish;
 mod submit;
 
 use std::collections::HashMap;
@@ -13,6 +15,8 @@ use yuebing_rpc::{handler, Endpoint, PoolRegistry, RunningServer, Server, Server
 
 use self::notify::NotificationQueue;
 pub use self::notify::{Notification, MAX_NOTIFY_MESSAGE};
+use self::peers::PeerWatches;
+use self::publish::Publisher;
 
 use crate::batch::driver::Batches;
 use crate::deadlines::Deadlines;
@@ -25,7 +29,7 @@ use crate::service::{ControlHandler, ControlServer, EngineControl, EngineControl
 use crate::transport::{LocalTransport, ShmTransport, TcpConfig, TcpTransport, Transport};
 
 /// Engine settings; `EngineConfig::default()` suits one box.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EngineConfig {
     /// The segment's name. [`TransferEngine::start`] sets it to the rpc `host:port` (the P2P
     /// metadata's naming); [`TransferEngine::new`] keeps it.
@@ -51,6 +55,38 @@ pub struct EngineConfig {
     pub notify_queue_len: usize,
     /// Serve and use the shm transport for same-host peers.
     pub shm: bool,
+    /// Where [`TransferEngine::start`] publishes the engine's descriptor and looks peers up.
+    /// Default `None`: the embedded P2P metadata (each engine serves its own descriptor, a
+    /// peer's is asked of it). A store that keeps descriptors (etcd's) gets this engine's
+    /// descriptor, under the same name, when it starts and again whenever it changes, and a
+    /// `remove` when it is dropped or [`TransferEngine::withdraw`]n; where the store can
+    /// watch, open peers are watched, so that a restarted or vanished peer is noticed before
+    /// a request fails on it.
+    pub metadata: Option<Arc<dyn MetadataStore>>,
+    /// The TTL of the descriptor published in `metadata` (an etcd lease: a dead engine's
+    /// descriptor disappears about this long after its keep-alives stop). Default 10 s.
+    pub metadata_ttl: Duration,
+}
+
+impl std::fmt::Debug for EngineConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineConfig")
+            .field("name", &self.name)
+            .field("default_deadline", &self.default_deadline)
+            .field("transport", &self.transport)
+            .field("bind", &self.bind)
+            .field("token", &self.token)
+            .field("tcp", &self.tcp)
+            .field("data_bind", &self.data_bind)
+            .field("notify_queue_len", &self.notify_queue_len)
+            .field("shm", &self.shm)
+            .field(
+                "metadata",
+                &self.metadata.as_ref().map_or("p2p", |_| "a store"),
+            )
+            .field("metadata_ttl", &self.metadata_ttl)
+            .finish()
+    }
 }
 
 impl Default for EngineConfig {
@@ -65,6 +101,8 @@ impl Default for EngineConfig {
             data_bind: None,
             notify_queue_len: 1024,
             shm: true,
+            metadata: None,
+            metadata_ttl: Duration::from_secs(10),
         }
     }
 }
@@ -84,6 +122,10 @@ struct Inner {
     segments: Mutex<HashMap<SegmentHandle, Arc<SegmentDescriptor>>>,
     next_segment: AtomicU64,
     metadata: Option<Arc<dyn MetadataStore>>,
+    /// The publication of this engine's descriptor, with a store that keeps descriptors.
+    publisher: OnceLock<Publisher>,
+    /// Watches of open peers' descriptors, where the store can watch.
+    watches: PeerWatches,
     /// Clients of peers' control services (descriptors, notifications).
     control: Option<PoolRegistry<EngineControlRpc>>,
     /// Notifications received from peers.
@@ -121,15 +163,17 @@ impl TransferEngine {
         Self::build(config, handle, None, None)
     }
 
-    /// The networked parts of an engine made by [`TransferEngine::start`].
+    /// The networked parts of an engine made by [`TransferEngine::start`]: its metadata is
+    /// `config.metadata`, or the embedded P2P metadata.
     fn build_networked(
         config: EngineConfig,
         handle: Handle,
         control: PoolRegistry<EngineControlRpc>,
         server: RunningServer,
     ) -> Self {
-        let metadata: Arc<dyn MetadataStore> =
-            Arc::new(P2pMetadata::with_registry(control.clone()));
+        let metadata = config.metadata.clone().unwrap_or_else(|| {
+            Arc::new(P2pMetadata::with_registry(control.clone())) as Arc<dyn MetadataStore>
+        });
         let mut engine = Self::build(config, handle, Some(metadata), Some(server));
         if let Some(inner) = Arc::get_mut(&mut engine.inner) {
             inner.control = Some(control);
@@ -148,6 +192,8 @@ impl TransferEngine {
         let local: Arc<dyn Transport> = Arc::new(LocalTransport::new(memory.clone(), instance_id));
         let notifications = NotificationQueue::new(config.notify_queue_len);
         let deadlines = Deadlines::new(handle.clone());
+        // A store given by the caller may watch; P2P cannot.
+        let watches = PeerWatches::new(config.metadata.as_ref().and(metadata.as_ref()));
         let inner = Arc::new(Inner {
             config,
             handle,
@@ -159,6 +205,8 @@ impl TransferEngine {
             segments: Mutex::new(HashMap::new()),
             next_segment: AtomicU64::new(1),
             metadata,
+            publisher: OnceLock::new(),
+            watches,
             control: None,
             notifications,
             _server: server,
@@ -182,7 +230,12 @@ impl TransferEngine {
 
     /// A networked engine on the current runtime: its control service (descriptor exchange,
     /// the embedded P2P metadata) and its tcp data port listen on `config.bind`'s host, and its
-    /// segment is named by the control service's `host:port`.
+    /// segment is named by the control service's `host:port`. With `config.metadata`, its
+    /// descriptor is published there before this returns.
+    ///
+    /// # Errors
+    /// A bind that fails, a bad address; with `config.metadata`, the store's refusal of the
+    /// first put (etcd unreachable: etcd's typed error).
     ///
     /// # Panics
     /// Outside a tokio runtime; use [`TransferEngine::start_on`] there.
@@ -242,6 +295,10 @@ impl TransferEngine {
         }
         let handler: Arc<dyn ControlHandler> = engine.inner.clone();
         let _ = source.set(Arc::downgrade(&handler));
+        if let Some(store) = engine.inner.config.metadata.clone() {
+            let ttl = engine.inner.config.metadata_ttl;
+            engine.start_publishing(store, ttl).await?;
+        }
         Ok(engine)
     }
 
@@ -267,9 +324,11 @@ impl TransferEngine {
         }
         let metadata = self.metadata()?;
         let descriptor = metadata.get(name).await?;
+        self.peer_found(name);
         self.prepare_transports(&descriptor).await;
         let handle = SegmentHandle(self.inner.next_segment.fetch_add(1, Ordering::Relaxed));
         self.lock_segments().insert(handle, Arc::new(descriptor));
+        self.watch_peer(name);
         Ok(handle)
     }
 
@@ -285,6 +344,7 @@ impl TransferEngine {
         for t in self.transports() {
             t.forget(&d);
         }
+        self.unwatch_unused(&d.name);
         Ok(())
     }
 
@@ -329,6 +389,7 @@ impl TransferEngine {
             }
         }
         let fresh = Arc::new(self.metadata()?.get(&old.name).await?);
+        self.peer_found(&fresh.name);
         if !failed && fresh.instance_id != old.instance_id {
             for t in self.transports() {
                 t.forget(&old);
@@ -400,9 +461,13 @@ impl TransferEngine {
         Ok(self.transport_for(handle, &segment, None)?.kind())
     }
 
+    /// Caches this engine's descriptor anew, and has it published where a store keeps it.
     fn refresh_own_segment(&self) {
         let d = Arc::new(self.descriptor());
         self.lock_segments().insert(OWN, d);
+        if let Some(p) = self.inner.publisher.get() {
+            p.changed();
+        }
     }
 
     fn lock_segments(

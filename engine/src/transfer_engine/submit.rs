@@ -97,6 +97,8 @@ impl TransferEngine {
                 .get(&r.target)
                 .cloned()
                 .ok_or_else(|| bad(format!("unknown segment {:?}", r.target)))?;
+            // A peer whose descriptor the store reported gone (stopped or dead).
+            self.inner.watches.check(&segment)?;
             let transport = self.transport_for(r.target, &segment, r.transport)?;
             let wanted = r.deadline.unwrap_or(self.inner.config.default_deadline);
             // A deadline past what an Instant holds means no deadline to speak of.
