@@ -257,3 +257,66 @@ async fn a_read_under_the_old_leaders_lease_never_sees_reused_bytes() {
     }
     second.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_right_after_a_failover_wait_for_the_nodes_to_remount() {
+    let etcd = EtcdServer::start().await.unwrap();
+    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
+    let handle = Handle::current();
+    let first = HaMaster::start(ha_config(etcd.config(), "fo3"), &bind, handle.clone())
+        .await
+        .unwrap();
+    eventually(
+        "the first master leads",
+        Duration::from_secs(20),
+        async || first.serving().then_some(()),
+    )
+    .await;
+    let second = HaMaster::start(ha_config(etcd.config(), "fo3"), &bind, handle.clone())
+        .await
+        .unwrap();
+    // The owner of the space remounts only at its heartbeat, 2 s apart.
+    let election = Election::connect_on(
+        &etcd.config().with_cluster("fo3"),
+        Duration::from_secs(2),
+        handle.clone(),
+    )
+    .await
+    .unwrap();
+    let owner_watch = LeaderWatch::start(election, &handle);
+    let owner = Client::start(ClientConfig {
+        leader: Some(owner_watch.receiver()),
+        store_size: 8 << 20,
+        heartbeat: Duration::from_secs(2),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let (reader, _w) = follower(&etcd.config(), "fo3", 0).await;
+    let opts = Options::deadline(Duration::from_secs(15));
+    for i in 0..10 {
+        owner
+            .put(&format!("k{i}"), &value(i, 4096), &opts)
+            .await
+            .unwrap();
+    }
+    drop(first);
+    eventually(
+        "the standby leads",
+        Duration::from_secs(2 * 2 + 5),
+        async || second.serving().then_some(()),
+    )
+    .await;
+    // At once, without retrying here: the client waits for the owner to remount.
+    let started = Instant::now();
+    for i in 0..10 {
+        let got = reader.get(&format!("k{i}"), &opts).await.unwrap();
+        assert_eq!(got, value(i, 4096));
+    }
+    reader.put("new", &value(99, 4096), &opts).await.unwrap();
+    eprintln!(
+        "reads and a put right after the failover took {:?}",
+        started.elapsed()
+    );
+    second.shutdown(Duration::from_secs(1)).await;
+}

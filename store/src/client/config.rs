@@ -16,8 +16,10 @@ pub struct ClientConfig {
     /// leader watch), updated as leadership changes. Calls go to the master it names; one
     /// that certainly did not run there (unreachable, not the leader, still catching up)
     /// waits for the next leader, or tries again shortly, within its deadline; one whose
-    /// fate is unknown is never sent again. `masters` is used only while it names none.
-    /// Default none: `masters` in order.
+    /// fate is unknown is never sent again. For 10 s after the leader changed, a call that
+    /// found no store space or a replica not ready (the nodes had not remounted their space
+    /// with the new leader yet; nothing was taken or read) is made again too. `masters` is
+    /// used only while it names none. Default none: `masters` in order.
     pub leader: Option<tokio::sync::watch::Receiver<Option<Endpoint>>>,
     /// The cluster token: presented to the masters and used by the client's engine on every
     /// connection it makes or accepts (peers must present it too). `engine.token` must be
@@ -31,7 +33,10 @@ pub struct ClientConfig {
     /// temporary buffer); local-only, like those temporary buffers: peers cannot reach it.
     /// Default 64 MiB.
     pub staging_size: u64,
-    /// The client's Transfer Engine.
+    /// The client's Transfer Engine. Its `metadata` is where the engine publishes its
+    /// descriptor and looks up the nodes it transfers with: the embedded P2P metadata by
+    /// default, or a store such as `yuebing_etcd::EtcdMetadata` (a node's store space is
+    /// published there before it is mounted).
     pub engine: EngineConfig,
     /// Interval between pings to the master. Default 1 s (the master's TTL defaults to 10 s).
     pub heartbeat: Duration,

@@ -27,9 +27,32 @@ pub(crate) struct Masters {
 struct Leader {
     source: watch::Receiver<Option<Endpoint>>,
     clients: Mutex<HashMap<Endpoint, MasterClient>>,
+    /// The leader calls went to last, and when that changed.
+    seen: Mutex<(Option<Endpoint>, Option<Instant>)>,
     id: ClientId,
     token: Option<Token>,
     handle: tokio::runtime::Handle,
+}
+
+/// How long after a change of leader a call that found no store space or an unreadable
+/// replica is made again: the new leader counts a client's space only once that client
+/// remounted it (at its next heartbeat), so for a moment it sees too little space and replicas
+/// it cannot read yet.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Whether `e` may only mean that the nodes have not remounted with a new leader yet. Both
+/// leave nothing behind (no space was taken, nothing was read), so the call may be made again.
+fn remount_pending(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::NoAvailableHandle { .. } | Error::ReplicaNotReady { .. }
+    ) || matches!(
+        e,
+        Error::Remote {
+            code: -200 | -703,
+            ..
+        }
+    )
 }
 
 /// Whether an error says the call certainly did not run on that master (so it may go to
@@ -64,6 +87,7 @@ impl Masters {
             leader: leader.map(|source| Leader {
                 source,
                 clients: Mutex::new(HashMap::new()),
+                seen: Mutex::new((None, None)),
                 id,
                 token: token.cloned(),
                 handle: handle.clone(),
@@ -124,6 +148,7 @@ impl Masters {
         let mut tries = 0u32;
         loop {
             let named = source.borrow_and_update().clone();
+            let settling = named.as_ref().is_some_and(|e| leader.settling(e));
             let outcome = match named {
                 Some(endpoint) => Some(f(leader.client(&endpoint)).await),
                 None if !self.clients.is_empty() => Some(self.call_list(&f).await),
@@ -131,6 +156,10 @@ impl Masters {
             };
             match outcome {
                 Some(Err(e)) if not_run(&e) => last = Some(e),
+                Some(Err(e)) if settling && remount_pending(&e) => {
+                    tracing::debug!(error = %e, "the new leader does not count every node's space yet; trying again");
+                    last = Some(e);
+                }
                 Some(done) => return done,
                 None => {}
             }
@@ -170,6 +199,19 @@ fn named_none(source: &watch::Receiver<Option<Endpoint>>) -> bool {
 }
 
 impl Leader {
+    /// Records that calls go to `endpoint` now; whether that leader took over less than
+    /// [`SETTLE`] ago (from another one this client called).
+    fn settling(&self, endpoint: &Endpoint) -> bool {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        match &seen.0 {
+            Some(last) if last != endpoint => *seen = (Some(endpoint.clone()), Some(now)),
+            Some(_) => {}
+            None => seen.0 = Some(endpoint.clone()),
+        }
+        seen.1.is_some_and(|at| now.duration_since(at) < SETTLE)
+    }
+
     /// The client of the master at `endpoint` (made on first use, then kept: a leader that
     /// comes back keeps its pool).
     fn client(&self, endpoint: &Endpoint) -> MasterClient {
