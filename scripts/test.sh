@@ -30,8 +30,8 @@ echo "== cargo check --all-features (feature-gated code)"
 cargo check --workspace --all-features --locked
 echo "== cargo test"
 cargo test --workspace --locked
-echo "== elected masters on etcd and clients that follow them, as processes (--features etcd)"
-cargo test --locked --features etcd --test ha_cluster --test ha_clients
+echo "== elected masters on etcd, clients that follow them, nodes on etcd metadata, as processes (--features etcd)"
+cargo test --locked --features etcd --test ha_cluster --test ha_clients --test metadata_etcd
 echo "== python package (scripts/python_tests.sh)"
 # The `yuebing` binary that cargo test just built (for its integration tests) is the one the
 # Python tests start.

@@ -1,5 +1,7 @@
 //! Finding the elected master from a client: master addresses of the form
-//! `etcd://h:p[,h:p…]/CLUSTER` and a leader source made from them.
+//! `etcd://h:p[,h:p…]/CLUSTER` and a leader source made from them. The same form names the
+//! etcd cluster where engines publish their segment descriptors (`--metadata`,
+//! [`parse_metadata_address`], Mooncake's `metadata_server`).
 //!
 //! A store client given such an address asks etcd, not a master, where to send its calls:
 //! [`parse_master_address`] turns the text into an [`EtcdConfig`] (the endpoints, the cluster;
@@ -58,10 +60,23 @@ pub fn is_etcd_address(text: &str) -> bool {
 /// endpoint, has a malformed endpoint (no port, port 0 or above 65535, a scheme), or no
 /// cluster, or a cluster with `/`.
 pub fn parse_master_address(text: &str) -> Result<EtcdConfig> {
+    parse_address("master address", text)
+}
+
+/// Parses a metadata address, `etcd://h:p[,h:p…]/CLUSTER`: the etcd cluster where engines
+/// publish their segment descriptors (for `yuebing_etcd::EtcdMetadata`), in the same form and
+/// with the same errors as [`parse_master_address`]. One cluster name may serve both.
+///
+/// # Errors
+/// As [`parse_master_address`]'s, naming a metadata address.
+pub fn parse_metadata_address(text: &str) -> Result<EtcdConfig> {
+    parse_address("metadata address", text)
+}
+
+/// Parses `etcd://h:p[,h:p…]/CLUSTER`, its errors naming the address `what`.
+fn parse_address(what: &str, text: &str) -> Result<EtcdConfig> {
     let bad = |why: String| Error::InvalidConfig {
-        reason: format!(
-            "master address {text:?}: {why}; expected etcd://host:port[,host:port…]/CLUSTER"
-        ),
+        reason: format!("{what} {text:?}: {why}; expected etcd://host:port[,host:port…]/CLUSTER"),
     };
     let trimmed = text.trim();
     if !is_etcd_address(trimmed) {
@@ -151,6 +166,11 @@ mod tests {
         }
         let err = parse_master_address("etcd://h:1/a/b").unwrap_err();
         assert!(err.to_string().contains("contains '/'"), "{err}");
+        let err = parse_metadata_address("etcd://h:1").unwrap_err();
+        assert!(err.to_string().starts_with("invalid"), "{err}");
+        assert!(err.to_string().contains("metadata address"), "{err}");
+        let c = parse_metadata_address("etcd://127.0.0.1:2379/prod").unwrap();
+        assert_eq!(c.keys().unwrap().segment("n"), "/yuebing/prod/segments/n");
     }
 
     #[test]

@@ -4,6 +4,11 @@
 //! the leader elected in that cluster (`yuebing master --etcd … --cluster CLUSTER`), found
 //! through etcd and followed as leadership changes. The latter needs a build with the `etcd`
 //! feature; without it the address is refused with a [`ConfigError`] that says how to build one.
+//!
+//! Segment descriptors (where each engine's memory is) are served by the engines themselves by
+//! default (`--metadata p2p`), or published in etcd (`--metadata etcd://h:p[,h:p…]/CLUSTER`,
+//! Mooncake's `metadata_server`): each engine's under a lease it keeps alive, so a dead node's
+//! disappears, and watched by its peers. The same `etcd` feature is needed.
 
 use clap::Args;
 use tokio::runtime::Handle;
@@ -29,6 +34,11 @@ pub struct ClientArgs {
     /// client.bind].
     #[arg(long, env = "YUEBING_CLIENT_BIND", global = true)]
     pub bind: Option<String>,
+    /// Where engines publish and look up segment descriptors: p2p (each engine serves its
+    /// own) or etcd://h:p[,h:p]/CLUSTER (in etcd, on leases; needs a build with the `etcd`
+    /// feature) [default: p2p; config: client.metadata].
+    #[arg(long, env = "YUEBING_METADATA", global = true)]
+    pub metadata: Option<String>,
 }
 
 fn bad(key: &str, reason: String) -> ConfigError {
@@ -72,6 +82,74 @@ pub fn parse_masters(text: &str) -> Result<Masters, ConfigError> {
     Ok(Masters::List(list))
 }
 
+/// Where engines publish and look up segment descriptors, as `--metadata` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Metadata {
+    /// The embedded P2P metadata: each engine serves its own descriptor.
+    P2p,
+    /// `etcd://h:p[,h:p…]/CLUSTER`: descriptors in that etcd cluster.
+    #[cfg(feature = "etcd")]
+    Etcd(Box<yuebing_etcd::EtcdConfig>),
+}
+
+/// Parses `--metadata`'s value: `p2p` or `etcd://h:p[,h:p…]/CLUSTER`.
+pub fn parse_metadata(text: &str) -> Result<Metadata, ConfigError> {
+    if is_etcd_address(text) {
+        return etcd_metadata(text);
+    }
+    match text.trim() {
+        t if t.eq_ignore_ascii_case("p2p") => Ok(Metadata::P2p),
+        other => Err(bad(
+            "metadata",
+            format!("{other:?} is neither p2p nor etcd://host:port[,host:port…]/CLUSTER"),
+        )),
+    }
+}
+
+#[cfg(feature = "etcd")]
+fn etcd_metadata(text: &str) -> Result<Metadata, ConfigError> {
+    yuebing_etcd::address::parse_metadata_address(text)
+        .map(|c| Metadata::Etcd(Box::new(c)))
+        .map_err(|e| bad("metadata", e.to_string()))
+}
+
+#[cfg(not(feature = "etcd"))]
+fn etcd_metadata(text: &str) -> Result<Metadata, ConfigError> {
+    Err(needs_etcd("metadata", text, "segment descriptors in etcd"))
+}
+
+/// The error of an `etcd://` address in a build without etcd.
+#[cfg(not(feature = "etcd"))]
+fn needs_etcd(key: &str, text: &str, what: &str) -> ConfigError {
+    bad(
+        key,
+        format!(
+            "{text:?}: {what} needs a yuebing built with the `etcd` feature: `cargo build \
+             --release --features etcd` (it needs protoc and libprotobuf-dev; see \
+             docs/etcd-provisioning.md)"
+        ),
+    )
+}
+
+impl Metadata {
+    /// Puts this metadata into `cfg`'s engine: nothing for P2P (the default), or an
+    /// `EtcdMetadata` whose connections and lease keep-alives live on `handle`'s runtime.
+    #[cfg_attr(not(feature = "etcd"), allow(unused_variables))]
+    pub async fn apply(self, cfg: &mut ClientConfig, handle: &Handle) -> Result<(), ConfigError> {
+        match self {
+            Metadata::P2p => cfg.engine.metadata = None,
+            #[cfg(feature = "etcd")]
+            Metadata::Etcd(etcd) => {
+                let store = yuebing_etcd::EtcdMetadata::connect_on(&etcd, handle.clone())
+                    .await
+                    .map_err(|e| bad("metadata", format!("etcd: {e} ({})", e.code())))?;
+                cfg.engine.metadata = Some(std::sync::Arc::new(store));
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(feature = "etcd")]
 fn etcd_masters(text: &str) -> Result<Masters, ConfigError> {
     yuebing_etcd::address::parse_master_address(text)
@@ -81,13 +159,10 @@ fn etcd_masters(text: &str) -> Result<Masters, ConfigError> {
 
 #[cfg(not(feature = "etcd"))]
 fn etcd_masters(text: &str) -> Result<Masters, ConfigError> {
-    Err(bad(
+    Err(needs_etcd(
         "masters",
-        format!(
-            "{text:?}: finding the elected master through etcd needs a yuebing built with the \
-             `etcd` feature: `cargo build --release --features etcd` (it needs protoc and \
-             libprotobuf-dev; see docs/etcd-provisioning.md)"
-        ),
+        text,
+        "finding the elected master through etcd",
     ))
 }
 
@@ -112,7 +187,8 @@ impl Masters {
 
 impl ClientArgs {
     /// A client configuration (store size 0) from these flags, presenting the cluster `token`;
-    /// an `etcd://` master address gets a leader source on `handle`'s runtime.
+    /// an `etcd://` master address gets a leader source, an `etcd://` metadata address an
+    /// `EtcdMetadata`, both on `handle`'s runtime.
     pub async fn resolve(
         &self,
         file: &ConfigFile,
@@ -120,8 +196,18 @@ impl ClientArgs {
         handle: &Handle,
     ) -> Result<ClientConfig, ConfigError> {
         let mut cfg = self.resolve_local(file, token)?;
-        self.masters(file)?.apply(&mut cfg, handle).await?;
+        let (masters, metadata) = (self.masters(file)?, self.metadata(file)?);
+        masters.apply(&mut cfg, handle).await?;
+        metadata.apply(&mut cfg, handle).await?;
         Ok(cfg)
+    }
+
+    /// Where segment descriptors live, from `--metadata` / `YUEBING_METADATA` /
+    /// `client.metadata`.
+    pub fn metadata(&self, file: &ConfigFile) -> Result<Metadata, ConfigError> {
+        let metadata: String =
+            file.resolve("client", "metadata", self.metadata.clone(), "p2p".into())?;
+        parse_metadata(&metadata)
     }
 
     /// Where the masters are, from `--master` / `YUEBING_MASTERS` / `client.masters`.
@@ -207,5 +293,39 @@ mod tests {
         let err = parse_masters("etcd://127.0.0.1:2379/prod").unwrap_err();
         assert_eq!(err.path, "client.masters");
         assert!(err.reason.contains("--features etcd"), "{err}");
+        let err = parse_metadata("etcd://127.0.0.1:2379/prod").unwrap_err();
+        assert_eq!(err.path, "client.metadata");
+        assert!(err.reason.contains("--features etcd"), "{err}");
+    }
+
+    #[test]
+    fn metadata_is_p2p_by_default_and_unknown_kinds_are_refused() {
+        let args = ClientArgs::default();
+        assert_eq!(
+            args.metadata(&ConfigFile::default()).unwrap(),
+            Metadata::P2p
+        );
+        assert_eq!(parse_metadata(" P2P ").unwrap(), Metadata::P2p);
+        for bad in ["", "etcd", "http://h:1/c", "127.0.0.1:2379"] {
+            let err = parse_metadata(bad).unwrap_err();
+            assert_eq!(err.path, "client.metadata", "{bad}");
+        }
+    }
+
+    #[cfg(feature = "etcd")]
+    #[test]
+    fn etcd_metadata_addresses_name_the_cluster_and_bad_ones_are_refused() {
+        match parse_metadata("etcd://127.0.0.1:2379,127.0.0.1:2380/prod").unwrap() {
+            Metadata::Etcd(c) => {
+                assert_eq!(c.endpoints, ["127.0.0.1:2379", "127.0.0.1:2380"]);
+                assert_eq!(c.cluster, "prod");
+            }
+            other => panic!("{other:?}"),
+        }
+        for bad in ["etcd://h:1", "etcd:///c", "etcd://h:0/c", "etcd://h:1/a/b"] {
+            let err = parse_metadata(bad).unwrap_err();
+            assert_eq!(err.path, "client.metadata", "{bad}");
+            assert!(err.reason.contains("metadata address"), "{err}");
+        }
     }
 }

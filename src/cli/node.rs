@@ -77,6 +77,11 @@ pub async fn run(cfg: ClientConfig) -> yuebing_store::Result<()> {
     if let Err(e) = client.close(&leave).await {
         tracing::warn!(error = %e, "could not unmount the store space; the master will expire it");
     }
+    // Where descriptors are stored (`--metadata etcd://…`), take this node's out before the
+    // process ends (else it expires with its lease). Nothing to do with P2P metadata.
+    if let Err(e) = client.engine().withdraw().await {
+        tracing::warn!(error = %e, "could not withdraw the node's descriptor; it will expire");
+    }
     drop(client);
     Ok(())
 }

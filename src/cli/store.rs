@@ -67,6 +67,23 @@ pub async fn run(mut cfg: ClientConfig, cmd: StoreCmd) -> yuebing_store::Result<
     cfg.staging_size = 0;
     let (masters, token, leader) = (cfg.masters.clone(), cfg.token.clone(), cfg.leader.clone());
     let client = Client::start(cfg).await?;
+    let result = execute(&client, cmd, masters, token, leader).await;
+    // Where descriptors are stored (`--metadata etcd://…`), the command's engine takes its
+    // own out before the process ends, rather than leaving it to expire.
+    if let Err(e) = client.engine().withdraw().await {
+        tracing::debug!(error = %e, "the command's descriptor was not withdrawn; it will expire");
+    }
+    result
+}
+
+/// The command itself, on a started client.
+async fn execute(
+    client: &Client,
+    cmd: StoreCmd,
+    masters: Vec<Endpoint>,
+    token: Option<Token>,
+    leader: Option<tokio::sync::watch::Receiver<Option<Endpoint>>>,
+) -> yuebing_store::Result<()> {
     let opts = Options::default();
     let mut out = std::io::stdout();
     match cmd {

@@ -64,6 +64,11 @@ impl Process {
         self.ready().parse().expect("an address")
     }
 
+    /// Its process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends a signal (see [`signal`]).
     pub(crate) fn signal(&self, sig: i32) {
         signal(self.child.id(), sig);

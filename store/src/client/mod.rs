@@ -178,6 +178,11 @@ impl Client {
                 RemoteAccess::READ_WRITE,
             )?),
         };
+        if space.is_some() {
+            // Where descriptors are stored (etcd), peers that the master sends here must find
+            // the store space in this engine's descriptor: published before it is mounted.
+            engine.publish().await?;
+        }
         let specs: Vec<MountSpec> = space
             .iter()
             .map(|b| MountSpec {
