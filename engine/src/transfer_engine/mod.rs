@@ -1,5 +1,6 @@
 //! The engine facade: memory, segments, batches, and the transports behind them.
 
+mod config;
 mod notify;
 mod peers;
 mod publish;
@@ -8,11 +9,11 @@ mod submit;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Duration;
 
 use tokio::runtime::Handle;
 use yuebing_rpc::{handler, Endpoint, PoolRegistry, RunningServer, Server, ServerConfig};
 
+pub use self::config::EngineConfig;
 use self::notify::NotificationQueue;
 pub use self::notify::{Notification, MAX_NOTIFY_MESSAGE};
 use self::peers::PeerWatches;
@@ -26,86 +27,7 @@ use crate::metadata::{MetadataStore, P2pMetadata};
 use crate::request::{SegmentHandle, TransportKind};
 use crate::segment::{BufferDesc, SegmentDescriptor};
 use crate::service::{ControlHandler, ControlServer, EngineControl, EngineControlRpc, SERVICE};
-use crate::transport::{LocalTransport, ShmTransport, TcpConfig, TcpTransport, Transport};
-
-/// Engine settings; `EngineConfig::default()` suits one box.
-#[derive(Clone)]
-pub struct EngineConfig {
-    /// The segment's name. [`TransferEngine::start`] sets it to the rpc `host:port` (the P2P
-    /// metadata's naming); [`TransferEngine::new`] keeps it.
-    pub name: String,
-    /// Deadline of a request that sets none.
-    pub default_deadline: Duration,
-    /// Forces one transport for every request that does not choose its own.
-    pub transport: Option<TransportKind>,
-    /// Where the control service listens (port 0: any free port); the data port uses the same
-    /// host.
-    pub bind: String,
-    /// The cluster token, presented and required on every connection the engine makes or
-    /// accepts: its control service, its tcp data port and its shm side channel.
-    pub token: Option<yuebing_rpc::Token>,
-    /// The tcp transport's settings.
-    pub tcp: TcpConfig,
-    /// Where the tcp data port listens; default: the control service's host, any free port.
-    /// Fixing it lets a restarted engine keep its data port, so that stale requests reach it
-    /// and are refused by instance id rather than by a closed port.
-    pub data_bind: Option<String>,
-    /// Notifications received and not yet taken, at most; past it senders get
-    /// `NotificationQueueFull`.
-    pub notify_queue_len: usize,
-    /// Serve and use the shm transport for same-host peers.
-    pub shm: bool,
-    /// Where [`TransferEngine::start`] publishes the engine's descriptor and looks peers up.
-    /// Default `None`: the embedded P2P metadata (each engine serves its own descriptor, a
-    /// peer's is asked of it). A store that keeps descriptors (etcd's) gets this engine's
-    /// descriptor, under the same name, when it starts and again whenever it changes, and a
-    /// `remove` when it is dropped or [`TransferEngine::withdraw`]n; where the store can
-    /// watch, open peers are watched, so that a restarted or vanished peer is noticed before
-    /// a request fails on it.
-    pub metadata: Option<Arc<dyn MetadataStore>>,
-    /// The TTL of the descriptor published in `metadata` (an etcd lease: a dead engine's
-    /// descriptor disappears about this long after its keep-alives stop). Default 10 s.
-    pub metadata_ttl: Duration,
-}
-
-impl std::fmt::Debug for EngineConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EngineConfig")
-            .field("name", &self.name)
-            .field("default_deadline", &self.default_deadline)
-            .field("transport", &self.transport)
-            .field("bind", &self.bind)
-            .field("token", &self.token)
-            .field("tcp", &self.tcp)
-            .field("data_bind", &self.data_bind)
-            .field("notify_queue_len", &self.notify_queue_len)
-            .field("shm", &self.shm)
-            .field(
-                "metadata",
-                &self.metadata.as_ref().map_or("p2p", |_| "a store"),
-            )
-            .field("metadata_ttl", &self.metadata_ttl)
-            .finish()
-    }
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig {
-            name: "local".into(),
-            default_deadline: Duration::from_secs(30),
-            transport: None,
-            bind: "127.0.0.1:0".into(),
-            token: None,
-            tcp: TcpConfig::default(),
-            data_bind: None,
-            notify_queue_len: 1024,
-            shm: true,
-            metadata: None,
-            metadata_ttl: Duration::from_secs(10),
-        }
-    }
-}
+use crate::transport::{LocalTransport, ShmTransport, TcpTransport, Transport};
 
 /// The handle of the engine's own segment.
 const OWN: SegmentHandle = SegmentHandle(0);
