@@ -299,21 +299,38 @@ async fn every_master_lost_after_truncation_restarts_from_the_leaders_disk() {
     }
     back.shutdown(Duration::from_secs(1)).await;
 
-    // A snapshot beyond the end of the log (another cluster's, or etcd restored from an older
-    // backup) is set aside, not applied.
-    let stray = tempfile::tempdir().unwrap();
+    // The same directory under another cluster: its snapshots are set aside, not applied.
+    let mut other = with_dir(disk.path());
+    other.etcd = etcd.config().with_cluster("other");
+    let master = HaMaster::start(other.clone(), &bind, handle.clone())
+        .await
+        .unwrap();
+    assert_eq!(master.status().applied, 0);
+    let discarded = std::fs::read_dir(disk.path())
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy().ends_with(".discarded")
+        })
+        .count();
+    assert!(
+        discarded >= 1,
+        "the other cluster's snapshot was not set aside"
+    );
+    master.shutdown(Duration::from_secs(1)).await;
+
+    // A snapshot of this cluster beyond the end of its log (etcd restored from an older
+    // backup) is set aside too.
     {
-        let dir = yuebing_store::master::ha::SnapshotDir::open(stray.path()).unwrap();
+        let dir = yuebing_store::master::ha::SnapshotDir::open(disk.path()).unwrap();
         let mut snapshot = yuebing_store::master::Master::new(Default::default(), true).snapshot();
         snapshot.seq = 1_000_000;
         let offered = yuebing_store::master::ha::Offered::encode(&snapshot).unwrap();
         dir.keep(&offered).unwrap();
     }
-    let mut fresh = with_dir(stray.path());
-    fresh.etcd = etcd.config().with_cluster("empty");
-    let master = HaMaster::start(fresh, &bind, handle.clone()).await.unwrap();
-    assert_eq!(master.status().applied, 0);
-    assert!(stray
+    let master = HaMaster::start(other, &bind, handle.clone()).await.unwrap();
+    assert!(master.status().applied < 1_000_000);
+    assert!(disk
         .path()
         .join("snapshot-00000000000001000000.ysnap.discarded")
         .exists());

@@ -155,15 +155,15 @@ impl HaMaster {
     /// on `handle`'s runtime.
     pub async fn start(cfg: HaConfig, endpoint: &Endpoint, handle: Handle) -> Result<HaMaster> {
         cfg.master.core.validate().map_err(Error::config)?;
-        let dir = open_dir(&cfg.master, &handle).await?;
         let client = cfg.etcd.connect_on(&handle).await?;
-        rules::agree(
+        let identity = rules::agree(
             &client,
             &cfg.etcd.keys()?,
             &cfg.master.core,
             cfg.etcd.request_timeout,
         )
         .await?;
+        let dir = open_dir(&cfg.master, identity, &handle).await?;
         let log = Arc::new(EtcdLog::with_client(client.clone(), &cfg.etcd)?);
         let keys = cfg.etcd.keys()?;
         let election = Election::with_client(
@@ -308,9 +308,14 @@ impl Drop for HaMaster {
     }
 }
 
-/// The master's snapshot directory (its `data_dir`), opened and locked; without one, a warning
-/// that snapshots live only in memory.
-async fn open_dir(cfg: &MasterServerConfig, handle: &Handle) -> Result<Option<Arc<SnapshotDir>>> {
+/// The master's snapshot directory (its `data_dir`), opened, locked and claimed for the
+/// cluster `identity` (snapshots of another are set aside); without one, a warning that
+/// snapshots live only in memory.
+async fn open_dir(
+    cfg: &MasterServerConfig,
+    identity: String,
+    handle: &Handle,
+) -> Result<Option<Arc<SnapshotDir>>> {
     let Some(path) = cfg.data_dir.clone() else {
         tracing::warn!(
             "no data directory: snapshots live only in the masters' memory, so losing every \
@@ -319,7 +324,11 @@ async fn open_dir(cfg: &MasterServerConfig, handle: &Handle) -> Result<Option<Ar
         return Ok(None);
     };
     let dir = handle
-        .spawn_blocking(move || SnapshotDir::open(&path))
+        .spawn_blocking(move || {
+            let dir = SnapshotDir::open(&path)?;
+            dir.claim(&identity)?;
+            Ok(dir)
+        })
         .await
         .map_err(|e| Error::Client {
             reason: format!("opening the snapshot directory panicked: {e}"),
@@ -563,6 +572,7 @@ impl Ctx {
             master: self.master.clone(),
             sink: self.sink.clone(),
             log: self.log.clone(),
+            epoch: epoch.clone(),
             every: self.cfg.snapshot_every,
             dir: self.dir.clone(),
             handle: self.handle.clone(),

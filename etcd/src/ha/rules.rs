@@ -14,13 +14,22 @@ use crate::config::Keys;
 use crate::error::{Error, Result};
 use crate::metadata::timed;
 
+/// Which incarnation of which cluster a master belongs to: the etcd cluster's id, the
+/// cluster's key prefix, and the revision at which its rules were first stored (a cluster
+/// created again, or etcd wiped, gets another). A snapshot directory keeps the identity of the
+/// cluster its snapshots came from.
+pub(crate) fn identity(etcd_cluster: u64, master_prefix: &str, rules_created: i64) -> String {
+    format!("etcd cluster {etcd_cluster:016x}, {master_prefix}, rules created at revision {rules_created}")
+}
+
 /// Stores `rules` as the cluster's if it has none yet; otherwise checks they are the same.
+/// Returns the cluster's [`identity`].
 pub(crate) async fn agree(
     client: &Client,
     keys: &Keys,
     rules: &MasterConfig,
     timeout: Duration,
-) -> Result<()> {
+) -> Result<String> {
     let key = format!("{}/rules", keys.master());
     let ours = serde_json::to_string(rules).map_err(|e| Error::Client {
         reason: format!("the master's rules do not encode: {e}"),
@@ -31,14 +40,24 @@ pub(crate) async fn agree(
         .or_else([TxnOp::get(key.as_str(), None)]);
     let mut kv = client.kv_client();
     let resp = timed(timeout, "store the cluster's rules", kv.txn(txn)).await?;
+    let (etcd_cluster, revision) = resp
+        .header()
+        .map(|h| (h.cluster_id(), h.revision()))
+        .ok_or_else(|| Error::BadValue {
+            key: key.clone(),
+            reason: "a transaction response without a header".into(),
+        })?;
     if resp.succeeded() {
-        return Ok(());
+        return Ok(identity(etcd_cluster, &keys.master(), revision));
     }
-    let theirs = resp
+    let (theirs, created) = resp
         .op_responses()
         .into_iter()
         .find_map(|r| match r {
-            TxnOpResponse::Get(get) => get.kvs().first().map(|kv| kv.value().to_vec()),
+            TxnOpResponse::Get(get) => get
+                .kvs()
+                .first()
+                .map(|kv| (kv.value().to_vec(), kv.create_revision())),
             _ => None,
         })
         .ok_or_else(|| Error::BadValue {
@@ -51,7 +70,7 @@ pub(crate) async fn agree(
             reason: format!("not a master's rules: {e}"),
         })?;
     if &theirs_rules == rules {
-        return Ok(());
+        return Ok(identity(etcd_cluster, &keys.master(), created));
     }
     Err(Error::config(format!(
         "this master's rules differ from those of the cluster's other masters ({key}): \

@@ -3,28 +3,28 @@
 //! At promotion, and then each time `snapshot_every` more entries are durable, the leader takes
 //! a snapshot of its state (under the core's lock), encodes it off the runtime's workers, waits
 //! until its log has made every entry in it durable, and offers it to standbys that bootstrap
-//! (`RunningMaster::offer_snapshot`). Only a periodic snapshot then truncates the log: up to
-//! min(its sequence number, the lowest position the registered standbys published), so that
-//! no live standby loses entries it still has to apply, and compacts etcd's history up to the
-//! current revision (deleted keys do not free etcd's space until it compacts).
+//! (`RunningMaster::offer_snapshot`; the previous offer stays servable too, so that a slow
+//! fetch is not overtaken). With a snapshot directory, a periodic snapshot is then written
+//! there; one that could not be written truncates nothing. The leader then truncates the log up
+//! to min(its sequence number, the lowest position the registered standbys published), in a
+//! transaction that commits only while it leads and no standby registered since it read those
+//! positions, and compacts etcd's history up to the revision of the *previous* truncation (one
+//! interval behind, so watches and paged reads in flight are not cut short).
 //!
-//! With a snapshot directory, each periodic snapshot is written there before the log is
-//! truncated, and a snapshot that could not be written truncates nothing.
-//!
-//! A failed truncation or compaction (etcd busy or briefly unreachable) is logged and made
-//! again at the next snapshot; only the log sink failing ends the loop.
+//! Failures other than the sink's (etcd busy, a snapshot too large to encode, a full disk) are
+//! logged and the work is tried again at the next interval; only the log sink failing ends the
+//! loop, and with it the leadership.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::runtime::Handle;
 use yuebing_store::master::ha::{Offered, SnapshotDir};
-use yuebing_store::master::RunningMaster;
+use yuebing_store::master::{LogSink, RunningMaster};
 
 use super::sink::EtcdSink;
 use crate::error::{Error, Result};
-use crate::log::EtcdLog;
-use yuebing_store::master::LogSink;
+use crate::log::{Epoch, EtcdLog, Revision};
 
 /// How often the leader looks whether a snapshot is due.
 const CHECK: Duration = Duration::from_millis(500);
@@ -34,6 +34,8 @@ pub(super) struct Snapshots {
     pub(super) master: Arc<RunningMaster>,
     pub(super) sink: Arc<EtcdSink>,
     pub(super) log: Arc<EtcdLog>,
+    /// The leader's epoch (truncation is guarded by it).
+    pub(super) epoch: Epoch,
     /// Durable entries between snapshots (at least 1).
     pub(super) every: u64,
     /// Where offered snapshots are kept, if anywhere.
@@ -41,49 +43,75 @@ pub(super) struct Snapshots {
     pub(super) handle: Handle,
 }
 
+/// Why one round of snapshot work stopped.
+enum Stop {
+    /// The log sink failed: the leadership ends.
+    Sink(Error),
+    /// Something else failed: log it, try again later.
+    Passing(Error),
+}
+
 impl Snapshots {
     /// Offers a snapshot at once, then one each `every` durable entries, truncating the log
     /// after each of those; returns only once the sink failed, with why.
     pub(super) async fn run(self) -> Error {
+        // The offer at promotion: a standby that must bootstrap finds one at once.
         let mut last = match self.offer().await {
             Ok(offered) => offered.seq,
-            Err(e) => return e,
+            Err(Stop::Sink(e)) => return e,
+            Err(Stop::Passing(e)) => {
+                tracing::error!(error = %e, "the snapshot at promotion failed; trying again later");
+                0
+            }
         };
+        let mut compact_next: Option<Revision> = None;
         loop {
             tokio::time::sleep(CHECK).await;
             if self.sink.durable_seq() < last.saturating_add(self.every.max(1)) {
                 continue;
             }
-            let offered = match self.offer().await {
-                Ok(offered) => offered,
-                Err(e) => return e,
-            };
-            last = offered.seq;
-            if let Err(e) = self.keep(offered).await {
-                tracing::error!(error = %e, seq = last, "writing the snapshot failed; the log is not truncated");
-                continue;
-            }
-            if let Err(e) = self.truncate(last).await {
-                tracing::warn!(error = %e, seq = last, "truncating the etcd log failed; trying again at the next snapshot");
+            match self.round(&mut compact_next).await {
+                Ok(seq) => last = seq,
+                Err(Stop::Sink(e)) => return e,
+                Err(Stop::Passing(e)) => {
+                    tracing::error!(error = %e, "snapshot, keep or truncation failed; trying again at the next interval");
+                    // Not again at once: wait out another interval.
+                    last = self.sink.durable_seq();
+                }
             }
         }
     }
 
-    /// Takes, encodes and (once durable) offers a snapshot, and returns it. An error is the
-    /// sink's failure (or a bug), which ends the leadership anyway.
-    async fn offer(&self) -> Result<Offered> {
-        let snapshot = self.master.snapshot().map_err(Error::Log)?;
+    /// One periodic snapshot: offer, keep, truncate, compact. Returns its sequence number.
+    async fn round(&self, compact_next: &mut Option<Revision>) -> Result<u64, Stop> {
+        let offered = self.offer().await?;
+        let seq = offered.seq;
+        self.keep(offered).await.map_err(Stop::Passing)?;
+        self.truncate(seq, compact_next)
+            .await
+            .map_err(Stop::Passing)?;
+        Ok(seq)
+    }
+
+    /// Takes, encodes and (once durable) offers a snapshot, and returns it.
+    async fn offer(&self) -> Result<Offered, Stop> {
+        let snapshot = self
+            .master
+            .snapshot()
+            .map_err(|e| Stop::Passing(Error::Log(e)))?;
         let (seq, objects) = (snapshot.seq, snapshot.object_count());
         let offered = self
             .handle
             .spawn_blocking(move || Offered::encode(&snapshot))
             .await
-            .map_err(|e| Error::Client {
-                reason: format!("encoding the snapshot panicked: {e}"),
+            .map_err(|e| {
+                Stop::Passing(Error::Client {
+                    reason: format!("encoding the snapshot panicked: {e}"),
+                })
             })?
-            .map_err(Error::Log)?;
+            .map_err(|e| Stop::Passing(Error::Log(e)))?;
         let bytes = offered.bytes.len();
-        self.sink.durable_reached(seq).await?;
+        self.sink.durable_reached(seq).await.map_err(Stop::Sink)?;
         self.master.offer_snapshot(offered.clone());
         tracing::info!(seq, objects, bytes, "snapshot offered to standbys");
         Ok(offered)
@@ -103,19 +131,31 @@ impl Snapshots {
             .map_err(Error::Log)
     }
 
-    /// Truncates the log up to min(`seq`, the lowest position a standby published) and
-    /// compacts etcd's history.
-    async fn truncate(&self, seq: u64) -> Result<()> {
-        let upto = match self.log.lowest_applied().await? {
-            Some(lowest) => lowest.min(seq),
-            None => seq,
-        };
-        let deleted = self.log.truncate(upto).await?;
-        if deleted > 0 {
-            let revision = self.log.revision().await?;
-            self.log.compact(revision).await?;
-            tracing::info!(upto, deleted, revision, "etcd log truncated and compacted");
+    /// Truncates the log up to min(`seq`, the lowest position a standby published), then
+    /// compacts etcd's history up to `compact_next` and remembers the revision now for the
+    /// next time.
+    async fn truncate(&self, seq: u64, compact_next: &mut Option<Revision>) -> Result<()> {
+        let (lowest, read_at) = self.log.lowest_applied_at().await?;
+        let upto = lowest.map_or(seq, |l| l.min(seq));
+        match self
+            .log
+            .truncate_as_leader(upto, &self.epoch, read_at)
+            .await?
+        {
+            Some(deleted) => tracing::info!(upto, deleted, "etcd log truncated"),
+            None => {
+                tracing::info!(
+                    upto,
+                    "a standby registered or the leadership moved; not truncated"
+                );
+                return Ok(());
+            }
         }
+        if let Some(revision) = compact_next.take() {
+            self.log.compact(revision).await?;
+            tracing::info!(revision, "etcd history compacted");
+        }
+        *compact_next = Some(self.log.revision().await?);
         Ok(())
     }
 }

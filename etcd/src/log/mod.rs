@@ -82,6 +82,7 @@
 
 mod read;
 mod standbys;
+mod truncate;
 mod watch;
 
 use std::future::Future;
@@ -89,8 +90,8 @@ use std::time::Duration;
 
 use etcd_client::proto::PbTxnOpResponse;
 use etcd_client::{
-    Client, Compare, CompareOp, DeleteOptions, GetOptions, GetResponse, SortOrder, SortTarget, Txn,
-    TxnOp, TxnResponse,
+    Client, Compare, CompareOp, GetOptions, GetResponse, SortOrder, SortTarget, Txn, TxnOp,
+    TxnResponse,
 };
 use futures::stream::BoxStream;
 use tokio::runtime::Handle;
@@ -351,64 +352,6 @@ impl EtcdLog {
         watch::LogWatch::new(self, revision).into_stream()
     }
 
-    /// Deletes the groups whose last entry is at or below `upto`, returning how many keys were
-    /// deleted. A group that also holds entries after `upto` is kept, and so is the newest
-    /// group (the log's end must stay known: an empty log would start again at 1). Deleted keys
-    /// stay in etcd's history until [`EtcdLog::compact`].
-    pub async fn truncate(&self, upto: u64) -> Result<u64> {
-        // The newest group that starts at or before upto + 1: it holds upto + 1, or it is the
-        // newest group of all. Everything before it goes.
-        let keep_from = LogGroup::key(&self.prefix, upto.saturating_add(1));
-        let options = GetOptions::new()
-            .with_range(inclusive_end(keep_from.as_bytes()))
-            .with_sort(SortTarget::Key, SortOrder::Descend)
-            .with_keys_only()
-            .with_limit(1);
-        let mut kv = self.client.kv_client();
-        let resp = self
-            .call("log truncate", kv.get(self.log_start(), Some(options)))
-            .await?;
-        let Some(kept) = resp.kvs().first() else {
-            return Ok(0);
-        };
-        let kept = kept.key().to_vec();
-        let resp = self
-            .call(
-                "log truncate",
-                kv.delete(
-                    self.log_start(),
-                    Some(DeleteOptions::new().with_range(kept)),
-                ),
-            )
-            .await?;
-        Ok(u64::try_from(resp.deleted()).unwrap_or(0))
-    }
-
-    /// etcd's current revision (to compact up to, after a truncation).
-    pub async fn revision(&self) -> Result<Revision> {
-        let mut kv = self.client.kv_client();
-        let options = GetOptions::new().with_count_only();
-        let resp = self
-            .call("revision", kv.get(self.log_start(), Some(options)))
-            .await?;
-        revision_of(&resp, "revision")
-    }
-
-    /// Asks etcd to compact its history up to `revision` (not physically: etcd frees the space
-    /// in the background). A revision already compacted is no error.
-    pub async fn compact(&self, revision: Revision) -> Result<()> {
-        let mut kv = self.client.kv_client();
-        match tokio::time::timeout(self.timeout, kv.compact(revision, None)).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) if is_compacted(&e) => Ok(()),
-            Ok(Err(e)) => Err(e.into()),
-            Err(_) => Err(Error::Timeout {
-                op: "compact".into(),
-                after: self.timeout,
-            }),
-        }
-    }
-
     /// Publishes that standby `standby_id` has applied the log up to `seq`, on `lease` (the
     /// standby's own: the entry goes when the standby does).
     pub async fn publish_applied(&self, standby_id: &str, seq: u64, lease: i64) -> Result<()> {
@@ -418,6 +361,12 @@ impl EtcdLog {
     /// The lowest sequence number the standbys published as applied; `None` when none is
     /// registered. An entry that is no sequence number is [`Error::BadValue`].
     pub async fn lowest_applied(&self) -> Result<Option<u64>> {
+        Ok(standbys::lowest(self).await?.0)
+    }
+
+    /// [`EtcdLog::lowest_applied`], with the etcd revision it was read at (for
+    /// [`EtcdLog::truncate_as_leader`]).
+    pub async fn lowest_applied_at(&self) -> Result<(Option<u64>, Revision)> {
         standbys::lowest(self).await
     }
 

@@ -27,7 +27,8 @@ pub(super) async fn publish(log: &EtcdLog, id: &str, seq: u64, lease: i64) -> Re
     }
 }
 
-pub(super) async fn lowest(log: &EtcdLog) -> Result<Option<u64>> {
+/// The lowest published position, and the revision it was read at.
+pub(super) async fn lowest(log: &EtcdLog) -> Result<(Option<u64>, super::Revision)> {
     let mut kv = log.client.kv_client();
     let prefix = log.keys.standbys();
     let resp = log
@@ -41,7 +42,7 @@ pub(super) async fn lowest(log: &EtcdLog) -> Result<Option<u64>> {
         let seq = parse_applied(found.key(), found.value())?;
         lowest = Some(lowest.map_or(seq, |l| l.min(seq)));
     }
-    Ok(lowest)
+    Ok((lowest, super::revision_of(&resp, "standbys")?))
 }
 
 /// A published sequence number: ASCII decimal digits only.

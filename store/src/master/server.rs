@@ -81,8 +81,9 @@ pub(crate) struct Shared {
     poisoned: AtomicBool,
     /// Asked before every call: `None` serves always.
     gate: Option<Arc<dyn ServeGate>>,
-    /// The snapshot offered to standbys that bootstrap (an elected leader's).
-    offered: Mutex<Option<Arc<Offered>>>,
+    /// The snapshots offered to standbys that bootstrap (an elected leader's): the newest and
+    /// the one before, so that a fetch under way is not overtaken by the next offer.
+    offered: Mutex<[Option<Arc<Offered>>; 2]>,
     handle: Handle,
 }
 
@@ -197,11 +198,15 @@ impl Shared {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        match offered {
-            Some(offered) => offered.chunk(seq, offset, max_len),
-            None => Err(Error::params(
+        let [newest, older] = offered;
+        let Some(newest) = newest else {
+            return Err(Error::params(
                 "this master offers no snapshot (only an elected leader does, once it took one)",
-            )),
+            ));
+        };
+        match older {
+            Some(older) if seq != 0 && seq == older.seq => older.chunk(seq, offset, max_len),
+            _ => newest.chunk(seq, offset, max_len),
         }
     }
 
@@ -409,14 +414,17 @@ impl RunningMaster {
         Ok(self.shared.core()?.snapshot())
     }
 
-    /// Offers `offered` to standbys that bootstrap, in place of any older one. Offer only a
-    /// snapshot whose entries are all durable in the replicated log.
+    /// Offers `offered` to standbys that bootstrap; the previous offer stays servable (for a
+    /// fetch under way) until the next. Offer only a snapshot whose entries are all durable in
+    /// the replicated log.
     pub fn offer_snapshot(&self, offered: Offered) {
-        *self
+        let mut slots = self
             .shared
             .offered
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(offered));
+            .unwrap_or_else(|p| p.into_inner());
+        let previous = slots[0].replace(Arc::new(offered));
+        slots[1] = previous;
     }
 
     /// Replaces a standby's state by `core` (bootstrapped from the leader's snapshot after it
@@ -427,7 +435,9 @@ impl RunningMaster {
                 "only a standby's state is replaced from a snapshot",
             ));
         }
-        *self.shared.core()? = core;
+        let old = std::mem::replace(&mut *self.shared.core()?, core);
+        // Freeing a large state takes a while: not under the lock, not on a runtime worker.
+        self.shared.handle.spawn_blocking(move || drop(old));
         Ok(())
     }
 
@@ -461,7 +471,7 @@ impl RunningMaster {
             closed: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
             gate,
-            offered: Mutex::new(None),
+            offered: Mutex::new([None, None]),
             handle: Handle::current(),
         });
         let handler = MasterHandler {
@@ -658,6 +668,35 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(e.code(), -600, "{e}");
+        // The previous offer stays servable until the next one replaces it.
+        let older = snapshot.seq;
+        let offer_now = || {
+            let s = master.snapshot().unwrap();
+            master.offer_snapshot(Offered::encode(&s).unwrap());
+            s.seq
+        };
+        client
+            .put_end("object-with-a-longish-name-00000")
+            .await
+            .unwrap();
+        client
+            .remove("object-with-a-longish-name-00001", true)
+            .await
+            .unwrap();
+        let newer = offer_now();
+        assert!(newer > older);
+        assert_eq!(
+            client.snapshot_chunk(older, 0, 10).await.unwrap().seq,
+            older
+        );
+        assert_eq!(client.snapshot_chunk(0, 0, 10).await.unwrap().seq, newer);
+        client
+            .remove("object-with-a-longish-name-00002", true)
+            .await
+            .unwrap();
+        offer_now();
+        let e = client.snapshot_chunk(older, 0, 10).await.unwrap_err();
+        assert!(e.to_string().contains("fetch again"), "{e}");
     }
 
     /// A gate that a test opens and closes.

@@ -6,8 +6,9 @@
 //!
 //! ```text
 //! <dir>/LOCK                          held (flock) by the running master
+//! <dir>/CLUSTER                       which cluster (and incarnation of it) the snapshots are of
 //! <dir>/snapshot-<seq>.ysnap          the newest snapshot kept (older ones are deleted)
-//! <dir>/snapshot-<seq>.ysnap.discarded  one found beyond etcd's log, set aside at start
+//! <dir>/snapshot-<seq>.ysnap.discarded  one of another cluster, or beyond etcd's log, set aside
 //! ```
 
 use std::fs::{self, File};
@@ -52,6 +53,36 @@ impl SnapshotDir {
     /// Where it is.
     pub fn path(&self) -> &Path {
         &self.dir
+    }
+
+    /// Claims the directory for the cluster `identity`: snapshots of another cluster (or of an
+    /// earlier incarnation of this one) are set aside, never applied. Returns how many were.
+    /// Blocking.
+    pub fn claim(&self, identity: &str) -> Result<usize> {
+        let path = self.dir.join("CLUSTER");
+        let current = match fs::read_to_string(&path) {
+            Ok(text) => Some(text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io_err(&path, e)),
+        };
+        if current.as_deref().map(str::trim_end) == Some(identity) {
+            return Ok(0);
+        }
+        let mut set_aside = 0;
+        for (seq, _) in snapshot_files(&self.dir)? {
+            tracing::warn!(seq, dir = %self.dir.display(), was = current.as_deref().unwrap_or("unknown"),
+                now = identity, "a snapshot of another cluster is set aside, not applied");
+            self.discard(seq)?;
+            set_aside += 1;
+        }
+        let tmp = self.dir.join("CLUSTER.tmp");
+        fs::write(&tmp, format!("{identity}\n")).map_err(|e| io_err(&tmp, e))?;
+        File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io_err(&tmp, e))?;
+        fs::rename(&tmp, &path).map_err(|e| io_err(&path, e))?;
+        sync_dir(&self.dir)?;
+        Ok(set_aside)
     }
 
     /// The newest readable snapshot, if any. Blocking.
@@ -105,6 +136,19 @@ mod tests {
             .path()
             .join("snapshot-00000000000000000000.ysnap.discarded")
             .exists());
+        drop(dir);
+
+        // Claimed for a cluster, a snapshot stays; claimed for another, it is set aside.
+        let offered =
+            Offered::encode(&Master::new(MasterConfig::default(), true).snapshot()).unwrap();
+        let claims = tempfile::tempdir().unwrap();
+        let dir = SnapshotDir::open(claims.path()).unwrap();
+        assert_eq!(dir.claim("cluster a").unwrap(), 0);
+        dir.keep(&offered).unwrap();
+        assert_eq!(dir.claim("cluster a").unwrap(), 0);
+        assert!(dir.newest().unwrap().is_some());
+        assert_eq!(dir.claim("cluster b").unwrap(), 1);
+        assert!(dir.newest().unwrap().is_none());
         drop(dir);
 
         let single = tempfile::tempdir().unwrap();
