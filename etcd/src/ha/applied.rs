@@ -1,13 +1,17 @@
 //! A standby publishing how far it has applied the log (`EtcdLog::publish_applied`), on a lease
 //! of its own that it refreshes at each publication: the leader truncates the log no further
 //! than the lowest published position, and a standby that dies stops holding the log back one
-//! TTL later.
+//! TTL later. The publication runs as a task of its own ([`Publisher::spawn`]), so that a long
+//! catch-up or bootstrap of the standby does not let its lease lapse; its key names the
+//! standby's address and this process (two standbys advertising one address stay apart).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
+use tokio::sync::{oneshot, watch};
 
+use super::Status;
 use crate::error::{Error, Result};
 use crate::log::EtcdLog;
 use crate::metadata::timed;
@@ -33,7 +37,8 @@ struct Kept {
 
 impl Publisher {
     /// A publisher for the standby at `address` (its id in etcd: the address with each `/`
-    /// written `%2F`) on leases of `ttl` (whole seconds, at least 1).
+    /// written `%2F`, then `#` and this process's instance) on leases of `ttl` (whole
+    /// seconds, at least 1).
     pub(super) fn new(
         client: Client,
         log: Arc<EtcdLog>,
@@ -41,7 +46,11 @@ impl Publisher {
         ttl: Duration,
         timeout: Duration,
     ) -> Publisher {
-        let id = address.replace('%', "%25").replace('/', "%2F");
+        let id = format!(
+            "{}#{}",
+            address.replace('%', "%25").replace('/', "%2F"),
+            instance()
+        );
         let ttl = i64::try_from(ttl.as_secs().max(1)).unwrap_or(i64::MAX);
         Publisher {
             client,
@@ -53,13 +62,48 @@ impl Publisher {
         }
     }
 
+    /// Publishes the position `status` says, every [`Publisher::period`], on `handle`'s
+    /// runtime, until the returned guard is dropped; then it withdraws the publication.
+    pub(super) fn spawn(
+        self,
+        status: watch::Receiver<Status>,
+        handle: &tokio::runtime::Handle,
+    ) -> Publishing {
+        let (stop, stopped) = oneshot::channel();
+        // Not aborted with the guard: it ends by itself once told, after withdrawing.
+        drop(handle.spawn(self.run(status, stopped)));
+        Publishing { _stop: stop }
+    }
+
+    async fn run(mut self, status: watch::Receiver<Status>, mut stopped: oneshot::Receiver<()>) {
+        let mut tick = tokio::time::interval(self.period());
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failing = false;
+        loop {
+            tokio::select! {
+                _ = &mut stopped => break,
+                _ = tick.tick() => {}
+            }
+            let seq = status.borrow().applied;
+            match self.publish(seq).await {
+                Ok(()) => failing = false,
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(error = %e, "publishing the applied position failed; trying again");
+                }
+                Err(_) => {}
+            }
+        }
+        self.retire().await;
+    }
+
     /// How often to publish: three times per TTL, so that one lost refresh does not expire it.
-    pub(super) fn period(&self) -> Duration {
+    fn period(&self) -> Duration {
         Duration::from_millis(u64::try_from(self.ttl).unwrap_or(1).saturating_mul(1000) / 3)
     }
 
     /// Refreshes the lease (granting a new one if it is gone) and publishes `seq` on it.
-    pub(super) async fn publish(&mut self, seq: u64) -> Result<()> {
+    async fn publish(&mut self, seq: u64) -> Result<()> {
         let lease = self.refresh().await?;
         let published = self.log.publish_applied(&self.id, seq, lease).await;
         if let Err(Error::LeaseNotFound { .. }) = published {
@@ -69,7 +113,7 @@ impl Publisher {
     }
 
     /// Withdraws the publication (this master leads now, or stops): revokes its lease.
-    pub(super) async fn retire(mut self) {
+    async fn retire(mut self) {
         if let Some(kept) = self.lease.take() {
             let mut leases = self.client.lease_client();
             if let Err(e) = timed(self.timeout, "revoke", leases.revoke(kept.id)).await {
@@ -103,6 +147,20 @@ impl Publisher {
         });
         Ok(id)
     }
+}
+
+/// A running publication: dropping it withdraws it (the lease is revoked; should that fail,
+/// the lease expires by itself).
+pub(super) struct Publishing {
+    _stop: oneshot::Sender<()>,
+}
+
+/// This process, among others that may advertise the same address: its id and start time.
+fn instance() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("{:x}-{nanos:x}", std::process::id())
 }
 
 /// One keep-alive: whether the lease still lives.

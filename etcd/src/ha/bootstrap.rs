@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 use yuebing_rpc::{Endpoint, Token};
-use yuebing_store::master::ha::bootstrap::fetch;
+use yuebing_store::master::ha::bootstrap::{fetch, Fetched};
 use yuebing_store::master::ha::{SnapshotDir, Tail};
 use yuebing_store::master::{wall_ms, ClientId, Master, MasterClient, MasterConfig, Snapshot};
 
@@ -48,10 +48,10 @@ impl Bootstrap<'_> {
         loop {
             attempts += 1;
             match self.attempt().await {
-                Ok(Fetched::Snapshot(snapshot)) => return self.restore(snapshot),
-                Ok(Fetched::NoLeader) => {
+                Ok(Found::Snapshot(fetched)) => return self.restore(fetched).await,
+                Ok(Found::NoLeader) => {
                     if attempts == 1 || attempts.is_multiple_of(10) {
-                        tracing::warn!("the etcd log was truncated and no leader offers a snapshot yet; waiting for one");
+                        tracing::warn!("the etcd log was truncated and no other master leads to offer a snapshot yet; waiting for one (this master campaigns only once it has the state)");
                     }
                 }
                 Err(e) => {
@@ -62,10 +62,10 @@ impl Bootstrap<'_> {
         }
     }
 
-    async fn attempt(&self) -> Result<Fetched> {
+    async fn attempt(&self) -> Result<Found> {
         let leader = match self.election.leader().await? {
             Some(leader) if leader.address != self.own_address => leader,
-            _ => return Ok(Fetched::NoLeader),
+            _ => return Ok(Found::NoLeader),
         };
         let endpoint: Endpoint = leader.address.parse().map_err(|e| Error::BadValue {
             key: self.election.name().to_string(),
@@ -90,15 +90,33 @@ impl Bootstrap<'_> {
         })
         .await
         .map_err(Error::Log)?;
-        Ok(Fetched::Snapshot(snapshot))
+        Ok(Found::Snapshot(snapshot))
     }
 
-    fn restore(&self, snapshot: Snapshot) -> Result<(Master, Tail)> {
-        restore(self.core, snapshot, "the leader's snapshot")
+    /// Decodes and restores the fetched snapshot off the runtime's workers.
+    async fn restore(&self, fetched: Fetched) -> Result<(Master, Tail)> {
+        let core = self.core.clone();
+        blocking("restoring the leader's snapshot", move || {
+            let snapshot = fetched.decode().map_err(Error::Log)?;
+            restore(&core, snapshot, "the leader's snapshot")
+        })
+        .await
     }
 }
 
-/// The state from `snapshot`, and the tail after it.
+/// `f` on a blocking thread; a panic there is an error naming `what`.
+async fn blocking<T: Send + 'static>(
+    what: &str,
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Client {
+            reason: format!("{what} panicked: {e}"),
+        })?
+}
+
+/// The state from `snapshot`, and the tail after it. Blocking.
 fn restore(core: &MasterConfig, snapshot: Snapshot, from: &str) -> Result<(Master, Tail)> {
     let (seq, epoch, objects) = (snapshot.seq, snapshot.epoch, snapshot.object_count());
     let master =
@@ -107,22 +125,16 @@ fn restore(core: &MasterConfig, snapshot: Snapshot, from: &str) -> Result<(Maste
     Ok((master, Tail::after(seq, epoch)))
 }
 
-/// The state from `dir`'s newest snapshot, if the log continues right after it (`None`: no
-/// snapshot, or the log was truncated past it too). A snapshot beyond the log's end is set
-/// aside and `None` returned.
-pub(super) async fn from_disk(
-    dir: &Arc<SnapshotDir>,
-    log: &EtcdLog,
-    core: &MasterConfig,
-) -> Result<Option<(Master, Tail)>> {
+/// `dir`'s newest snapshot, to start from if the log's start is gone (the caller reads the log
+/// after it and falls back to the leader when that was truncated too). A snapshot beyond the
+/// log's end is set aside and `None` returned.
+pub(super) async fn from_disk(dir: &Arc<SnapshotDir>, log: &EtcdLog) -> Result<Option<Snapshot>> {
     let newest = {
         let dir = dir.clone();
-        tokio::task::spawn_blocking(move || dir.newest())
-            .await
-            .map_err(|e| Error::Client {
-                reason: format!("reading the snapshot directory panicked: {e}"),
-            })?
-            .map_err(Error::Log)?
+        blocking("reading the snapshot directory", move || {
+            dir.newest().map_err(Error::Log)
+        })
+        .await?
     };
     let Some(snapshot) = newest else {
         return Ok(None);
@@ -132,23 +144,29 @@ pub(super) async fn from_disk(
         tracing::warn!(seq = snapshot.seq, end, dir = %dir.path().display(),
             "a local snapshot beyond the end of etcd's log is set aside, not applied");
         let (dir, seq) = (dir.clone(), snapshot.seq);
-        tokio::task::spawn_blocking(move || dir.discard(seq))
-            .await
-            .map_err(|e| Error::Client {
-                reason: format!("setting a snapshot aside panicked: {e}"),
-            })?
-            .map_err(Error::Log)?;
+        blocking("setting a snapshot aside", move || {
+            dir.discard(seq).map_err(Error::Log)
+        })
+        .await?;
         return Ok(None);
     }
-    match log.read_from(snapshot.seq.saturating_add(1)).await {
-        Ok(_) => restore(core, snapshot, "the local snapshot").map(Some),
-        Err(Error::LogTruncated { .. }) => Ok(None),
-        Err(e) => Err(e),
-    }
+    Ok(Some(snapshot))
+}
+
+/// The state from a local snapshot, off the runtime's workers.
+pub(super) async fn restore_local(
+    core: &MasterConfig,
+    snapshot: Snapshot,
+) -> Result<(Master, Tail)> {
+    let core = core.clone();
+    blocking("restoring the local snapshot", move || {
+        restore(&core, snapshot, "the local snapshot")
+    })
+    .await
 }
 
 /// What one attempt found.
-enum Fetched {
-    Snapshot(Snapshot),
+enum Found {
+    Snapshot(Fetched),
     NoLeader,
 }

@@ -69,6 +69,9 @@ use crate::log::{Epoch, EtcdLog, Revision};
 
 /// The pause before the log is read again after its watch broke.
 const REREAD_PAUSE: Duration = Duration::from_millis(200);
+/// How often a start or a promotion reads the log again after a passing error (etcd busy, a
+/// read overtaken by compaction) before it gives up.
+const REBUILD_TRIES: u32 = 25;
 
 /// Settings of an elected master.
 #[derive(Debug, Clone)]
@@ -155,6 +158,7 @@ impl HaMaster {
     /// on `handle`'s runtime.
     pub async fn start(cfg: HaConfig, endpoint: &Endpoint, handle: Handle) -> Result<HaMaster> {
         cfg.master.core.validate().map_err(Error::config)?;
+        check_advertised(cfg.advertise.as_deref(), endpoint)?;
         let client = cfg.etcd.connect_on(&handle).await?;
         let identity = rules::agree(
             &client,
@@ -337,6 +341,32 @@ async fn open_dir(
     Ok(Some(Arc::new(dir)))
 }
 
+/// Refuses an address other processes cannot reach this master at: a wildcard one
+/// (`0.0.0.0`, `[::]`) advertised, or bound without `advertise`. Every master would then
+/// publish the same address as leader and as standby.
+fn check_advertised(advertise: Option<&str>, bind: &Endpoint) -> Result<()> {
+    let (what, address) = match (advertise, bind) {
+        (Some(a), _) => ("advertised", a.to_string()),
+        (None, Endpoint::Tcp(a)) => ("bound without an advertised address", a.clone()),
+        (None, Endpoint::Unix(_)) => return Ok(()),
+    };
+    let host = address
+        .strip_prefix("tcp://")
+        .unwrap_or(&address)
+        .rsplit_once(':')
+        .map_or(address.as_str(), |(host, _)| host)
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) if ip.is_unspecified() => Err(Error::config(format!(
+            "an elected master {what} {address}, which no other process can reach: give \
+             --advertise host:port"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Whether a standby outlives `e`: etcd was briefly unreachable or busy, a watch fell
 /// behind compaction, or a candidate's lease was lost in an outage (it campaigns anew).
 fn passing(e: &Error) -> bool {
@@ -354,11 +384,12 @@ async fn rebuild(
 ) -> Result<(Master, Tail, Revision)> {
     let mut core = Master::new(cfg.core.clone(), true);
     let mut tail = Tail::after(0, 0);
-    // Used only if the log's start was truncated (and it sets aside a snapshot beyond the log).
+    // Used only if the log's start was truncated (reading it sets aside one beyond the log).
     let mut local = match dir {
-        Some(dir) => bootstrap::from_disk(dir, log, &cfg.core).await?,
+        Some(dir) => bootstrap::from_disk(dir, log).await?,
         None => None,
     };
+    let mut failures = 0u32;
     loop {
         let (groups, revision) = match log.read_from(tail.next()).await {
             Ok(read) => read,
@@ -366,27 +397,46 @@ async fn rebuild(
                 tracing::info!(
                     seq,
                     first,
-                    "the etcd log was truncated before this master's position"
+                    "the etcd log was truncated before this position"
                 );
                 (core, tail) = match local.take() {
-                    Some(state) => state,
+                    Some(snapshot) => bootstrap::restore_local(&cfg.core, snapshot).await?,
                     None => boot.fetch_state().await?,
                 };
                 continue;
             }
-            Err(e) => return Err(e),
-        };
-        for group in groups {
-            if group.last() <= tail.applied() {
+            // etcd busy or compacting under a long read: read again, a while.
+            Err(e) if passing(&e) && failures < REBUILD_TRIES => {
+                failures += 1;
+                tracing::warn!(error = %e, "reading the etcd log failed; reading it again");
+                tokio::time::sleep(REREAD_PAUSE).await;
                 continue;
             }
-            let key = log.group_key(group.first());
-            for entry in tail.accept(&key, group).map_err(Error::Log)? {
-                core.replay(entry).map_err(Error::Log)?;
-            }
-        }
+            Err(e) => return Err(e),
+        };
+        apply_groups(log, &mut tail, groups, |entry| core.replay(entry))?;
         return Ok((core, tail, revision));
     }
+}
+
+/// Applies the groups that continue `tail`, entry by entry, through `replay`; groups it
+/// already holds are skipped, a gap or damage is an error.
+fn apply_groups(
+    log: &EtcdLog,
+    tail: &mut Tail,
+    groups: Vec<LogGroup>,
+    mut replay: impl FnMut(yuebing_store::master::LogEntry) -> yuebing_store::Result<()>,
+) -> Result<()> {
+    for group in groups {
+        if group.last() <= tail.applied() {
+            continue;
+        }
+        let key = log.group_key(group.first());
+        for entry in tail.accept(&key, group).map_err(Error::Log)? {
+            replay(entry).map_err(Error::Log)?;
+        }
+    }
+    Ok(())
 }
 
 impl Ctx {
@@ -424,32 +474,20 @@ impl Ctx {
         let mut campaign: BoxFuture<'_, Result<Leadership>> =
             self.election.campaign(self.advertise.clone()).boxed();
         let mut follow: BoxStream<'static, Result<LogGroup>> = self.log.watch_from(revision);
-        let mut publisher = Publisher::new(
+        // Held while this master is a standby: dropping it withdraws the publication.
+        let _publishing = Publisher::new(
             self.client.clone(),
             self.log.clone(),
             &self.advertise,
             self.election.ttl(),
             self.request_timeout,
-        );
-        let mut publish = tokio::time::interval(publisher.period());
-        publish.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut publish_failed = false;
+        )
+        .spawn(self.status.subscribe(), &self.handle);
         loop {
             tokio::select! {
-                _ = publish.tick() => match publisher.publish(tail.applied()).await {
-                    Ok(()) => publish_failed = false,
-                    Err(e) if !publish_failed => {
-                        publish_failed = true;
-                        tracing::warn!(error = %e, "publishing the applied position failed; trying again");
-                    }
-                    Err(_) => {}
-                },
                 won = &mut campaign => match won {
-                    Ok(leadership) => {
-                        // A leader holds nothing back: its own position is the log's end.
-                        self.handle.spawn(publisher.retire());
-                        return Ok(leadership);
-                    }
+                    // A leader holds nothing back: its publication goes with `_publishing`.
+                    Ok(leadership) => return Ok(leadership),
                     Err(e) if passing(&e) => {
                         tracing::warn!(error = %e, "campaign failed; campaigning again");
                         tokio::time::sleep(REREAD_PAUSE).await;
@@ -468,7 +506,7 @@ impl Ctx {
                         follow = match self.catch_up(tail).await {
                             Ok(revision) => self.log.watch_from(revision),
                             Err(Error::LogTruncated { seq, first }) => {
-                                tracing::warn!(seq, first, "this standby fell behind the log's truncation; bootstrapping again");
+                                tracing::warn!(seq, first, "this standby fell behind the log's truncation; candidacy withdrawn while it bootstraps again");
                                 // No candidacy while it cannot lead: were it to win now, it
                                 // would wait for a snapshot from itself.
                                 drop(std::mem::replace(&mut campaign, futures::future::pending().boxed()));
@@ -504,12 +542,25 @@ impl Ctx {
     async fn catch_up(&self, tail: &mut Tail) -> Result<Revision> {
         let (groups, revision) = self.log.read_from(tail.next()).await?;
         for group in groups {
-            if group.last() <= tail.applied() {
-                continue;
-            }
             self.apply(tail, group)?;
         }
         Ok(revision)
+    }
+
+    /// [`Ctx::catch_up`], read again after a passing error (etcd busy, the read overtaken by
+    /// a compaction) a bounded number of times: a promotion does not give up on a blip.
+    async fn catch_up_retrying(&self, tail: &mut Tail) -> Result<Revision> {
+        let mut failures = 0u32;
+        loop {
+            match self.catch_up(tail).await {
+                Err(e) if passing(&e) && failures < REBUILD_TRIES => {
+                    failures += 1;
+                    tracing::warn!(error = %e, "catching up with the etcd log failed; reading it again");
+                    tokio::time::sleep(REREAD_PAUSE).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Where a bootstrap fetches from.
@@ -544,7 +595,7 @@ impl Ctx {
             s.role = Role::Promoting;
             s.epoch = epoch.create_revision;
         });
-        self.catch_up(tail).await?;
+        self.catch_up_retrying(tail).await?;
         let end = self.log.resume(&epoch).await?;
         if end != tail.applied() {
             return Err(Error::LogGap {
@@ -582,5 +633,23 @@ impl Ctx {
             e = self.sink.failed() => Err(e),
             e = snapshots.run() => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wildcard_address_is_refused_unless_another_is_advertised() {
+        let any: Endpoint = "0.0.0.0:5000".parse().unwrap();
+        let any6: Endpoint = "[::]:5000".parse().unwrap();
+        let local: Endpoint = "127.0.0.1:5000".parse().unwrap();
+        assert_eq!(check_advertised(None, &any).unwrap_err().code(), -5001);
+        assert!(check_advertised(None, &any6).is_err());
+        assert!(check_advertised(Some("tcp://0.0.0.0:5000"), &local).is_err());
+        assert!(check_advertised(Some("10.0.0.7:5000"), &any).is_ok());
+        assert!(check_advertised(None, &local).is_ok());
+        assert!(check_advertised(Some("master-1.example:5000"), &any).is_ok());
     }
 }

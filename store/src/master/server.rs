@@ -658,6 +658,8 @@ mod tests {
             seen.push((got, total))
         })
         .await
+        .unwrap()
+        .decode()
         .unwrap();
         assert_eq!(fetched, snapshot);
         assert_eq!(fetched.object_count(), 300);

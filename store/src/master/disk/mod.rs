@@ -16,7 +16,7 @@ pub(crate) mod frame;
 mod writer;
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufReader, Write};
+use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use self::frame::{io_err, read_frame, read_header, write_frame, write_header, Frame};
@@ -103,15 +103,22 @@ pub(crate) fn encode_snapshot(snapshot: &Snapshot) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Writes `bytes` (an encoded snapshot) as `dir`'s snapshot at `seq`: a temporary file, fsync,
-/// rename, fsync of the directory. Blocking.
-pub(crate) fn write_snapshot_file(dir: &Path, seq: u64, bytes: &[u8]) -> Result<PathBuf> {
+/// Writes `dir`'s snapshot at `seq` with `write` (which writes the encoded snapshot, streamed
+/// through a buffer): a temporary file, fsync, rename, fsync of the directory. Blocking.
+pub(crate) fn write_snapshot_file(
+    dir: &Path,
+    seq: u64,
+    write: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
+) -> Result<PathBuf> {
     let name = format!("snapshot-{seq:020}.ysnap");
     let tmp = dir.join(format!("{name}.tmp"));
     let fin = dir.join(&name);
-    let mut file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
-    file.write_all(bytes).map_err(|e| io_err(&tmp, e))?;
-    file.sync_all().map_err(|e| io_err(&tmp, e))?;
+    let file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    write(&mut w)
+        .and_then(|()| w.flush())
+        .and_then(|()| w.get_ref().sync_all())
+        .map_err(|e| io_err(&tmp, e))?;
     fs::rename(&tmp, &fin).map_err(|e| io_err(&fin, e))?;
     sync_dir(dir)?;
     Ok(fin)
@@ -241,7 +248,10 @@ impl DataDir {
     /// Writes `snapshot` durably (temporary file, fsync, rename), then deletes the segments and
     /// snapshots it makes unnecessary. Blocking: run it off the async runtime.
     pub(crate) fn write_snapshot(&self, snapshot: &Snapshot) -> Result<()> {
-        write_snapshot_file(&self.dir, snapshot.seq, &encode_snapshot(snapshot)?)?;
+        write_snapshot_file(&self.dir, snapshot.seq, |w| {
+            write_header(w, SNAPSHOT_MAGIC)?;
+            write_frame(w, snapshot).map(|_| ())
+        })?;
         for (seq, path) in numbered(&self.dir, "snapshot-", ".ysnap")? {
             if seq < snapshot.seq {
                 let _ = fs::remove_file(path);

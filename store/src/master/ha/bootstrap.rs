@@ -63,7 +63,7 @@ impl Offered {
     pub fn chunk(&self, seq: u64, offset: u64, max_len: u64) -> Result<SnapshotChunk> {
         if seq != 0 && seq != self.seq {
             return Err(Error::params(format!(
-                "snapshot {seq} is no longer offered (the newest is {}); fetch again",
+                "snapshot {seq} {REPLACED} (the newest is {}); fetch again",
                 self.seq
             )));
         }
@@ -105,24 +105,56 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<Snapshot> {
     Ok(snapshot)
 }
 
-/// Fetches the snapshot `master` offers, `chunk` bytes per call, within `within`; `progress`
-/// hears (bytes so far, total) after each chunk. A snapshot replaced while being fetched is
-/// fetched again from its start (at most a few times).
+/// A fetched snapshot, still encoded: decode it off the async runtime (it may be large).
+#[derive(Debug)]
+pub struct Fetched {
+    /// The sequence number its chunks named.
+    pub seq: u64,
+    /// Where it came from, for errors.
+    pub from: String,
+    /// Its encoding.
+    pub bytes: Vec<u8>,
+}
+
+impl Fetched {
+    /// The snapshot (blocking: checksum and decoding of the whole state). `Corrupt` when it
+    /// does not decode or holds another sequence number than its chunks named.
+    pub fn decode(self) -> Result<Snapshot> {
+        let what = format!("snapshot {} from {}", self.seq, self.from);
+        let snapshot = decode(&self.bytes, &what)?;
+        if snapshot.seq != self.seq {
+            return Err(corrupt(
+                &what,
+                format!(
+                    "it holds seq {} under the name of {}",
+                    snapshot.seq, self.seq
+                ),
+            ));
+        }
+        Ok(snapshot)
+    }
+}
+
+/// What a chunk's error says when the snapshot it asked for was replaced by a newer offer.
+const REPLACED: &str = "is no longer offered";
+
+/// Fetches the snapshot `master` offers, `chunk` bytes per call, within `within` (each call
+/// too); `progress` hears (bytes so far, total) after each chunk. A snapshot replaced while
+/// being fetched is fetched again from its start (at most a few times).
 pub async fn fetch(
     master: &MasterClient,
     chunk: u64,
     within: Duration,
     mut progress: impl FnMut(u64, u64),
-) -> Result<Snapshot> {
+) -> Result<Fetched> {
     let until = Instant::now() + within;
+    let master = master.until(until);
     let mut attempts = 0;
     loop {
         attempts += 1;
-        match fetch_once(master, chunk, until, &mut progress).await {
+        match fetch_once(&master, chunk, until, &mut progress).await {
             // Replaced while fetched: the newer one is offered now.
-            Err(Error::InvalidParams { reason })
-                if attempts < 4 && reason.contains("fetch again") =>
-            {
+            Err(Error::InvalidParams { reason }) if attempts < 4 && reason.contains(REPLACED) => {
                 tracing::info!(reason, "the offered snapshot changed; fetching the new one");
             }
             other => return other,
@@ -135,12 +167,13 @@ async fn fetch_once(
     chunk: u64,
     until: Instant,
     progress: &mut impl FnMut(u64, u64),
-) -> Result<Snapshot> {
+) -> Result<Fetched> {
     let first = master.snapshot_chunk(0, 0, chunk).await?;
     let (seq, total) = (first.seq, first.total);
     let what = format!("snapshot {seq} from {}", master.endpoint());
-    let capacity = usize::try_from(total).map_err(|_| corrupt(&what, "too large".into()))?;
-    let mut buf: Vec<u8> = Vec::with_capacity(capacity.min(1 << 30));
+    usize::try_from(total).map_err(|_| corrupt(&what, "too large".into()))?;
+    // Grown as chunks arrive: `total` comes from the network.
+    let mut buf: Vec<u8> = Vec::with_capacity(first.bytes.len());
     let mut next = first;
     loop {
         if next.seq != seq || next.total != total || next.offset != buf.len() as u64 {
@@ -168,14 +201,11 @@ async fn fetch_once(
         }
         next = master.snapshot_chunk(seq, buf.len() as u64, chunk).await?;
     }
-    let snapshot = decode(&buf, &what)?;
-    if snapshot.seq != seq {
-        return Err(corrupt(
-            &what,
-            format!("it holds seq {} under the name of {seq}", snapshot.seq),
-        ));
-    }
-    Ok(snapshot)
+    Ok(Fetched {
+        seq,
+        from: master.endpoint().to_string(),
+        bytes: buf,
+    })
 }
 
 fn corrupt(what: &str, reason: String) -> Error {

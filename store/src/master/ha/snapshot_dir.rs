@@ -12,6 +12,7 @@
 //! ```
 
 use std::fs::{self, File};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::bootstrap::Offered;
@@ -92,7 +93,7 @@ impl SnapshotDir {
 
     /// Writes `offered` durably, then deletes the older snapshots. Blocking.
     pub fn keep(&self, offered: &Offered) -> Result<()> {
-        write_snapshot_file(&self.dir, offered.seq, &offered.bytes)?;
+        write_snapshot_file(&self.dir, offered.seq, |w| w.write_all(&offered.bytes))?;
         for (seq, path) in snapshot_files(&self.dir)? {
             if seq < offered.seq {
                 let _ = fs::remove_file(path);
