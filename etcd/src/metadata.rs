@@ -19,7 +19,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Client, GetResponse, PutOptions};
+use etcd_client::{Client, Compare, CompareOp, GetResponse, PutOptions, Txn, TxnOp};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::FutureExt;
@@ -177,9 +177,21 @@ impl EtcdMetadata {
         // descriptor still goes when its lease expires.
         let publication = published.remove(name);
         let mut kv = self.inner.client.kv_client();
-        self.inner
-            .call("delete", kv.delete(key.as_str(), None))
-            .await?;
+        match &publication {
+            // Ours: deleted only while it is still on our lease, so that a late remove never
+            // deletes what another store (an engine restarted under the same name) put since.
+            Some(p) => {
+                let txn = Txn::new()
+                    .when([Compare::lease(key.as_str(), CompareOp::Equal, p.lease)])
+                    .and_then([TxnOp::delete(key.as_str(), None)]);
+                self.inner.call("delete", kv.txn(txn)).await?;
+            }
+            None => {
+                self.inner
+                    .call("delete", kv.delete(key.as_str(), None))
+                    .await?;
+            }
+        }
         if let Some(p) = publication {
             self.inner.revoke(p.lease).await;
         }

@@ -374,3 +374,19 @@ async fn a_killed_publishers_descriptor_expires() {
     assert_eq!(status.signal(), Some(9), "SIGKILLed: {status}");
     until_not_found(&observer, &name, CEILING).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_remove_leaves_what_another_store_put_since() {
+    let etcd = Etcd::start().await;
+    let (old, new) = (store(&etcd.config).await, store(&etcd.config).await);
+    let mut descriptor = sample_descriptor(&dead_name());
+    old.put(&descriptor, TTL).await.unwrap();
+    // The engine restarts under the same name; its old store's remove comes late.
+    descriptor.instance_id = SegmentDescriptor::new_instance_id();
+    new.put(&descriptor, TTL).await.unwrap();
+    old.remove(&descriptor.name).await.unwrap();
+    assert_eq!(new.get(&descriptor.name).await.unwrap(), descriptor);
+    // Its own remove still withdraws it.
+    new.remove(&descriptor.name).await.unwrap();
+    assert_eq!(new.get(&descriptor.name).await.unwrap_err().code(), -3203);
+}
