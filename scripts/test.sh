@@ -32,6 +32,8 @@ echo "== cargo test"
 cargo test --workspace --locked
 echo "== elected masters on etcd, clients that follow them, nodes on etcd metadata, as processes (--features etcd)"
 cargo test --locked --features etcd --test ha_cluster --test ha_clients --test metadata_etcd
+echo "== yuebing demo --ha and yuebing bench ha, small settings (--features etcd)"
+cargo test --locked --features etcd --test ha_tools
 echo "== python package (scripts/python_tests.sh)"
 # The `yuebing` binary that cargo test just built (for its integration tests) is the one the
 # Python tests start.

@@ -3,12 +3,13 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use yuebing::bench::args::BenchCommon;
 use yuebing::bench::{
-    bridge as bridge_bench, master as master_bench, report, rpc, store as store_bench, transfer,
+    bridge as bridge_bench, ha as ha_bench, master as master_bench, report, rpc,
+    store as store_bench, transfer,
 };
 use yuebing::cli::client_args::ClientArgs;
 use yuebing::cli::cluster::ClusterArgs;
@@ -76,6 +77,10 @@ enum Bench {
     Store(BenchStoreArgs),
     /// The bridge: store and master calls awaited, blocking from threads, and with callbacks.
     Bridge(BenchBridgeArgs),
+    /// Elected masters on etcd (build with --features etcd; needs apt-get install etcd-server):
+    /// put rates with the etcd log vs a local log vs none, standby lag, failover time over
+    /// repeated SIGKILLs of the leader.
+    Ha(ha_bench::BenchHaArgs),
 }
 
 #[derive(Args, Debug)]
@@ -174,34 +179,6 @@ impl BenchTransferArgs {
     /// Runtime worker threads of each side (at least 1).
     fn worker_threads(&self, file: &ConfigFile) -> Result<usize, ConfigError> {
         yuebing::cli::worker_threads(file, "bench", self.worker_threads, 1)
-    }
-}
-
-/// Settings every benchmark takes.
-#[derive(Args, Debug)]
-struct BenchCommon {
-    /// Repetitions of every measurement [default: 3; config: bench.repeat].
-    #[arg(long, env = "YUEBING_BENCH_REPEAT")]
-    repeat: Option<u32>,
-    /// Measured milliseconds per measurement [default: 1000; config: bench.duration_ms].
-    #[arg(long, env = "YUEBING_BENCH_DURATION_MS")]
-    duration_ms: Option<u64>,
-    /// Warm-up milliseconds before each measurement [default: 200; config: bench.warmup_ms].
-    #[arg(long, env = "YUEBING_BENCH_WARMUP_MS")]
-    warmup_ms: Option<u64>,
-    /// Also write the results as JSON to this file.
-    #[arg(long, env = "YUEBING_BENCH_JSON")]
-    json: Option<PathBuf>,
-}
-
-impl BenchCommon {
-    /// (repeat, duration, warm-up), resolved against the config file.
-    fn resolve(&self, file: &ConfigFile) -> Result<(u32, Duration, Duration), CliError> {
-        Ok((
-            file.resolve("bench", "repeat", self.repeat, 3)?.max(1),
-            Duration::from_millis(file.resolve("bench", "duration_ms", self.duration_ms, 1000)?),
-            Duration::from_millis(file.resolve("bench", "warmup_ms", self.warmup_ms, 200)?),
-        ))
     }
 }
 
@@ -423,6 +400,17 @@ async fn bench_bridge(
     write_json(args.common.json, "bridge", &report.rows)
 }
 
+async fn bench_ha(
+    file: &ConfigFile,
+    args: ha_bench::BenchHaArgs,
+    token: Option<yuebing::rpc::Token>,
+) -> Result<(), CliError> {
+    let cfg = args.resolve(file, token)?;
+    let bar = progress(cfg.measurements());
+    let rows = ha_bench::run(&cfg, ticker(&bar)).await;
+    finish("ha", &bar, rows, cfg.header(), args.common.json)
+}
+
 /// Advances `bar` by one measurement, named `what`.
 fn ticker(bar: &ProgressBar) -> impl FnMut(&str) + '_ {
     |what| {
@@ -541,6 +529,9 @@ fn main() -> ExitCode {
     };
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all();
+    // 8 MiB per worker, as the main thread has: a debug build of `demo --ha` nests futures (the
+    // story, the store client's put, the rpc pool) deeper than tokio's default 2 MiB holds.
+    builder.thread_stack_size(8 << 20);
     let workers = match &cli.command {
         Command::Master(args) => args.worker_threads(&file).map(Some),
         Command::Bench(Bench::Transfer(args)) => args.worker_threads(&file).map(Some),
@@ -601,6 +592,7 @@ fn main() -> ExitCode {
             Command::Bench(Bench::Master(args)) => bench_master(&file, args).await,
             Command::Bench(Bench::Store(args)) => bench_store(&file, args, token).await,
             Command::Bench(Bench::Bridge(args)) => bench_bridge(&file, args, token).await,
+            Command::Bench(Bench::Ha(args)) => bench_ha(&file, args, token).await,
             Command::BenchTarget { bind, len, .. } => transfer::target::run(bind, len, token)
                 .await
                 .map_err(CliError::Bench),

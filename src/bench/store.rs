@@ -14,6 +14,7 @@ use yuebing_store::{Client, ClientConfig, Options};
 
 use super::harness::median_spread;
 use super::report::Row;
+use super::transfer::size_label as label;
 use crate::cli::child::ChildProcess;
 
 /// Settings of one run.
@@ -227,14 +228,6 @@ fn check_all<T>(results: Vec<yuebing_store::Result<T>>) -> Result<(), String> {
     results
         .into_iter()
         .try_for_each(|r| r.map(|_| ()).map_err(err))
-}
-
-fn label(n: usize) -> String {
-    match n {
-        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{}MiB", n >> 20),
-        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{}KiB", n >> 10),
-        n => format!("{n}B"),
-    }
 }
 
 /// Runs the benchmark; `tick` is called after each size of each round.

@@ -44,15 +44,20 @@ impl ChildProcess {
         transport: Option<&str>,
         token: Option<&Token>,
     ) -> Result<ChildProcess, String> {
-        let mut args: Vec<String> = [
-            "node",
-            "--master",
-            &master.to_string(),
-            "--store-size",
-            size,
-        ]
-        .map(String::from)
-        .into();
+        Self::node_of(std::slice::from_ref(master), size, transport, token).await
+    }
+
+    /// `yuebing node` with `size` of store space for the cluster of `masters` (tried in order,
+    /// as a node fails over between them).
+    pub async fn node_of(
+        masters: &[Endpoint],
+        size: &str,
+        transport: Option<&str>,
+        token: Option<&Token>,
+    ) -> Result<ChildProcess, String> {
+        let mut args: Vec<String> = ["node", "--master", &joined(masters), "--store-size", size]
+            .map(String::from)
+            .into();
         if let Some(t) = transport {
             args.extend(["--transport".to_string(), t.to_string()]);
         }
@@ -127,6 +132,15 @@ impl ChildProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Addresses as a `--master` list: `h:p,h:p`.
+pub fn joined(endpoints: &[Endpoint]) -> String {
+    endpoints
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// A command's program and arguments, for messages (never its environment).

@@ -1,6 +1,8 @@
 //! `yuebing demo`, the main job on the embedded default: a master, three `yuebing node`
 //! processes on 127.0.0.1, 1000 objects of 4 KiB … 16 MiB (log-uniform) put with 2 replicas by
 //! one client, read back and checked by another, one node SIGKILLed, everything read again.
+//! With `--ha` the story runs on elected masters instead ([`super::demo_ha`]); the phases and
+//! the summary table here are shared with it.
 
 use std::time::{Duration, Instant};
 
@@ -42,13 +44,26 @@ pub struct DemoArgs {
     /// Force a transport between processes: tcp or shm (default: chosen per peer).
     #[arg(long)]
     pub transport: Option<String>,
+    /// High availability: etcd, three elected masters (`yuebing master --etcd`) and the nodes;
+    /// the objects are put, the leading master is SIGKILLed, the failover timed (kill to the
+    /// first put a new leader takes) and every object read back. Needs the `etcd` binary
+    /// (`apt-get install etcd-server`) and a build with `--features etcd`.
+    #[arg(long)]
+    pub ha: bool,
+    /// With --ha: the masters' election TTL, ms (a dead leader is replaced about this long
+    /// after it died; etcd grants at least about 2 s).
+    #[arg(long, default_value_t = 2000)]
+    pub election_ttl_ms: u64,
 }
 
 /// What one phase measured.
-struct Phase {
+pub(crate) struct Phase {
     name: String,
     ops: u64,
-    errors: u64,
+    /// Operations that failed.
+    pub(crate) errors: u64,
+    /// What the first failed operation said.
+    first_error: Option<String>,
     bytes: u64,
     elapsed: Duration,
     hist: Histogram<u64>,
@@ -77,6 +92,7 @@ fn value(i: usize, size: usize) -> Vec<u8> {
     v
 }
 
+/// `n` object sizes between `min` and `max`, log-uniform (the same for every run).
 fn sizes(n: usize, min: usize, max: usize) -> Vec<usize> {
     let mut rng = fastrand::Rng::with_seed(42);
     let (lo, hi) = ((min as f64).ln(), (max as f64).ln());
@@ -93,7 +109,7 @@ where
 {
     bar.set_message(name.to_string());
     let mut hist = Histogram::new_with_bounds(1, 100_000_000, 3).expect("valid bounds");
-    let (mut bytes, mut errors) = (0, 0);
+    let (mut bytes, mut errors, mut first_error) = (0, 0, None);
     let start = Instant::now();
     let mut results = futures::stream::iter(0..n)
         .map(|i| {
@@ -110,6 +126,7 @@ where
             Err(e) => {
                 errors += 1;
                 bar.println(format!("  {name}: {e}"));
+                first_error.get_or_insert(e);
             }
         }
         hist.saturating_record(took.as_micros() as u64);
@@ -119,17 +136,126 @@ where
         name: name.into(),
         ops: n as u64,
         errors,
+        first_error,
         bytes,
         elapsed: start.elapsed(),
         hist,
     }
 }
 
-/// Runs the demo; prints progress on `bar` and returns the summary text, or why it failed.
-/// With a `token`, every connection of the demo (its master, its nodes, its clients) presents
-/// and requires it.
+/// A line per phase that saw errors: how many, and the first.
+pub(crate) fn failures(phases: &[&Phase]) -> String {
+    phases
+        .iter()
+        .filter_map(|p| {
+            let first = p.first_error.as_deref()?;
+            Some(format!(
+                "{}: {} errors, the first: {first}\n",
+                p.name, p.errors
+            ))
+        })
+        .collect()
+}
+
+/// The objects of one demo run: their sizes, and how to put and check them.
+pub(crate) struct Objects {
+    /// Each object's size, by index.
+    pub(crate) sizes: Vec<usize>,
+    /// Operations in flight per client.
+    pub(crate) inflight: usize,
+}
+
+impl Objects {
+    /// The objects `args` asks for.
+    pub(crate) fn from_args(args: &DemoArgs) -> Result<Objects, String> {
+        let (min, max) = (parse_size(&args.min)?, parse_size(&args.max)?);
+        Ok(Objects {
+            sizes: sizes(args.objects, min, max),
+            inflight: args.inflight,
+        })
+    }
+
+    /// Object `i`'s key.
+    fn key(i: usize) -> String {
+        format!("demo/object-{i:05}")
+    }
+
+    /// A line saying what is put: count, total size, replicas.
+    pub(crate) fn describe(&self, replicas: u32) -> String {
+        let total: usize = self.sizes.iter().sum();
+        format!(
+            "{} objects, {:.2} GB, {replicas} replicas each",
+            self.sizes.len(),
+            total as f64 / 1e9
+        )
+    }
+
+    /// Puts every object through `writer`.
+    pub(crate) async fn put_all(
+        &self,
+        writer: &Client,
+        opts: &Options,
+        bar: &ProgressBar,
+    ) -> Phase {
+        phase("put", self.sizes.len(), self.inflight, bar, |i| {
+            let size = self.sizes[i];
+            async move {
+                let v = value(i, size);
+                writer
+                    .put(&Objects::key(i), &v, opts)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(size as u64)
+            }
+        })
+        .await
+    }
+
+    /// Reads every object through `reader` and checks its size and checksum.
+    pub(crate) async fn check_all(
+        &self,
+        name: &str,
+        reader: &Client,
+        opts: &Options,
+        bar: &ProgressBar,
+    ) -> Phase {
+        phase(name, self.sizes.len(), self.inflight, bar, |i| async move {
+            let key = Objects::key(i);
+            let got = reader
+                .get(&key, opts)
+                .await
+                .map_err(|e| format!("{key}: {e}"))?;
+            let want = crc32fast::hash(&value(i, self.sizes[i]));
+            if got.len() != self.sizes[i] || crc32fast::hash(&got) != want {
+                return Err(format!("{key}: checksum mismatch"));
+            }
+            Ok(got.len() as u64)
+        })
+        .await
+    }
+}
+
+/// The summary table: a line per phase.
+pub(crate) fn table(phases: &[&Phase]) -> String {
+    let mut out = format!(
+        "{:<26} {:>6} {:>6} {:>9} {:>8} {:>10} {:>10}\n",
+        "phase", "ops", "errors", "GB", "GB/s", "p50_ms", "p99_ms"
+    );
+    for p in phases {
+        out.push_str(&p.row());
+        out.push('\n');
+    }
+    out
+}
+
+/// Runs the demo (with `--ha`, [`super::demo_ha::run`]); prints progress on `bar` and returns
+/// the summary text, or why it failed. With a `token`, every connection of the demo (its
+/// master, its nodes, its clients) presents and requires it.
 pub async fn run(args: DemoArgs, token: Option<Token>, bar: ProgressBar) -> Result<String, String> {
-    let (min, max) = (parse_size(&args.min)?, parse_size(&args.max)?);
+    if args.ha {
+        return super::demo_ha::run(args, token, bar).await;
+    }
+    let objects = Objects::from_args(&args)?;
     let ep: Endpoint = "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?;
     let mut master_cfg = MasterServerConfig::default();
     master_cfg.rpc.token = token.clone();
@@ -157,74 +283,34 @@ pub async fn run(args: DemoArgs, token: Option<Token>, bar: ProgressBar) -> Resu
     let reader = Client::start(client_cfg())
         .await
         .map_err(|e| e.to_string())?;
-    let sizes = sizes(args.objects, min, max);
-    let total: usize = sizes.iter().sum();
-    bar.println(format!(
-        "{} objects, {:.2} GB, {} replicas each",
-        args.objects,
-        total as f64 / 1e9,
-        args.replicas
-    ));
+    bar.println(objects.describe(args.replicas));
     bar.set_length(3 * args.objects as u64);
     let put_opts = Options::put(PutConfig {
         replica_num: args.replicas,
         ..PutConfig::default()
     });
-    let key = |i: usize| format!("demo/object-{i:05}");
-    let puts = phase("put", args.objects, args.inflight, &bar, |i| {
-        let (w, opts, size) = (&writer, &put_opts, sizes[i]);
-        async move {
-            let v = value(i, size);
-            w.put(&key(i), &v, opts).await.map_err(|e| e.to_string())?;
-            Ok(size as u64)
-        }
-    })
-    .await;
-    let check = |name: &'static str| {
-        let reader = &reader;
-        let sizes = &sizes;
-        phase(
-            name,
-            args.objects,
-            args.inflight,
-            &bar,
-            move |i| async move {
-                let got = reader
-                    .get(&key(i), &Options::default())
-                    .await
-                    .map_err(|e| format!("{}: {e}", key(i)))?;
-                let want = crc32fast::hash(&value(i, sizes[i]));
-                if got.len() != sizes[i] || crc32fast::hash(&got) != want {
-                    return Err(format!("{}: checksum mismatch", key(i)));
-                }
-                Ok(got.len() as u64)
-            },
-        )
-    };
-    let gets = check("get (second client)").await;
+    let puts = objects.put_all(&writer, &put_opts, &bar).await;
+    let read = Options::default();
+    let gets = objects
+        .check_all("get (second client)", &reader, &read, &bar)
+        .await;
     let victim = nodes.first_mut().ok_or("no nodes")?;
     let victim_name = victim.announced.clone();
     victim.kill();
     bar.println(format!("killed node {victim_name} (SIGKILL)"));
-    let after = check("get after the kill").await;
+    let after = objects
+        .check_all("get after the kill", &reader, &read, &bar)
+        .await;
     let stats = reader
         .stats(&Options::default())
         .await
         .map_err(|e| e.to_string())?;
     bar.finish_and_clear();
-    let mut out = String::new();
-    out.push_str(&format!(
+    let mut out = format!(
         "yuebing demo: master + {} nodes x {} on 127.0.0.1; {} objects {}..{} (log-uniform), {} replicas\n",
         args.nodes, args.store_size, args.objects, args.min, args.max, args.replicas
-    ));
-    out.push_str(&format!(
-        "{:<26} {:>6} {:>6} {:>9} {:>8} {:>10} {:>10}\n",
-        "phase", "ops", "errors", "GB", "GB/s", "p50_ms", "p99_ms"
-    ));
-    for p in [&puts, &gets, &after] {
-        out.push_str(&p.row());
-        out.push('\n');
-    }
+    );
+    out.push_str(&table(&[&puts, &gets, &after]));
     out.push_str(&format!(
         "master: {} objects, {:.2} of {:.2} GB used, {} evicted; node {victim_name} killed, every object {}\n",
         stats.objects,
@@ -236,7 +322,8 @@ pub async fn run(args: DemoArgs, token: Option<Token>, bar: ProgressBar) -> Resu
     drop(nodes);
     master.shutdown(Duration::from_secs(1)).await;
     if puts.errors + gets.errors + after.errors > 0 || stats.evicted > 0 {
-        return Err(format!("the demo saw failures:\n{out}"));
+        let why = failures(&[&puts, &gets, &after]);
+        return Err(format!("the demo saw failures:\n{out}{why}"));
     }
     Ok(out)
 }

@@ -1,12 +1,15 @@
 //! Subcommands of the `yuebing` tool that live in the library (so tests and benches can reuse
-//! their settings resolution): `master`, `node`, `store …`, `demo`,
+//! their settings resolution): `master`, `node`, `store …`, `demo` (and `demo --ha`),
 //! and the child processes (master, nodes) the demo and `bench store` start.
 
 pub mod child;
 pub mod client_args;
 pub mod cluster;
 pub mod demo;
+pub mod demo_ha;
 pub mod ha;
+#[cfg(feature = "etcd")]
+pub mod local_ha;
 pub mod master;
 pub mod node;
 pub mod store;

@@ -69,7 +69,8 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("size out of range: {s:?}"))
 }
 
-fn size_label(n: usize) -> String {
+/// A size as the tables name it: `4KiB`, `1MiB`, `100B`.
+pub(crate) fn size_label(n: usize) -> String {
     match n {
         n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{}MiB", n >> 20),
         n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{}KiB", n >> 10),
