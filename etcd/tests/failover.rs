@@ -5,60 +5,22 @@
 //! - a read under the old leader's lease, across a failover, returns the object's bytes or a
 //!   typed error, never bytes of a later object written into reused space.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::*;
 use tokio::runtime::Handle;
-use yuebing_etcd::ha::{Accepted, HaConfig, HaMaster, LeaderWatch};
+use yuebing_etcd::ha::{Accepted, HaMaster};
 use yuebing_etcd::testing::{EtcdCluster, EtcdServer, TcpProxy};
-use yuebing_etcd::{Election, EtcdConfig, EtcdLog};
-use yuebing_rpc::Endpoint;
+use yuebing_etcd::EtcdLog;
 use yuebing_store::master::{ClientId, MasterClient};
-use yuebing_store::{Client, ClientConfig, Fetched, Options};
+use yuebing_store::{Fetched, Options};
 
-async fn eventually<T>(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn ha_config(etcd: EtcdConfig, cluster: &str) -> HaConfig {
-    let mut cfg = HaConfig::new(etcd.with_cluster(cluster));
-    cfg.ttl = Duration::from_secs(2);
-    cfg
-}
-
-fn value(i: usize, len: usize) -> Vec<u8> {
-    (0..len).map(|j| (i * 31 + j * 7) as u8).collect()
-}
-
-/// A store client that follows the election of `cluster`, with `store_size` bytes of its own.
-async fn follower(etcd: &EtcdConfig, cluster: &str, store_size: u64) -> (Client, LeaderWatch) {
-    let handle = Handle::current();
-    let election = Election::connect_on(
-        &etcd.clone().with_cluster(cluster),
-        Duration::from_secs(2),
-        handle.clone(),
-    )
-    .await
-    .unwrap();
-    let leader = LeaderWatch::start(election, &handle);
-    let client = Client::start(ClientConfig {
-        leader: Some(leader.receiver()),
-        store_size,
-        heartbeat: Duration::from_millis(100),
-        ..ClientConfig::default()
-    })
-    .await
-    .unwrap();
-    (client, leader)
-}
+/// How often the test clients ping the master (and so remount after a failover).
+const HEARTBEAT: Duration = Duration::from_millis(100);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_a_three_member_etcd_never_overlaps_the_next_epoch() {
@@ -66,11 +28,8 @@ async fn a_leader_cut_off_a_three_member_etcd_never_overlaps_the_next_epoch() {
     let proxy = TcpProxy::start(&etcd.endpoint(0)).await.unwrap();
     let mut cut_off = etcd.config();
     cut_off.endpoints = vec![proxy.endpoint()];
-    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
     let handle = Handle::current();
-    let first = HaMaster::start(ha_config(cut_off, "fo1"), &bind, handle.clone())
-        .await
-        .unwrap();
+    let first = start(ha_config(cut_off, "fo1")).await;
     eventually(
         "the first master leads",
         Duration::from_secs(20),
@@ -79,13 +38,9 @@ async fn a_leader_cut_off_a_three_member_etcd_never_overlaps_the_next_epoch() {
     .await;
     let mut others = Vec::new();
     for _ in 0..2 {
-        others.push(
-            HaMaster::start(ha_config(etcd.config(), "fo1"), &bind, handle.clone())
-                .await
-                .unwrap(),
-        );
+        others.push(start(ha_config(etcd.config(), "fo1")).await);
     }
-    let (client, _leader) = follower(&etcd.config(), "fo1", 32 << 20).await;
+    let (client, _leader) = follower(&etcd.config().with_cluster("fo1"), 32 << 20, HEARTBEAT).await;
     let client = Arc::new(client);
 
     // Puts go on all along; each acknowledged one is remembered.
@@ -210,23 +165,22 @@ async fn a_leader_cut_off_a_three_member_etcd_never_overlaps_the_next_epoch() {
 async fn a_read_under_the_old_leaders_lease_never_sees_reused_bytes() {
     const LEN: usize = 256 << 10;
     let etcd = EtcdServer::start().await.unwrap();
-    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
-    let handle = Handle::current();
-    let first = HaMaster::start(ha_config(etcd.config(), "fo2"), &bind, handle.clone())
-        .await
-        .unwrap();
+    let first = start(ha_config(etcd.config(), "fo2")).await;
     eventually(
         "the first master leads",
         Duration::from_secs(20),
         async || first.serving().then_some(()),
     )
     .await;
-    let second = HaMaster::start(ha_config(etcd.config(), "fo2"), &bind, handle.clone())
-        .await
-        .unwrap();
+    let second = start(ha_config(etcd.config(), "fo2")).await;
     // The owner's space holds four such objects; the reader has none.
-    let (owner, _w1) = follower(&etcd.config(), "fo2", 4 * LEN as u64).await;
-    let (reader, _w2) = follower(&etcd.config(), "fo2", 0).await;
+    let (owner, _w1) = follower(
+        &etcd.config().with_cluster("fo2"),
+        4 * LEN as u64,
+        HEARTBEAT,
+    )
+    .await;
+    let (reader, _w2) = follower(&etcd.config().with_cluster("fo2"), 0, HEARTBEAT).await;
     let opts = Options::deadline(Duration::from_secs(20));
     owner.put("victim", &value(1, LEN), &opts).await.unwrap();
     let found = match reader.get_or_locate("victim", 0, &opts).await.unwrap() {
@@ -288,38 +242,22 @@ async fn a_read_under_the_old_leaders_lease_never_sees_reused_bytes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_right_after_a_failover_wait_for_the_nodes_to_remount() {
     let etcd = EtcdServer::start().await.unwrap();
-    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
-    let handle = Handle::current();
-    let first = HaMaster::start(ha_config(etcd.config(), "fo3"), &bind, handle.clone())
-        .await
-        .unwrap();
+    let first = start(ha_config(etcd.config(), "fo3")).await;
     eventually(
         "the first master leads",
         Duration::from_secs(20),
         async || first.serving().then_some(()),
     )
     .await;
-    let second = HaMaster::start(ha_config(etcd.config(), "fo3"), &bind, handle.clone())
-        .await
-        .unwrap();
+    let second = start(ha_config(etcd.config(), "fo3")).await;
     // The owner of the space remounts only at its heartbeat, 2 s apart.
-    let election = Election::connect_on(
+    let (owner, _owner_watch) = follower(
         &etcd.config().with_cluster("fo3"),
+        8 << 20,
         Duration::from_secs(2),
-        handle.clone(),
     )
-    .await
-    .unwrap();
-    let owner_watch = LeaderWatch::start(election, &handle);
-    let owner = Client::start(ClientConfig {
-        leader: Some(owner_watch.receiver()),
-        store_size: 8 << 20,
-        heartbeat: Duration::from_secs(2),
-        ..ClientConfig::default()
-    })
-    .await
-    .unwrap();
-    let (reader, _w) = follower(&etcd.config(), "fo3", 0).await;
+    .await;
+    let (reader, _w) = follower(&etcd.config().with_cluster("fo3"), 0, HEARTBEAT).await;
     let opts = Options::deadline(Duration::from_secs(15));
     for i in 0..10 {
         owner

@@ -2,31 +2,16 @@
 //! as a standby; when the leader is cut off from etcd it stops serving before the standby,
 //! promoted in a newer epoch, serves every object the old leader acknowledged, and puts go on.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::*;
 use tokio::runtime::Handle;
-use yuebing_etcd::ha::{HaConfig, HaMaster, LeaderWatch, Role};
+use yuebing_etcd::ha::{HaMaster, Role};
 use yuebing_etcd::testing::{EtcdServer, TcpProxy};
-use yuebing_etcd::{Election, EtcdConfig};
 use yuebing_rpc::Endpoint;
 use yuebing_store::{Client, ClientConfig, Options};
-
-async fn eventually<T>(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn ha_config(etcd: EtcdConfig, cluster: &str) -> HaConfig {
-    let mut cfg = HaConfig::new(etcd.with_cluster(cluster));
-    cfg.ttl = Duration::from_secs(2);
-    cfg
-}
 
 fn value(i: usize) -> Vec<u8> {
     (0..4096).map(|j| (i * 31 + j) as u8).collect()
@@ -38,40 +23,18 @@ async fn a_standby_takes_over_from_a_leader_cut_off_from_etcd_and_loses_nothing(
     let proxy = TcpProxy::start(&etcd.endpoint()).await.unwrap();
     let mut cut_off = etcd.config();
     cut_off.endpoints = vec![proxy.endpoint()];
-    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
-    let handle = Handle::current();
 
-    let first = HaMaster::start(ha_config(cut_off, "ha1"), &bind, handle.clone())
-        .await
-        .unwrap();
-    eventually(
-        "the first master leads",
-        Duration::from_secs(20),
-        async || first.serving().then_some(()),
-    )
-    .await;
-    let second = HaMaster::start(ha_config(etcd.config(), "ha1"), &bind, handle.clone())
-        .await
-        .unwrap();
+    let first = leader(ha_config(cut_off, "ha1")).await;
+    let second = start(ha_config(etcd.config(), "ha1")).await;
     assert_eq!(second.status().role, Role::Standby);
 
     // A client that follows the election, with store space of its own.
-    let election = Election::connect_on(
+    let (client, _leader) = follower(
         &etcd.config().with_cluster("ha1"),
-        Duration::from_secs(2),
-        handle.clone(),
+        32 << 20,
+        Duration::from_millis(100),
     )
-    .await
-    .unwrap();
-    let leader = LeaderWatch::start(election, &handle);
-    let client = Client::start(ClientConfig {
-        leader: Some(leader.receiver()),
-        store_size: 32 << 20,
-        heartbeat: Duration::from_millis(100),
-        ..ClientConfig::default()
-    })
-    .await
-    .unwrap();
+    .await;
     let opts = Options::deadline(Duration::from_secs(20));
     for i in 0..200 {
         client
@@ -128,20 +91,8 @@ async fn a_standby_outlives_an_etcd_outage_longer_than_its_ttl() {
     let proxy = TcpProxy::start(&etcd.endpoint()).await.unwrap();
     let mut behind_proxy = etcd.config();
     behind_proxy.endpoints = vec![proxy.endpoint()];
-    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
-    let handle = Handle::current();
-    let leader = HaMaster::start(ha_config(etcd.config(), "ha2"), &bind, handle.clone())
-        .await
-        .unwrap();
-    eventually(
-        "the first master leads",
-        Duration::from_secs(20),
-        async || leader.serving().then_some(()),
-    )
-    .await;
-    let standby = HaMaster::start(ha_config(behind_proxy, "ha2"), &bind, handle.clone())
-        .await
-        .unwrap();
+    let leader = leader(ha_config(etcd.config(), "ha2")).await;
+    let standby = start(ha_config(behind_proxy, "ha2")).await;
     // etcd out of reach for more than the standby's lease TTL (2 s), then back.
     proxy.cut();
     tokio::time::sleep(Duration::from_millis(3500)).await;
@@ -186,9 +137,7 @@ async fn a_master_with_other_rules_than_its_cluster_is_refused() {
     let etcd = EtcdServer::start().await.unwrap();
     let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
     let handle = Handle::current();
-    let first = HaMaster::start(ha_config(etcd.config(), "ha3"), &bind, handle.clone())
-        .await
-        .unwrap();
+    let first = start(ha_config(etcd.config(), "ha3")).await;
     let mut other = ha_config(etcd.config(), "ha3");
     other.master.core.put_release_ms = 700_000;
     let e = HaMaster::start(other, &bind, handle.clone())
@@ -197,9 +146,7 @@ async fn a_master_with_other_rules_than_its_cluster_is_refused() {
         .expect("other rules are refused");
     assert!(e.to_string().contains("rules differ"), "{e}");
     // The same rules join; another cluster has its own.
-    let same = HaMaster::start(ha_config(etcd.config(), "ha3"), &bind, handle.clone())
-        .await
-        .unwrap();
+    let same = start(ha_config(etcd.config(), "ha3")).await;
     let mut elsewhere = ha_config(etcd.config(), "ha4");
     elsewhere.master.core.put_release_ms = 700_000;
     let alone = HaMaster::start(elsewhere, &bind, handle).await.unwrap();

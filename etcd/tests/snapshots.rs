@@ -2,29 +2,20 @@
 //! applied) and compacts etcd's history, and a master started after the truncation bootstraps
 //! from the leader's snapshot, fetched over rpc in chunks, then tails the log and can lead.
 
-use std::time::{Duration, Instant};
+mod common;
 
+use std::time::Duration;
+
+use common::*;
 use tokio::runtime::Handle;
-use yuebing_etcd::ha::{HaConfig, HaMaster, LeaderWatch, Role};
+use yuebing_etcd::ha::{HaConfig, Role};
 use yuebing_etcd::testing::EtcdServer;
-use yuebing_etcd::{Election, Error, EtcdConfig, EtcdLog};
-use yuebing_rpc::Endpoint;
-use yuebing_store::{Client, ClientConfig, Options};
+use yuebing_etcd::{Error, EtcdConfig, EtcdLog};
+use yuebing_store::Options;
 
-async fn eventually<T>(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn ha_config(etcd: EtcdConfig) -> HaConfig {
-    let mut cfg = HaConfig::new(etcd.with_cluster("snap"));
-    cfg.ttl = Duration::from_secs(2);
+/// A test master of the cluster `snap` that snapshots every 100 entries.
+fn snapshotting(etcd: EtcdConfig) -> HaConfig {
+    let mut cfg = ha_config(etcd, "snap");
     cfg.master.snapshot_every = 100;
     cfg
 }
@@ -36,35 +27,13 @@ fn value(i: usize) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_started_after_truncation_bootstraps_from_the_leaders_snapshot() {
     let etcd = EtcdServer::start().await.unwrap();
-    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
     let handle = Handle::current();
     let config = etcd.config().with_cluster("snap");
-    let first = HaMaster::start(ha_config(etcd.config()), &bind, handle.clone())
-        .await
-        .unwrap();
-    eventually(
-        "the first master leads",
-        Duration::from_secs(20),
-        async || first.serving().then_some(()),
-    )
-    .await;
-    let second = HaMaster::start(ha_config(etcd.config()), &bind, handle.clone())
-        .await
-        .unwrap();
+    let first = leader(snapshotting(etcd.config())).await;
+    let second = start(snapshotting(etcd.config())).await;
     assert_eq!(second.status().role, Role::Standby);
 
-    let election = Election::connect_on(&config, Duration::from_secs(2), handle.clone())
-        .await
-        .unwrap();
-    let leader = LeaderWatch::start(election, &handle);
-    let client = Client::start(ClientConfig {
-        leader: Some(leader.receiver()),
-        store_size: 32 << 20,
-        heartbeat: Duration::from_millis(100),
-        ..ClientConfig::default()
-    })
-    .await
-    .unwrap();
+    let (client, _leader) = follower(&config, 32 << 20, Duration::from_millis(100)).await;
     let opts = Options::deadline(Duration::from_secs(20));
     for i in 0..300 {
         client
@@ -98,9 +67,7 @@ async fn a_master_started_after_truncation_bootstraps_from_the_leaders_snapshot(
     assert!(matches!(e, Error::Compacted { .. }), "{e:?}");
 
     // A master started now cannot read the log from its start: it bootstraps.
-    let third = HaMaster::start(ha_config(etcd.config()), &bind, handle.clone())
-        .await
-        .unwrap();
+    let third = start(snapshotting(etcd.config())).await;
     let durable = first.status().applied;
     assert!(
         third.status().applied >= first_kept.saturating_sub(1),
@@ -143,21 +110,10 @@ async fn a_standby_cut_off_past_the_truncation_bootstraps_again_when_back() {
         .unwrap();
     let mut behind_proxy = etcd.config();
     behind_proxy.endpoints = vec![proxy.endpoint()];
-    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
     let handle = Handle::current();
     let config = etcd.config().with_cluster("snap");
-    let leader = HaMaster::start(ha_config(etcd.config()), &bind, handle.clone())
-        .await
-        .unwrap();
-    eventually(
-        "the first master leads",
-        Duration::from_secs(20),
-        async || leader.serving().then_some(()),
-    )
-    .await;
-    let standby = HaMaster::start(ha_config(behind_proxy), &bind, handle.clone())
-        .await
-        .unwrap();
+    let leader = leader(snapshotting(etcd.config())).await;
+    let standby = start(snapshotting(behind_proxy)).await;
     let log = EtcdLog::connect_on(&config, &handle).await.unwrap();
     eventually(
         "the standby publishes",
@@ -174,18 +130,7 @@ async fn a_standby_cut_off_past_the_truncation_bootstraps_again_when_back() {
         async || log.lowest_applied().await.unwrap().is_none().then_some(()),
     )
     .await;
-    let election = Election::connect_on(&config, Duration::from_secs(2), handle.clone())
-        .await
-        .unwrap();
-    let follow = LeaderWatch::start(election, &handle);
-    let client = Client::start(ClientConfig {
-        leader: Some(follow.receiver()),
-        store_size: 32 << 20,
-        heartbeat: Duration::from_millis(100),
-        ..ClientConfig::default()
-    })
-    .await
-    .unwrap();
+    let (client, _follow) = follower(&config, 32 << 20, Duration::from_millis(100)).await;
     let opts = Options::deadline(Duration::from_secs(20));
     for i in 0..300 {
         client
@@ -233,34 +178,16 @@ async fn a_standby_cut_off_past_the_truncation_bootstraps_again_when_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_master_lost_after_truncation_restarts_from_the_leaders_disk() {
     let etcd = EtcdServer::start().await.unwrap();
-    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
     let handle = Handle::current();
     let config = etcd.config().with_cluster("snap");
     let disk = tempfile::tempdir().unwrap();
     let with_dir = |dir: &std::path::Path| {
-        let mut cfg = ha_config(etcd.config());
+        let mut cfg = snapshotting(etcd.config());
         cfg.master.data_dir = Some(dir.to_path_buf());
         cfg
     };
-    let leader = HaMaster::start(with_dir(disk.path()), &bind, handle.clone())
-        .await
-        .unwrap();
-    eventually("the master leads", Duration::from_secs(20), async || {
-        leader.serving().then_some(())
-    })
-    .await;
-    let election = Election::connect_on(&config, Duration::from_secs(2), handle.clone())
-        .await
-        .unwrap();
-    let follow = LeaderWatch::start(election, &handle);
-    let client = Client::start(ClientConfig {
-        leader: Some(follow.receiver()),
-        store_size: 32 << 20,
-        heartbeat: Duration::from_millis(100),
-        ..ClientConfig::default()
-    })
-    .await
-    .unwrap();
+    let leader = leader(with_dir(disk.path())).await;
+    let (client, _follow) = follower(&config, 32 << 20, Duration::from_millis(100)).await;
     let opts = Options::deadline(Duration::from_secs(20));
     for i in 0..300 {
         client
@@ -278,13 +205,9 @@ async fn every_master_lost_after_truncation_restarts_from_the_leaders_disk() {
 
     // Every master goes; one restarts on the same directory, with no leader to ask.
     leader.shutdown(Duration::from_secs(1)).await;
-    let back = tokio::time::timeout(
-        Duration::from_secs(20),
-        HaMaster::start(with_dir(disk.path()), &bind, handle.clone()),
-    )
-    .await
-    .expect("it starts from its own snapshot, not waiting for a leader")
-    .unwrap();
+    let back = tokio::time::timeout(Duration::from_secs(20), start(with_dir(disk.path())))
+        .await
+        .expect("it starts from its own snapshot, not waiting for a leader");
     eventually("it leads again", Duration::from_secs(20), async || {
         back.serving().then_some(())
     })
@@ -302,9 +225,7 @@ async fn every_master_lost_after_truncation_restarts_from_the_leaders_disk() {
     // The same directory under another cluster: its snapshots are set aside, not applied.
     let mut other = with_dir(disk.path());
     other.etcd = etcd.config().with_cluster("other");
-    let master = HaMaster::start(other.clone(), &bind, handle.clone())
-        .await
-        .unwrap();
+    let master = start(other.clone()).await;
     assert_eq!(master.status().applied, 0);
     let discarded = std::fs::read_dir(disk.path())
         .unwrap()
@@ -328,7 +249,7 @@ async fn every_master_lost_after_truncation_restarts_from_the_leaders_disk() {
         let offered = yuebing_store::master::ha::Offered::encode(&snapshot).unwrap();
         dir.keep(&offered).unwrap();
     }
-    let master = HaMaster::start(other, &bind, handle.clone()).await.unwrap();
+    let master = start(other).await;
     assert!(master.status().applied < 1_000_000);
     assert!(disk
         .path()

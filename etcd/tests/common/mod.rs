@@ -1,0 +1,82 @@
+//! What the tests of elected masters share: waiting for a condition, a test master's settings,
+//! starting masters, and a store client that follows the election.
+#![allow(dead_code)] // each test file uses a part
+
+use std::time::{Duration, Instant};
+
+use tokio::runtime::Handle;
+use yuebing_etcd::ha::{HaConfig, HaMaster, LeaderWatch};
+use yuebing_etcd::{Election, EtcdConfig};
+use yuebing_store::{Client, ClientConfig};
+
+/// The election TTL of test masters.
+pub(crate) const TTL: Duration = Duration::from_secs(2);
+
+/// Polls `f` every 50 ms until it returns `Some`, panicking after `limit`.
+pub(crate) async fn eventually<T>(
+    what: &str,
+    limit: Duration,
+    mut f: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A test master of `cluster` on `etcd`: a 2 s election TTL, the rest default.
+pub(crate) fn ha_config(etcd: EtcdConfig, cluster: &str) -> HaConfig {
+    let mut cfg = HaConfig::new(etcd.with_cluster(cluster));
+    cfg.ttl = TTL;
+    cfg
+}
+
+/// Object `i`'s bytes, `len` of them.
+pub(crate) fn value(i: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|j| (i * 31 + j * 7) as u8).collect()
+}
+
+/// Starts a master on 127.0.0.1 (any port).
+pub(crate) async fn start(cfg: HaConfig) -> HaMaster {
+    let bind = "127.0.0.1:0".parse().unwrap();
+    HaMaster::start(cfg, &bind, Handle::current())
+        .await
+        .unwrap()
+}
+
+/// Starts a master and waits until it leads and serves.
+pub(crate) async fn leader(cfg: HaConfig) -> HaMaster {
+    let master = start(cfg).await;
+    eventually("the master leads", Duration::from_secs(20), async || {
+        master.serving().then_some(())
+    })
+    .await;
+    master
+}
+
+/// A store client that follows the election of `config`'s cluster, with `store_size` bytes of
+/// its own space and a ping every `heartbeat`; keep the watch as long as the client.
+pub(crate) async fn follower(
+    config: &EtcdConfig,
+    store_size: u64,
+    heartbeat: Duration,
+) -> (Client, LeaderWatch) {
+    let handle = Handle::current();
+    let election = Election::connect_on(config, TTL, handle.clone())
+        .await
+        .unwrap();
+    let leader = LeaderWatch::start(election, &handle);
+    let client = Client::start(ClientConfig {
+        leader: Some(leader.receiver()),
+        store_size,
+        heartbeat,
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    (client, leader)
+}
