@@ -102,7 +102,62 @@ fn parse_address(what: &str, text: &str) -> Result<EtcdConfig> {
     let config = EtcdConfig::new(&hosts)
         .map_err(|e| bad(e.to_string()))?
         .with_cluster(cluster);
+    let config = with_access(config, |name| std::env::var(name).ok())?;
     config.validate().map_err(|e| bad(e.to_string()))?;
+    Ok(config)
+}
+
+/// The environment variables that give an `etcd://` address its credentials and TLS files,
+/// the same the elected master's `--etcd-*` flags read.
+pub const ACCESS_VARS: [&str; 5] = [
+    "YUEBING_ETCD_USER",
+    "YUEBING_ETCD_PASSWORD",
+    "YUEBING_ETCD_CA",
+    "YUEBING_ETCD_CERT",
+    "YUEBING_ETCD_KEY",
+];
+
+/// `config` with the credentials and TLS files that `lookup` finds under [`ACCESS_VARS`]
+/// (unset or empty: none): a user goes with a password; a CA, a certificate or a key turns
+/// the endpoints to `https://` (a certificate goes with its key).
+///
+/// # Errors
+/// [`Error::InvalidConfig`] for a user without a password (or the reverse), or a certificate
+/// without a key (or the reverse).
+pub fn with_access(
+    mut config: EtcdConfig,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<EtcdConfig> {
+    let [user, password, ca, cert, key] =
+        ACCESS_VARS.map(|name| lookup(name).filter(|v| !v.is_empty()));
+    let bad = |reason: &str| Error::InvalidConfig {
+        reason: reason.to_string(),
+    };
+    config.credentials = match (user, password) {
+        (Some(user), Some(password)) => Some(crate::config::Credentials { user, password }),
+        (None, None) => None,
+        _ => {
+            return Err(bad(
+                "YUEBING_ETCD_USER and YUEBING_ETCD_PASSWORD go together",
+            ))
+        }
+    };
+    if cert.is_some() != key.is_some() {
+        return Err(bad("YUEBING_ETCD_CERT and YUEBING_ETCD_KEY go together"));
+    }
+    if ca.is_some() || cert.is_some() {
+        config.tls = Some(crate::config::TlsFiles {
+            ca: ca.map(Into::into),
+            cert: cert.map(Into::into),
+            key: key.map(Into::into),
+            ..Default::default()
+        });
+        for endpoint in &mut config.endpoints {
+            if !endpoint.contains("://") {
+                *endpoint = format!("https://{endpoint}");
+            }
+        }
+    }
     Ok(config)
 }
 
@@ -127,6 +182,37 @@ pub async fn leader_source(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: std::collections::HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn credentials_and_tls_come_from_the_environment_in_pairs() {
+        let base = || EtcdConfig::new("h1:2379,h2:2379").unwrap();
+        let plain = with_access(base(), vars(&[])).unwrap();
+        assert!(plain.credentials.is_none() && plain.tls.is_none());
+        let auth = with_access(
+            base(),
+            vars(&[("YUEBING_ETCD_USER", "u"), ("YUEBING_ETCD_PASSWORD", "p")]),
+        )
+        .unwrap();
+        assert_eq!(auth.credentials.unwrap().user, "u");
+        let e = with_access(base(), vars(&[("YUEBING_ETCD_USER", "u")])).unwrap_err();
+        assert_eq!(e.code(), -5001);
+        let tls = with_access(base(), vars(&[("YUEBING_ETCD_CA", "/ca.pem")])).unwrap();
+        assert_eq!(tls.endpoints, ["https://h1:2379", "https://h2:2379"]);
+        assert_eq!(
+            tls.tls.unwrap().ca.unwrap(),
+            std::path::Path::new("/ca.pem")
+        );
+        let e = with_access(base(), vars(&[("YUEBING_ETCD_CERT", "/c.pem")])).unwrap_err();
+        assert!(e.to_string().contains("CERT"), "{e}");
+    }
 
     #[test]
     fn etcd_addresses_parse() {
