@@ -553,3 +553,41 @@ async fn the_winner_of_an_election_appends_until_it_resigns() {
     assert_eq!(log.last_seq().await.unwrap(), 3);
     second.resign().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaders_truncation_is_refused_when_deposed_or_a_standby_registered_since() {
+    let etcd = Etcd::start().await;
+    let log = etcd.log().await;
+    let (epoch, _) = etcd.leader().await;
+    for first in [1, 4, 7, 10] {
+        log.append(&group(first, 3, "t"), &epoch).await.unwrap();
+    }
+    let lease = etcd.lease().await;
+    log.publish_applied("s1", 9, lease).await.unwrap();
+    let (lowest, read_at) = log.lowest_applied_at().await.unwrap();
+    assert_eq!(lowest, Some(9));
+    // A standby that registers after the read holds the truncation back.
+    log.publish_applied("s2", 2, lease).await.unwrap();
+    assert_eq!(
+        log.truncate_as_leader(6, &epoch, read_at).await.unwrap(),
+        None
+    );
+    assert_eq!(etcd.log_keys().await, 4, "nothing deleted");
+    // An existing standby publishing again (same key) does not.
+    let (_, read_at) = log.lowest_applied_at().await.unwrap();
+    log.publish_applied("s1", 10, lease).await.unwrap();
+    assert_eq!(
+        log.truncate_as_leader(3, &epoch, read_at).await.unwrap(),
+        Some(1)
+    );
+    // A deposed leader deletes nothing.
+    let stale = Epoch {
+        create_revision: epoch.create_revision - 1,
+        ..epoch.clone()
+    };
+    assert_eq!(
+        log.truncate_as_leader(6, &stale, read_at).await.unwrap(),
+        None
+    );
+    assert_eq!(etcd.log_keys().await, 3);
+}
