@@ -118,8 +118,10 @@ pub const ACCESS_VARS: [&str; 5] = [
 ];
 
 /// `config` with the credentials and TLS files that `lookup` finds under [`ACCESS_VARS`]
-/// (unset or empty: none): a user goes with a password; a CA, a certificate or a key turns
-/// the endpoints to `https://` (a certificate goes with its key).
+/// (unset or empty: `config`'s own stay): a user goes with a password, a certificate with its
+/// key; a CA or a certificate turns the endpoints to `https://`. Only the environment is read:
+/// an elected master's `--etcd-*` flags read the same variables, but a value given as a flag
+/// or in its config file does not reach the `etcd://` addresses of other processes.
 ///
 /// # Errors
 /// [`Error::InvalidConfig`] for a user without a password (or the reverse), or a certificate
@@ -133,15 +135,18 @@ pub fn with_access(
     let bad = |reason: &str| Error::InvalidConfig {
         reason: reason.to_string(),
     };
-    config.credentials = match (user, password) {
-        (Some(user), Some(password)) => Some(crate::config::Credentials { user, password }),
-        (None, None) => None,
+    match (user, password) {
+        (Some(user), Some(password)) => {
+            config.credentials = Some(crate::config::Credentials { user, password });
+        }
+        // Unset: whatever `config` has stays.
+        (None, None) => {}
         _ => {
             return Err(bad(
                 "YUEBING_ETCD_USER and YUEBING_ETCD_PASSWORD go together",
             ))
         }
-    };
+    }
     if cert.is_some() != key.is_some() {
         return Err(bad("YUEBING_ETCD_CERT and YUEBING_ETCD_KEY go together"));
     }

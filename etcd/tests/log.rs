@@ -475,7 +475,9 @@ async fn the_lowest_applied_seq_counts_live_standbys_only() {
     }
     let key = format!("{}c", etcd.config.keys().unwrap().standbys());
     etcd.client.clone().put(key, "-1", None).await.unwrap();
-    assert_eq!(log.lowest_applied().await.unwrap_err().code(), -5009);
+    // A value that is no position is ignored (with a warning): it must not stop truncation.
+    let before = log.lowest_applied().await.unwrap();
+    assert!(before.is_some_and(|l| l != u64::MAX), "{before:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

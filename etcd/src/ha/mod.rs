@@ -162,16 +162,11 @@ impl HaMaster {
         cfg.master.core.validate().map_err(Error::config)?;
         check_advertised(cfg.advertise.as_deref(), endpoint)?;
         let client = cfg.etcd.connect_on(&handle).await?;
-        let identity = rules::agree(
-            &client,
-            &cfg.etcd.keys()?,
-            &cfg.master.core,
-            cfg.etcd.request_timeout,
-        )
-        .await?;
+        let keys = cfg.etcd.keys()?;
+        rules::agree(&client, &keys, &cfg.master.core, cfg.etcd.request_timeout).await?;
+        let identity = rules::identity(&client, &keys, cfg.etcd.request_timeout).await?;
         let dir = open_dir(&cfg.master, identity, &handle).await?;
         let log = Arc::new(EtcdLog::with_client(client.clone(), &cfg.etcd)?);
-        let keys = cfg.etcd.keys()?;
         let election = Election::with_client(
             client.clone(),
             &keys,

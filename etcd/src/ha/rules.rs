@@ -14,22 +14,59 @@ use crate::config::Keys;
 use crate::error::{Error, Result};
 use crate::metadata::timed;
 
-/// Which incarnation of which cluster a master belongs to: the etcd cluster's id, the
-/// cluster's key prefix, and the revision at which its rules were first stored (a cluster
-/// created again, or etcd wiped, gets another). A snapshot directory keeps the identity of the
-/// cluster its snapshots came from.
-pub(crate) fn identity(etcd_cluster: u64, master_prefix: &str, rules_created: i64) -> String {
-    format!("etcd cluster {etcd_cluster:016x}, {master_prefix}, rules created at revision {rules_created}")
+/// Which incarnation of which cluster a master belongs to: the cluster's key prefix and a
+/// random id stored once, by the first master, under `<prefix>/<cluster>/master/incarnation`.
+/// It survives restarts of masters and of etcd, compaction, and etcd restored from a backup
+/// (the key comes back with it); a cluster created again, or a wiped etcd, gets another. A
+/// snapshot directory keeps the identity of the cluster its snapshots came from.
+pub(crate) async fn identity(client: &Client, keys: &Keys, timeout: Duration) -> Result<String> {
+    let key = format!("{}/incarnation", keys.master());
+    let ours = format!("{:016x}", random());
+    let txn = Txn::new()
+        .when([Compare::version(key.as_str(), CompareOp::Equal, 0)])
+        .and_then([TxnOp::put(key.as_str(), ours.as_str(), None)])
+        .or_else([TxnOp::get(key.as_str(), None)]);
+    let mut kv = client.kv_client();
+    let resp = timed(timeout, "the cluster's incarnation", kv.txn(txn)).await?;
+    let incarnation = if resp.succeeded() {
+        ours
+    } else {
+        resp.op_responses()
+            .into_iter()
+            .find_map(|r| match r {
+                TxnOpResponse::Get(get) => get
+                    .kvs()
+                    .first()
+                    .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()),
+                _ => None,
+            })
+            .ok_or_else(|| Error::BadValue {
+                key: key.clone(),
+                reason: "the cluster's incarnation vanished while being read".into(),
+            })?
+    };
+    Ok(format!("{}, incarnation {incarnation}", keys.master()))
+}
+
+/// 64 random bits (the standard library's per-process random hash keys).
+fn random() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
 }
 
 /// Stores `rules` as the cluster's if it has none yet; otherwise checks they are the same.
-/// Returns the cluster's [`identity`].
 pub(crate) async fn agree(
     client: &Client,
     keys: &Keys,
     rules: &MasterConfig,
     timeout: Duration,
-) -> Result<String> {
+) -> Result<()> {
     let key = format!("{}/rules", keys.master());
     let ours = serde_json::to_string(rules).map_err(|e| Error::Client {
         reason: format!("the master's rules do not encode: {e}"),
@@ -40,24 +77,14 @@ pub(crate) async fn agree(
         .or_else([TxnOp::get(key.as_str(), None)]);
     let mut kv = client.kv_client();
     let resp = timed(timeout, "store the cluster's rules", kv.txn(txn)).await?;
-    let (etcd_cluster, revision) = resp
-        .header()
-        .map(|h| (h.cluster_id(), h.revision()))
-        .ok_or_else(|| Error::BadValue {
-            key: key.clone(),
-            reason: "a transaction response without a header".into(),
-        })?;
     if resp.succeeded() {
-        return Ok(identity(etcd_cluster, &keys.master(), revision));
+        return Ok(());
     }
-    let (theirs, created) = resp
+    let theirs = resp
         .op_responses()
         .into_iter()
         .find_map(|r| match r {
-            TxnOpResponse::Get(get) => get
-                .kvs()
-                .first()
-                .map(|kv| (kv.value().to_vec(), kv.create_revision())),
+            TxnOpResponse::Get(get) => get.kvs().first().map(|kv| kv.value().to_vec()),
             _ => None,
         })
         .ok_or_else(|| Error::BadValue {
@@ -70,7 +97,7 @@ pub(crate) async fn agree(
             reason: format!("not a master's rules: {e}"),
         })?;
     if &theirs_rules == rules {
-        return Ok(identity(etcd_cluster, &keys.master(), created));
+        return Ok(());
     }
     Err(Error::config(format!(
         "this master's rules differ from those of the cluster's other masters ({key}): \

@@ -151,7 +151,7 @@ impl Snapshots {
                 return Ok(());
             }
         }
-        if let Some(revision) = compact_next.take() {
+        if let Some(revision) = *compact_next {
             self.log.compact(revision).await?;
             tracing::info!(revision, "etcd history compacted");
         }

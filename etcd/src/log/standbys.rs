@@ -39,7 +39,15 @@ pub(super) async fn lowest(log: &EtcdLog) -> Result<(Option<u64>, super::Revisio
         .await?;
     let mut lowest: Option<u64> = None;
     for found in resp.kvs() {
-        let seq = parse_applied(found.key(), found.value())?;
+        // A value that is no position holds nothing back (its standby, if any, bootstraps
+        // should the log be truncated past it): one bad key must not stop truncation.
+        let seq = match parse_applied(found.key(), found.value()) {
+            Ok(seq) => seq,
+            Err(e) => {
+                tracing::warn!(error = %e, "ignoring a standby's published position");
+                continue;
+            }
+        };
         lowest = Some(lowest.map_or(seq, |l| l.min(seq)));
     }
     Ok((lowest, super::revision_of(&resp, "standbys")?))
