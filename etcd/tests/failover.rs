@@ -142,14 +142,8 @@ async fn a_leader_cut_off_a_three_member_etcd_never_overlaps_the_next_epoch() {
     }
 
     // Every acknowledged put reads back.
-    let opts = Options::deadline(Duration::from_secs(20));
     for &i in &acked {
-        let key = format!("k{i}");
-        let got = eventually(&key, Duration::from_secs(20), async || {
-            client.get(&key, &opts).await.ok()
-        })
-        .await;
-        assert_eq!(got, value(i, 2048), "{key}");
+        reads_back(&client, &format!("k{i}"), &value(i, 2048)).await;
     }
     eprintln!(
         "{} puts acknowledged, {} failed typed",
@@ -165,13 +159,7 @@ async fn a_leader_cut_off_a_three_member_etcd_never_overlaps_the_next_epoch() {
 async fn a_read_under_the_old_leaders_lease_never_sees_reused_bytes() {
     const LEN: usize = 256 << 10;
     let etcd = EtcdServer::start().await.unwrap();
-    let first = start(ha_config(etcd.config(), "fo2")).await;
-    eventually(
-        "the first master leads",
-        Duration::from_secs(20),
-        async || first.serving().then_some(()),
-    )
-    .await;
+    let first = leader(ha_config(etcd.config(), "fo2")).await;
     let second = start(ha_config(etcd.config(), "fo2")).await;
     // The owner's space holds four such objects; the reader has none.
     let (owner, _w1) = follower(
@@ -242,13 +230,7 @@ async fn a_read_under_the_old_leaders_lease_never_sees_reused_bytes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_right_after_a_failover_wait_for_the_nodes_to_remount() {
     let etcd = EtcdServer::start().await.unwrap();
-    let first = start(ha_config(etcd.config(), "fo3")).await;
-    eventually(
-        "the first master leads",
-        Duration::from_secs(20),
-        async || first.serving().then_some(()),
-    )
-    .await;
+    let first = leader(ha_config(etcd.config(), "fo3")).await;
     let second = start(ha_config(etcd.config(), "fo3")).await;
     // The owner of the space remounts only at its heartbeat, 2 s apart.
     let (owner, _owner_watch) = follower(

@@ -72,12 +72,7 @@ async fn a_standby_takes_over_from_a_leader_cut_off_from_etcd_and_loses_nothing(
 
     // Every object reads back (once the client remounted its space with the new leader).
     for i in 0..200 {
-        let key = format!("k{i}");
-        let got = eventually(&key, Duration::from_secs(20), async || {
-            client.get(&key, &opts).await.ok()
-        })
-        .await;
-        assert_eq!(got, value(i), "{key}");
+        reads_back(&client, &format!("k{i}"), &value(i)).await;
     }
     client.put("after", b"failover", &opts).await.unwrap();
     assert_eq!(client.get("after", &opts).await.unwrap(), b"failover");

@@ -91,12 +91,7 @@ async fn a_master_started_after_truncation_bootstraps_from_the_leaders_snapshot(
     )
     .await;
     for i in 0..300 {
-        let key = format!("k{i}");
-        let got = eventually(&key, Duration::from_secs(20), async || {
-            client.get(&key, &opts).await.ok()
-        })
-        .await;
-        assert_eq!(got, value(i), "{key}");
+        reads_back(&client, &format!("k{i}"), &value(i)).await;
     }
     client.put("after", b"bootstrap", &opts).await.unwrap();
     third.shutdown(Duration::from_secs(1)).await;
@@ -165,12 +160,7 @@ async fn a_standby_cut_off_past_the_truncation_bootstraps_again_when_back() {
     })
     .await;
     for i in (0..300).step_by(7) {
-        let key = format!("k{i}");
-        let got = eventually(&key, Duration::from_secs(20), async || {
-            client.get(&key, &opts).await.ok()
-        })
-        .await;
-        assert_eq!(got, value(i), "{key}");
+        reads_back(&client, &format!("k{i}"), &value(i)).await;
     }
     standby.shutdown(Duration::from_secs(1)).await;
 }
@@ -213,12 +203,7 @@ async fn every_master_lost_after_truncation_restarts_from_the_leaders_disk() {
     })
     .await;
     for i in (0..300).step_by(11) {
-        let key = format!("k{i}");
-        let got = eventually(&key, Duration::from_secs(20), async || {
-            client.get(&key, &opts).await.ok()
-        })
-        .await;
-        assert_eq!(got, value(i), "{key}");
+        reads_back(&client, &format!("k{i}"), &value(i)).await;
     }
     back.shutdown(Duration::from_secs(1)).await;
 

@@ -37,7 +37,7 @@ struct Kept {
 
 impl Publisher {
     /// A publisher for the standby at `address` (its id in etcd: the address with each `/`
-    /// written `%2F`, then `#` and this process's instance) on leases of `ttl` (whole
+    /// written `%2F`, then `#` and a random id for this process) on leases of `ttl` (whole
     /// seconds, at least 1).
     pub(super) fn new(
         client: Client,
@@ -47,9 +47,9 @@ impl Publisher {
         timeout: Duration,
     ) -> Publisher {
         let id = format!(
-            "{}#{}",
+            "{}#{:x}",
             address.replace('%', "%25").replace('/', "%2F"),
-            instance()
+            super::rules::random()
         );
         let ttl = i64::try_from(ttl.as_secs().max(1)).unwrap_or(i64::MAX);
         Publisher {
@@ -153,14 +153,6 @@ impl Publisher {
 /// the lease expires by itself).
 pub(super) struct Publishing {
     _stop: oneshot::Sender<()>,
-}
-
-/// This process, among others that may advertise the same address: its id and start time.
-fn instance() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!("{:x}-{nanos:x}", std::process::id())
 }
 
 /// One keep-alive: whether the lease still lives.

@@ -48,8 +48,8 @@ pub(crate) async fn identity(client: &Client, keys: &Keys, timeout: Duration) ->
     Ok(format!("{}, incarnation {incarnation}", keys.master()))
 }
 
-/// 64 random bits (the standard library's per-process random hash keys).
-fn random() -> u64 {
+/// 64 random bits (the standard library's per-process random hash keys, and the time).
+pub(super) fn random() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 use yuebing_etcd::ha::{HaConfig, HaMaster, LeaderWatch};
 use yuebing_etcd::{Election, EtcdConfig};
-use yuebing_store::{Client, ClientConfig};
+use yuebing_store::{Client, ClientConfig, Options};
 
 /// The election TTL of test masters.
 pub(crate) const TTL: Duration = Duration::from_secs(2);
@@ -79,4 +79,15 @@ pub(crate) async fn follower(
     .await
     .unwrap();
     (client, leader)
+}
+
+/// Asserts that `key` reads back as `expected` through `client`, retrying for 20 s (the
+/// client may not have remounted with a new leader yet).
+pub(crate) async fn reads_back(client: &Client, key: &str, expected: &[u8]) {
+    let opts = Options::deadline(Duration::from_secs(20));
+    let got = eventually(key, Duration::from_secs(20), async || {
+        client.get(key, &opts).await.ok()
+    })
+    .await;
+    assert_eq!(got, expected, "{key}");
 }
