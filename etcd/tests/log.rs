@@ -566,8 +566,8 @@ async fn a_leaders_truncation_is_refused_when_deposed_or_a_standby_registered_si
     }
     let lease = etcd.lease().await;
     log.publish_applied("s1", 9, lease).await.unwrap();
-    let (lowest, read_at) = log.lowest_applied_at().await.unwrap();
-    assert_eq!(lowest, Some(9));
+    let (positions, read_at) = log.applied_positions_at().await.unwrap();
+    assert_eq!(positions, vec![("s1".to_string(), 9)]);
     // A standby that registers after the read holds the truncation back.
     log.publish_applied("s2", 2, lease).await.unwrap();
     assert_eq!(
@@ -576,7 +576,7 @@ async fn a_leaders_truncation_is_refused_when_deposed_or_a_standby_registered_si
     );
     assert_eq!(etcd.log_keys().await, 4, "nothing deleted");
     // An existing standby publishing again (same key) does not.
-    let (_, read_at) = log.lowest_applied_at().await.unwrap();
+    let (_, read_at) = log.applied_positions_at().await.unwrap();
     log.publish_applied("s1", 10, lease).await.unwrap();
     assert_eq!(
         log.truncate_as_leader(3, &epoch, read_at).await.unwrap(),

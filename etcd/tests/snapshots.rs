@@ -166,6 +166,65 @@ async fn a_standby_cut_off_past_the_truncation_bootstraps_again_when_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_wedged_behind_the_snapshot_stops_holding_the_log_back() {
+    const STALL: Duration = Duration::from_secs(4);
+    let etcd = EtcdServer::start().await.unwrap();
+    let handle = Handle::current();
+    let config = etcd.config().with_cluster("snap");
+    let mut cfg = snapshotting(etcd.config());
+    cfg.standby_stall = STALL;
+    let leader = leader(cfg).await;
+
+    // A standby that is alive (its lease outlives the test) but applies nothing: its published
+    // position stays at 1, as a wedged standby's publication task would keep it.
+    let log = EtcdLog::connect_on(&config, &handle).await.unwrap();
+    let mut etcd_client = etcd_client::Client::connect([etcd.endpoint()], None)
+        .await
+        .unwrap();
+    let lease = etcd_client.lease_grant(600, None).await.unwrap().id();
+    log.publish_applied("wedged#1", 1, lease).await.unwrap();
+    let published = std::time::Instant::now();
+
+    let (client, _follow) = follower(&config, 32 << 20, Duration::from_millis(100)).await;
+    let opts = Options::deadline(Duration::from_secs(20));
+    let put = async |range: std::ops::Range<usize>| {
+        for i in range {
+            client
+                .put(&format!("k{i}"), &value(i), &opts)
+                .await
+                .unwrap();
+        }
+    };
+    put(0..300).await;
+    // Rounds at 100, 200 and 300 entries: while the limit has not passed, the wedged standby
+    // holds the log back (nothing after its position is deleted).
+    if published.elapsed() < STALL {
+        let (groups, _) = log.read_from(2).await.unwrap();
+        assert!(!groups.is_empty());
+    }
+
+    // Once its position stood still for the limit (counted from the first round that saw it,
+    // at most half a second after the 100th entry), the next rounds truncate past it, though
+    // its publication is still there.
+    tokio::time::sleep(STALL + Duration::from_secs(1)).await;
+    put(300..600).await;
+    let first_kept = eventually(
+        "the log is truncated past the wedged standby",
+        Duration::from_secs(20),
+        async || match log.read_from(2).await {
+            Err(Error::LogTruncated { first, .. }) if first > 100 => Some(first),
+            _ => None,
+        },
+    )
+    .await;
+    assert_eq!(log.lowest_applied().await.unwrap(), Some(1), "{first_kept}");
+    for i in (0..600).step_by(13) {
+        reads_back(&client, &format!("k{i}"), &value(i)).await;
+    }
+    leader.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_master_lost_after_truncation_restarts_from_the_leaders_disk() {
     let etcd = EtcdServer::start().await.unwrap();
     let handle = Handle::current();

@@ -27,6 +27,12 @@ pub struct HaArgs {
     /// [default: 5000; config: master.election_ttl_ms].
     #[arg(long, env = "YUEBING_MASTER_ELECTION_TTL_MS")]
     pub election_ttl_ms: Option<u64>,
+    /// How long, in ms, a standby's applied position may stand still behind the leader's
+    /// snapshot before the leader truncates the etcd log past it anyway (a wedged standby
+    /// would hold the log forever; it bootstraps from a snapshot if it resumes); 0: never
+    /// [default: 300000; config: master.standby_stall_ms].
+    #[arg(long, env = "YUEBING_MASTER_STANDBY_STALL_MS")]
+    pub standby_stall_ms: Option<u64>,
     /// The address clients reach this master at, published while it leads [default: the
     /// address it binds; config: master.advertise].
     #[arg(long, env = "YUEBING_MASTER_ADVERTISE")]
@@ -61,6 +67,8 @@ pub struct HaSettings {
     pub ttl: Duration,
     /// The address published while leading (default: the bound one).
     pub advertise: Option<String>,
+    /// How long a standby's position may stand still before it stops holding the log back.
+    pub standby_stall: Duration,
     /// etcd user and password.
     pub credentials: Option<(String, String)>,
     /// CA, certificate and key files for TLS to etcd.
@@ -111,6 +119,12 @@ impl HaArgs {
             ttl: Duration::from_millis(ttl_ms),
             advertise: Some(file.resolve(s, "advertise", self.advertise, String::new())?)
                 .filter(|a| !a.is_empty()),
+            standby_stall: Duration::from_millis(file.resolve(
+                s,
+                "standby_stall_ms",
+                self.standby_stall_ms,
+                300_000,
+            )?),
             credentials,
             tls,
         }))
@@ -149,6 +163,7 @@ pub async fn serve(
     config.ttl = ha.ttl;
     config.master = cfg;
     config.advertise = ha.advertise;
+    config.standby_stall = ha.standby_stall;
     let master = HaMaster::start(config, &endpoint, tokio::runtime::Handle::current())
         .await
         .map_err(etcd_err)?;
@@ -188,4 +203,42 @@ pub async fn serve(_: HaSettings, _: MasterServerConfig, _: Endpoint) -> yuebing
                  `cargo build --release --features etcd` to run an elected master"
             .into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolved(args: HaArgs, file: &ConfigFile) -> HaSettings {
+        args.resolve(file).unwrap().expect("an elected master")
+    }
+
+    #[test]
+    fn the_standby_stall_defaults_to_five_minutes_and_reads_the_flag_then_the_file() {
+        let etcd = || HaArgs {
+            etcd: Some("127.0.0.1:2379".into()),
+            ..HaArgs::default()
+        };
+        let none = ConfigFile::default();
+        assert_eq!(
+            resolved(etcd(), &none).standby_stall,
+            Duration::from_secs(300)
+        );
+        let flag = HaArgs {
+            standby_stall_ms: Some(0),
+            ..etcd()
+        };
+        assert_eq!(resolved(flag, &none).standby_stall, Duration::ZERO);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("yuebing.toml");
+        std::fs::write(&path, "[master]\nstandby_stall_ms = 60000\n").unwrap();
+        let file = ConfigFile::load(Some(&path)).unwrap();
+        assert_eq!(
+            resolved(etcd(), &file).standby_stall,
+            Duration::from_secs(60)
+        );
+        // Without --etcd there is no elected master to configure.
+        assert!(HaArgs::default().resolve(&file).unwrap().is_none());
+    }
 }

@@ -41,6 +41,7 @@ mod gate;
 mod rules;
 mod sink;
 mod snapshots;
+mod stalls;
 mod start;
 
 use std::sync::Arc;
@@ -89,6 +90,12 @@ pub struct HaConfig {
     /// The rpc address other processes reach this master at, published when it leads.
     /// Default: the address it bound.
     pub advertise: Option<String>,
+    /// How long a standby's published position may stand still behind the leader's snapshot
+    /// before the leader truncates the log past it anyway (a standby alive but wedged would
+    /// otherwise hold the log, and etcd's space, forever); it bootstraps from a snapshot if it
+    /// ever moves again. Zero: never. Default 5 min: long against a standby's publication
+    /// period and against the time it takes to bootstrap.
+    pub standby_stall: Duration,
 }
 
 impl HaConfig {
@@ -99,6 +106,7 @@ impl HaConfig {
             ttl: Duration::from_secs(5),
             master: MasterServerConfig::default(),
             advertise: None,
+            standby_stall: Duration::from_secs(300),
         }
     }
 }
@@ -149,6 +157,8 @@ struct Ctx {
     cfg: MasterServerConfig,
     /// Where the leader keeps the snapshots it offers, if anywhere.
     dir: Option<Arc<SnapshotDir>>,
+    /// How long a standby's position may stand still before it stops holding the log back.
+    standby_stall: Duration,
     /// Publishes the standby's applied position (for the leader's truncation).
     client: etcd_client::Client,
     request_timeout: Duration,
@@ -219,6 +229,7 @@ impl HaMaster {
             status: status_tx,
             cfg: cfg.master.clone(),
             dir,
+            standby_stall: cfg.standby_stall,
             client,
             request_timeout: cfg.etcd.request_timeout,
             handle: handle.clone(),
@@ -501,6 +512,7 @@ impl Ctx {
             log: self.log.clone(),
             epoch: epoch.clone(),
             every: self.cfg.snapshot_every,
+            stall: self.standby_stall,
             dir: self.dir.clone(),
             handle: self.handle.clone(),
         };

@@ -6,8 +6,9 @@
 //! (`RunningMaster::offer_snapshot`; the previous offer stays servable too, so that a slow
 //! fetch is not overtaken). With a snapshot directory, a periodic snapshot is then written
 //! there; one that could not be written truncates nothing. The leader then truncates the log up
-//! to min(its sequence number, the lowest position the registered standbys published), in a
-//! transaction that commits only while it leads and no standby registered since it read those
+//! to min(its sequence number, the lowest position the registered standbys published; a
+//! standby whose position stood still behind the snapshot for `standby_stall` no longer counts,
+//! see [`super::stalls`]), in a transaction that commits only while it leads and no standby registered since it read those
 //! positions, and compacts etcd's history up to the revision of the *previous* truncation (one
 //! interval behind, so watches and paged reads in flight are not cut short).
 //!
@@ -16,13 +17,14 @@
 //! loop, and with it the leadership.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
 use yuebing_store::master::ha::{Offered, SnapshotDir};
 use yuebing_store::master::{LogSink, RunningMaster};
 
 use super::sink::EtcdSink;
+use super::stalls::Stalls;
 use crate::error::{Error, Result};
 use crate::log::{Epoch, EtcdLog, Revision};
 
@@ -38,9 +40,20 @@ pub(super) struct Snapshots {
     pub(super) epoch: Epoch,
     /// Durable entries between snapshots (at least 1).
     pub(super) every: u64,
+    /// How long a standby's position may stand still behind a snapshot and still hold the log
+    /// back (zero: forever).
+    pub(super) stall: Duration,
     /// Where offered snapshots are kept, if anywhere.
     pub(super) dir: Option<Arc<SnapshotDir>>,
     pub(super) handle: Handle,
+}
+
+/// What the loop remembers from one truncation round to the next.
+struct Between {
+    /// The revision of the previous truncation: etcd's history is compacted up to it.
+    compact_next: Option<Revision>,
+    /// The standbys' positions, and since when each stood still.
+    stalls: Stalls,
 }
 
 /// Why one round of snapshot work stopped.
@@ -64,13 +77,16 @@ impl Snapshots {
                 0
             }
         };
-        let mut compact_next: Option<Revision> = None;
+        let mut between = Between {
+            compact_next: None,
+            stalls: Stalls::new(self.stall),
+        };
         loop {
             tokio::time::sleep(CHECK).await;
             if self.sink.durable_seq() < last.saturating_add(self.every.max(1)) {
                 continue;
             }
-            match self.round(&mut compact_next).await {
+            match self.round(&mut between).await {
                 Ok(seq) => last = seq,
                 Err(Stop::Sink(e)) => return e,
                 Err(Stop::Passing(e)) => {
@@ -83,13 +99,11 @@ impl Snapshots {
     }
 
     /// One periodic snapshot: offer, keep, truncate, compact. Returns its sequence number.
-    async fn round(&self, compact_next: &mut Option<Revision>) -> Result<u64, Stop> {
+    async fn round(&self, between: &mut Between) -> Result<u64, Stop> {
         let offered = self.offer().await?;
         let seq = offered.seq;
         self.keep(offered).await.map_err(Stop::Passing)?;
-        self.truncate(seq, compact_next)
-            .await
-            .map_err(Stop::Passing)?;
+        self.truncate(seq, between).await.map_err(Stop::Passing)?;
         Ok(seq)
     }
 
@@ -131,11 +145,12 @@ impl Snapshots {
             .map_err(Error::Log)
     }
 
-    /// Truncates the log up to min(`seq`, the lowest position a standby published), then
-    /// compacts etcd's history up to `compact_next` and remembers the revision now for the
-    /// next time.
-    async fn truncate(&self, seq: u64, compact_next: &mut Option<Revision>) -> Result<()> {
-        let (lowest, read_at) = self.log.lowest_applied_at().await?;
+    /// Truncates the log up to min(`seq`, the lowest position a standby that still counts
+    /// published), then compacts etcd's history up to the previous truncation's revision and
+    /// remembers the revision now for the next time.
+    async fn truncate(&self, seq: u64, between: &mut Between) -> Result<()> {
+        let (positions, read_at) = self.log.applied_positions_at().await?;
+        let lowest = between.stalls.lowest(&positions, seq, Instant::now());
         let upto = lowest.map_or(seq, |l| l.min(seq));
         match self
             .log
@@ -151,11 +166,11 @@ impl Snapshots {
                 return Ok(());
             }
         }
-        if let Some(revision) = *compact_next {
+        if let Some(revision) = between.compact_next {
             self.log.compact(revision).await?;
             tracing::info!(revision, "etcd history compacted");
         }
-        *compact_next = Some(self.log.revision().await?);
+        between.compact_next = Some(self.log.revision().await?);
         Ok(())
     }
 }

@@ -40,7 +40,8 @@
 //! Each standby publishes the last sequence number it applied under
 //! `<prefix>/<cluster>/master/standbys/<id>` on its own lease ([`EtcdLog::publish_applied`]);
 //! the leader truncates only up to min(its snapshot, [`EtcdLog::lowest_applied`]). A standby
-//! that dies stops counting one lease TTL later.
+//! that dies stops counting one lease TTL later, and one whose position stands still behind
+//! the snapshot for `HaConfig::standby_stall` (alive but wedged) stops counting then.
 //!
 //! # Example
 //! ```no_run
@@ -364,10 +365,11 @@ impl EtcdLog {
         Ok(standbys::lowest(self).await?.0)
     }
 
-    /// [`EtcdLog::lowest_applied`], with the etcd revision it was read at (for
-    /// [`EtcdLog::truncate_as_leader`]).
-    pub async fn lowest_applied_at(&self) -> Result<(Option<u64>, Revision)> {
-        standbys::lowest(self).await
+    /// Each registered standby's id and published position, with the etcd revision they were
+    /// read at (for [`EtcdLog::truncate_as_leader`]). An entry that is no sequence number is
+    /// left out, with a warning.
+    pub async fn applied_positions_at(&self) -> Result<(Vec<(String, u64)>, Revision)> {
+        standbys::positions(self).await
     }
 
     /// `<master>/log/`, where the log's keys start.

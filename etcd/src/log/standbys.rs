@@ -29,6 +29,12 @@ pub(super) async fn publish(log: &EtcdLog, id: &str, seq: u64, lease: i64) -> Re
 
 /// The lowest published position, and the revision it was read at.
 pub(super) async fn lowest(log: &EtcdLog) -> Result<(Option<u64>, super::Revision)> {
+    let (positions, revision) = positions(log).await?;
+    Ok((positions.iter().map(|(_, seq)| *seq).min(), revision))
+}
+
+/// Each standby's id and published position, and the revision they were read at.
+pub(super) async fn positions(log: &EtcdLog) -> Result<(Vec<(String, u64)>, super::Revision)> {
     let mut kv = log.client.kv_client();
     let prefix = log.keys.standbys();
     let resp = log
@@ -37,7 +43,7 @@ pub(super) async fn lowest(log: &EtcdLog) -> Result<(Option<u64>, super::Revisio
             kv.get(prefix.as_str(), Some(GetOptions::new().with_prefix())),
         )
         .await?;
-    let mut lowest: Option<u64> = None;
+    let mut positions = Vec::with_capacity(resp.kvs().len());
     for found in resp.kvs() {
         // A value that is no position holds nothing back (its standby, if any, bootstraps
         // should the log be truncated past it): one bad key must not stop truncation.
@@ -48,9 +54,10 @@ pub(super) async fn lowest(log: &EtcdLog) -> Result<(Option<u64>, super::Revisio
                 continue;
             }
         };
-        lowest = Some(lowest.map_or(seq, |l| l.min(seq)));
+        let id = found.key().get(prefix.len()..).unwrap_or_default();
+        positions.push((String::from_utf8_lossy(id).into_owned(), seq));
     }
-    Ok((lowest, super::revision_of(&resp, "standbys")?))
+    Ok((positions, super::revision_of(&resp, "standbys")?))
 }
 
 /// A published sequence number: ASCII decimal digits only.

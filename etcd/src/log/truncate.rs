@@ -29,7 +29,7 @@ impl EtcdLog {
 
     /// [`EtcdLog::truncate`] in one transaction that commits only while `epoch` still leads and
     /// no standby registered after `standbys_read_at` (the revision at which the leader read the
-    /// standbys' positions that bounded `upto`, [`EtcdLog::lowest_applied_at`]). `Ok(None)`
+    /// standbys' positions that bounded `upto`, [`EtcdLog::applied_positions_at`]). `Ok(None)`
     /// when a guard failed and nothing was deleted: a deposed leader deletes nothing, and a
     /// standby that registered meanwhile is not truncated past.
     pub async fn truncate_as_leader(
