@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use tokio::runtime::Handle;
-use yuebing_etcd::ha::{HaConfig, Role};
+use yuebing_etcd::ha::{HaConfig, HaMaster, Role};
 use yuebing_etcd::testing::EtcdServer;
 use yuebing_etcd::{Error, EtcdConfig, EtcdLog};
 use yuebing_store::Options;
@@ -167,13 +167,18 @@ async fn a_standby_cut_off_past_the_truncation_bootstraps_again_when_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_wedged_behind_the_snapshot_stops_holding_the_log_back() {
-    const STALL: Duration = Duration::from_secs(4);
+    // The shortest limit allowed with the tests' 2 s election TTL.
+    const STALL: Duration = Duration::from_secs(6);
     let etcd = EtcdServer::start().await.unwrap();
     let handle = Handle::current();
     let config = etcd.config().with_cluster("snap");
-    let mut cfg = snapshotting(etcd.config());
-    cfg.standby_stall = STALL;
-    let leader = leader(cfg).await;
+    let stalling = || {
+        let mut cfg = snapshotting(etcd.config());
+        cfg.standby_stall = STALL;
+        cfg
+    };
+    let leader = leader(stalling()).await;
+    let healthy = start(stalling()).await;
 
     // A standby that is alive (its lease outlives the test) but applies nothing: its published
     // position stays at 1, as a wedged standby's publication task would keep it.
@@ -195,19 +200,23 @@ async fn a_standby_wedged_behind_the_snapshot_stops_holding_the_log_back() {
                 .unwrap();
         }
     };
-    put(0..300).await;
-    // Rounds at 100, 200 and 300 entries: while the limit has not passed, the wedged standby
-    // holds the log back (nothing after its position is deleted).
-    if published.elapsed() < STALL {
-        let (groups, _) = log.read_from(2).await.unwrap();
-        assert!(!groups.is_empty());
-    }
+    // 300 records (a put is two), so snapshot rounds at 100, 200 and 300: within the limit
+    // (counted from the first round that saw the wedged position behind, after `published`),
+    // the wedged standby holds the log back: nothing after its position is deleted.
+    put(0..150).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (groups, _) = log.read_from(2).await.unwrap();
+    assert!(!groups.is_empty());
+    let checked = published.elapsed();
+    assert!(
+        checked < STALL,
+        "150 puts and a second took {checked:?}: too slow to see the log held back"
+    );
 
-    // Once its position stood still for the limit (counted from the first round that saw it,
-    // at most half a second after the 100th entry), the next rounds truncate past it, though
-    // its publication is still there.
+    // Once its position stood still for the limit, the next rounds truncate past it (no
+    // further than the previous snapshot), though its publication is still there.
     tokio::time::sleep(STALL + Duration::from_secs(1)).await;
-    put(300..600).await;
+    put(150..450).await;
     let first_kept = eventually(
         "the log is truncated past the wedged standby",
         Duration::from_secs(20),
@@ -218,10 +227,32 @@ async fn a_standby_wedged_behind_the_snapshot_stops_holding_the_log_back() {
     )
     .await;
     assert_eq!(log.lowest_applied().await.unwrap(), Some(1), "{first_kept}");
-    for i in (0..600).step_by(13) {
+
+    // The healthy standby kept up and takes over with everything.
+    leader.shutdown(Duration::from_secs(1)).await;
+    eventually(
+        "the healthy standby leads",
+        Duration::from_secs(20),
+        async || healthy.serving().then_some(()),
+    )
+    .await;
+    for i in (0..450).step_by(13) {
         reads_back(&client, &format!("k{i}"), &value(i)).await;
     }
-    leader.shutdown(Duration::from_secs(1)).await;
+    healthy.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn a_standby_stall_shorter_than_three_election_ttls_is_refused() {
+    // Refused before etcd is reached: nothing listens at this address.
+    let etcd = yuebing_etcd::EtcdConfig::new("127.0.0.1:9").unwrap();
+    let mut cfg = ha_config(etcd, "snap");
+    cfg.standby_stall = cfg.ttl * 3 - Duration::from_millis(1);
+    let bind = "127.0.0.1:0".parse().unwrap();
+    let refused = HaMaster::start(cfg, &bind, Handle::current()).await;
+    let e = refused.err().expect("refused");
+    assert!(e.to_string().contains("standby_stall"), "{e}");
+    assert_eq!(e.code(), -5001, "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

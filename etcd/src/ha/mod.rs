@@ -90,13 +90,18 @@ pub struct HaConfig {
     /// The rpc address other processes reach this master at, published when it leads.
     /// Default: the address it bound.
     pub advertise: Option<String>,
-    /// How long a standby's published position may stand still behind the leader's snapshot
+    /// How long a standby's published position may stand still behind the leader's snapshots
     /// before the leader truncates the log past it anyway (a standby alive but wedged would
-    /// otherwise hold the log, and etcd's space, forever); it bootstraps from a snapshot if it
-    /// ever moves again. Zero: never. Default 5 min: long against a standby's publication
-    /// period and against the time it takes to bootstrap.
+    /// otherwise hold the log, and etcd's space, forever); should it resume, it bootstraps
+    /// from a snapshot. While one is left out, the leader truncates no further than its
+    /// previous snapshot, so that such a bootstrap can tail the log after it. Zero: never.
+    /// Otherwise at least [`STALL_TTLS`] election TTLs (a standby publishes three times per
+    /// TTL). Default 5 min.
     pub standby_stall: Duration,
 }
+
+/// The shortest non-zero [`HaConfig::standby_stall`], in election TTLs.
+pub const STALL_TTLS: u32 = 3;
 
 impl HaConfig {
     /// Settings with the defaults for `etcd`.
@@ -170,6 +175,15 @@ impl HaMaster {
     /// on `handle`'s runtime.
     pub async fn start(cfg: HaConfig, endpoint: &Endpoint, handle: Handle) -> Result<HaMaster> {
         cfg.master.core.validate().map_err(Error::config)?;
+        let floor = cfg.ttl.saturating_mul(STALL_TTLS);
+        if !cfg.standby_stall.is_zero() && cfg.standby_stall < floor {
+            return Err(Error::config(format!(
+                "standby_stall {:?} is shorter than {STALL_TTLS} election TTLs ({floor:?}): a \
+                 healthy standby, which publishes its position three times per TTL, could be \
+                 truncated past (0 turns the rule off)",
+                cfg.standby_stall
+            )));
+        }
         check_advertised(cfg.advertise.as_deref(), endpoint)?;
         let client = cfg.etcd.connect_on(&handle).await?;
         let keys = cfg.etcd.keys()?;

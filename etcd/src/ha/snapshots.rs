@@ -7,8 +7,9 @@
 //! fetch is not overtaken). With a snapshot directory, a periodic snapshot is then written
 //! there; one that could not be written truncates nothing. The leader then truncates the log up
 //! to min(its sequence number, the lowest position the registered standbys published; a
-//! standby whose position stood still behind the snapshot for `standby_stall` no longer counts,
-//! see [`super::stalls`]), in a transaction that commits only while it leads and no standby registered since it read those
+//! standby whose position stood still behind the snapshots for `standby_stall` no longer counts,
+//! and while one is left out the leader truncates no further than its previous snapshot, see
+//! [`super::stalls`]), in a transaction that commits only while it leads and no standby registered since it read those
 //! positions, and compacts etcd's history up to the revision of the *previous* truncation (one
 //! interval behind, so watches and paged reads in flight are not cut short).
 //!
@@ -54,6 +55,8 @@ struct Between {
     compact_next: Option<Revision>,
     /// The standbys' positions, and since when each stood still.
     stalls: Stalls,
+    /// The sequence number of the newest snapshot offered so far (0: none yet).
+    offered: u64,
 }
 
 /// Why one round of snapshot work stopped.
@@ -68,18 +71,19 @@ impl Snapshots {
     /// Offers a snapshot at once, then one each `every` durable entries, truncating the log
     /// after each of those; returns only once the sink failed, with why.
     pub(super) async fn run(self) -> Error {
+        let mut between = Between {
+            compact_next: None,
+            stalls: Stalls::new(self.stall),
+            offered: 0,
+        };
         // The offer at promotion: a standby that must bootstrap finds one at once.
-        let mut last = match self.offer().await {
+        let mut last = match self.offer(&mut between).await {
             Ok(offered) => offered.seq,
             Err(Stop::Sink(e)) => return e,
             Err(Stop::Passing(e)) => {
                 tracing::error!(error = %e, "the snapshot at promotion failed; trying again later");
                 0
             }
-        };
-        let mut between = Between {
-            compact_next: None,
-            stalls: Stalls::new(self.stall),
         };
         loop {
             tokio::time::sleep(CHECK).await;
@@ -100,15 +104,19 @@ impl Snapshots {
 
     /// One periodic snapshot: offer, keep, truncate, compact. Returns its sequence number.
     async fn round(&self, between: &mut Between) -> Result<u64, Stop> {
-        let offered = self.offer().await?;
+        let previous = between.offered;
+        let offered = self.offer(between).await?;
         let seq = offered.seq;
         self.keep(offered).await.map_err(Stop::Passing)?;
-        self.truncate(seq, between).await.map_err(Stop::Passing)?;
+        self.truncate(seq, previous, between)
+            .await
+            .map_err(Stop::Passing)?;
         Ok(seq)
     }
 
-    /// Takes, encodes and (once durable) offers a snapshot, and returns it.
-    async fn offer(&self) -> Result<Offered, Stop> {
+    /// Takes, encodes and (once durable) offers a snapshot, and returns it (and remembers its
+    /// sequence number in `between`).
+    async fn offer(&self, between: &mut Between) -> Result<Offered, Stop> {
         let snapshot = self
             .master
             .snapshot()
@@ -127,6 +135,7 @@ impl Snapshots {
         let bytes = offered.bytes.len();
         self.sink.durable_reached(seq).await.map_err(Stop::Sink)?;
         self.master.offer_snapshot(offered.clone());
+        between.offered = seq;
         tracing::info!(seq, objects, bytes, "snapshot offered to standbys");
         Ok(offered)
     }
@@ -146,12 +155,15 @@ impl Snapshots {
     }
 
     /// Truncates the log up to min(`seq`, the lowest position a standby that still counts
-    /// published), then compacts etcd's history up to the previous truncation's revision and
-    /// remembers the revision now for the next time.
-    async fn truncate(&self, seq: u64, between: &mut Between) -> Result<()> {
+    /// published), and no further than `previous` (the snapshot offered before `seq`'s) while
+    /// a standby is left out; then compacts etcd's history up to the previous truncation's
+    /// revision and remembers the revision now for the next time.
+    async fn truncate(&self, seq: u64, previous: u64, between: &mut Between) -> Result<()> {
         let (positions, read_at) = self.log.applied_positions_at().await?;
-        let lowest = between.stalls.lowest(&positions, seq, Instant::now());
-        let upto = lowest.map_or(seq, |l| l.min(seq));
+        let upto = between
+            .stalls
+            .round(&positions, seq, Instant::now())
+            .upto(seq, previous);
         match self
             .log
             .truncate_as_leader(upto, &self.epoch, read_at)

@@ -39,9 +39,10 @@
 //! # Standbys
 //! Each standby publishes the last sequence number it applied under
 //! `<prefix>/<cluster>/master/standbys/<id>` on its own lease ([`EtcdLog::publish_applied`]);
-//! the leader truncates only up to min(its snapshot, [`EtcdLog::lowest_applied`]). A standby
-//! that dies stops counting one lease TTL later, and one whose position stands still behind
-//! the snapshot for `HaConfig::standby_stall` (alive but wedged) stops counting then.
+//! the leader truncates only up to min(its snapshot, the lowest of those positions,
+//! [`EtcdLog::applied_positions_at`]). A standby that dies stops counting one lease TTL later,
+//! and one whose position stands still behind the snapshots for `HaConfig::standby_stall`
+//! (alive but wedged) stops counting then.
 //!
 //! # Example
 //! ```no_run

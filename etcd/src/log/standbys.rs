@@ -54,7 +54,10 @@ pub(super) async fn positions(log: &EtcdLog) -> Result<(Vec<(String, u64)>, supe
                 continue;
             }
         };
-        let id = found.key().get(prefix.len()..).unwrap_or_default();
+        let Some(id) = found.key().strip_prefix(prefix.as_bytes()) else {
+            tracing::warn!(key = %String::from_utf8_lossy(found.key()), "ignoring a key outside the standbys' prefix");
+            continue;
+        };
         positions.push((String::from_utf8_lossy(id).into_owned(), seq));
     }
     Ok((positions, super::revision_of(&resp, "standbys")?))
