@@ -510,6 +510,10 @@ fn write_json(path: Option<PathBuf>, bench: &str, rows: &[report::Row]) -> Resul
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A master or node that a demo, bench or test started stops when its parent is gone.
+    if matches!(cli.command, Command::Master(_) | Command::Node(_)) {
+        yuebing::cli::parent::stop_with_parent();
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -280,3 +280,81 @@ fn zero_worker_threads_is_a_config_error() {
         );
     }
 }
+
+/// The children (nodes) of a demo killed with SIGKILL, which cannot stop them, stop by
+/// themselves: they see their stdin closed by the kernel and stop as on Ctrl-C.
+#[test]
+fn a_killed_demos_nodes_stop_by_themselves() {
+    let mut demo = yuebing()
+        .args(["demo", "--nodes", "2", "--store-size", "32M"])
+        .args(["--objects", "1000000", "--min", "4K", "--max", "8K"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let demo_pid = demo.id();
+    // Its children, once both nodes run.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let nodes = loop {
+        let nodes = children_of(demo_pid);
+        if nodes.len() >= 2 {
+            break nodes;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = demo.kill();
+            panic!("the demo did not start its two nodes: {nodes:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    demo.kill().unwrap();
+    demo.wait().unwrap();
+    // Stopped: gone, or a zombie nobody reaps (a container's init may not).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let running = |pid: &u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit(')').next().map(|rest| rest.trim().to_string()))
+            .is_some_and(|rest| !rest.starts_with('Z'))
+    };
+    loop {
+        let left: Vec<u32> = nodes.iter().copied().filter(running).collect();
+        if left.is_empty() {
+            break;
+        }
+        if std::time::Instant::now() >= deadline {
+            for pid in &left {
+                // SAFETY: kill(2) on a process id this test read from the demo's children; it
+                // touches no memory.
+                unsafe {
+                    libc::kill(*pid as i32, libc::SIGKILL);
+                }
+            }
+            panic!("the killed demo's nodes {left:?} still run");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// The process ids of `pid`'s children (their parent id in `/proc/N/stat`).
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(all) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    all.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat"))
+                .ok()
+                // After the command's name, in parentheses: state, then the parent's id.
+                .and_then(|s| {
+                    s.rsplit(')')
+                        .next()?
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse()
+                        .ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}

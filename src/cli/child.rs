@@ -1,19 +1,24 @@
 //! `yuebing` child processes started by the demo, `bench store` and the integration tests (a
 //! master, nodes): each is started, waited for until it announces itself, and killed and reaped
-//! when dropped.
+//! when dropped; should the parent end without dropping it (SIGKILL), the child stops by itself
+//! ([`super::parent`]).
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 
 use yuebing_rpc::{Endpoint, Token};
 
 use super::cluster::{TOKEN_ENV, TOKEN_FILE_ENV};
+use super::parent::STOP_WITH_PARENT_ENV;
 
 /// A running child process and what it announced.
 pub struct ChildProcess {
     child: Child,
+    /// The write end of the child's stdin, held while this lives: the kernel closes it when
+    /// this process ends, and the child then stops (see [`super::parent`]).
+    _stdin: Option<ChildStdin>,
     /// The rest of its ready line: a node's segment name, a master's address.
     pub announced: String,
 }
@@ -94,19 +99,24 @@ impl ChildProcess {
         ChildProcess::spawn_command(cmd, ready)
     }
 
-    /// Starts `cmd` (its stdout is taken over; the rest is the caller's: environment, stderr)
-    /// and waits for its ready line, as [`ChildProcess::spawn`].
+    /// Starts `cmd` (its stdin and stdout are taken over, and it stops when this process ends;
+    /// the rest is the caller's: environment, stderr) and waits for its ready line, as
+    /// [`ChildProcess::spawn`].
     pub fn spawn_command(mut cmd: Command, ready: &str) -> Result<ChildProcess, String> {
         // Not `{cmd:?}`: a command's Debug shows the environment it sets, the token included.
         let shown = shown(&cmd);
         let mut child = cmd
+            .env(STOP_WITH_PARENT_ENV, "1")
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
             .map_err(|e| format!("cannot start {shown}: {e}"))?;
         // From here on dropping `proc` kills the child, on every early return too.
         let stdout = child.stdout.take();
+        let stdin = child.stdin.take();
         let mut proc = ChildProcess {
             child,
+            _stdin: stdin,
             announced: String::new(),
         };
         let mut line = String::new();

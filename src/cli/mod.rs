@@ -12,6 +12,7 @@ pub mod ha;
 pub mod local_ha;
 pub mod master;
 pub mod node;
+pub mod parent;
 pub mod store;
 
 use crate::config::{ConfigError, ConfigFile};
