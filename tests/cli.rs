@@ -285,6 +285,7 @@ fn zero_worker_threads_is_a_config_error() {
 /// themselves: they see their stdin closed by the kernel and stop as on Ctrl-C.
 #[test]
 fn a_killed_demos_nodes_stop_by_themselves() {
+    use std::time::{Duration, Instant};
     let mut demo = yuebing()
         .args(["demo", "--nodes", "2", "--store-size", "32M"])
         .args(["--objects", "1000000", "--min", "4K", "--max", "8K"])
@@ -293,68 +294,74 @@ fn a_killed_demos_nodes_stop_by_themselves() {
         .spawn()
         .unwrap();
     let demo_pid = demo.id();
-    // Its children, once both nodes run.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    // Its children (id and start time: an id alone may be reused), once both nodes run.
+    let deadline = Instant::now() + Duration::from_secs(60);
     let nodes = loop {
         let nodes = children_of(demo_pid);
         if nodes.len() >= 2 {
             break nodes;
         }
-        if std::time::Instant::now() >= deadline {
+        if Instant::now() >= deadline {
             let _ = demo.kill();
             panic!("the demo did not start its two nodes: {nodes:?}");
         }
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(100));
     };
     demo.kill().unwrap();
     demo.wait().unwrap();
     // Stopped: gone, or a zombie nobody reaps (a container's init may not).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let running = |pid: &u32| {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| s.rsplit(')').next().map(|rest| rest.trim().to_string()))
-            .is_some_and(|rest| !rest.starts_with('Z'))
+    let running = |&(pid, started): &(u32, u64)| {
+        stat_of(pid).is_some_and(|s| s.started == started && s.state != 'Z')
     };
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let left: Vec<u32> = nodes.iter().copied().filter(running).collect();
+        let left: Vec<(u32, u64)> = nodes.iter().copied().filter(running).collect();
         if left.is_empty() {
             break;
         }
-        if std::time::Instant::now() >= deadline {
-            for pid in &left {
-                // SAFETY: kill(2) on a process id this test read from the demo's children; it
-                // touches no memory.
+        if Instant::now() >= deadline {
+            for (pid, _) in &left {
+                // SAFETY: kill(2) touches no memory; the id is one of the demo's nodes,
+                // checked by its start time just above.
                 unsafe {
                     libc::kill(*pid as i32, libc::SIGKILL);
                 }
             }
             panic!("the killed demo's nodes {left:?} still run");
         }
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
-/// The process ids of `pid`'s children (their parent id in `/proc/N/stat`).
-fn children_of(pid: u32) -> Vec<u32> {
+/// What `/proc/PID/stat` says of a process.
+struct Stat {
+    state: char,
+    parent: u32,
+    /// In clock ticks since boot.
+    started: u64,
+}
+
+fn stat_of(pid: u32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's name in parentheses: state (field 3), parent (4), ..., start time (22).
+    let fields: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
+    Some(Stat {
+        state: fields.first()?.chars().next()?,
+        parent: fields.get(1)?.parse().ok()?,
+        started: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// The children of `pid`: their ids and start times.
+fn children_of(pid: u32) -> Vec<(u32, u64)> {
     let Ok(all) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     all.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|child| {
-            std::fs::read_to_string(format!("/proc/{child}/stat"))
-                .ok()
-                // After the command's name, in parentheses: state, then the parent's id.
-                .and_then(|s| {
-                    s.rsplit(')')
-                        .next()?
-                        .split_whitespace()
-                        .nth(1)?
-                        .parse()
-                        .ok()
-                })
-                == Some(pid)
+        .filter_map(|child| {
+            let stat = stat_of(child)?;
+            (stat.parent == pid).then_some((child, stat.started))
         })
         .collect()
 }

@@ -106,7 +106,7 @@ impl ChildProcess {
         // Not `{cmd:?}`: a command's Debug shows the environment it sets, the token included.
         let shown = shown(&cmd);
         let mut child = cmd
-            .env(STOP_WITH_PARENT_ENV, "1")
+            .env(STOP_WITH_PARENT_ENV, std::process::id().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

@@ -42,7 +42,8 @@ pub fn at_least_one_worker(section: &str, n: usize) -> Result<usize, ConfigError
     }
 }
 
-/// Waits for SIGINT or SIGTERM.
+/// Waits for SIGINT or SIGTERM, or (in a child process that watches for it) for its parent's
+/// end ([`parent::parent_gone`]).
 pub async fn wait_for_signal() -> yuebing_store::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| yuebing_store::Error::Io {
@@ -52,6 +53,7 @@ pub async fn wait_for_signal() -> yuebing_store::Result<()> {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+        () = parent::parent_gone() => {}
     }
     Ok(())
 }
