@@ -9,9 +9,10 @@
 //! to min(its sequence number, the lowest position the registered standbys published; a
 //! standby whose position stood still behind the snapshots for `standby_stall` no longer counts,
 //! and while one is left out the leader truncates no further than its previous snapshot, see
-//! [`super::stalls`]), in a transaction that commits only while it leads and no standby registered since it read those
-//! positions, and compacts etcd's history up to the revision of the *previous* truncation (one
-//! interval behind, so watches and paged reads in flight are not cut short).
+//! [`super::stalls`]), in a transaction that commits only while it leads and no standby
+//! registered since it read those positions, and compacts etcd's history up to the revision of
+//! the *previous* truncation (one interval behind, so watches and paged reads in flight are not
+//! cut short).
 //!
 //! Failures other than the sink's (etcd busy, a snapshot too large to encode, a full disk) are
 //! logged and the work is tried again at the next interval; only the log sink failing ends the

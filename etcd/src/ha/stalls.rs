@@ -90,7 +90,11 @@ impl Stalls {
             });
             if seen.seq != *seq {
                 if seen.left_out {
-                    tracing::info!(standby = %id, position = seq, "a standby's applied position moved again: it holds the log back again");
+                    tracing::info!(
+                        standby = %id,
+                        position = seq,
+                        "a standby's applied position moved again: it holds the log back again"
+                    );
                 }
                 *seen = Seen {
                     seq: *seq,

@@ -55,7 +55,8 @@ pub(super) async fn positions(log: &EtcdLog) -> Result<(Vec<(String, u64)>, supe
             }
         };
         let Some(id) = found.key().strip_prefix(prefix.as_bytes()) else {
-            tracing::warn!(key = %String::from_utf8_lossy(found.key()), "ignoring a key outside the standbys' prefix");
+            let key = String::from_utf8_lossy(found.key());
+            tracing::warn!(%key, "ignoring a key outside the standbys' prefix");
             continue;
         };
         positions.push((String::from_utf8_lossy(id).into_owned(), seq));
