@@ -31,7 +31,11 @@ if [ ! -x "$venv/bin/python" ]; then python3 -m venv "$venv"; fi
   "setuptools>=68" wheel
 echo "== maturin build --release (python/) into $venv, and yuebing-mooncake"
 rm -rf "$target/compat-wheels"
-(cd python && "$venv/bin/maturin" build --release --locked --quiet -o "$target/compat-wheels")
+# A target directory of its own: the wheel's build links yuebing-bridge (a cdylib, whose file
+# name carries no hash) with other dependency features than `cargo build --bin yuebing`, so in
+# one directory each build would redo the other's (about 2 minutes each way).
+(cd python && CARGO_TARGET_DIR="$target/compat-target" "$venv/bin/maturin" build --release --locked \
+  --quiet -o "$target/compat-wheels")
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps \
   "$target"/compat-wheels/yuebing-*.whl
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps \
