@@ -9,10 +9,10 @@
 //! should it not have stopped [`GRACE`] later, the process exits.
 
 use std::io::{Read, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::LazyLock;
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 /// In a child's environment: the parent's process id; stop once stdin reaches its end.
 pub const STOP_WITH_PARENT_ENV: &str = "YUEBING_STOP_WITH_PARENT";
@@ -20,10 +20,8 @@ pub const STOP_WITH_PARENT_ENV: &str = "YUEBING_STOP_WITH_PARENT";
 /// How long a child whose parent is gone has to stop by itself before it exits.
 pub const GRACE: Duration = Duration::from_secs(10);
 
-/// Whether this process's parent is gone (set once, never cleared).
-static GONE: AtomicBool = AtomicBool::new(false);
-/// Wakes those waiting in [`parent_gone`].
-static WAKE: Notify = Notify::const_new();
+/// Cancelled once this process's parent is gone.
+static GONE: LazyLock<CancellationToken> = LazyLock::new(CancellationToken::new);
 
 /// Starts watching stdin if this process is such a child: its environment has
 /// [`STOP_WITH_PARENT_ENV`] naming its actual parent (a value inherited from further up, or
@@ -41,8 +39,7 @@ pub fn stop_with_parent() {
             if !wait_for_end(std::io::stdin().lock()) {
                 return;
             }
-            GONE.store(true, Ordering::SeqCst);
-            WAKE.notify_waiters();
+            GONE.cancel();
             // Never `eprintln!`: with the parent gone, stderr may be a pipe nobody reads, and
             // a failed write must not stop the stopping.
             let _ = writeln!(
@@ -66,16 +63,7 @@ pub fn stop_with_parent() {
 
 /// Resolves once the parent is gone (never in a process that does not watch for it).
 pub async fn parent_gone() {
-    loop {
-        let notified = WAKE.notified();
-        let mut notified = std::pin::pin!(notified);
-        // Registered before the flag is read: a wake between the two is not missed.
-        notified.as_mut().enable();
-        if GONE.load(Ordering::SeqCst) {
-            return;
-        }
-        notified.await;
-    }
+    GONE.cancelled().await
 }
 
 /// Reads `input` until its end or a read error (either means nobody holds the other end):

@@ -36,6 +36,17 @@ struct Seen {
     left_out: bool,
 }
 
+impl Seen {
+    /// Newly seen at `seq`: not behind yet, counting.
+    fn at(seq: u64) -> Seen {
+        Seen {
+            seq,
+            behind_since: None,
+            left_out: false,
+        }
+    }
+}
+
 /// What one round may truncate up to, by the standbys' positions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Truncation {
@@ -83,11 +94,10 @@ impl Stalls {
             left_out: false,
         };
         for (id, seq) in positions {
-            let seen = self.seen.entry(id.clone()).or_insert(Seen {
-                seq: *seq,
-                behind_since: None,
-                left_out: false,
-            });
+            let seen = self
+                .seen
+                .entry(id.clone())
+                .or_insert_with(|| Seen::at(*seq));
             if seen.seq != *seq {
                 if seen.left_out {
                     tracing::info!(
@@ -96,11 +106,7 @@ impl Stalls {
                         "a standby's applied position moved again: it holds the log back again"
                     );
                 }
-                *seen = Seen {
-                    seq: *seq,
-                    behind_since: None,
-                    left_out: false,
-                };
+                *seen = Seen::at(*seq);
             }
             if *seq < snapshot && seen.behind_since.is_none() {
                 seen.behind_since = Some(now);
