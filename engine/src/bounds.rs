@@ -60,6 +60,7 @@ mod tests {
             len,
             location: Location::default(),
             remote,
+            serial: 0,
         }
     }
 

@@ -115,6 +115,7 @@ impl SegmentDescriptor {
                 len: b.len,
                 location: b.location,
                 remote: b.remote,
+                serial: 0,
             })
             .collect()
     }

@@ -271,6 +271,7 @@ mod tests {
             len: 64,
             location: Location::default(),
             remote: crate::memory::RemoteAccess::LOCAL_ONLY,
+            serial: 0,
         };
         let state = RegionState::new(region, None);
         assert!(state.lease(region.addr + 60, 8).is_err());

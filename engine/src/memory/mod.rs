@@ -247,9 +247,21 @@ impl MemoryRegistry {
     /// accesses under way (bounded; see the type's docs), then undoes the transports' work. An
     /// engine buffer is retired.
     pub fn unregister(&self, addr: u64) -> Result<Region, Error> {
+        self.unregister_serial(addr, None)
+    }
+
+    /// [`MemoryRegistry::unregister`] of `region` only if that registration is still in place:
+    /// a range unregistered since (by anyone) and registered again, at the same address, is
+    /// left alone ([`Error::AddressNotRegistered`]). For owners that record their
+    /// registrations and may outlive one of them.
+    pub fn unregister_region(&self, region: &Region) -> Result<Region, Error> {
+        self.unregister_serial(region.addr, Some(region.serial))
+    }
+
+    fn unregister_serial(&self, addr: u64, serial: Option<u64>) -> Result<Region, Error> {
         let (region, state) = {
             let mut registered = self.lock();
-            let region = registered.table.remove(addr)?;
+            let region = registered.table.remove(addr, serial)?;
             (region, registered.states.remove(&addr))
         };
         if let Some(state) = &state {

@@ -6,6 +6,7 @@
 //! *or being registered* is refused, so of two racing overlapping registrations exactly one wins.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::RemoteAccess;
 use crate::error::Error;
@@ -22,6 +23,10 @@ pub struct Region {
     pub location: Location,
     /// What peers may do with it ([`RemoteAccess::LOCAL_ONLY`]: nothing).
     pub remote: RemoteAccess,
+    /// Which registration this is: unique to each registration in this process, so that one
+    /// of a range that was unregistered and registered again is told from the new one
+    /// ([`crate::MemoryRegistry::unregister_region`]). 0 for a range a peer described.
+    pub serial: u64,
 }
 
 impl Region {
@@ -30,6 +35,9 @@ impl Region {
         self.addr + self.len
     }
 }
+
+/// The serial of the next registration in this process (0 is never one).
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -68,6 +76,7 @@ impl RegionTable {
             len,
             location,
             remote,
+            serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
         };
         self.regions.insert(addr, (region, State::Registering));
         Ok(region)
@@ -91,10 +100,12 @@ impl RegionTable {
         }
     }
 
-    /// Removes the registered range starting at `addr`.
-    pub fn remove(&mut self, addr: u64) -> Result<Region, Error> {
-        if !matches!(self.regions.get(&addr), Some((_, State::Registered))) {
-            return Err(Error::AddressNotRegistered { addr });
+    /// Removes the registered range starting at `addr` (only if it is registration `serial`,
+    /// when one is given).
+    pub fn remove(&mut self, addr: u64, serial: Option<u64>) -> Result<Region, Error> {
+        match self.regions.get(&addr) {
+            Some((r, State::Registered)) if serial.is_none_or(|s| s == r.serial) => {}
+            _ => return Err(Error::AddressNotRegistered { addr }),
         }
         self.regions
             .remove(&addr)
@@ -159,13 +170,25 @@ mod tests {
         let mut t = RegionTable::default();
         assert_eq!(reg(&mut t, 1, 0).unwrap_err().code(), -3001);
         assert_eq!(reg(&mut t, u64::MAX, 2).unwrap_err().code(), -3001);
-        assert_eq!(t.remove(42).unwrap_err().code(), -3003);
+        assert_eq!(t.remove(42, None).unwrap_err().code(), -3003);
         t.reserve(42, 1, CPU, LOCAL).unwrap();
         assert_eq!(
-            t.remove(42).unwrap_err().code(),
+            t.remove(42, None).unwrap_err().code(),
             -3003,
             "not yet registered"
         );
+    }
+
+    #[test]
+    fn a_registration_is_removed_by_its_serial_only_while_it_is_in_place() {
+        let mut t = RegionTable::default();
+        let first = reg(&mut t, 0, 10).unwrap();
+        t.remove(0, None).unwrap();
+        let second = reg(&mut t, 0, 10).unwrap();
+        assert_ne!(first.serial, second.serial);
+        assert_eq!(t.remove(0, Some(first.serial)).unwrap_err().code(), -3003);
+        assert!(t.find(0, 10).is_some(), "the new registration stays");
+        assert_eq!(t.remove(0, Some(second.serial)).unwrap(), second);
     }
 
     #[test]

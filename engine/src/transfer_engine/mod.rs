@@ -476,6 +476,16 @@ impl TransferEngine {
         self.refresh_own_segment();
         Ok(r)
     }
+
+    /// [`TransferEngine::unregister`] of `region` only if that registration is still in place
+    /// (see [`MemoryRegistry::unregister_region`]): for owners that record what they
+    /// registered, when something else may have unregistered it and registered the address
+    /// again since.
+    pub fn unregister_region(&self, region: &Region) -> Result<Region, Error> {
+        let r = self.inner.memory.unregister_region(region)?;
+        self.refresh_own_segment();
+        Ok(r)
+    }
 }
 
 impl Inner {
