@@ -407,7 +407,7 @@ typedef struct {
 // A listing owned by the caller: free it with `yuebing_list_free`, passing the struct back
 // unchanged.
 typedef struct {
-  // The objects.
+  // The objects (NULL when there are none).
   yuebing_listed *items;
   // How many.
   size_t len;
@@ -594,10 +594,13 @@ int32_t yuebing_engine_new(yuebing_bridge_t bridge,
                            yuebing_engine_t *out,
                            yuebing_error *err);
 
-// Releases an engine handle. It does not wait for transfers in flight (they end normally,
-// callbacks included). When it was the engine's last handle (a store's counts as one), every
-// range registered or allocated through them is unregistered first: after this returns none
-// of that memory is touched, and allocated buffers are freed.
+// Releases an engine handle. When it was the engine's last handle (a store's counts as one),
+// it first waits for the calls that register, allocate or unregister through these handles
+// on other threads to return (one that starts later fails with
+// `YUEBING_ERR_INVALID_HANDLE`), then unregisters every range registered or allocated through
+// them: after this returns none of that memory is touched, and allocated buffers are freed.
+// It does not wait for transfers in flight: those touching that memory fail, the others end
+// normally, callbacks included.
 //
 // # Safety
 // `err` is NULL or writable.
@@ -840,10 +843,12 @@ int32_t yuebing_store_new(yuebing_bridge_t bridge,
                           yuebing_store_t *out,
                           yuebing_error *err);
 
-// Releases a store handle. It does not wait for calls in flight: they hold the client and end
-// normally (callbacks included). Call `yuebing_store_close` first to leave the cluster
+// Releases a store handle. It does not wait for store calls in flight: they hold the client
+// and end normally (callbacks included). Call `yuebing_store_close` first to leave the cluster
 // gracefully. Memory registered through the client's engine handles is unregistered once the
-// last of them (this one included) is destroyed.
+// last of them (this one included) is destroyed, as `yuebing_engine_destroy` describes: that
+// destroy waits for registrations under way on other threads and returns only once no byte
+// of that memory is touched any more.
 //
 // # Safety
 // `err` is NULL or writable.

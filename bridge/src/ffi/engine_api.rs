@@ -3,10 +3,10 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use yuebing_engine::{
-    EngineBuffer, EngineConfig, Location, RemoteAccess, SegmentHandle, TransportKind,
+    EngineBuffer, EngineConfig, Location, Region, RemoteAccess, SegmentHandle, TransportKind,
 };
 
 use crate::BlockingEngine;
@@ -19,35 +19,139 @@ use super::raw;
 use super::store_ops::check_range;
 use super::types::*;
 
+/// What C registered or allocated through an engine's handles, as registered: the region's
+/// serial tells it from a later registration at the same address (one made after something
+/// else, such as Rust code holding the same client, unregistered it).
+struct Owned {
+    region: Region,
+    /// The engine buffer allocated there (None: caller memory).
+    _buffer: Option<Arc<EngineBuffer>>,
+}
+
+/// The handles of an engine object, the calls under way on its memory, and that memory.
+struct State {
+    owned: HashMap<u64, Owned>,
+    /// C handles that name this object (engine handles, and the store handle it came with).
+    handles: usize,
+    /// Calls that register, allocate or unregister through it now.
+    busy: usize,
+    /// Its last handle was destroyed: no such call starts any more.
+    closed: bool,
+}
+
 /// An engine as C holds it: the engine, and the memory registered or allocated through its
-/// handles, unregistered when the last of them (a store's included) is destroyed.
+/// handles, unregistered when the last of them (a store's included) is destroyed. Calls hold
+/// clones of the object while they run, so its end is not left to its `Drop`: the destroy of
+/// the last handle closes it, waits for the calls that change its memory (later ones are
+/// refused) and unregisters that memory before it returns.
 pub(crate) struct EngineObject {
     pub(crate) engine: BlockingEngine,
-    /// Start address → the engine buffer allocated there (None: caller memory).
-    owned: Mutex<HashMap<u64, Option<Arc<EngineBuffer>>>>,
+    state: Mutex<State>,
+    idle: Condvar,
+}
+
+/// One call on an engine object's memory, counted until dropped (see [`EngineObject::enter`]).
+struct Busy<'a>(&'a EngineObject);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        state.busy -= 1;
+        if state.busy == 0 {
+            self.0.idle.notify_all();
+        }
+    }
 }
 
 impl EngineObject {
     pub(crate) fn new(engine: BlockingEngine) -> Arc<EngineObject> {
         Arc::new(EngineObject {
             engine,
-            owned: Mutex::new(HashMap::new()),
+            state: Mutex::new(State {
+                owned: HashMap::new(),
+                handles: 0,
+                busy: 0,
+                closed: false,
+            }),
+            idle: Condvar::new(),
         })
     }
 
-    fn owned(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Option<Arc<EngineBuffer>>>> {
-        self.owned.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new C handle for this object, made by `object`; its destroy must call
+    /// [`EngineObject::release`]. Refused once the object's last handle was destroyed.
+    pub(crate) fn insert(
+        self: &Arc<Self>,
+        object: impl FnOnce(Arc<Self>) -> Object,
+    ) -> FfiResult<u64> {
+        {
+            let mut state = self.lock();
+            if state.closed {
+                return Err(Failure::handle("the engine's last handle was destroyed"));
+            }
+            state.handles += 1;
+        }
+        handles::insert(object(self.clone())).inspect_err(|_| self.release())
+    }
+
+    /// One of this object's handles was destroyed. At the last one, waits for the calls
+    /// changing its memory to return and unregisters everything registered or allocated
+    /// through its handles: no byte of it is touched after this returns.
+    pub(crate) fn release(&self) {
+        let owned = {
+            let mut state = self.lock();
+            state.handles = state.handles.saturating_sub(1);
+            if state.handles > 0 {
+                return;
+            }
+            state.closed = true;
+            while state.busy > 0 {
+                state = self.idle.wait(state).unwrap_or_else(|p| p.into_inner());
+            }
+            std::mem::take(&mut state.owned)
+        };
+        self.unregister_all(owned);
+    }
+
+    /// Counts a call that registers, allocates or unregisters through this object, unless
+    /// its last handle was destroyed (a call that looked the handle up just before).
+    fn enter(&self) -> FfiResult<Busy<'_>> {
+        let mut state = self.lock();
+        if state.closed {
+            return Err(Failure::handle("the engine's handle was destroyed"));
+        }
+        state.busy += 1;
+        Ok(Busy(self))
+    }
+
+    /// Records what was registered at `region`.
+    fn record(&self, region: Region, buffer: Option<Arc<EngineBuffer>>) {
+        let owned = Owned {
+            region,
+            _buffer: buffer,
+        };
+        self.lock().owned.insert(region.addr, owned);
+    }
+
+    /// Unregisters each recorded registration that is still in place.
+    fn unregister_all(&self, owned: HashMap<u64, Owned>) {
+        for (addr, o) in owned {
+            if let Err(e) = self.engine.engine().unregister_region(&o.region) {
+                tracing::debug!(addr, error = %e, "unregister at engine destroy");
+            }
+        }
     }
 }
 
 impl Drop for EngineObject {
-    /// The last handle is gone: no byte registered through C is touched after this returns.
+    /// Only for an object whose handles were never all released (a failed start): what
+    /// [`EngineObject::release`] did not unregister is unregistered now.
     fn drop(&mut self) {
-        for (addr, _) in self.owned().drain() {
-            if let Err(e) = self.engine.unregister(addr) {
-                tracing::debug!(addr, error = %e, "unregister at engine destroy");
-            }
-        }
+        let owned = std::mem::take(&mut self.lock().owned);
+        self.unregister_all(owned);
     }
 }
 
@@ -113,17 +217,20 @@ pub unsafe extern "C" fn yuebing_engine_new(
             false => unsafe { engine_config(&config.read()) }?,
         };
         let engine = BlockingEngine::start(&resolve(bridge)?, cfg)?;
-        let h = handles::insert(Object::Engine(EngineObject::new(engine)))?;
+        let h = EngineObject::new(engine).insert(Object::Engine)?;
         // SAFETY: checked non-NULL; writable.
         unsafe { raw::write(out, h) };
         Ok(())
     })
 }
 
-/// Releases an engine handle. It does not wait for transfers in flight (they end normally,
-/// callbacks included). When it was the engine's last handle (a store's counts as one), every
-/// range registered or allocated through them is unregistered first: after this returns none
-/// of that memory is touched, and allocated buffers are freed.
+/// Releases an engine handle. When it was the engine's last handle (a store's counts as one),
+/// it first waits for the calls that register, allocate or unregister through these handles
+/// on other threads to return (one that starts later fails with
+/// `YUEBING_ERR_INVALID_HANDLE`), then unregisters every range registered or allocated through
+/// them: after this returns none of that memory is touched, and allocated buffers are freed.
+/// It does not wait for transfers in flight: those touching that memory fail, the others end
+/// normally, callbacks included.
 ///
 /// # Safety
 /// `err` is NULL or writable.
@@ -133,7 +240,9 @@ pub unsafe extern "C" fn yuebing_engine_destroy(
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
-        handles::remove(engine, Kind::Engine)?;
+        if let Object::Engine(e) = handles::remove(engine, Kind::Engine)? {
+            e.release();
+        }
         Ok(())
     })
 }
@@ -189,10 +298,17 @@ pub unsafe extern "C" fn yuebing_engine_allocate(
         raw::check_out(addr_out, "addr_out")?;
         let remote = self::access(access)?;
         let e = handles::engine(engine)?;
-        // A fresh mapping: nobody can unregister its address before it is recorded.
+        let _busy = e.enter()?;
         let buffer = e.engine.allocate_exported(len, true, remote)?;
         let addr = buffer.addr();
-        e.owned().insert(addr, Some(buffer));
+        // A fresh mapping, which this call holds: its region is still the one just made.
+        let region = e
+            .engine
+            .engine()
+            .memory()
+            .find(addr, buffer.len() as u64)
+            .ok_or(yuebing_engine::Error::AddressNotRegistered { addr })?;
+        e.record(region, Some(buffer));
         // SAFETY: checked non-NULL; writable.
         unsafe { raw::write(addr_out, addr) };
         Ok(())
@@ -228,14 +344,15 @@ pub unsafe extern "C" fn yuebing_engine_register(
             None => Location::default(),
         };
         let e = handles::engine(engine)?;
+        let _busy = e.enter()?;
         // SAFETY: the memory stays valid and untouched by the caller until unregistered (the
         // caller's promise, which is `register`'s contract; no Rust reference exists over C
         // memory).
-        unsafe {
+        let region = unsafe {
             e.engine
                 .register_exported(addr.cast(), len, location, remote)
         }?;
-        e.owned().insert(addr as u64, None);
+        e.record(region, None);
         Ok(())
     })
 }
@@ -255,12 +372,12 @@ pub unsafe extern "C" fn yuebing_engine_unregister(
 ) -> i32 {
     entry(err, || {
         let e = handles::engine(engine)?;
-        let mut owned = e.owned();
-        if !owned.contains_key(&addr) {
-            return Err(yuebing_engine::Error::AddressNotRegistered { addr }.into());
-        }
-        e.engine.unregister(addr)?;
-        owned.remove(&addr);
+        let _busy = e.enter()?;
+        let owned = e.lock().owned.remove(&addr);
+        let owned = owned.ok_or(yuebing_engine::Error::AddressNotRegistered { addr })?;
+        // Not in place any more (unregistered through the Rust API since): nothing of ours to
+        // undo, and whatever is registered there now is left alone.
+        e.engine.engine().unregister_region(&owned.region)?;
         Ok(())
     })
 }

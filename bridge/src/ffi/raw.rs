@@ -175,10 +175,13 @@ pub(crate) fn into_list(listed: Vec<(CString, u64, u32)>) -> yuebing_list {
         })
         .collect();
     let len = items.len();
-    yuebing_list {
-        items: Box::into_raw(items).cast::<yuebing_listed>(),
-        len,
-    }
+    // An empty listing is NULL and 0, as the header says: a boxed empty slice's pointer is
+    // dangling, not NULL, and a C caller may test it.
+    let items = match len {
+        0 => std::ptr::null_mut(),
+        _ => Box::into_raw(items).cast::<yuebing_listed>(),
+    };
+    yuebing_list { items, len }
 }
 
 /// Frees a listing made by [`into_list`] and empties it; an empty one is left as is.
@@ -247,6 +250,15 @@ mod tests {
             assert!(l.items.is_null());
             free_list(&mut l);
         }
+    }
+
+    #[test]
+    fn an_empty_listing_is_null_and_freed_harmlessly() {
+        let mut l = into_list(Vec::new());
+        assert!(l.items.is_null() && l.len == 0);
+        // SAFETY: `l` was filled by `into_list`.
+        unsafe { free_list(&mut l) };
+        assert!(l.items.is_null());
     }
 
     #[test]

@@ -126,13 +126,15 @@ fn insert_store(client: &BlockingClient) -> FfiResult<yuebing_store_t> {
         client.bridge(),
         client.client().engine().clone(),
     ));
-    handles::insert(Object::Store(client.clone(), engine))
+    engine.insert(|engine| Object::Store(client.clone(), engine))
 }
 
-/// Releases a store handle. It does not wait for calls in flight: they hold the client and end
-/// normally (callbacks included). Call `yuebing_store_close` first to leave the cluster
+/// Releases a store handle. It does not wait for store calls in flight: they hold the client
+/// and end normally (callbacks included). Call `yuebing_store_close` first to leave the cluster
 /// gracefully. Memory registered through the client's engine handles is unregistered once the
-/// last of them (this one included) is destroyed.
+/// last of them (this one included) is destroyed, as `yuebing_engine_destroy` describes: that
+/// destroy waits for registrations under way on other threads and returns only once no byte
+/// of that memory is touched any more.
 ///
 /// # Safety
 /// `err` is NULL or writable.
@@ -142,7 +144,9 @@ pub unsafe extern "C" fn yuebing_store_destroy(
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
-        handles::remove(store, Kind::Store)?;
+        if let Object::Store(_, engine) = handles::remove(store, Kind::Store)? {
+            engine.release();
+        }
         Ok(())
     })
 }
@@ -161,7 +165,7 @@ pub unsafe extern "C" fn yuebing_store_engine(
     entry(err, || {
         raw::check_out(out, "out")?;
         let (_, engine) = handles::store(store)?;
-        let h = handles::insert(Object::Engine(engine))?;
+        let h = engine.insert(Object::Engine)?;
         // SAFETY: checked non-NULL; writable.
         unsafe { raw::write(out, h) };
         Ok(())

@@ -136,7 +136,7 @@ pub struct yuebing_listed {
 #[repr(C)]
 #[derive(Debug)]
 pub struct yuebing_list {
-    /// The objects.
+    /// The objects (NULL when there are none).
     pub items: *mut yuebing_listed,
     /// How many.
     pub len: usize,
