@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::call::Call;
 use crate::callbacks::{bridge_of_thread, mark_thread, run_caught, CallbackPool, Job};
 use crate::error::{Error, Result};
+use crate::waiter::{Waiter, WaiterCell};
 
 /// How a [`Bridge`] is built; `BridgeConfig::default()` suits one process.
 #[derive(Debug, Clone)]
@@ -50,6 +51,8 @@ pub(crate) struct Shared {
     idle: Condvar,
     /// Held for the whole of a shutdown, so that a second one returns only when it is done.
     stopping_now: Mutex<()>,
+    /// How blocking callers wait for their calls.
+    waiter: WaiterCell,
 }
 
 impl Shared {
@@ -59,6 +62,10 @@ impl Shared {
 
     pub(crate) fn stopping(&self) -> CancellationToken {
         self.stopping.clone()
+    }
+
+    pub(crate) fn waiter(&self) -> Waiter {
+        self.waiter.get()
     }
 
     fn check_pid(&self) -> Result<()> {
@@ -98,8 +105,11 @@ impl Shared {
     }
 
     /// Runs `job` on the callback pool; where there is none (the bridge shut down, so every
-    /// call ended; or a forked child, where the pool's threads do not exist), on this thread:
-    /// only `then` of a call made after that gets here, on its caller's thread.
+    /// call ended; or a forked child, where the pool's threads do not exist), on a thread
+    /// started for it: only `then` of a call made after that gets here, and its caller may be
+    /// a runtime worker or hold a lock the callback takes, so it never runs on the caller's
+    /// thread. Only if no thread can be started (the process is out of them) does it run here,
+    /// with an error logged.
     pub(crate) fn run_callback(&self, job: Job) {
         let job = match self.check_pid() {
             Ok(()) => match self.callbacks.run(job) {
@@ -108,7 +118,23 @@ impl Shared {
             },
             Err(_) => job,
         };
-        run_caught(job);
+        let job = std::sync::Arc::new(Mutex::new(Some(job)));
+        let on_thread = job.clone();
+        let started = std::thread::Builder::new()
+            .name("yuebing-cb-late".into())
+            .spawn(move || {
+                let job = on_thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+                if let Some(job) = job {
+                    run_caught(job);
+                }
+            });
+        if let Err(e) = started {
+            tracing::error!(error = %e, "no thread for a late callback; it runs on the caller's");
+            let job = job.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(job) = job {
+                run_caught(job);
+            }
+        }
     }
 
     /// Whether this thread may block waiting for a call of this bridge.
@@ -221,6 +247,7 @@ impl Bridge {
             pending: Mutex::new(0),
             idle: Condvar::new(),
             stopping_now: Mutex::new(()),
+            waiter: WaiterCell::new(Waiter::default()),
         });
         Ok(Bridge {
             inner: Arc::new(Inner {
@@ -295,6 +322,18 @@ impl Bridge {
     pub(crate) fn wait_for<T: Send + 'static>(&self, start: impl FnOnce() -> Call<T>) -> Result<T> {
         self.may_block()?;
         start().wait()
+    }
+
+    /// How threads waiting for this bridge's calls watch for the outcome before they sleep
+    /// ([`Waiter::default`] unless set).
+    pub fn waiter(&self) -> Waiter {
+        self.inner.shared.waiter()
+    }
+
+    /// Sets how threads waiting for this bridge's calls watch before they sleep, from their
+    /// next wait on (for measurements: the default suits callers).
+    pub fn set_waiter(&self, waiter: Waiter) {
+        self.inner.shared.waiter.set(waiter);
     }
 
     /// Whether this thread may block on this bridge ([`Error::WouldBlockBridge`] or

@@ -9,7 +9,7 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -18,28 +18,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bridge::Shared;
 use crate::error::{Error, Result};
-
-/// How long a lone waiter watches for its outcome before sleeping (see `Call::spin`).
-const SPIN: Duration = Duration::from_micros(300);
-
-/// Threads waiting for a call's outcome now (spinning or asleep), in the whole process.
-static WAITERS: AtomicUsize = AtomicUsize::new(0);
-
-/// Counts this thread among [`WAITERS`] while it lives.
-struct Waiting;
-
-impl Waiting {
-    /// Counts the thread in; returns the guard and how many wait now, this one included.
-    fn enter() -> (Waiting, usize) {
-        (Waiting, WAITERS.fetch_add(1, Ordering::Relaxed) + 1)
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        WAITERS.fetch_sub(1, Ordering::Relaxed);
-    }
-}
 
 /// A callback, called once with the outcome.
 type Callback<T> = Box<dyn FnOnce(Result<T>) + Send + 'static>;
@@ -131,9 +109,21 @@ struct Work<F, T: Send + 'static> {
     guard: Option<Deliver<T>>,
 }
 
+impl<F, T: Send + 'static> Work<F, T> {
+    /// Drops the operation's future (its work stops); `Some(message)` if that panicked.
+    fn stop(&mut self) -> Option<String> {
+        std::panic::catch_unwind(AssertUnwindSafe(|| self.op = None))
+            .err()
+            .map(|panic| panic_message(&*panic))
+    }
+}
+
 impl<F, T: Send + 'static> Drop for Work<F, T> {
     fn drop(&mut self) {
-        self.op = None;
+        let panicked = self.stop();
+        if let (Some(message), Some(guard)) = (panicked, self.guard.take()) {
+            guard.deliver(Err(Error::Panicked { message }));
+        }
         self.guard = None;
     }
 }
@@ -165,8 +155,12 @@ where
                 },
             },
         };
-        // The operation's future (and its work) is gone before anyone hears of the outcome.
-        work.op = None;
+        // The operation's future (and its work) is gone before anyone hears of the outcome;
+        // a panic while it is dropped is the operation's panic.
+        let outcome = match work.stop() {
+            None => outcome,
+            Some(message) => Err(Error::Panicked { message }),
+        };
         if let Some(guard) = work.guard.take() {
             guard.deliver(outcome);
         }
@@ -363,10 +357,7 @@ impl<T: Send + 'static> Call<T> {
     /// Sleeps until the outcome is there (and takes it) or `until` passed (then returns `None`;
     /// the call goes on).
     fn sleep(&self, until: Option<Instant>) -> Option<Result<T>> {
-        let (_waiting, waiters) = Waiting::enter();
-        if waiters == 1 {
-            self.spin(until);
-        }
+        self.state.shared.waiter().watch(&self.state.ended, until);
         let mut slot = self.state.lock();
         loop {
             if matches!(*slot, Slot::Done(_)) {
@@ -399,24 +390,11 @@ impl<T: Send + 'static> Call<T> {
         }
     }
 
-    /// Before sleeping, a lone waiter (the only thread of the process waiting for a call)
-    /// watches for the outcome for a short while, yielding its core to anyone runnable: a call
-    /// that ends within [`SPIN`] then costs no wake-up of this thread (a futex wake and a
-    /// reschedule, tens of microseconds on a small VM). With other waiters it sleeps at once:
-    /// spinners would take the cores the runtime needs. The flag is a hint only: the outcome
-    /// is taken under the slot's lock.
-    fn spin(&self, until: Option<Instant>) {
-        let start = Instant::now();
-        let limit = until.map_or(start + SPIN, |u| u.min(start + SPIN));
-        while !self.state.ended.load(Ordering::Acquire) && Instant::now() < limit {
-            std::thread::yield_now();
-        }
-    }
-
     /// Hands the outcome to `cb` (Mooncake's `start(cb)`): called exactly once, on the bridge's
     /// callback pool (never a runtime worker), with no bridge lock held; at once (on the pool)
     /// if the call already ended. After the bridge shut down (or in a forked child) there is
-    /// no pool, and `cb` runs on this thread. A panic in `cb` is caught and logged.
+    /// no pool, and `cb` runs on a thread started for it, never on this one. A panic in `cb`
+    /// is caught and logged.
     pub fn then(mut self, cb: impl FnOnce(Result<T>) + Send + 'static) {
         self.consumed = true;
         let mut slot = self.state.lock();
@@ -513,6 +491,48 @@ mod tests {
         assert_eq!(outcome.unwrap_err(), Error::Canceled);
         assert!(stopped.load(Ordering::SeqCst), "the outcome came first");
         assert!(start.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn then_after_shutdown_never_runs_on_the_callers_thread() {
+        let b = Bridge::new(BridgeConfig::default()).unwrap();
+        let call = b.call(async { Ok::<u64, Error>(1) });
+        while !call.is_done() {
+            std::thread::yield_now();
+        }
+        b.shutdown().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        call.then(move |outcome| {
+            tx.send((std::thread::current().id(), outcome)).unwrap();
+        });
+        let (ran_on, outcome) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_ne!(ran_on, std::thread::current().id(), "ran inline");
+        assert_eq!(outcome, Ok(1));
+    }
+
+    /// Panics when dropped, as a future holding it is.
+    struct PanicsOnDrop;
+
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            panic!("dropped");
+        }
+    }
+
+    #[test]
+    fn a_panic_while_an_operation_is_dropped_is_delivered_as_panicked() {
+        let b = Bridge::new(BridgeConfig::default()).unwrap();
+        let bomb = PanicsOnDrop;
+        let call = b.call(async move {
+            let _bomb = bomb;
+            std::future::pending::<()>().await;
+            Ok::<u64, Error>(0)
+        });
+        call.cancel();
+        match call.wait_timeout(Duration::from_secs(10)) {
+            Err(Error::Panicked { message }) => assert_eq!(message, "dropped"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

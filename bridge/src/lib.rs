@@ -41,6 +41,7 @@
 //! - `bridge`: [`Bridge`] (owned or supplied runtime, shutdown, the blocking rules).
 //! - `call`: [`Call`] and its once-guard.
 //! - `callbacks`: the callback pool and the marking of bridge threads.
+//! - `waiter`: [`Waiter`], how a blocking caller watches for its outcome before it sleeps.
 //! - `store`: [`BlockingClient`], the store client's blocking and `*_call` forms.
 //! - `engine`: [`BlockingEngine`], the transfer engine's.
 //! - `master`: [`BlockingMaster`], the master's `health` and `stats`.
@@ -58,6 +59,7 @@ pub mod ffi;
 mod master;
 pub mod masters;
 mod store;
+mod waiter;
 
 pub use bridge::{Bridge, BridgeConfig};
 pub use call::{Call, Canceller};
@@ -66,6 +68,7 @@ pub use error::{Error, Result};
 pub use master::BlockingMaster;
 pub use masters::Masters;
 pub use store::{BlockingClient, Each};
+pub use waiter::Waiter;
 
 /// Compile-time checks: the bridge's handles are shared freely between threads.
 #[allow(dead_code)]
