@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The engine's tests (unit tests, the local, tcp and shm tests, the conformance suite and the
-# release tests) under valgrind's memcheck: exits non-zero on any invalid read or write (and on
-# any failing test). There is no nightly toolchain here, so no Miri or -Zsanitizer; memcheck
+# release tests) and the C ABI's lifetime tests under valgrind's memcheck: exits non-zero on
+# any invalid read or write (and on any failing test). There is no nightly toolchain here, so no Miri or -Zsanitizer; memcheck
 # sees what the engine's raw-pointer copies and syscalls do to memory.
 #
-#   bash scripts/memcheck.sh            # every engine test binary
+#   bash scripts/memcheck.sh            # every binary
 #   bash scripts/memcheck.sh conformance # only the binaries whose name matches
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,13 +16,10 @@ if ! command -v valgrind >/dev/null; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends valgrind
 fi
 
-# The test binaries cargo builds for the engine crate, by name: optimized (with debug info), as
-# unoptimized code runs some 50 times slower under valgrind, and what memcheck checks is the
-# machine code's memory accesses either way.
-echo "== building the engine's tests (release profile)"
-cargo test -p yuebing-engine --release --locked --no-run
-mapfile -t binaries < <(cargo test -p yuebing-engine --release --locked --no-run --message-format=json 2>/dev/null |
-  python3 -c '
+# The test binaries cargo builds (`cargo test ARGS --no-run`), one "name path" line each.
+test_binaries() {
+  cargo test "$@" --locked --no-run --message-format=json 2>/dev/null |
+    python3 -c '
 import json, sys
 for line in sys.stdin:
     try:
@@ -31,7 +28,21 @@ for line in sys.stdin:
         continue
     if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
         print(m["target"]["name"], m["executable"])
-')
+'
+}
+
+# The engine's test binaries optimized (with debug info), as unoptimized code runs some 50
+# times slower under valgrind, and what memcheck checks is the machine code's memory accesses
+# either way.
+echo "== building the engine's tests (release profile)"
+cargo test -p yuebing-engine --release --locked --no-run
+mapfile -t binaries < <(test_binaries -p yuebing-engine --release)
+# The C ABI's lifetime tests (bridge/tests/ffi_lifetimes.rs: a destroy racing calls on its
+# engine's memory, registrations it did not make) through the exported symbols, as the debug
+# build `cargo test` made them: small enough to run unoptimized.
+echo "== building the C ABI's lifetime tests"
+cargo test -p yuebing-bridge --locked --test ffi_lifetimes --no-run
+mapfile -t -O "${#binaries[@]}" binaries < <(test_binaries -p yuebing-bridge --test ffi_lifetimes)
 
 failed=0
 for entry in "${binaries[@]}"; do
