@@ -1,7 +1,15 @@
 //! The batch table behind one lock, with the effects performed: waiters woken, and a
 //! cancellation switch per batch for the tasks still running.
+//!
+//! A batch outlives a cancel: `cancel` trips the switch that the tasks then in flight hold and
+//! puts a fresh one in its place for the tasks submitted after it. The swap happens under the
+//! table's lock, as does a submit's taking of the switch, so the table and the switches see a
+//! submit and a cancel in the same order: a task the cancel found in the table holds the
+//! switch it trips (or, Waiting, is Canceled at once and never starts), and a task added after
+//! it holds the fresh one.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
@@ -33,14 +41,19 @@ pub(crate) enum NotifyState {
 pub(crate) struct BatchSignals {
     /// Woken when the batch finishes (and again when its notification went out).
     pub(crate) finished: Notify,
-    /// Cancelled by `cancel`; running tasks stop.
-    pub(crate) cancel: CancellationToken,
+    /// The switch of the tasks submitted since the last cancel, which trips it and replaces
+    /// it (see the module docs). Taken and replaced only under the table's lock.
+    cancel: Mutex<CancellationToken>,
     notify: Mutex<NotifyState>,
 }
 
 impl BatchSignals {
     pub(crate) fn notify(&self) -> MutexGuard<'_, NotifyState> {
         self.notify.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn cancel_switch(&self) -> MutexGuard<'_, CancellationToken> {
+        self.cancel.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -113,11 +126,30 @@ impl Batches {
         }
     }
 
-    /// Cancels the batch's unfinished tasks and stops those running.
+    /// Adds tasks of the given lengths to the batch (see [`BatchTable::submit`]); returns
+    /// their indices and the switch that stops them, tripped by the next `cancel`.
+    pub(crate) fn submit(
+        &self,
+        id: BatchId,
+        tasks: &[u64],
+    ) -> Result<(Range<usize>, CancellationToken), Error> {
+        let signals = self.signals(id)?;
+        self.with(|t| {
+            let added = t.submit(id, tasks)?;
+            Ok((added, signals.cancel_switch().clone()))
+        })
+    }
+
+    /// Cancels the batch's unfinished tasks and stops those running; tasks submitted after it
+    /// run normally.
     pub(crate) fn cancel(&self, id: BatchId) -> Result<usize, Error> {
         let signals = self.signals(id)?;
-        let n = self.with(|t| t.cancel(id))?;
-        signals.cancel.cancel();
+        let (n, tripped) = self.with(|t| {
+            let n = t.cancel(id)?;
+            let fresh = CancellationToken::new();
+            Ok::<_, Error>((n, std::mem::replace(&mut *signals.cancel_switch(), fresh)))
+        })?;
+        tripped.cancel();
         Ok(n)
     }
 }

@@ -237,7 +237,7 @@ impl BatchTable {
 
     /// Cancels every unfinished task of the batch; returns how many. Waiting tasks are
     /// Canceled now; Pending ones once their driver reports their transfer stopped (see the
-    /// module docs).
+    /// module docs). Tasks submitted later are not affected: the batch stays usable.
     pub fn cancel(&mut self, id: BatchId) -> Result<usize, Error> {
         let n = self.batch(id)?.tasks.len();
         let mut canceled = 0;
@@ -454,6 +454,24 @@ mod tests {
         assert!(b.handle_failed(id, 0, Error::Canceled).unwrap());
         assert_eq!(b.poll_effect(), Some(Effect::Finished(id)));
         assert_eq!(b.status(id).unwrap().state, TaskState::Canceled);
+        b.free(id).unwrap();
+    }
+
+    #[test]
+    fn tasks_submitted_after_a_cancel_are_not_canceled() {
+        let mut b = BatchTable::default();
+        let id = b.allocate(3).unwrap();
+        b.submit(id, &[1]).unwrap();
+        assert!(b.handle_started(id, 0).unwrap());
+        assert_eq!(b.cancel(id).unwrap(), 1);
+        assert_eq!(b.submit(id, &[1, 1]).unwrap(), 1..3);
+        assert!(b.handle_started(id, 1).unwrap(), "a later task starts");
+        assert!(b.handle_completed(id, 1).unwrap());
+        assert!(b.handle_failed(id, 0, Error::Canceled).unwrap());
+        assert_eq!(b.cancel(id).unwrap(), 1, "only the task unfinished now");
+        assert_eq!(b.task_status(id, 1).unwrap().state, TaskState::Completed);
+        assert_eq!(b.task_status(id, 2).unwrap().state, TaskState::Canceled);
+        assert_eq!(b.poll_effect(), Some(Effect::Finished(id)));
         b.free(id).unwrap();
     }
 

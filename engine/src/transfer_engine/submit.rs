@@ -143,12 +143,11 @@ impl TransferEngine {
         planned: Vec<Planned>,
     ) -> Result<(Range<usize>, Vec<impl Future<Output = ()> + Send + 'static>), Error> {
         let specs: Vec<u64> = planned.iter().map(|p| p.job.len).collect();
-        let tasks = self.inner.batches.with(|t| t.submit(batch, &specs))?;
-        let signals = self.inner.batches.signals(batch)?;
+        let (tasks, cancel) = self.inner.batches.submit(batch, &specs)?;
         let runs = tasks
             .clone()
             .zip(planned)
-            .map(|(task, p)| run_task(self.clone(), batch, task, p, signals.cancel.clone()))
+            .map(|(task, p)| run_task(self.clone(), batch, task, p, cancel.clone()))
             .collect();
         Ok((tasks, runs))
     }
@@ -211,7 +210,13 @@ impl TransferEngine {
         self.inner.batches.with(|t| t.task_status(batch, task))
     }
 
-    /// Cancels the batch's unfinished tasks; returns how many.
+    /// Cancels the tasks of the batch that are unfinished now; returns how many. Each ends
+    /// [`Canceled`](crate::TaskState::Canceled) once its transfer stopped (a task still waiting
+    /// to start never starts). The batch stays usable: tasks submitted after `cancel` returned
+    /// run normally. A submit that races the cancel (neither returned before the other began)
+    /// may be canceled or not; either way its tasks end, and end Canceled only once their
+    /// transfers stopped. The batch's aggregate [`status`](Self::status) counts every task, the
+    /// canceled ones included; [`task_status`](Self::task_status) tells each task's outcome.
     pub fn cancel(&self, batch: BatchId) -> Result<usize, Error> {
         self.inner.batches.cancel(batch)
     }
