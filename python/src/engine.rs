@@ -12,6 +12,7 @@ use yuebing_engine::{EngineBuffer, EngineConfig, RemoteAccess, SegmentHandle, Tr
 
 use crate::memory::{type_name, Access, Memory};
 use crate::options::duration;
+use crate::pin_table::Range;
 use crate::pins::Pins;
 use crate::runtime::{self, ForkSafe};
 use crate::wait::wait;
@@ -71,53 +72,103 @@ impl Engine {
             false => Access::Write,
         };
         let mem = Memory::from_py(local, length, access, "local")?;
+        let remote = span(py, remote_addr, mem.len, "remote_addr")?;
         let target = SegmentHandle::from_raw(segment);
         let mut req = match write {
             true => TransferRequest::write(mem.addr, target, remote_addr, mem.len),
             false => TransferRequest::read(mem.addr, target, remote_addr, mem.len),
         };
         if let Some(t) = timeout {
-            req = req.with_deadline(duration(t, "timeout")?);
+            req = req.with_deadline(duration(py, t, "timeout")?);
         }
         let pins = self.pins(py)?;
-        let held = pins.hold(py, std::slice::from_ref(&mem))?;
+        let held = pins.hold(py, std::slice::from_ref(&mem), access)?;
+        // A write to the engine's own segment writes this engine's memory: never read-only
+        // memory (after the local memory is held: see `Pins::own_write`).
+        let own = write && target == pins.engine().engine().own_segment();
+        let own_write = match own {
+            true => Some(pins.own_write(py, remote, "remote_addr")?),
+            false => None,
+        };
         let done = wait(py, pins.engine().transfer_call(req));
         // The transfer has stopped (even when a signal ended the wait): release the memory.
+        drop(own_write);
         drop(held);
         done
     }
 }
 
+/// `[addr, addr + len)` of a peer's (or the engine's own) segment, `what` naming `addr`:
+/// `InvalidArgument` for the null address, no bytes, or a range that wraps.
+pub(crate) fn span(py: Python<'_>, addr: u64, len: u64, what: &str) -> PyResult<Range> {
+    if addr == 0 {
+        return Err(errors::invalid(py, &format!("{what} is the null address")));
+    }
+    if len == 0 {
+        return Err(errors::invalid(py, &format!("{what}: length 0")));
+    }
+    match addr.checked_add(len) {
+        Some(end) => Ok(Range { start: addr, end }),
+        None => Err(errors::invalid(
+            py,
+            &format!("{what}: {addr:#x} + {len} overflows"),
+        )),
+    }
+}
+
 /// The rights `remote` names: None (local-only), "r", "w" or "rw".
-pub(crate) fn remote_access(remote: Option<&str>) -> PyResult<RemoteAccess> {
+pub(crate) fn remote_access(py: Python<'_>, remote: Option<&str>) -> PyResult<RemoteAccess> {
     match remote {
         None | Some("") => Ok(RemoteAccess::LOCAL_ONLY),
         Some("r") => Ok(RemoteAccess::READ),
         Some("w") => Ok(RemoteAccess::WRITE),
         Some("rw") => Ok(RemoteAccess::READ_WRITE),
-        Some(other) => Err(PyValueError::new_err(format!(
-            "remote {other:?} is not None, \"r\", \"w\" or \"rw\""
-        ))),
+        Some(other) => Err(errors::invalid(
+            py,
+            &format!("remote {other:?} is not None, \"r\", \"w\" or \"rw\""),
+        )),
     }
 }
 
-/// The address `obj` names: an int, a `Buffer`, or a Python buffer's first byte.
-pub(crate) fn address_of(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
-    if obj.is_instance_of::<PyInt>() {
-        return obj
-            .extract()
-            .map_err(|_| PyValueError::new_err("an address is an int in 1 … 2**64-1"));
+/// The address `obj` (the argument `what`) names: an int, a `Buffer`, or a Python buffer's
+/// first byte; never 0.
+pub(crate) fn address_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
+    let py = obj.py();
+    let addr = if obj.is_instance_of::<PyInt>() {
+        obj.extract().map_err(|_| {
+            errors::invalid(py, &format!("{what}: an address is an int in 1 … 2**64-1"))
+        })?
+    } else if let Ok(b) = obj.cast::<Buffer>() {
+        b.get().addr
+    } else {
+        let buf = pyo3::buffer::PyUntypedBuffer::get(obj).map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{what}: expected an int address or a buffer, not {}",
+                type_name(obj)
+            ))
+        })?;
+        buf.buf_ptr() as u64
+    };
+    match addr {
+        0 => Err(errors::invalid(py, &format!("{what} is the null address"))),
+        addr => Ok(addr),
     }
-    if let Ok(b) = obj.cast::<Buffer>() {
-        return Ok(b.get().addr);
+}
+
+/// The transport `transport` names: None or "auto" (the engine picks), "tcp" or "shm".
+pub(crate) fn transport_kind(
+    py: Python<'_>,
+    transport: Option<&str>,
+) -> PyResult<Option<yuebing_engine::TransportKind>> {
+    match transport {
+        None | Some("auto") => Ok(None),
+        Some("tcp") => Ok(Some(yuebing_engine::TransportKind::Tcp)),
+        Some("shm") => Ok(Some(yuebing_engine::TransportKind::Shm)),
+        Some(other) => Err(errors::invalid(
+            py,
+            &format!("transport {other:?} is not \"tcp\", \"shm\" or \"auto\""),
+        )),
     }
-    let buf = pyo3::buffer::PyUntypedBuffer::get(obj).map_err(|_| {
-        PyTypeError::new_err(format!(
-            "expected an int address or a buffer, not {}",
-            type_name(obj)
-        ))
-    })?;
-    Ok(buf.buf_ptr() as u64)
 }
 
 #[pymethods]
@@ -136,22 +187,13 @@ impl Engine {
             .map(yuebing_rpc::Token::new)
             .transpose()
             .map_err(|e| errors::to_py(py, &e.into()))?;
-        let transport = match transport {
-            None | Some("auto") => None,
-            Some("tcp") => Some(yuebing_engine::TransportKind::Tcp),
-            Some("shm") => Some(yuebing_engine::TransportKind::Shm),
-            Some(other) => {
-                return Err(PyValueError::new_err(format!(
-                    "transport {other:?} is not \"tcp\", \"shm\" or \"auto\""
-                )))
-            }
-        };
+        let transport = transport_kind(py, transport)?;
         let config = EngineConfig {
             bind: bind.to_string(),
             token,
             transport,
             shm,
-            default_deadline: duration(timeout, "timeout")?,
+            default_deadline: duration(py, timeout, "timeout")?,
             ..EngineConfig::default()
         };
         let bridge = runtime::bridge(py)?;
@@ -176,9 +218,9 @@ impl Engine {
         prefault: bool,
     ) -> PyResult<Buffer> {
         if size == 0 {
-            return Err(PyValueError::new_err("size 0"));
+            return Err(errors::invalid(py, "size 0: allocate at least one byte"));
         }
-        let rights = remote_access(remote)?;
+        let rights = remote_access(py, remote)?;
         let engine = self.engine(py)?.clone();
         let buf = py
             .detach(|| engine.allocate_exported(size, prefault, rights))
@@ -194,6 +236,12 @@ impl Engine {
     /// `unregister`: local-only, or with `remote` rights for peers ("r", "w", "rw"; peers
     /// then read or write it at any time). A Python buffer is held meanwhile. Returns its
     /// address. Overlapping a registered range raises `AddressOverlapped`.
+    ///
+    /// Read-only memory (a `bytes`, a read-only mmap or memoryview) may be registered
+    /// local-only or with "r", as a source: a call that would write into it (`read` into it, a
+    /// batch's "read", a write to this engine's own segment that lands in it) raises
+    /// `InvalidArgument` and moves nothing. With "w" or "rw" it raises `InvalidArgument`. An
+    /// int address is taken as writable memory.
     #[pyo3(signature = (buffer, size=None, *, remote=None))]
     fn register(
         &self,
@@ -202,7 +250,7 @@ impl Engine {
         size: Option<u64>,
         remote: Option<&str>,
     ) -> PyResult<u64> {
-        let rights = remote_access(remote)?;
+        let rights = remote_access(py, remote)?;
         let access = match rights.write {
             true => Access::Write,
             false => Access::Read,
@@ -216,13 +264,19 @@ impl Engine {
     /// using it now fail; none touches the memory once this returns.
     fn unregister(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<()> {
         let pins = self.pins(py)?;
-        let addr = address_of(buffer)?;
+        let addr = address_of(buffer, "buffer")?;
         pins.unregister(py, addr)
     }
 
     /// Opens a peer's segment by name (`host:port`, or this engine's own `name`); returns its
     /// handle for transfers and batches.
     fn open_segment(&self, py: Python<'_>, name: &str) -> PyResult<u64> {
+        if name.trim().is_empty() {
+            return Err(errors::invalid(
+                py,
+                "name is empty: give a segment name (host:port)",
+            ));
+        }
         let handle = wait(py, self.engine(py)?.open_segment_call(name))?;
         Ok(handle.to_raw())
     }
@@ -256,7 +310,8 @@ impl Engine {
 
     /// Writes `length` bytes (all of `local` when omitted) from `local` (a buffer, or an int
     /// address with `length`) to `remote_addr` in the open `segment`; returns once they
-    /// landed.
+    /// landed. A target in this engine's own segment that lies in a read-only registration
+    /// raises `InvalidArgument` (see `register`).
     #[pyo3(signature = (local, segment, remote_addr, length=None, *, timeout=None))]
     fn write(
         &self,
@@ -271,7 +326,8 @@ impl Engine {
     }
 
     /// Reads `length` bytes (all of `local` when omitted) at `remote_addr` in the open
-    /// `segment` into `local` (a writable buffer, or an int address with `length`).
+    /// `segment` into `local` (a writable buffer, or an int address with `length`). Local
+    /// memory in a read-only registration raises `InvalidArgument` (see `register`).
     #[pyo3(signature = (local, segment, remote_addr, length=None, *, timeout=None))]
     fn read(
         &self,
@@ -294,7 +350,9 @@ impl Engine {
     /// length)` with opcode "read" or "write"; the local range must be registered (`register`
     /// or `allocate`) and stay so until its task is final. With `notify` (bytes, ≤ 4 KiB),
     /// the target segment (one for all requests) receives it once every task completed.
-    /// Returns the tasks' indices.
+    /// Returns the tasks' indices. A bad request (a null address, length 0, a range that
+    /// wraps; a "read" into a read-only registration, or a "write" to this engine's own
+    /// segment that lands in one) raises `InvalidArgument` naming it, and none starts.
     #[pyo3(signature = (batch, requests, *, notify=None, timeout=None))]
     fn submit(
         &self,
@@ -358,11 +416,14 @@ impl Engine {
 type Allocated = Mutex<Option<(BlockingEngine, Arc<EngineBuffer>)>>;
 
 /// Memory the engine allocated (`Engine.allocate`): `addr` and `size` for transfers; `read`
-/// and `write` copy bytes out and in. Bytes that a transfer or a peer (of a buffer allocated
-/// with `remote` rights) writes meanwhile are copied unspecified, as with Mooncake's
-/// `read_bytes_from_buffer`. `free()` (or dropping the last reference) unregisters it: no
-/// transfer of its engine and no peer touches it afterwards; a call that holds it meanwhile
-/// (a transfer on another engine, or a registration there) keeps its memory until it ends.
+/// and `write` copy bytes out and in. Those copies and the engine's transfers (or a peer's, for
+/// a buffer allocated with `remote` rights) may touch the same bytes at once: nothing then is
+/// undefined, but bytes that a transfer writes while `read` copies them may be copied old, new
+/// or a mix, and bytes that `write` and a transfer write at once are left from either, as with
+/// Mooncake's `read_bytes_from_buffer`. Wait for your transfers first. `free()` (or dropping the
+/// last reference) unregisters it: no transfer of its engine and no peer touches it afterwards;
+/// a call that holds it meanwhile (a transfer on another engine, or a registration there) keeps
+/// its memory until it ends.
 #[pyclass(module = "yuebing._native", frozen)]
 pub(crate) struct Buffer {
     addr: u64,
@@ -376,21 +437,27 @@ pub(crate) struct Buffer {
 impl Buffer {
     /// Its memory, unless it was freed or this is a forked child (`Forked`).
     pub(crate) fn live(&self, py: Python<'_>) -> PyResult<Arc<EngineBuffer>> {
-        let state = self.state.get(py)?.lock();
-        match state.unwrap_or_else(|p| p.into_inner()).as_ref() {
-            Some((_, buf)) => Ok(buf.clone()),
-            None => Err(PyValueError::new_err("the buffer was freed")),
-        }
+        let state = self.state.get(py)?;
+        // The lock is released at the end of this statement, before any exception is made.
+        let buf = state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|(_, buf)| buf.clone());
+        buf.ok_or_else(|| PyValueError::new_err("the buffer was freed"))
     }
 
-    /// Checks that `[offset, offset + length)` lies in the buffer (`ValueError` if not).
-    fn bounds(&self, offset: usize, length: usize) -> PyResult<()> {
+    /// Checks that `[offset, offset + length)` lies in the buffer (`InvalidArgument` if not).
+    fn bounds(&self, py: Python<'_>, offset: usize, length: usize) -> PyResult<()> {
         match offset.checked_add(length) {
             Some(end) if end <= self.len => Ok(()),
-            _ => Err(PyValueError::new_err(format!(
-                "{length} bytes at offset {offset} do not fit in the buffer ({} bytes)",
-                self.len
-            ))),
+            _ => Err(errors::invalid(
+                py,
+                &format!(
+                    "{length} bytes at offset {offset} do not fit in the buffer ({} bytes)",
+                    self.len
+                ),
+            )),
         }
     }
 
@@ -422,29 +489,35 @@ impl Buffer {
         self.len
     }
 
-    /// Copies `data` (bytes) in at `offset` (`ValueError` if it does not fit). Bytes that a
-    /// transfer or a peer reads or writes meanwhile end up unspecified.
+    /// Copies `data` (any C-contiguous buffer: bytes, bytearray, memoryview, a numpy array) in
+    /// at `offset` (`InvalidArgument` if it does not fit). Bytes that a transfer or a peer
+    /// writes meanwhile are left from either (see the class).
     #[pyo3(signature = (data, offset=0))]
-    fn write(&self, py: Python<'_>, data: &[u8], offset: usize) -> PyResult<()> {
+    fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>, offset: usize) -> PyResult<()> {
         let buf = self.live(py)?;
-        self.bounds(offset, data.len())?;
-        // SAFETY: the range is in bounds (checked above, and again by `write_at`) of memory
-        // that stays mapped while `buf` is held. `write_at` copies through raw pointers only
-        // (the engine's `raw` module): no Rust reference over the buffer's bytes exists, here
-        // or anywhere (the engine forms none; this binding neither). `data` is an immutable
-        // `bytes`, private to this call. Its contract (no transfer or peer on those bytes
-        // meanwhile) keeps the bytes meaningful; the Python caller is told so by this method's
-        // docs for its own transfers, as Mooncake's `write_bytes_to_buffer` does. A peer of a
-        // buffer allocated with `remote` rights may touch those bytes at any time, which the
-        // caller accepted by exporting it: the copies then race only with other raw copies
-        // (as the transports' own copies into exported memory do), and the bytes that a peer
-        // reads or that are left in the buffer are unspecified.
-        unsafe { buf.write_at(offset, data) }.map_err(|e| errors::engine(py, e))
+        let src = source(data, "data")?;
+        let len = src.len_bytes();
+        self.bounds(py, offset, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let to = (buf.addr() as usize + offset) as *mut u8;
+        // SAFETY: `[offset, offset + len)` lies in the buffer (checked above), whose mapping
+        // is readable and writable and stays mapped while `buf` is held; `src` is `len` bytes
+        // of a Python buffer held exported (neither freed nor resized meanwhile), valid for
+        // reads. Both are reached through raw pointers only: no Rust reference covers either
+        // (a transfer, a peer, or another buffer over the same memory may read or write them
+        // meanwhile, also through raw pointers or by the kernel; the bytes are then left from
+        // either, as the class says). `ptr::copy` allows the two to overlap (a Python view of
+        // this very memory).
+        unsafe { std::ptr::copy(src.buf_ptr() as *const u8, to, len) };
+        drop(src);
+        Ok(())
     }
 
-    /// Copies `length` bytes at `offset` (to the end when omitted) out as bytes (`ValueError`
-    /// if they are not all in the buffer). Bytes that a transfer or a peer writes meanwhile
-    /// are copied unspecified.
+    /// Copies `length` bytes at `offset` (to the end when omitted) out as bytes
+    /// (`InvalidArgument` if they are not all in the buffer). Bytes that a transfer or a peer
+    /// writes meanwhile may be copied old, new or a mix (see the class).
     #[pyo3(signature = (offset=0, length=None))]
     fn read<'py>(
         &self,
@@ -458,18 +531,18 @@ impl Buffer {
             None => self.len.checked_sub(offset).unwrap_or(usize::MAX),
         };
         // Before anything is allocated: the length comes from Python.
-        self.bounds(offset, length)?;
-        let mut out = vec![0u8; length];
-        // SAFETY: the range is in bounds (checked above, and again by `read_at`) of memory
-        // that stays mapped while `buf` is held; `out` is a private Rust buffer. `read_at`
-        // copies through raw pointers only: no Rust reference over the buffer's bytes exists
-        // (see `write`). Its contract (nothing writes those bytes meanwhile) keeps the copy
-        // meaningful; the caller is told so for its own transfers (as Mooncake's
-        // `read_bytes_from_buffer`), and for a buffer it exported with `remote` rights it
-        // accepted that a peer writes at any time: a racing write only makes the bytes copied
-        // into `out` unspecified, as in the transports' own raw copies of exported memory.
-        unsafe { buf.read_at(offset, &mut out) }.map_err(|e| errors::engine(py, e))?;
-        Ok(PyBytes::new(py, &out))
+        self.bounds(py, offset, length)?;
+        let from = (buf.addr() as usize + offset) as *const u8;
+        PyBytes::new_with(py, length, |out| {
+            // SAFETY: `[offset, offset + length)` lies in the buffer (checked above), whose
+            // mapping stays mapped while `buf` is held, and is read through a raw pointer only
+            // (a transfer or a peer may write it meanwhile, also through raw pointers: the
+            // bytes copied may then be old, new or a mix, as the class says). `out` is the new
+            // `bytes`' own `length` bytes, which nothing else reaches yet, so the two do not
+            // overlap.
+            unsafe { std::ptr::copy_nonoverlapping(from, out.as_mut_ptr(), length) };
+            Ok(())
+        })
     }
 
     /// Unregisters the buffer (transfers on it fail from now on) and releases it. Freeing
@@ -482,6 +555,25 @@ impl Buffer {
 
     fn __repr__(&self) -> String {
         format!("<yuebing.Buffer addr={:#x} size={}>", self.addr, self.len)
+    }
+}
+
+/// `Buffer.write`'s `data` (the argument `what`): a C-contiguous Python buffer, held exported.
+fn source(data: &Bound<'_, PyAny>, what: &str) -> PyResult<pyo3::buffer::PyUntypedBuffer> {
+    let buf = pyo3::buffer::PyUntypedBuffer::get(data).map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} must be a buffer (bytes, bytearray, memoryview, a numpy array, …), not {}",
+            type_name(data)
+        ))
+    })?;
+    match buf.is_c_contiguous() {
+        true => Ok(buf),
+        false => Err(errors::invalid(
+            data.py(),
+            &format!(
+                "{what} is not C-contiguous: pass a contiguous array (numpy: np.ascontiguousarray)"
+            ),
+        )),
     }
 }
 

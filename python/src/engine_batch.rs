@@ -2,13 +2,13 @@
 //! cancel, free; and the notifications received. Each starts with `Engine::engine`, which
 //! refuses a forked child (`Forked`) before the engine's state is touched.
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use yuebing_engine::{BatchId, Notification, SegmentHandle, TransferRequest};
 
-use crate::engine::Engine;
+use crate::engine::{span, Engine};
 use crate::errors;
 use crate::options::duration;
+use crate::pins::Write;
 use crate::types::{BatchStatus, TaskStatus};
 use crate::wait::wait;
 
@@ -25,28 +25,53 @@ pub(crate) fn allocate(e: &Engine, py: Python<'_>, capacity: usize) -> PyResult<
     Ok(batch.to_u64())
 }
 
-/// One `(opcode, local_addr, segment, remote_addr, length)` as a request.
+/// Request `i`, `(opcode, local_addr, segment, remote_addr, length)`, as a request, and the
+/// range it writes in this engine's registered memory if it does (see [`Write`]): the local
+/// side of a read, the target of a write to the engine's own segment (`own`).
 fn request(
+    py: Python<'_>,
+    i: usize,
     (op, local, segment, remote, len): (String, u64, u64, u64, u64),
+    own: SegmentHandle,
     deadline: Option<std::time::Duration>,
-) -> PyResult<TransferRequest> {
+) -> PyResult<(TransferRequest, Option<Write>)> {
+    let what = format!("requests[{i}]");
     let target = SegmentHandle::from_raw(segment);
-    let req = match op.as_str() {
-        "read" => TransferRequest::read(local, target, remote, len),
-        "write" => TransferRequest::write(local, target, remote, len),
+    let local_range = span(py, local, len, &format!("{what}: local_addr"))?;
+    let remote_range = span(py, remote, len, &format!("{what}: remote_addr"))?;
+    let (req, writes) = match op.as_str() {
+        "read" => (
+            TransferRequest::read(local, target, remote, len),
+            Some(Write {
+                range: local_range,
+                what: format!("{what}: the destination of a read"),
+                target_of: None,
+            }),
+        ),
+        "write" => (
+            TransferRequest::write(local, target, remote, len),
+            (target == own).then(|| Write {
+                range: remote_range,
+                what: format!("{what}: the target of a write to the engine's own segment"),
+                target_of: Some(i),
+            }),
+        ),
         other => {
-            return Err(PyValueError::new_err(format!(
-                "opcode {other:?} is not \"read\" or \"write\""
-            )))
+            return Err(errors::invalid(
+                py,
+                &format!("{what}: opcode {other:?} is not \"read\" or \"write\""),
+            ))
         }
     };
-    Ok(match deadline {
+    let req = match deadline {
         Some(d) => req.with_deadline(d),
         None => req,
-    })
+    };
+    Ok((req, writes))
 }
 
-/// `Engine.submit`.
+/// `Engine.submit`: the requests checked, and started under the registrations' lock once none
+/// writes into read-only memory (`Pins::submit`).
 pub(crate) fn submit(
     e: &Engine,
     py: Python<'_>,
@@ -55,21 +80,26 @@ pub(crate) fn submit(
     notify: Option<Vec<u8>>,
     timeout: Option<f64>,
 ) -> PyResult<(usize, usize)> {
-    let deadline = timeout.map(|t| duration(t, "timeout")).transpose()?;
-    let requests = requests
-        .into_iter()
-        .map(|r| request(r, deadline))
-        .collect::<PyResult<Vec<_>>>()?;
-    let engine = e.engine(py)?;
-    let started = match notify {
-        None => engine.submit(id(batch), &requests),
+    let deadline = timeout.map(|t| duration(py, t, "timeout")).transpose()?;
+    let pins = e.pins(py)?;
+    let engine = pins.engine();
+    let own = engine.engine().own_segment();
+    let mut reqs = Vec::with_capacity(requests.len());
+    let mut writes = Vec::new();
+    for (i, r) in requests.into_iter().enumerate() {
+        let (req, write) = request(py, i, r, own, deadline)?;
+        reqs.push(req);
+        writes.extend(write);
+    }
+    let start = || match notify {
+        None => engine.submit(id(batch), &reqs),
         Some(message) => engine.bridge().usable().and_then(|()| {
             Ok(engine
                 .engine()
-                .submit_with_notify(id(batch), &requests, message)?)
+                .submit_with_notify(id(batch), &reqs, message)?)
         }),
     };
-    let range = started.map_err(|err| errors::to_py(py, &err))?;
+    let range = pins.submit(py, batch, &writes, start)?;
     Ok((range.start, range.end))
 }
 

@@ -2,6 +2,10 @@
 //! named code, built from [`error_codes`] (the bridge's one table of codes and names), under the
 //! base `YuebingError`, which carries `.code` and `.name`. Here an error becomes an instance of
 //! its code's class.
+//!
+//! Making an exception runs Python code (`yuebing.errors._exception`), which may hand the GIL
+//! to another thread: never make one while holding a lock that a thread holding the GIL may
+//! wait for. Keep the Rust error until the lock is released, then convert it.
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -60,6 +64,17 @@ pub(crate) fn items<T>(
             Err(e) => Ok(item(py, e)),
         })
         .collect()
+}
+
+/// `InvalidArgument` (−4010, also a `ValueError`): an argument of a Python call is out of its
+/// domain; `message` names the argument. Raised where the argument enters, before anything is
+/// changed (the binding's own decoding; errors of the layers below keep their own classes).
+pub(crate) fn invalid(py: Python<'_>, message: &str) -> PyErr {
+    exception(
+        py,
+        yuebing_bridge::ffi::error::YUEBING_ERR_INVALID_ARGUMENT,
+        message,
+    )
 }
 
 /// An engine error (a synchronous engine call) as its Python exception.

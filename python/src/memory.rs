@@ -10,10 +10,12 @@
 use std::sync::Arc;
 
 use pyo3::buffer::{PyBuffer, PyUntypedBuffer};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyMemoryView};
 use yuebing_engine::EngineBuffer;
+
+use crate::errors;
 
 /// What a call does with the memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +34,13 @@ pub(crate) struct Memory {
     pub(crate) addr: u64,
     /// Length in bytes (at least 1).
     pub(crate) len: u64,
+    /// Whether the memory may be written. False for a read-only Python buffer (a `bytes`, a
+    /// read-only mmap or memoryview, a numpy array that is not writeable): it may be read
+    /// (registered, a source), never written. An engine buffer's memory, the binding's own
+    /// and a raw address (which its caller vouches for) may be written.
+    pub(crate) writable: bool,
+    /// The argument it came from, which errors name (`buffer`, `buffers[3]`, `local`).
+    pub(crate) what: Arc<str>,
     /// What keeps the memory valid, shared by the clones: the last one releases it.
     keep: Arc<Keep>,
 }
@@ -52,41 +61,47 @@ enum Keep {
 }
 
 /// The first `size` bytes (all when `None`) of `whole` bytes of `what`; never 0.
-fn part(size: Option<u64>, whole: u64, what: &str) -> PyResult<u64> {
+fn part(py: Python<'_>, size: Option<u64>, whole: u64, what: &str) -> PyResult<u64> {
     let len = match size {
         None => whole,
         Some(n) if n <= whole => n,
         Some(n) => {
-            return Err(PyValueError::new_err(format!(
-                "size {n} is larger than {what} ({whole} bytes)"
-            )))
+            return Err(errors::invalid(
+                py,
+                &format!("size {n} is larger than {what} ({whole} bytes)"),
+            ))
         }
     };
     match len {
-        0 => Err(PyValueError::new_err(format!("{what} is empty (0 bytes)"))),
+        0 => Err(errors::invalid(py, &format!("{what} is empty (0 bytes)"))),
         n => Ok(n),
     }
 }
 
 impl Memory {
     /// The memory `obj` names: a buffer (its first `size` bytes when given), or an `int` address
-    /// with `size` bytes. `what` names the argument in errors.
+    /// with `size` bytes. `what` names the argument in errors. A wrong type is `TypeError`; a
+    /// value out of its domain (empty, strided, too short, the null address, a range that wraps,
+    /// a read-only buffer where the call writes) is `InvalidArgument`.
     pub(crate) fn from_py(
         obj: &Bound<'_, PyAny>,
         size: Option<u64>,
         access: Access,
         what: &str,
     ) -> PyResult<Memory> {
+        let py = obj.py();
         if obj.is_instance_of::<PyInt>() {
             return Memory::raw(obj, size, what);
         }
         if let Ok(engine_buffer) = obj.cast::<crate::engine::Buffer>() {
             // The memory itself, not only the Python object: `Buffer.free()` from another
             // thread must not unmap it while a call or a registration uses it.
-            let buf = engine_buffer.get().live(obj.py())?;
+            let buf = engine_buffer.get().live(py)?;
             return Ok(Memory {
                 addr: buf.addr(),
-                len: part(size, buf.len() as u64, what)?,
+                len: part(py, size, buf.len() as u64, what)?,
+                writable: true,
+                what: what.into(),
                 keep: Arc::new(Keep::Engine(buf)),
             });
         }
@@ -98,29 +113,41 @@ impl Memory {
             ))
         })?;
         if !buf.is_c_contiguous() {
-            return Err(PyValueError::new_err(format!(
-                "{what} is not C-contiguous: pass a contiguous array (numpy: np.ascontiguousarray)"
-            )));
+            return Err(errors::invalid(
+                py,
+                &format!(
+                    "{what} is not C-contiguous: pass a contiguous array (numpy: \
+                     np.ascontiguousarray)"
+                ),
+            ));
         }
-        if access == Access::Write && buf.readonly() {
-            return Err(PyTypeError::new_err(format!(
-                "{what} is read-only ({}): pass a writable buffer such as a bytearray or a \
-                 writable numpy array",
-                type_name(obj)
-            )));
+        let writable = !buf.readonly();
+        if access == Access::Write && !writable {
+            return Err(errors::invalid(
+                py,
+                &format!(
+                    "{what} is read-only ({}): pass a writable buffer such as a bytearray or a \
+                     writable numpy array",
+                    type_name(obj)
+                ),
+            ));
         }
         Ok(Memory {
             addr: buf.buf_ptr() as u64,
-            len: part(size, buf.len_bytes() as u64, what)?,
+            len: part(py, size, buf.len_bytes() as u64, what)?,
+            writable,
+            what: what.into(),
             keep: Arc::new(Keep::Export(buf)),
         })
     }
 
     /// An `int` address with `size` bytes: the caller promises they stay valid (and, for a
-    /// destination, writable) until the call returns.
+    /// destination, writable) until the call returns, or, registered, until it unregisters.
+    /// Taken as writable memory: the binding cannot tell otherwise.
     fn raw(obj: &Bound<'_, PyAny>, size: Option<u64>, what: &str) -> PyResult<Memory> {
+        let py = obj.py();
         let addr: u64 = obj.extract().map_err(|_| {
-            PyValueError::new_err(format!("{what}: an address is an int in 1 … 2**64-1"))
+            errors::invalid(py, &format!("{what}: an address is an int in 1 … 2**64-1"))
         })?;
         let Some(len) = size else {
             return Err(PyTypeError::new_err(format!(
@@ -128,19 +155,22 @@ impl Memory {
             )));
         };
         if addr == 0 {
-            return Err(PyValueError::new_err(format!("{what} is the null address")));
+            return Err(errors::invalid(py, &format!("{what} is the null address")));
         }
         if len == 0 {
-            return Err(PyValueError::new_err(format!("{what}: size 0")));
+            return Err(errors::invalid(py, &format!("{what}: size 0")));
         }
         if addr.checked_add(len).is_none() {
-            return Err(PyValueError::new_err(format!(
-                "{what}: {addr:#x} + {len} overflows"
-            )));
+            return Err(errors::invalid(
+                py,
+                &format!("{what}: {addr:#x} + {len} overflows"),
+            ));
         }
         Ok(Memory {
             addr,
             len,
+            writable: true,
+            what: what.into(),
             keep: Arc::new(Keep::Nothing),
         })
     }
@@ -148,10 +178,12 @@ impl Memory {
     /// Memory that the binding allocated for one call (a new `bytes` being filled): valid, and
     /// written by nobody else, until that call returns. Like a raw address, it is never shared
     /// with another call.
-    pub(crate) fn of_call(addr: *mut u8, len: u64) -> Memory {
+    pub(crate) fn of_call(addr: *mut u8, len: u64, what: &str) -> Memory {
         Memory {
             addr: addr as u64,
             len,
+            writable: true,
+            what: what.into(),
             keep: Arc::new(Keep::Nothing),
         }
     }
@@ -185,9 +217,12 @@ pub(crate) fn copy_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u8>> {
     })?;
     let c_contiguous: bool = view.getattr("c_contiguous")?.extract()?;
     if !c_contiguous {
-        return Err(PyValueError::new_err(format!(
-            "{what} is not C-contiguous: pass a contiguous array (numpy: np.ascontiguousarray)"
-        )));
+        return Err(errors::invalid(
+            obj.py(),
+            &format!(
+                "{what} is not C-contiguous: pass a contiguous array (numpy: np.ascontiguousarray)"
+            ),
+        ));
     }
     let bytes = view.call_method1("cast", ("B",))?;
     PyBuffer::<u8>::get(&bytes)?.to_vec(obj.py())

@@ -3,26 +3,30 @@
 
 use std::time::Duration;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyInt, PyString};
 use yuebing_store::master::PutConfig;
 use yuebing_store::Options;
 
-/// `secs` seconds (`what` names it in errors): positive; `inf` is no limit to speak of.
-pub(crate) fn duration(secs: f64, what: &str) -> PyResult<Duration> {
+use crate::errors;
+
+/// `secs` seconds (`what` names it in errors): positive (`InvalidArgument` otherwise); `inf`
+/// is no limit to speak of.
+pub(crate) fn duration(py: Python<'_>, secs: f64, what: &str) -> PyResult<Duration> {
     if secs.is_nan() || secs <= 0.0 {
-        return Err(PyValueError::new_err(format!(
-            "{what} must be a positive number of seconds, not {secs}"
-        )));
+        return Err(errors::invalid(
+            py,
+            &format!("{what} must be a positive number of seconds, not {secs}"),
+        ));
     }
     Ok(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
 }
 
 /// Options of a call that takes only a timeout (seconds; `None`: the store's default).
-pub(crate) fn call(timeout: Option<f64>) -> PyResult<Options> {
+pub(crate) fn call(py: Python<'_>, timeout: Option<f64>) -> PyResult<Options> {
     Ok(Options {
-        deadline: timeout.map(|t| duration(t, "timeout")).transpose()?,
+        deadline: timeout.map(|t| duration(py, t, "timeout")).transpose()?,
         put: None,
     })
 }
@@ -63,11 +67,28 @@ impl Replicas {
 }
 
 /// Options of a put: a timeout and replica settings (the store's defaults where not given).
-pub(crate) fn put(timeout: Option<f64>, r: Replicas, default: &PutConfig) -> PyResult<Options> {
-    let mut opts = call(timeout)?;
+/// `replicas=0` and an empty name in `preferred` are `InvalidArgument`.
+pub(crate) fn put(
+    py: Python<'_>,
+    timeout: Option<f64>,
+    r: Replicas,
+    default: &PutConfig,
+) -> PyResult<Options> {
+    let mut opts = call(py, timeout)?;
     if r.any() {
         if r.replicas == Some(0) {
-            return Err(PyValueError::new_err("replicas must be at least 1"));
+            return Err(errors::invalid(py, "replicas must be at least 1"));
+        }
+        if let Some(i) = r
+            .preferred
+            .iter()
+            .flatten()
+            .position(|n| n.trim().is_empty())
+        {
+            return Err(errors::invalid(
+                py,
+                &format!("preferred[{i}] is empty: give segment names (host:port)"),
+            ));
         }
         opts.put = Some(PutConfig {
             replica_num: r.replicas.unwrap_or(default.replica_num),
@@ -80,17 +101,19 @@ pub(crate) fn put(timeout: Option<f64>, r: Replicas, default: &PutConfig) -> PyR
 }
 
 /// A size in bytes: an `int`, or text such as `"4096"`, `"64MiB"`, `"2G"`, `"512k"` (binary
-/// units: k = KiB = 1024, M, G, T; a trailing `B` or `iB` is optional).
+/// units: k = KiB = 1024, M, G, T; a trailing `B` or `iB` is optional). Text that is no size
+/// is `InvalidArgument`, another type `TypeError`.
 pub(crate) fn size(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
     if let Ok(text) = obj.cast::<PyString>() {
         return parse_size(text.to_str()?)
-            .ok_or_else(|| PyValueError::new_err(format!("{what}: {text:?} is not a size")));
+            .ok_or_else(|| errors::invalid(obj.py(), &format!("{what}: {text:?} is not a size")));
     }
-    obj.extract::<u64>().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "{what} must be a non-negative int or a size such as \"64MiB\""
-        ))
-    })
+    let message = format!("{what} must be a non-negative int or a size such as \"64MiB\"");
+    obj.extract::<u64>()
+        .map_err(|_| match obj.is_instance_of::<PyInt>() {
+            true => errors::invalid(obj.py(), &message),
+            false => PyTypeError::new_err(message),
+        })
 }
 
 fn parse_size(text: &str) -> Option<u64> {

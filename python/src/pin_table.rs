@@ -1,11 +1,12 @@
 //! The pure core of `pins`: the table of an engine's pins (the registrations made for calls and
-//! by `register`), the queue of waiters, and the decision of what a call (or a registration)
+//! by `register`), whether each may be written, the writes of the engine to its own segment that
+//! may still land, the queue of waiters, and the decision of what a call (or a registration)
 //! takes now: [`plan`] and [`plan_user`], from the table and nothing else. `pins` drives it
 //! under its lock: it registers with the engine and sleeps where the plan says.
 
 use std::collections::BTreeMap;
 
-use crate::memory::Memory;
+use crate::memory::{Access, Memory};
 
 /// `[start, end)`, never empty.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +28,7 @@ impl Range {
         self.end - self.start
     }
 
-    fn overlaps(&self, other: Range) -> bool {
+    pub(crate) fn overlaps(&self, other: Range) -> bool {
         self.start < other.end && other.start < self.end
     }
 }
@@ -43,6 +44,29 @@ pub(crate) struct Table {
     pub(crate) next_ticket: u64,
     /// Counts the changes a waiter waits for (a pin gone, a waiter gone).
     pub(crate) generation: u64,
+    /// Writes of the engine to its own segment whose target it may not have leased yet: no
+    /// read-only pin is made over their targets until they are gone (see [`OwnWrite`]).
+    pub(crate) own_writes: Vec<OwnWrite>,
+    next_call: u64,
+}
+
+/// A write of the engine to its own segment (its `local` transport copies into the target
+/// range) that may still land. The engine leases the target only when the transfer starts,
+/// which may be after the binding checked that no read-only pin lies there: until the write is
+/// over, read-only memory is not registered over `range`, so what the engine then finds there
+/// is memory it may write.
+pub(crate) struct OwnWrite {
+    pub(crate) range: Range,
+    pub(crate) until: Until,
+}
+
+/// Until when an [`OwnWrite`] may land.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Until {
+    /// A blocking call's: until the call returns (its guard removes it).
+    Call(u64),
+    /// A batch's task: until it is final (or the batch is gone).
+    Task { batch: u64, task: usize },
 }
 
 /// One registration, from its key in the table (its first byte) to `end`.
@@ -52,6 +76,9 @@ pub(crate) struct Pin {
     pub(crate) id: u64,
     /// Calls using the pin now.
     pub(crate) users: usize,
+    /// Whether its memory may be written (see [`Memory::writable`]): a read-only pin is never
+    /// a destination, and is never exported for peers' writes.
+    pub(crate) writable: bool,
     pub(crate) kind: Kind,
 }
 
@@ -126,6 +153,38 @@ impl Table {
         self.next_id += 1;
         self.next_id
     }
+
+    /// A read-only pin that overlaps `r`, as `(first byte, end)`.
+    pub(crate) fn read_only_overlapping(&self, r: Range) -> Option<Range> {
+        self.overlapping(r)
+            .find(|(_, p)| !p.writable)
+            .map(|(start, p)| p.range(start))
+    }
+
+    /// Whether a write of the engine to its own segment that may still land targets `r`.
+    fn own_write_overlaps(&self, r: Range) -> bool {
+        self.own_writes.iter().any(|w| w.range.overlaps(r))
+    }
+
+    /// Records a write to the engine's own segment until it is over (see [`OwnWrite`]).
+    pub(crate) fn add_own_write(&mut self, range: Range, until: Until) {
+        self.own_writes.push(OwnWrite { range, until });
+    }
+
+    /// A new [`Until::Call`].
+    pub(crate) fn new_call(&mut self) -> Until {
+        self.next_call += 1;
+        Until::Call(self.next_call)
+    }
+
+    /// Forgets the own-segment writes that are over (`over` says which); a waiter may go on.
+    pub(crate) fn end_own_writes(&mut self, over: &dyn Fn(Until) -> bool) {
+        let before = self.own_writes.len();
+        self.own_writes.retain(|w| !over(w.until));
+        if self.own_writes.len() != before {
+            self.generation += 1;
+        }
+    }
 }
 
 /// What holding a call's ranges takes now (decided by [`plan`]).
@@ -134,8 +193,18 @@ pub(crate) enum Plan {
     Go(Vec<Step>),
     /// Some range must wait until pins go; the call's ranges to register are these.
     Wait(Vec<Range>),
+    /// Never, for this reason.
+    Refuse(Refusal),
+}
+
+/// Why a call is refused (decided by [`plan`] and [`plan_user`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
     /// `AddressOverlapped`: this range overlaps a user pin, or a pin this thread holds.
-    Refuse(Range),
+    Overlapped(Range),
+    /// `InvalidArgument`: the call would write into the call's memory at this index, which
+    /// lies in a read-only user pin.
+    ReadOnly(usize),
 }
 
 /// One step of a [`Plan::Go`].
@@ -146,21 +215,27 @@ pub(crate) enum Step {
     Register { range: Range, memory: Vec<usize> },
 }
 
-/// How to hold `mems` for a call: the pure decision, from the table, the call's place among
-/// the waiters (`ticket`), which pins this thread holds already (`mine`) and what the engine
-/// registered itself (`engine_has`).
+/// How to hold `mems` for a call that accesses them so (`Access::Write`: it writes them): the
+/// pure decision, from the table, the call's place among the waiters (`ticket`), which pins this
+/// thread holds already (`mine`) and what the engine registered itself (`engine_has`, memory it
+/// may write).
 pub(crate) fn plan(
     table: &Table,
     mems: &[Memory],
+    access: Access,
     ticket: Option<u64>,
     mine: &dyn Fn(u64, u64) -> bool,
     engine_has: &dyn Fn(Range) -> bool,
 ) -> Plan {
+    let writes = access == Access::Write;
     let mut steps = Vec::new();
     let mut need: Vec<(Range, usize)> = Vec::new();
     for (i, mem) in mems.iter().enumerate() {
         let r = Range::of(mem);
         match table.containing(r) {
+            Some((_, pin)) if pin.is_user() && writes && !pin.writable => {
+                return Plan::Refuse(Refusal::ReadOnly(i))
+            }
             Some((start, pin)) if pin.is_user() => steps.push(Step::Join(start)),
             Some(_) => need.push((r, i)),
             None if table.overlapping(r).next().is_none() && engine_has(r) => {}
@@ -183,8 +258,17 @@ pub(crate) fn plan(
     let mut must_wait = false;
     for (u, members) in &unions {
         if let Some((start, pin)) = table.containing(*u) {
+            // A call pin here (a user pin holding the union holds each of its ranges: above).
             let its_turn = pin.is_user() || !table.earlier_waiter(pin.range(start), ticket);
-            if mine(start, pin.id) || (pin.shared() && its_turn) {
+            let mine = mine(start, pin.id);
+            if writes && !pin.writable {
+                // A call reading a read-only view of this memory: not to be written through,
+                // so the writer waits until it is gone (or, its own thread's, is refused).
+                match mine {
+                    true => return Plan::Refuse(Refusal::Overlapped(*u)),
+                    false => must_wait = true,
+                }
+            } else if mine || (pin.shared() && its_turn) {
                 steps.push(Step::Join(start));
             } else {
                 must_wait = true;
@@ -192,12 +276,13 @@ pub(crate) fn plan(
             continue;
         }
         let mut overlapping = table.overlapping(*u).peekable();
+        let read_only = members.iter().any(|&i| !mems[i].writable);
         if overlapping.peek().is_some() {
             if overlapping.any(|(start, p)| p.is_user() || mine(start, p.id)) {
-                return Plan::Refuse(*u);
+                return Plan::Refuse(Refusal::Overlapped(*u));
             }
             must_wait = true;
-        } else if table.earlier_waiter(*u, ticket) {
+        } else if table.earlier_waiter(*u, ticket) || (read_only && table.own_write_overlaps(*u)) {
             must_wait = true;
         } else {
             steps.push(Step::Register {
@@ -212,11 +297,13 @@ pub(crate) fn plan(
     }
 }
 
-/// Whether `register` can take `r` now (`Ok(false)`: it waits for call pins or earlier
-/// waiters); `Err(r)` if never: `r` overlaps a user pin, or a pin this thread holds.
+/// Whether `register` can take `r` (of memory that may be written, or not) now (`Ok(false)`:
+/// it waits for call pins, earlier waiters, or, read-only, for the engine's writes to its own
+/// segment there); `Err(r)` if never: `r` overlaps a user pin, or a pin this thread holds.
 pub(crate) fn plan_user(
     table: &Table,
     r: Range,
+    writable: bool,
     ticket: Option<u64>,
     mine: &dyn Fn(u64, u64) -> bool,
 ) -> Result<bool, Range> {
@@ -225,6 +312,9 @@ pub(crate) fn plan_user(
         if overlapping.any(|(start, p)| p.is_user() || mine(start, p.id)) {
             return Err(r);
         }
+        return Ok(false);
+    }
+    if !writable && table.own_write_overlaps(r) {
         return Ok(false);
     }
     Ok(!table.earlier_waiter(r, ticket))

@@ -28,21 +28,33 @@
 //! those; where it would have to wait for them (they go only once it returned) it is refused
 //! with `AddressOverlapped` instead.
 //!
+//! Read-only memory (a `bytes`, a read-only mmap or memoryview) may be registered: a pin
+//! records whether its memory may be written. Nothing writes a read-only pin: a call that would
+//! write into one (an engine read into it, `get_into`, a batch's read, a write to the engine's
+//! own segment that lands in it) is refused with `InvalidArgument` before it starts, and such
+//! memory is never exported for peers' writes. A call that writes memory which another call
+//! reads through a read-only pin waits until that pin is gone, and no read-only pin is made
+//! over the target of a write to the engine's own segment until that write is over (the engine
+//! leases such a target only when the copy starts; see `pin_table::OwnWrite`).
+//!
 //! What a call takes, or whether it waits, is decided by the pure `pin_table`; this module
 //! registers with the engine and sleeps as it says. Every method takes the GIL (the `Python`
-//! token). The table's lock is taken without it only
-//! by a sleeping waiter, which drops nothing under it, and memory leaving the table is dropped
-//! only after the lock is released, so no thread waits for the GIL while holding the lock.
+//! token), but nothing under the table's lock runs Python code or lets the GIL go: no Python
+//! object is made or dropped there (an error is kept as a [`Fault`] and becomes its exception
+//! once the lock is released; memory leaving the table is dropped only then too), and a waiter
+//! takes the lock only with the GIL released, to sleep. So a thread that holds the lock never
+//! waits for the GIL, and one that holds the GIL waits for the lock only as long as another
+//! thread's work under it (a registration, a submit) lasts.
 
 use std::cell::RefCell;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 use yuebing_bridge::BlockingEngine;
-use yuebing_engine::{Location, RemoteAccess};
+use yuebing_engine::{BatchId, Location, RemoteAccess};
 
-use crate::memory::Memory;
-use crate::pin_table::{plan, plan_user, Kind, Pin, Plan, Range, Step, Table};
+use crate::memory::{Access, Memory};
+use crate::pin_table::{plan, plan_user, Kind, Pin, Plan, Range, Refusal, Step, Table, Until};
 use crate::wait::SLICE;
 use crate::{errors, runtime};
 
@@ -66,21 +78,68 @@ enum Turn<T> {
 /// An error from under the table's lock, and memory that left the table, both dealt with once
 /// the lock is released.
 struct Failure {
-    error: yuebing_bridge::Error,
+    error: Fault,
     released: Vec<Memory>,
 }
 
+/// An error decided under the table's lock, made into its Python exception (which runs Python
+/// code) only once the lock is released.
+enum Fault {
+    /// An error of the engine or the bridge.
+    Bridge(yuebing_bridge::Error),
+    /// `InvalidArgument` with this message (naming the argument).
+    Invalid(String),
+}
+
+impl Fault {
+    fn into_py(self, py: Python<'_>) -> PyErr {
+        match self {
+            Fault::Bridge(e) => errors::to_py(py, &e),
+            Fault::Invalid(message) => errors::invalid(py, &message),
+        }
+    }
+}
+
 impl Failure {
-    fn overlapped(r: Range) -> Failure {
+    fn of(error: Fault) -> Failure {
         Failure {
-            error: yuebing_engine::Error::AddressOverlapped {
+            error,
+            released: Vec::new(),
+        }
+    }
+
+    fn overlapped(r: Range) -> Failure {
+        Failure::of(Fault::Bridge(
+            yuebing_engine::Error::AddressOverlapped {
                 addr: r.start,
                 len: r.len(),
             }
             .into(),
-            released: Vec::new(),
-        }
+        ))
     }
+}
+
+/// The message of a write into read-only memory: `what` (`addr`, `len` bytes) lies in the pin
+/// `pin`.
+fn read_only(what: &str, r: Range, pin: Range) -> String {
+    format!(
+        "{what} ({:#x}, {} bytes) lies in read-only memory registered at {:#x} ({} bytes), \
+         which nothing may write: register writable memory (a bytearray, a writable numpy \
+         array) for a destination",
+        r.start,
+        r.len(),
+        pin.start,
+        pin.len()
+    )
+}
+
+/// A range the engine is to write in its own registered memory for one request: the local
+/// side of a read, or (`target_of`: the request's index) the target of a write to the engine's
+/// own segment. `what` names it in errors.
+pub(crate) struct Write {
+    pub(crate) range: Range,
+    pub(crate) what: String,
+    pub(crate) target_of: Option<usize>,
 }
 
 thread_local! {
@@ -121,6 +180,23 @@ impl Drop for Held<'_> {
             }
         });
         self.pins.release(&self.keys);
+    }
+}
+
+/// A blocking write to the engine's own segment, recorded while it runs: no read-only pin is
+/// made over its target meanwhile (see `pin_table::OwnWrite`). Drop it once the call's work
+/// has stopped.
+pub(crate) struct OwnWriteGuard<'a> {
+    pins: &'a Pins,
+    until: Until,
+}
+
+impl Drop for OwnWriteGuard<'_> {
+    fn drop(&mut self) {
+        let until = self.until;
+        let mut table = self.pins.lock();
+        table.end_own_writes(&|u| u == until);
+        self.pins.changed.notify_all();
     }
 }
 
@@ -176,6 +252,7 @@ impl Pins {
         loop {
             let generation = {
                 let mut table = self.lock();
+                self.end_own_writes(&mut table);
                 match attempt(&mut table, ticket) {
                     Turn::Wait(ranges) => {
                         let t = *ticket.get_or_insert_with(|| {
@@ -192,7 +269,7 @@ impl Pins {
                         drop(table);
                         return outcome.map_err(|f| {
                             drop(f.released);
-                            errors::to_py(py, &f.error)
+                            f.error.into_py(py)
                         });
                     }
                 }
@@ -219,10 +296,32 @@ impl Pins {
         self.changed.notify_all();
     }
 
-    /// Makes `mems` (a call's memory) usable by the call: pins holding them already, memory
-    /// the engine registered itself, or new call pins (waiting, if need be, for pins they
-    /// overlap to go). Keep `mems` alive at least as long as the guard.
-    pub(crate) fn hold(&self, py: Python<'_>, mems: &[Memory]) -> PyResult<Held<'_>> {
+    /// Forgets the batches' writes to the engine's own segment whose tasks are final (or whose
+    /// batch is gone: it is freed only once all its tasks are final).
+    fn end_own_writes(&self, table: &mut Table) {
+        if table.own_writes.is_empty() {
+            return;
+        }
+        let engine = &self.engine;
+        table.end_own_writes(&|until| match until {
+            Until::Call(_) => false,
+            Until::Task { batch, task } => engine
+                .task_status(BatchId::from_u64(batch), task)
+                .map_or(true, |s| s.state.is_final()),
+        });
+    }
+
+    /// Makes `mems` (a call's memory, which it accesses so: `Access::Write` if it writes them)
+    /// usable by the call: pins holding them already, memory the engine registered itself, or
+    /// new call pins (waiting, if need be, for pins they overlap to go). Memory the call writes
+    /// that lies in a read-only user pin is `InvalidArgument`, naming it. Keep `mems` alive at
+    /// least as long as the guard.
+    pub(crate) fn hold(
+        &self,
+        py: Python<'_>,
+        mems: &[Memory],
+        access: Access,
+    ) -> PyResult<Held<'_>> {
         self.not_forked(py)?;
         let engine_has = |r: Range| {
             let registry = self.engine.engine().memory();
@@ -230,13 +329,84 @@ impl Pins {
         };
         let mine = |start, id| self.mine(start, id);
         let keys = self.in_turn(py, |table, ticket| {
-            match plan(table, mems, ticket, &mine, &engine_has) {
+            match plan(table, mems, access, ticket, &mine, &engine_has) {
                 Plan::Go(steps) => Turn::Done(self.take(table, steps, mems)),
                 Plan::Wait(ranges) => Turn::Wait(ranges),
-                Plan::Refuse(r) => Turn::Done(Err(Failure::overlapped(r))),
+                Plan::Refuse(Refusal::Overlapped(r)) => Turn::Done(Err(Failure::overlapped(r))),
+                Plan::Refuse(Refusal::ReadOnly(i)) => {
+                    let r = Range::of(&mems[i]);
+                    let pin = table.read_only_overlapping(r).unwrap_or(r);
+                    let message = read_only(&mems[i].what, r, pin);
+                    Turn::Done(Err(Failure::of(Fault::Invalid(message))))
+                }
             }
         })?;
         Ok(Held::new(self, keys))
+    }
+
+    /// Starts a batch's requests (`start`: the engine's submit; `batch` its id) under the
+    /// table's lock, once none of the ranges they write in this engine's memory (`writes`) lies
+    /// in a read-only pin: else `InvalidArgument` naming the request, and nothing starts. The
+    /// engine leases every request's local range in `start`, under the lock, so the pins
+    /// checked are the ones it writes. The target of a write to the engine's own segment is
+    /// leased only when its task starts: it is recorded until the task is final, and no
+    /// read-only pin is made over it meanwhile. Returns the tasks' indices.
+    pub(crate) fn submit(
+        &self,
+        py: Python<'_>,
+        batch: u64,
+        writes: &[Write],
+        start: impl FnOnce() -> yuebing_bridge::Result<std::ops::Range<usize>>,
+    ) -> PyResult<std::ops::Range<usize>> {
+        self.not_forked(py)?;
+        let outcome = {
+            let mut table = self.lock();
+            self.end_own_writes(&mut table);
+            let refused = writes.iter().find_map(|w| {
+                let pin = table.read_only_overlapping(w.range)?;
+                Some(read_only(&w.what, w.range, pin))
+            });
+            match refused {
+                Some(message) => Err(Fault::Invalid(message)),
+                None => start().map_err(Fault::Bridge).inspect(|tasks| {
+                    for w in writes {
+                        if let Some(i) = w.target_of {
+                            let task = tasks.start + i;
+                            table.add_own_write(w.range, Until::Task { batch, task });
+                        }
+                    }
+                }),
+            }
+        };
+        outcome.map_err(|f| f.into_py(py))
+    }
+
+    /// Records a blocking write to the engine's own segment into `range` (`what` names it)
+    /// until the guard is dropped: `InvalidArgument` if it lies in a read-only pin. Take it
+    /// after the call's own memory is held (a read-only source overlapping the target is then
+    /// refused here, rather than waiting for this very write).
+    pub(crate) fn own_write(
+        &self,
+        py: Python<'_>,
+        range: Range,
+        what: &str,
+    ) -> PyResult<OwnWriteGuard<'_>> {
+        self.not_forked(py)?;
+        let outcome = {
+            let mut table = self.lock();
+            match table.read_only_overlapping(range) {
+                Some(pin) => Err(read_only(what, range, pin)),
+                None => {
+                    let until = table.new_call();
+                    table.add_own_write(range, until);
+                    Ok(until)
+                }
+            }
+        };
+        match outcome {
+            Ok(until) => Ok(OwnWriteGuard { pins: self, until }),
+            Err(message) => Err(errors::invalid(py, &message)),
+        }
     }
 
     /// Takes the steps of a [`Plan::Go`]; if one fails, undoes those taken before it.
@@ -267,6 +437,7 @@ impl Pins {
                         .flat_map(|&key| self.release_locked(table, key))
                         .flatten()
                         .collect();
+                    let error = Fault::Bridge(error);
                     return Err(Failure { error, released });
                 }
             }
@@ -282,21 +453,29 @@ impl Pins {
         memory: Vec<usize>,
         mems: &[Memory],
     ) -> yuebing_bridge::Result<(u64, u64)> {
-        let memory: Vec<Memory> = memory.into_iter().map(|i| mems[i].clone()).collect();
-        let shared = memory.iter().all(Memory::keeps_itself);
-        // SAFETY: `range` is the union of the overlapping ranges of `memory` (the plan merged
-        // them), so each of its bytes lies in one of them: Python buffers held exported
-        // (allocated, not resizable), engine buffers' mappings, or addresses their callers
-        // vouched for, valid for reads (and, for a call's destinations, writes: `Access`)
-        // while the call runs. The pin keeps clones of `memory` until it is unregistered
-        // (`release_locked`, `Drop for Pins`), and the memory is released only after that,
-        // once `unregister` returned (no byte is touched then). A pin made from a raw address
-        // is never shared (`Pin::shared`): only its own call uses it, and that call drops its
-        // guard, which unregisters the pin, before it returns, so the range stays registered
-        // only while its caller vouches for it. The engine copies through raw pointers only,
-        // and no Rust reference to the range exists (`memory` forms none). Local-only: no peer
-        // can reach it; this engine writes it only as the destination of a call, within that
-        // call's own writable memory.
+        // SAFETY: `range` is the union of the overlapping ranges of `mems` at `memory` (the
+        // plan merged them), so each of its bytes lies in one of them: Python buffers held
+        // exported (allocated, not resizable), engine buffers' mappings, the binding's own
+        // memory of one call, or addresses their callers vouched for, valid for reads (and,
+        // for a call's destinations, writes) while the call runs. The pin keeps clones of them
+        // until it is unregistered (`release_locked`, `Drop for Pins`), and they are released
+        // only after that, once `unregister` returned (no byte is touched then). A pin made
+        // from a raw address is never shared (`Pin::shared`): only its own call uses it, and
+        // that call drops its guard, which unregisters the pin, before it returns, so the range
+        // stays registered only while its caller vouches for it. The engine copies through raw
+        // pointers only, and no Rust reference to the range exists (`Memory` forms none).
+        //
+        // The engine's contract asks for memory valid for writes too, and a read-only buffer's
+        // is not (a `bytes`, a PROT_READ mapping): it must never be written, and the pin says
+        // so (`writable`). The engine writes local-only memory in two ways only, and neither
+        // reaches it: (a) as the local side of its read (a transfer, a store read): this
+        // binding makes none into a read-only pin (`plan` refuses or waits; `Pins::submit`
+        // checks a batch under this lock, and the engine leases its local ranges under it);
+        // (b) as the target of a write to its own segment: checked against the pins first
+        // (`own_write`, `submit`) and recorded until over, and `plan` makes no read-only pin
+        // over a recorded target. No peer reaches local-only memory. And read-only memory is
+        // never that of a writable pin: a writable Python buffer is writable memory, and a raw
+        // address's caller vouched that it may be written.
         let registered = unsafe {
             self.engine.register(
                 range.start as *mut u8,
@@ -305,12 +484,16 @@ impl Pins {
             )
         };
         registered?;
+        let memory: Vec<Memory> = memory.into_iter().map(|i| mems[i].clone()).collect();
+        let shared = memory.iter().all(Memory::keeps_itself);
+        let writable = memory.iter().all(|m| m.writable);
         let id = table.new_id();
         let kind = Kind::Call { memory, shared };
         let pin = Pin {
             end: range.end,
             id,
             users: 1,
+            writable,
             kind,
         };
         table.pins.insert(range.start, pin);
@@ -319,7 +502,8 @@ impl Pins {
 
     /// Registers `mem` until [`Pins::unregister`] (a user pin), waiting first for call pins it
     /// overlaps to go; `remote` as the engine takes it (local-only for the store's zero-copy
-    /// calls). Returns its address.
+    /// calls). Read-only memory is registered read-only (never a destination), and never
+    /// exported for peers' writes (`InvalidArgument`). Returns its address.
     pub(crate) fn register(
         &self,
         py: Python<'_>,
@@ -327,11 +511,20 @@ impl Pins {
         remote: RemoteAccess,
     ) -> PyResult<u64> {
         self.not_forked(py)?;
+        if remote.write && !mem.writable {
+            let message = format!(
+                "{} is read-only: it cannot be exported for peers' writes (remote \"w\" or \
+                 \"rw\"); register a writable buffer, or with remote=\"r\" or None",
+                mem.what
+            );
+            return Err(errors::invalid(py, &message));
+        }
         let r = Range::of(&mem);
+        let writable = mem.writable;
         let mine = |start, id| self.mine(start, id);
         let mut mem = Some(mem);
         self.in_turn(py, |table, ticket| {
-            match plan_user(table, r, ticket, &mine) {
+            match plan_user(table, r, writable, ticket, &mine) {
                 Err(r) => Turn::Done(Err(Failure::overlapped(r))),
                 Ok(false) => Turn::Wait(vec![r]),
                 Ok(true) => {
@@ -339,12 +532,15 @@ impl Pins {
                     let Some(kept) = mem.take() else {
                         return Turn::Done(Err(Failure::overlapped(r)));
                     };
-                    // SAFETY: as in `register_call`, with `kept` (a Python buffer's export, an engine
-                    // buffer's mapping, or an address the caller vouched for until it unregisters)
-                    // kept in the table until `unregister` (or `Drop for Pins`) unregisters the
-                    // range first. Exported ranges may be read and written by peers at any time,
-                    // through raw pointers only, which the caller accepted by asking for `remote`
-                    // rights (a writable buffer when they include writing: `Access::Write`).
+                    // SAFETY: as in `register_call`, with `kept` (a Python buffer's export, an
+                    // engine buffer's mapping, or an address the caller vouched for until it
+                    // unregisters) kept in the table until `unregister` (or `Drop for Pins`)
+                    // unregisters the range first; read-only memory is never written, as there
+                    // (`plan_user` waits for recorded writes to the engine's own segment). An
+                    // exported range may be read by peers at any time, and written only when
+                    // `remote` says so, which needs writable memory (above): peers and this
+                    // engine copy through raw pointers only, which the caller accepted by
+                    // asking for `remote` rights.
                     let registered = unsafe {
                         self.engine.register_exported(
                             r.start as *mut u8,
@@ -356,6 +552,7 @@ impl Pins {
                     if let Err(error) = registered {
                         // Released once the lock is.
                         let released = vec![kept];
+                        let error = Fault::Bridge(error);
                         return Turn::Done(Err(Failure { error, released }));
                     }
                     let id = table.new_id();
@@ -363,6 +560,7 @@ impl Pins {
                         end: r.end,
                         id,
                         users: 0,
+                        writable,
                         kind: Kind::User(kept),
                     };
                     table.pins.insert(r.start, pin);
@@ -378,20 +576,27 @@ impl Pins {
         self.not_forked(py)?;
         let released = {
             let mut table = self.lock();
-            if !table.pins.get(&addr).is_some_and(Pin::is_user) {
-                let e = yuebing_engine::Error::AddressNotRegistered { addr };
-                return Err(errors::engine(py, e));
+            match table.pins.get(&addr).is_some_and(Pin::is_user) {
+                false => Err(yuebing_engine::Error::AddressNotRegistered { addr }),
+                true => {
+                    let pin = table.pins.remove(&addr);
+                    // An error means the engine no longer has the range (it stopped): nothing
+                    // to undo.
+                    let _ = self.engine.unregister(addr);
+                    table.generation += 1;
+                    self.changed.notify_all();
+                    Ok(pin)
+                }
             }
-            let pin = table.pins.remove(&addr);
-            // An error means the engine no longer has the range (it stopped): nothing to undo.
-            let _ = self.engine.unregister(addr);
-            table.generation += 1;
-            self.changed.notify_all();
-            pin
         };
-        // The buffer's export is released here, outside the table's lock.
-        drop(released);
-        Ok(())
+        // The exception is made, and the buffer's export released, outside the table's lock.
+        match released {
+            Ok(pin) => {
+                drop(pin);
+                Ok(())
+            }
+            Err(e) => Err(errors::engine(py, e)),
+        }
     }
 
     /// A call lets go of the pins at `keys`.

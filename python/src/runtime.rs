@@ -33,9 +33,13 @@ pub(crate) fn bridge(py: Python<'_>) -> PyResult<Bridge> {
     if let Some((_, inherited)) = slot.take() {
         std::mem::forget(inherited);
     }
-    let bridge = Bridge::new(BridgeConfig::default()).map_err(|e| errors::to_py(py, &e))?;
-    *slot = Some((pid, bridge.clone()));
-    Ok(bridge)
+    let made = Bridge::new(BridgeConfig::default());
+    if let Ok(bridge) = &made {
+        *slot = Some((pid, bridge.clone()));
+    }
+    // The exception (Python code, which may let the GIL go) only once the lock is released.
+    drop(slot);
+    made.map_err(|e| errors::to_py(py, &e))
 }
 
 /// A value made in this process that a forked child must not touch: using or dropping a

@@ -70,10 +70,11 @@ impl Store {
     /// The options of a put with these keyword arguments.
     pub(crate) fn put_options(
         &self,
+        py: Python<'_>,
         timeout: Option<f64>,
         replicas: Replicas,
     ) -> PyResult<yuebing_store::Options> {
-        options::put(timeout, replicas, &self.put_default)
+        options::put(py, timeout, replicas, &self.put_default)
     }
 }
 
@@ -141,6 +142,7 @@ impl Store {
         hard_pin: bool,
     ) -> PyResult<()> {
         let opts = self.put_options(
+            py,
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
@@ -163,6 +165,7 @@ impl Store {
         hard_pin: bool,
     ) -> PyResult<()> {
         let opts = self.put_options(
+            py,
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
@@ -189,6 +192,7 @@ impl Store {
         hard_pin: bool,
     ) -> PyResult<()> {
         let opts = self.put_options(
+            py,
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
@@ -213,6 +217,7 @@ impl Store {
         hard_pin: bool,
     ) -> PyResult<()> {
         let opts = self.put_options(
+            py,
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
@@ -238,6 +243,7 @@ impl Store {
         hard_pin: bool,
     ) -> PyResult<()> {
         let opts = self.put_options(
+            py,
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
@@ -260,6 +266,7 @@ impl Store {
         hard_pin: bool,
     ) -> PyResult<()> {
         let opts = self.put_options(
+            py,
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
@@ -274,15 +281,16 @@ impl Store {
         key: &str,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let opts = options::call(timeout)?;
+        let opts = options::call(py, timeout)?;
         self.get_value(py, key, &opts)
     }
 
     /// Reads `key` into `buffer` without a copy and returns the value's size. `buffer` is any
-    /// writable C-contiguous buffer (a bytearray, a numpy array; a read-only one raises
-    /// TypeError), or an int address with `size`. A buffer smaller than the value raises
-    /// `InvalidParams` and nothing is written. Memory not registered with `register_buffer` is
-    /// registered for the call's duration.
+    /// writable C-contiguous buffer (a bytearray, a numpy array), or an int address with
+    /// `size`; a read-only one, or memory in a read-only registration (`register_buffer` of a
+    /// `bytes`, a read-only mmap), raises `InvalidArgument` and nothing is written. A buffer
+    /// smaller than the value raises `InvalidParams` and nothing is written. Memory not
+    /// registered with `register_buffer` is registered for the call's duration.
     #[pyo3(signature = (key, buffer, size=None, *, timeout=None))]
     fn get_into(
         &self,
@@ -292,10 +300,12 @@ impl Store {
         size: Option<u64>,
         timeout: Option<f64>,
     ) -> PyResult<u64> {
-        let opts = options::call(timeout)?;
+        let opts = options::call(py, timeout)?;
         let client = self.client(py)?;
         let mem = Memory::from_py(buffer, size, Access::Write, "buffer")?;
-        let held = self.pins(py)?.hold(py, std::slice::from_ref(&mem))?;
+        let held = self
+            .pins(py)?
+            .hold(py, std::slice::from_ref(&mem), Access::Write)?;
         let read = wait(py, client.get_into_call(key, mem.addr, mem.len, &opts));
         // The call's work has stopped (even when a signal ended the wait): release the memory.
         drop(held);
@@ -305,14 +315,14 @@ impl Store {
     /// Whether `key` exists (a completed object).
     #[pyo3(signature = (key, *, timeout=None))]
     fn exist(&self, py: Python<'_>, key: &str, timeout: Option<f64>) -> PyResult<bool> {
-        let opts = options::call(timeout)?;
+        let opts = options::call(py, timeout)?;
         wait(py, self.client(py)?.exist_call(key, &opts))
     }
 
     /// The size in bytes of `key`'s value.
     #[pyo3(signature = (key, *, timeout=None))]
     fn get_size(&self, py: Python<'_>, key: &str, timeout: Option<f64>) -> PyResult<u64> {
-        let opts = options::call(timeout)?;
+        let opts = options::call(py, timeout)?;
         wait(py, self.client(py)?.get_size_call(key, &opts))
     }
 
@@ -320,14 +330,14 @@ impl Store {
     /// until the lease ends, unless `force`.
     #[pyo3(signature = (key, force=false, *, timeout=None))]
     fn remove(&self, py: Python<'_>, key: &str, force: bool, timeout: Option<f64>) -> PyResult<()> {
-        let opts = options::call(timeout)?;
+        let opts = options::call(py, timeout)?;
         wait(py, self.client(py)?.remove_call(key, force, &opts))
     }
 
     /// Removes every object (`force`: leased ones too); returns how many.
     #[pyo3(signature = (force=false, *, timeout=None))]
     fn remove_all(&self, py: Python<'_>, force: bool, timeout: Option<f64>) -> PyResult<u64> {
-        let opts = options::call(timeout)?;
+        let opts = options::call(py, timeout)?;
         wait(py, self.client(py)?.remove_all_call(force, &opts))
     }
 
@@ -342,7 +352,7 @@ impl Store {
         force: bool,
         timeout: Option<f64>,
     ) -> PyResult<u64> {
-        let opts = options::call(timeout)?;
+        let opts = options::call(py, timeout)?;
         wait(
             py,
             self.client(py)?.remove_by_regex_call(pattern, force, &opts),
@@ -360,7 +370,7 @@ impl Store {
         force: bool,
         timeout: Option<f64>,
     ) -> PyResult<Vec<Py<PyAny>>> {
-        let opts = options::call(timeout)?;
+        let opts = options::call(py, timeout)?;
         let each = wait(py, self.client(py)?.batch_remove_call(keys, force, &opts))?;
         errors::items(py, each, |py, ()| Ok(py.None()))
     }
@@ -376,7 +386,7 @@ impl Store {
         key: &str,
         timeout: Option<f64>,
     ) -> PyResult<types::Replicas> {
-        let opts = options::call(timeout)?;
+        let opts = options::call(py, timeout)?;
         let list = wait(py, self.client(py)?.replicas_call(key, &opts))?;
         Ok(types::Replicas::from(list))
     }
@@ -390,7 +400,7 @@ impl Store {
         keys: Vec<String>,
         timeout: Option<f64>,
     ) -> PyResult<Vec<Py<PyAny>>> {
-        let opts = options::call(timeout)?;
+        let opts = options::call(py, timeout)?;
         let each = wait(py, self.client(py)?.batch_replicas_call(keys, &opts))?;
         errors::items(py, each, |py, list| {
             Ok(Py::new(py, types::Replicas::from(list))?.into_any())
@@ -403,7 +413,7 @@ impl Store {
     /// made and did not close (make a new Store in the child); a closed store answers 1.
     #[pyo3(signature = (*, timeout=None))]
     fn health_check(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<i32> {
-        let opts = options::call(timeout)?;
+        let opts = options::call(py, timeout)?;
         if self.closed() {
             return Ok(ClientHealth::Closed.code());
         }
@@ -419,7 +429,7 @@ impl Store {
         limit: u64,
         timeout: Option<f64>,
     ) -> PyResult<Vec<ObjectInfo>> {
-        let opts = options::call(timeout)?;
+        let opts = options::call(py, timeout)?;
         let listed = wait(py, self.client(py)?.list_call(prefix, limit, &opts))?;
         Ok(listed.into_iter().map(ObjectInfo::from).collect())
     }
@@ -428,7 +438,7 @@ impl Store {
     /// mounts, clients, evicted, fragmentation, last_seq.
     #[pyo3(signature = (*, timeout=None))]
     fn stats<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyDict>> {
-        let opts = options::call(timeout)?;
+        let opts = options::call(py, timeout)?;
         let s = wait(py, self.client(py)?.stats_call(&opts))?;
         let d = PyDict::new(py);
         d.set_item("objects", s.objects)?;
@@ -461,6 +471,7 @@ impl Store {
         hard_pin: bool,
     ) -> PyResult<Vec<Py<PyAny>>> {
         let opts = self.put_options(
+            py,
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
@@ -484,6 +495,7 @@ impl Store {
         hard_pin: bool,
     ) -> PyResult<Vec<Py<PyAny>>> {
         let opts = self.put_options(
+            py,
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
@@ -508,6 +520,7 @@ impl Store {
         hard_pin: bool,
     ) -> PyResult<Vec<Py<PyAny>>> {
         let opts = self.put_options(
+            py,
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
@@ -532,6 +545,7 @@ impl Store {
         hard_pin: bool,
     ) -> PyResult<Vec<Py<PyAny>>> {
         let opts = self.put_options(
+            py,
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
@@ -547,7 +561,7 @@ impl Store {
         keys: Vec<String>,
         timeout: Option<f64>,
     ) -> PyResult<Vec<Py<PyAny>>> {
-        let opts = options::call(timeout)?;
+        let opts = options::call(py, timeout)?;
         let each = wait(py, self.client(py)?.batch_get_call(keys, &opts))?;
         errors::items(py, each, |py, v| {
             Ok(PyBytes::new(py, &v).into_any().unbind())
@@ -565,7 +579,7 @@ impl Store {
         sizes: Option<Vec<Option<u64>>>,
         timeout: Option<f64>,
     ) -> PyResult<Vec<Py<PyAny>>> {
-        let opts = options::call(timeout)?;
+        let opts = options::call(py, timeout)?;
         store_batch::batch_get_into(self, py, keys, buffers, sizes, &opts)
     }
 
@@ -578,7 +592,7 @@ impl Store {
         keys: Vec<String>,
         timeout: Option<f64>,
     ) -> PyResult<Vec<Py<PyAny>>> {
-        let opts = options::call(timeout)?;
+        let opts = options::call(py, timeout)?;
         let each = wait(py, self.client(py)?.batch_exist_call(keys, &opts))?;
         errors::items(py, each, |py, b| {
             Ok(pyo3::types::PyBool::new(py, b)
@@ -592,7 +606,9 @@ impl Store {
     /// store's engine until `unregister_buffer`, so that `put_from` and `get_into` on it (or on
     /// any part of it) skip the registration. A Python buffer is held meanwhile: it can be
     /// neither freed nor resized. Returns its address. Overlapping a registered range raises
-    /// `AddressOverlapped`.
+    /// `AddressOverlapped`. Read-only memory (a `bytes`, a read-only mmap or memoryview) is a
+    /// source only: `get_into` or `batch_get_into` into it raises `InvalidArgument`. An int
+    /// address is taken as writable memory.
     #[pyo3(signature = (buffer, size=None))]
     fn register_buffer(
         &self,
@@ -609,7 +625,7 @@ impl Store {
     /// using it now fail; none touches the memory once this returns. An address that was not
     /// registered raises `AddressNotRegistered`.
     fn unregister_buffer(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<()> {
-        let addr = crate::engine::address_of(buffer)?;
+        let addr = crate::engine::address_of(buffer, "buffer")?;
         self.pins(py)?.unregister(py, addr)
     }
 
@@ -649,7 +665,7 @@ impl Store {
     /// Closing twice does nothing.
     #[pyo3(signature = (*, timeout=None))]
     fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
-        let opts = options::call(timeout)?;
+        let opts = options::call(py, timeout)?;
         let client = self.client.get(py)?;
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());

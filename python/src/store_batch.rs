@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use yuebing_bridge::masters::is_etcd_address;
 use yuebing_bridge::{BlockingClient, BlockingEngine, Masters};
-use yuebing_engine::{EngineConfig, TransportKind};
+use yuebing_engine::EngineConfig;
 use yuebing_rpc::Token;
 use yuebing_store::{ClientConfig, Options};
 
@@ -50,15 +50,16 @@ fn masters(py: Python<'_>, masters: &Bound<'_, PyAny>) -> PyResult<Masters> {
                 )
             })?;
             if list.len() > 1 && list.iter().any(|m| is_etcd_address(m)) {
-                return Err(PyValueError::new_err(
-                    "an etcd:// address names every master: give it alone",
+                return Err(errors::invalid(
+                    py,
+                    "masters: an etcd:// address names every master: give it alone",
                 ));
             }
             list.join(",")
         }
     };
     if text.split(',').all(|m| m.trim().is_empty()) {
-        return Err(PyValueError::new_err("no master address given"));
+        return Err(errors::invalid(py, "masters: no master address given"));
     }
     Masters::parse(&text).map_err(|e| errors::to_py(py, &e))
 }
@@ -72,23 +73,15 @@ pub(crate) fn client_config(
     let rpc = |e: yuebing_rpc::Error| errors::to_py(py, &e.into());
     let masters = masters(py, s.masters)?;
     let token = s.token.map(Token::new).transpose().map_err(rpc)?;
-    let transport = match s.transport {
-        None | Some("auto") => None,
-        Some("tcp") => Some(TransportKind::Tcp),
-        Some("shm") => Some(TransportKind::Shm),
-        Some(other) => {
-            return Err(PyValueError::new_err(format!(
-                "transport {other:?} is not \"tcp\", \"shm\" or \"auto\""
-            )))
-        }
-    };
+    let transport = crate::engine::transport_kind(py, s.transport)?;
     if s.engine.is_some() && (s.transport.is_some() || s.bind != DEFAULT_BIND) {
-        return Err(PyValueError::new_err(
+        return Err(errors::invalid(
+            py,
             "bind and transport are the engine's settings: give them to yuebing.Engine(...)",
         ));
     }
     if s.replicas == 0 {
-        return Err(PyValueError::new_err("replicas must be at least 1"));
+        return Err(errors::invalid(py, "replicas must be at least 1"));
     }
     let defaults = ClientConfig::default();
     let size = |obj: Option<&Bound<'_, PyAny>>, what, default| match obj {
@@ -100,7 +93,7 @@ pub(crate) fn client_config(
         store_size: size(s.store_size, "store_size", 0)?,
         staging_size: size(s.staging_size, "staging_size", defaults.staging_size)?,
         prefault: s.prefault,
-        deadline: options::duration(s.timeout, "timeout")?,
+        deadline: options::duration(py, s.timeout, "timeout")?,
         engine: EngineConfig {
             bind: s.bind.to_string(),
             transport,
@@ -148,12 +141,13 @@ fn size_at(sizes: &Option<Vec<Option<u64>>>, i: usize) -> Option<u64> {
 }
 
 /// Checks that the lists of a batch have one entry per key.
-fn same_length(keys: usize, what: &str, n: usize) -> PyResult<()> {
+fn same_length(py: Python<'_>, keys: usize, what: &str, n: usize) -> PyResult<()> {
     match keys == n {
         true => Ok(()),
-        false => Err(PyValueError::new_err(format!(
-            "{keys} keys but {n} {what}: give one per key"
-        ))),
+        false => Err(errors::invalid(
+            py,
+            &format!("{keys} keys but {n} {what}: give one per key"),
+        )),
     }
 }
 
@@ -180,9 +174,9 @@ fn ranges<'a>(
     sizes: Option<Vec<Option<u64>>>,
     access: Access,
 ) -> PyResult<Ranges<'a>> {
-    same_length(keys.len(), "buffers", buffers.len())?;
+    same_length(py, keys.len(), "buffers", buffers.len())?;
     if let Some(s) = &sizes {
-        same_length(keys.len(), "sizes", s.len())?;
+        same_length(py, keys.len(), "sizes", s.len())?;
     }
     let pins = store.pins(py)?;
     let mut out = Ranges {
@@ -197,7 +191,7 @@ fn ranges<'a>(
     }
     // All at once: ranges that overlap share one registration, and a wait for other calls'
     // registrations holds none of this call's meanwhile.
-    out.held = Some(pins.hold(py, &out.memory)?);
+    out.held = Some(pins.hold(py, &out.memory, access)?);
     Ok(out)
 }
 
@@ -210,7 +204,7 @@ pub(crate) fn batch_put(
     opts: &Options,
     upsert: bool,
 ) -> PyResult<Vec<Py<PyAny>>> {
-    same_length(keys.len(), "values", values.len())?;
+    same_length(py, keys.len(), "values", values.len())?;
     let client = store.client(py)?;
     let items = keys
         .into_iter()

@@ -78,7 +78,9 @@ impl Store {
         upsert: bool,
     ) -> PyResult<()> {
         let client = self.client(py)?;
-        let held = self.pins(py)?.hold(py, std::slice::from_ref(&mem))?;
+        let held = self
+            .pins(py)?
+            .hold(py, std::slice::from_ref(&mem), Access::Read)?;
         let call = match upsert {
             true => client.upsert_from_call(key, mem.addr, mem.len, &opts),
             false => client.put_from_call(key, mem.addr, mem.len, &opts),
@@ -115,8 +117,8 @@ impl Store {
         let client = self.client(py)?;
         let pins = self.pins(py)?;
         let (bytes, addr) = uninit_bytes(py, found.size())?;
-        let mem = Memory::of_call(addr, found.size());
-        let held = pins.hold(py, std::slice::from_ref(&mem))?;
+        let mem = Memory::of_call(addr, found.size(), "the value's new bytes");
+        let held = pins.hold(py, std::slice::from_ref(&mem), Access::Write)?;
         let read = wait(py, client.read_located_call(found, mem.addr, mem.len, opts));
         // The call's work has stopped (even when a signal ended the wait): release the memory.
         drop(held);

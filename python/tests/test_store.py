@@ -101,11 +101,11 @@ def test_put_from_a_numpy_array_and_part_of_one(store, key):
 
 def test_a_read_only_or_strided_destination_is_refused(store, key):
     store.put(key, b"abcd")
-    with pytest.raises(TypeError, match="read-only"):
+    with pytest.raises(yuebing.InvalidArgument, match="read-only"):
         store.get_into(key, b"\0" * 16)
     ro = np.zeros(16, dtype=np.uint8)
     ro.flags.writeable = False
-    with pytest.raises(TypeError, match="read-only"):
+    with pytest.raises(yuebing.InvalidArgument, match="read-only"):
         store.get_into(key, ro)
     with pytest.raises(ValueError, match="C-contiguous"):
         store.get_into(key, np.zeros(64, dtype=np.uint8)[::2])

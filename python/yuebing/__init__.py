@@ -19,7 +19,14 @@ Errors are ``yuebing.YuebingError`` subclasses with ``.code`` and ``.name`` (see
 ``yuebing.errors``): ``ObjectNotFound`` (also a ``KeyError``), ``ObjectAlreadyExists``,
 ``ObjectHasLease``, ``InvalidParams`` (also a ``ValueError``), ``Timeout`` (also a
 ``TimeoutError``), ... Batch calls return one entry per item, a failed item's entry being its
-exception instance (not raised).
+exception instance (not raised). An argument of the wrong type raises ``TypeError``; one out of
+its domain (an empty name, a null address, a zero or overflowing length, a range that wraps, a
+read-only buffer as a destination) raises ``InvalidArgument`` (also a ``ValueError``) naming it,
+before anything is changed.
+
+Read-only memory (``bytes``, a read-only ``mmap``) may be registered and used as a source, but
+nothing ever writes it: a call whose destination lies in a read-only registration raises
+``InvalidArgument`` before any byte moves.
 
 Threads and signals: every call blocks only its own thread and releases the GIL while it
 waits, so other threads run meanwhile; Ctrl-C (any signal handler that raises) cancels the

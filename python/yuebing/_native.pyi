@@ -1,4 +1,19 @@
-"""Type stubs of yuebing._native, the native module (import ``yuebing``, not this)."""
+"""Type stubs of yuebing._native, the native module (import ``yuebing``, not this).
+
+Arguments are checked where they enter: a wrong type raises ``TypeError``; a value out of its
+domain (an empty name or key, a null address, a zero or overflowing length, a range that wraps,
+a read-only buffer where the call writes) raises ``yuebing.InvalidArgument`` (a ``ValueError``)
+naming the argument, before anything is changed.
+
+Read-only memory (``bytes``, a read-only ``mmap`` or ``memoryview``, a numpy array that is not
+writeable) may be registered (``Engine.register`` with ``remote`` None or "r",
+``Store.register_buffer``) and used as a source. Nothing writes it: a call whose destination
+lies in a read-only registration (``Engine.read``, a "read" of ``Engine.submit``, a write to the
+engine's own segment that lands in it, ``Store.get_into``, ``Store.batch_get_into``) raises
+``InvalidArgument`` before any byte moves, and ``Engine.register(..., remote="w"|"rw")`` of
+read-only memory raises ``InvalidArgument``. An int address is taken as writable memory: its
+caller vouches for it.
+"""
 
 from typing import Any, Optional, Sequence, Union
 
@@ -123,7 +138,9 @@ class Store:
     def get(self, key: str, *, timeout: Optional[float] = None) -> bytes: ...
     def get_into(
         self, key: str, buffer: MemoryLike, size: Optional[int] = None, *, timeout: Optional[float] = None
-    ) -> int: ...
+    ) -> int:
+        """Reads ``key`` into writable ``buffer``; returns the value's size. A read-only buffer,
+        or memory in a read-only registration, raises ``InvalidArgument``."""
     def exist(self, key: str, *, timeout: Optional[float] = None) -> bool: ...
     def get_size(self, key: str, *, timeout: Optional[float] = None) -> int: ...
     def remove(self, key: str, force: bool = False, *, timeout: Optional[float] = None) -> None: ...
@@ -192,9 +209,13 @@ class Store:
         sizes: Optional[Sequence[Optional[int]]] = None,
         *,
         timeout: Optional[float] = None,
-    ) -> list[Union[int, YuebingError]]: ...
+    ) -> list[Union[int, YuebingError]]:
+        """Reads each key into its writable buffer. A read-only buffer, or memory in a read-only
+        registration, raises ``InvalidArgument`` naming it (``buffers[i]``) and nothing is read."""
     def batch_exist(self, keys: Sequence[str], *, timeout: Optional[float] = None) -> list[Union[bool, YuebingError]]: ...
-    def register_buffer(self, buffer: MemoryLike, size: Optional[int] = None) -> int: ...
+    def register_buffer(self, buffer: MemoryLike, size: Optional[int] = None) -> int:
+        """Registers ``buffer`` until ``unregister_buffer``; returns its address. Read-only memory
+        is registered as a source only (``get_into`` into it raises ``InvalidArgument``)."""
     def unregister_buffer(self, buffer: MemoryLike) -> None: ...
     @property
     def engine(self) -> "Engine": ...
@@ -209,14 +230,23 @@ class Store:
     def __exit__(self, *exc: Any) -> None: ...
 
 class Buffer:
-    """Memory the engine allocated (``Engine.allocate``)."""
+    """Memory the engine allocated (``Engine.allocate``).
+
+    ``read`` and ``write`` may run while a transfer (or a peer, for a buffer allocated with
+    ``remote`` rights) touches the same bytes: that is never undefined behaviour, but bytes a
+    transfer writes meanwhile may be read old, new or a mix, and bytes both write are left from
+    either. Wait for your transfers first."""
     @property
     def addr(self) -> int: ...
     @property
     def size(self) -> int: ...
     def __len__(self) -> int: ...
-    def write(self, data: bytes, offset: int = 0) -> None: ...
-    def read(self, offset: int = 0, length: Optional[int] = None) -> bytes: ...
+    def write(self, data: BufferLike, offset: int = 0) -> None:
+        """Copies ``data`` (any C-contiguous buffer) in at ``offset``; ``InvalidArgument`` if it
+        does not fit."""
+    def read(self, offset: int = 0, length: Optional[int] = None) -> bytes:
+        """Copies ``length`` bytes at ``offset`` (to the end when omitted) out;
+        ``InvalidArgument`` if they are not all in the buffer."""
     def free(self) -> None: ...
 
 class BatchStatus:
@@ -261,17 +291,24 @@ class Engine:
     @property
     def name(self) -> str: ...
     def allocate(self, size: int, *, remote: Optional[str] = None, prefault: bool = True) -> Buffer: ...
-    def register(self, buffer: MemoryLike, size: Optional[int] = None, *, remote: Optional[str] = None) -> int: ...
+    def register(self, buffer: MemoryLike, size: Optional[int] = None, *, remote: Optional[str] = None) -> int:
+        """Registers ``buffer`` until ``unregister`` (local-only, or ``remote`` "r", "w", "rw");
+        returns its address. Read-only memory is a source only, and with "w" or "rw" raises
+        ``InvalidArgument``."""
     def unregister(self, buffer: Union[MemoryLike, Buffer]) -> None: ...
     def open_segment(self, name: str) -> int: ...
     def close_segment(self, segment: int) -> None: ...
     def segment_buffers(self, segment: int) -> list[tuple[int, int, str]]: ...
     def write(
         self, local: MemoryLike, segment: int, remote_addr: int, length: Optional[int] = None, *, timeout: Optional[float] = None
-    ) -> None: ...
+    ) -> None:
+        """Writes ``local`` to ``remote_addr``; a target in this engine's own segment that lies
+        in a read-only registration raises ``InvalidArgument``."""
     def read(
         self, local: MemoryLike, segment: int, remote_addr: int, length: Optional[int] = None, *, timeout: Optional[float] = None
-    ) -> None: ...
+    ) -> None:
+        """Reads into writable ``local``; memory in a read-only registration raises
+        ``InvalidArgument``."""
     def allocate_batch(self, capacity: int) -> int: ...
     def submit(
         self,
@@ -280,7 +317,11 @@ class Engine:
         *,
         notify: Optional[bytes] = None,
         timeout: Optional[float] = None,
-    ) -> tuple[int, int]: ...
+    ) -> tuple[int, int]:
+        """Starts the requests; returns their task indices. A bad request (a null address,
+        length 0, a range that wraps, a "read" into a read-only registration, a "write" to this
+        engine's own segment that lands in one) raises ``InvalidArgument`` naming it
+        (``requests[i]``), and none starts."""
     def wait(self, batch: int) -> BatchStatus: ...
     def status(self, batch: int) -> BatchStatus: ...
     def task_status(self, batch: int, task: int) -> TaskStatus: ...

@@ -76,6 +76,9 @@ _DOCS: Dict[str, str] = {
     "the lease ends, or remove with force=True.",
     "InvalidParams": "A store call's argument is out of its domain (an empty key, a buffer "
     "smaller than the value, ...). Nothing was changed.",
+    "InvalidArgument": "An argument is out of its domain (an empty name, a null address, a zero "
+    "or overflowing length, a range that wraps, read-only memory as a destination); the message "
+    "names it. Nothing was changed.",
     "NoAvailableHandle": "No node has room for the value, even after eviction.",
     "Timeout": "A call did not finish in time; it was cancelled and its work has stopped.",
     "Canceled": "The call was cancelled; nothing of it touches the caller's memory any more.",

@@ -139,7 +139,9 @@ class Panicked(YuebingError):
 class InvalidHandle(YuebingError):
     """Code -4009."""
 class InvalidArgument(YuebingError, ValueError):
-    """Code -4010."""
+    """Code -4010. An argument out of its domain (an empty name, a null address, a zero or
+    overflowing length, a range that wraps, read-only memory as a destination), raised where it
+    enters; the message names it. Nothing was changed."""
 class TooManyHandles(YuebingError):
     """Code -4011."""
 class EtcdNotBuilt(YuebingError):
