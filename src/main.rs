@@ -106,6 +106,17 @@ struct BenchBridgeArgs {
     /// Threads of the bridge's callback pool [default: 2; config: bench.callback_threads].
     #[arg(long, env = "YUEBING_BENCH_CALLBACK_THREADS")]
     callback_threads: Option<usize>,
+    /// Background load, comma-separated numbers of `nice -n 19` busy loops (e.g. 0,1,2): runs
+    /// the waiter study instead of the modes: the blocking 4 KiB get and 1 MiB get_into, one
+    /// in flight, with each of --waiters, under each load, which the bench starts and stops
+    /// itself [default: none; config: bench.bridge_loops].
+    #[arg(long, env = "YUEBING_BENCH_BRIDGE_LOOPS")]
+    loops: Option<String>,
+    /// The waiters the study compares, the first being the baseline: legacy (yields for
+    /// 300 µs, the waiter before issue 25), default, spin:MICROS, yield:MICROS
+    /// [default: legacy,default; config: bench.bridge_waiters].
+    #[arg(long, env = "YUEBING_BENCH_BRIDGE_WAITERS")]
+    waiters: Option<String>,
     #[command(flatten)]
     common: BenchCommon,
 }
@@ -347,6 +358,24 @@ async fn bench_bridge(
     let modes = file.resolve("bench", "bridge_modes", args.modes, every_mode)?;
     let store_size = file.resolve("bench", "store_size", args.store_size, "1G".to_string())?;
     let max_ops = file.resolve("bench", "ops", args.ops, 0)?;
+    let loops: Option<String> =
+        file.resolve("bench", "bridge_loops", args.loops.map(Some), None)?;
+    let waiters = file.resolve(
+        "bench",
+        "bridge_waiters",
+        args.waiters,
+        "legacy,default".to_string(),
+    )?;
+    let study = match loops {
+        None => None,
+        Some(loops) => Some(bridge_bench::WaiterStudy {
+            loops: list(&loops, |n| {
+                n.parse::<usize>()
+                    .map_err(|_| format!("--loops {n:?}: expected a number of busy loops"))
+            })?,
+            waiters: bridge_bench::parse_waiters(&waiters).map_err(CliError::Usage)?,
+        }),
+    };
     let cfg = bridge_bench::BridgeBenchConfig {
         ops: bridge_bench::Op::ALL.to_vec(),
         modes: bridge_bench::parse_modes(&modes).map_err(CliError::Usage)?,
@@ -366,6 +395,7 @@ async fn bench_bridge(
             .max(1),
         store_size: transfer::parse_size(&store_size).map_err(CliError::Usage)? as u64,
         token,
+        waiters: study,
     };
     let host = bridge_bench::host();
     let bar = progress(cfg.measurements());
@@ -384,6 +414,25 @@ async fn bench_bridge(
     bar.finish_and_clear();
     let report = report.map_err(CliError::Bench)?;
     let levels: Vec<String> = cfg.inflight.iter().map(|n| n.to_string()).collect();
+    if let Some(study) = &cfg.waiters {
+        let names: Vec<String> = study
+            .waiters
+            .iter()
+            .map(|&w| bridge_bench::waiter_name(w))
+            .collect();
+        println!(
+            "bench bridge --loops: {host} before the run; one plain thread calling the blocking \
+             client, one call at a time; waiters {} interleaved (ratios against the first); \
+             each load is that many `nice -n 19` busy loops the bench starts and stops; {} \
+             repetitions x {:?} (+{:?} warm-up); medians, ± = max - min",
+            names.join(", "),
+            cfg.repeat,
+            cfg.duration,
+            cfg.warmup,
+        );
+        print!("{}", report.table);
+        return write_json(args.common.json, "bridge", &report.rows);
+    }
     println!(
         "bench bridge: {host} before the run; bridge runtime {} worker(s) + {} callback thread(s); \
          {} in flight = that many plain threads (blocking), tasks (async), callback chains \

@@ -13,7 +13,8 @@
 //! latency; as many pairs as calls in flight measure how many wake-ups per second the machine
 //! makes, a ceiling for any blocking caller that sleeps until its call ends.
 //! Reported: medians over the repetitions of calls/s, p50 and p99, the ratio to `async`, and
-//! the targets (see `targets`) as pass or fail.
+//! the targets (see `targets`) as pass or fail. With `--loops` it runs the waiter study
+//! instead (see `waiters`): the blocking waiters compared under background load.
 //!
 //! # Layout
 //! - `mode`: [`Mode`], the ways of calling, and which loop drives each.
@@ -24,6 +25,7 @@
 //! - `pingpong`: the condvar ping-pong baseline.
 //! - `targets`: the targets, checked.
 //! - `results`: medians, the JSON rows and the human table.
+//! - `waiters`: the waiter study: blocking calls under `nice -n 19` busy loops, per waiter.
 
 mod c_abi;
 mod load;
@@ -33,6 +35,7 @@ mod pingpong;
 mod results;
 mod rig;
 mod targets;
+mod waiters;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +45,7 @@ pub use self::mode::Mode;
 pub use self::ops::Op;
 use self::results::Results;
 use self::rig::{Rig, RigConfig};
+pub use self::waiters::{parse_waiters, waiter_name, WaiterStudy};
 use crate::bench::report::{self, Row};
 
 /// Settings of one run.
@@ -69,6 +73,8 @@ pub struct BridgeBenchConfig {
     pub store_size: u64,
     /// The cluster token: the bench's master requires it, its client presents it.
     pub token: Option<yuebing_rpc::Token>,
+    /// The waiter study, run instead of the modes when given.
+    pub waiters: Option<WaiterStudy>,
 }
 
 /// A run's results: the JSON rows and the human table.
@@ -83,6 +89,9 @@ pub struct BridgeReport {
 impl BridgeBenchConfig {
     /// Measurements per run (the progress bar's length).
     pub fn measurements(&self) -> u64 {
+        if let Some(study) = &self.waiters {
+            return u64::from(self.repeat) * study.measurements() as u64;
+        }
         let per_repeat =
             pingpong_pairs(self).len() + self.ops.len() * self.inflight.len() * self.modes.len();
         u64::from(self.repeat) * per_repeat as u64
@@ -101,14 +110,17 @@ pub fn run(cfg: &BridgeBenchConfig, mut tick: impl FnMut(&str)) -> Result<Bridge
         slots: cfg.inflight.iter().copied().max().unwrap_or(1),
         token: cfg.token.clone(),
     })?);
-    let measured = measure_all(cfg, &rig, &mut tick);
+    let measured = match &cfg.waiters {
+        None => measure_all(cfg, &rig, &mut tick).map(|r| (r.rows(), r.table())),
+        Some(study) => {
+            let window = || Arc::new(Window::new(cfg.warmup, cfg.duration, cfg.max_ops));
+            waiters::Study::run(study, &rig, cfg.repeat, window, &mut tick).map(|s| s.report())
+        }
+    };
     let stopped = rig.stop();
-    let results = measured?;
+    let (rows, table) = measured?;
     stopped?;
-    Ok(BridgeReport {
-        rows: results.rows(),
-        table: results.table(),
-    })
+    Ok(BridgeReport { rows, table })
 }
 
 /// The ping-pongs run: one pair (a wake-up, for the latency target) and one per call in flight.
