@@ -18,6 +18,17 @@ use crate::memory::{Region, RemoteAccess};
 /// buffers, each with its rights (`remote`).
 pub const DESCRIPTOR_VERSION: u32 = 2;
 
+/// Refuses a segment name that names nothing: the empty one. A segment is looked up, opened
+/// and addressed by its name; an empty one is a caller's mistake, [`Error::InvalidArgument`]
+/// where it enters (`TransferEngine::open_segment`) rather than a `SegmentNotFound` after a
+/// look-up.
+pub fn check_name(name: &str) -> Result<(), Error> {
+    match name.is_empty() {
+        true => Err(Error::invalid("segment name is empty")),
+        false => Ok(()),
+    }
+}
+
 /// One exported buffer of a segment, as peers see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BufferDesc {
@@ -247,6 +258,16 @@ mod tests {
         let ok = with(&[(u64::MAX - 10, 10), (0x1000, 0x100), (0x1100, 1)]).unwrap();
         assert!(crate::bounds::check_bounds(&ok.regions(), u64::MAX - 5, 5).is_ok());
         assert!(crate::bounds::check_bounds(&ok.regions(), u64::MAX - 5, 6).is_err());
+    }
+
+    #[test]
+    fn an_empty_segment_name_is_an_invalid_argument_naming_it() {
+        let err = check_name("").unwrap_err();
+        assert!(
+            err.code() == -3001 && err.to_string().contains("segment name"),
+            "{err}"
+        );
+        assert!(check_name("127.0.0.1:7000").is_ok());
     }
 
     #[test]

@@ -106,7 +106,8 @@ impl MemoryRegistry {
     }
 
     /// Registers caller memory, with `remote` rights for peers ([`RemoteAccess::LOCAL_ONLY`]:
-    /// only this engine transfers from and into it).
+    /// only this engine transfers from and into it). Address 0 (NULL), length 0 and a range
+    /// past the end of the address space are [`Error::InvalidArgument`].
     ///
     /// # Safety
     /// `[addr, addr + len)` must be valid for reads and writes until it is unregistered, and
@@ -153,6 +154,14 @@ impl MemoryRegistry {
         keep: Option<Arc<EngineBuffer>>,
     ) -> Result<Vec<Region>, Error> {
         for r in ranges {
+            // (The table refuses length 0 and ranges that wrap; it is bookkeeping over
+            // numbers, where 0 is an address like another. No caller's memory is at NULL.)
+            if r.addr.is_null() {
+                return Err(Error::invalid(format!(
+                    "cannot register address 0 (NULL), length {}",
+                    r.len
+                )));
+            }
             r.location.check_supported()?;
         }
         let mut reserved = Vec::with_capacity(ranges.len());
@@ -423,6 +432,42 @@ mod tests {
         reg.unregister(ok[0].addr).unwrap();
         assert_eq!(reg.unregister(ok[0].addr).unwrap_err().code(), -3003);
         assert_eq!(hook.live.load(Ordering::SeqCst), 1);
+    }
+
+    /// Address 0 (NULL), length 0 and a range past the address space are each refused as
+    /// `InvalidArgument` naming what is wrong, in a batch too (which then registers nothing).
+    #[test]
+    fn null_empty_and_wrapping_ranges_are_invalid_arguments() {
+        let mem = vec![0u8; 100];
+        let reg = MemoryRegistry::default();
+        let cpu = Location::default();
+        let refused = |r: Result<Region, Error>, what: &str| {
+            let e = r.unwrap_err();
+            assert!(
+                e.code() == -3001 && e.to_string().contains(what),
+                "{what}: {e}"
+            );
+        };
+        // SAFETY (test): each is refused before anything is recorded or touched.
+        unsafe {
+            refused(
+                reg.register(std::ptr::null_mut(), 4096, cpu, LOCAL_ONLY),
+                "NULL",
+            );
+            refused(
+                reg.register(mem.as_ptr() as *mut u8, 0, cpu, LOCAL_ONLY),
+                "length 0",
+            );
+            let end = usize::MAX as *mut u8;
+            refused(reg.register(end, 2, cpu, LOCAL_ONLY), "wraps");
+            let null = RangeSpec {
+                addr: std::ptr::null_mut(),
+                ..spec(&mem, 0, 10)
+            };
+            let batch = reg.register_batch(&[spec(&mem, 0, 10), null]);
+            assert_eq!(batch.unwrap_err().code(), -3001);
+        }
+        assert!(reg.regions().is_empty());
     }
 
     #[test]
