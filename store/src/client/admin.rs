@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use super::{Client, Options};
 use crate::error::Result;
-use crate::master::{ListedObject, ReplicaList, Stats};
+use crate::master::{KeyPattern, ListedObject, ReplicaList, Stats};
 
 /// What [`Client::health_check`] found, with Mooncake's `health_check` numbers as
 /// [`ClientHealth::code`].
@@ -33,15 +33,8 @@ impl ClientHealth {
 impl Client {
     /// Removes `key` (`force`: even while a reader holds a lease).
     pub async fn remove(&self, key: &str, force: bool, opts: &Options) -> Result<()> {
-        self.in_runtime(async {
-            self.master(
-                self.until(opts),
-                |m, k| async move { m.remove(&k, force).await },
-                key,
-            )
+        self.key_call(key, opts, |m, k| async move { m.remove(&k, force).await })
             .await
-        })
-        .await
     }
 
     /// Removes every object (`force`: leased ones too); returns how many.
@@ -103,6 +96,8 @@ impl Client {
     /// [`Client::remove_all`] does; returns how many. A bad pattern is `InvalidParams`.
     pub async fn remove_by_regex(&self, pattern: &str, force: bool, opts: &Options) -> Result<u64> {
         self.in_runtime(async {
+            // The master's check, made here before the round trip.
+            KeyPattern::new(pattern)?;
             self.master(
                 self.until(opts),
                 |m, p| async move { m.remove_by_regex(&p, force).await },
@@ -116,14 +111,11 @@ impl Client {
     /// Where `key`'s replicas are, and its size: the master's answer to a read, which grants
     /// a read lease as a get does (Mooncake's `get_replica_desc`).
     pub async fn replicas(&self, key: &str, opts: &Options) -> Result<ReplicaList> {
-        self.in_runtime(async {
-            self.master(
-                self.until(opts),
-                |m, k| async move { m.get_replica_list(&k).await },
-                key,
-            )
-            .await
-        })
+        self.key_call(
+            key,
+            opts,
+            |m, k| async move { m.get_replica_list(&k).await },
+        )
         .await
     }
 

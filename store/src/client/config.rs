@@ -52,6 +52,23 @@ pub struct ClientConfig {
     pub put: PutConfig,
 }
 
+impl ClientConfig {
+    /// Refuses settings a client cannot run with, before it starts anything: a heartbeat of 0
+    /// (it would ping without pause) and a default deadline of 0 (every call would time out).
+    pub(crate) fn check(&self) -> crate::Result<()> {
+        let zero = |name: &str| {
+            crate::Error::params(format!("ClientConfig.{name} is 0; it must be positive"))
+        };
+        if self.heartbeat.is_zero() {
+            return Err(zero("heartbeat"));
+        }
+        if self.deadline.is_zero() {
+            return Err(zero("deadline"));
+        }
+        Ok(())
+    }
+}
+
 impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {

@@ -73,6 +73,7 @@ impl Client {
         opts: &Options,
     ) -> Result<u64> {
         self.in_runtime(async {
+            crate::args::buffer(addr, len)?;
             fits(&found.key, &found.list, len)?;
             let until = self.until(opts).min(found.until);
             self.read_object(&found.key, &found.list, found.sent, addr, until, None)

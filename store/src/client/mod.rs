@@ -4,13 +4,15 @@
 //! then `put_end` (or `put_revoke` if a transfer failed). A get is `get_replica_list` (which
 //! grants a read lease), a transfer from the nearest replica (same process, same host, remote;
 //! a failed one makes way for the next within the call's deadline), and a check that the
-//! transfer ended inside the lease. Every call has a deadline.
+//! transfer ended inside the lease. Every call has a deadline. Every call checks its arguments
+//! (keys, buffers, sizes, replica settings) where it enters, before any round trip: a bad one is
+//! `InvalidParams` naming it, as the master would answer, and in a batch for that item only.
 //!
 //! - `config`: [`ClientConfig`]. `masters`: failover over master addresses, or the leader a
 //!   watched source names (HA). `staging`: registered
 //!   scratch memory for plain byte slices. `peers`: segment handles, replica order, back-off.
-//! - `ops`: batch operations; `admin`: removals, listings, counts
-//!   and health; `heartbeat`: pings and remounts.
+//! - `ops`: batch operations (`sift`: a batch's bad items answered in their places);
+//!   `admin`: removals, listings, counts and health; `heartbeat`: pings and remounts.
 
 mod admin;
 mod config;
@@ -19,6 +21,7 @@ mod located;
 mod masters;
 mod ops;
 mod peers;
+mod sift;
 mod staging;
 
 use std::future::Future;
@@ -33,6 +36,7 @@ pub use self::located::{Fetched, Located};
 use self::masters::Masters;
 use self::peers::Peers;
 use self::staging::Staging;
+use crate::args;
 use crate::error::{Error, Result};
 use crate::master::{
     ClientId, MasterClient, MountId, MountSpec, PutConfig, ReplicaDesc, ReplicaList,
@@ -139,6 +143,7 @@ impl Client {
     /// `handle`'s runtime. It, and every call of the client, may be awaited from anywhere: a
     /// task of another runtime, or a plain thread with any executor.
     pub async fn start_on(cfg: ClientConfig, handle: tokio::runtime::Handle) -> Result<Client> {
+        cfg.check()?;
         let mut engine_cfg = cfg.engine.clone();
         engine_cfg.token = one_token(&cfg)?;
         let engine = TransferEngine::start_on(engine_cfg, handle).await?;
@@ -148,6 +153,7 @@ impl Client {
     /// Starts a client on an existing engine (shared with other users of it), on the engine's
     /// runtime.
     pub async fn with_engine(cfg: ClientConfig, engine: TransferEngine) -> Result<Client> {
+        cfg.check()?;
         let handle = engine.handle().clone();
         yuebing_rpc::in_runtime(&handle, Self::with_engine_here(cfg, engine)).await
     }
@@ -331,6 +337,7 @@ impl Client {
     /// local-only (see [`Client::engine`]).
     pub async fn get_into(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<u64> {
         self.in_runtime(async {
+            args::buffer(addr, len)?;
             let until = self.until(opts);
             let (sent, list) = self.replica_list(key, until).await?;
             fits(key, &list, len)?;
@@ -343,28 +350,14 @@ impl Client {
 
     /// Whether `key` exists (completed).
     pub async fn exist(&self, key: &str, opts: &Options) -> Result<bool> {
-        self.in_runtime(async {
-            self.master(
-                self.until(opts),
-                |m, k| async move { m.exist(&k).await },
-                key,
-            )
+        self.key_call(key, opts, |m, k| async move { m.exist(&k).await })
             .await
-        })
-        .await
     }
 
     /// The size of `key`.
     pub async fn get_size(&self, key: &str, opts: &Options) -> Result<u64> {
-        self.in_runtime(async {
-            self.master(
-                self.until(opts),
-                |m, k| async move { m.get_size(&k).await },
-                key,
-            )
+        self.key_call(key, opts, |m, k| async move { m.get_size(&k).await })
             .await
-        })
-        .await
     }
 
     /// Runs a call inside the client's runtime (its engine's), whoever polls it.
@@ -391,9 +384,24 @@ impl Client {
             .await
     }
 
-    /// `get_replica_list` for `key` (granting its lease), and when it was sent: the lease
-    /// counts from then.
+    /// One master call `f` on `key` (checked first), with failover, bounded by `opts`'
+    /// deadline, inside the client's runtime.
+    pub(crate) async fn key_call<T, F, Fut>(&self, key: &str, opts: &Options, f: F) -> Result<T>
+    where
+        F: Fn(MasterClient, String) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        self.in_runtime(async {
+            args::key(key)?;
+            self.master(self.until(opts), f, key).await
+        })
+        .await
+    }
+
+    /// `get_replica_list` for `key` (checked first; granting its lease), and when it was
+    /// sent: the lease counts from then.
     async fn replica_list(&self, key: &str, until: Instant) -> Result<(Instant, ReplicaList)> {
+        args::key(key)?;
         let sent = Instant::now();
         let list = self
             .master(
@@ -415,10 +423,12 @@ impl Client {
         upsert: bool,
     ) -> Result<()> {
         let until = self.until(opts);
+        args::key(key)?;
         let len = parts
             .iter()
             .try_fold(0u64, |n, p| n.checked_add(p.len() as u64))
             .ok_or_else(|| Error::params("the parts' lengths overflow"))?;
+        args::size(len)?;
         let scratch = self.inner.staging.get(&self.inner.engine, len)?;
         scratch.fill(parts)?;
         let place = (scratch.addr(), len, Some(scratch.clone()));
@@ -451,10 +461,10 @@ impl Client {
         until: Instant,
         upsert: bool,
     ) -> Result<()> {
-        let cfg = opts
-            .put
-            .clone()
-            .unwrap_or_else(|| self.inner.cfg.put.clone());
+        args::key(key)?;
+        args::buffer(addr, len)?;
+        let cfg = self.put_config(opts);
+        args::put_config(&cfg)?;
         let descs = self
             .master(
                 until,
@@ -482,6 +492,13 @@ impl Client {
                 Err(e)
             }
         }
+    }
+
+    /// The replica settings of a put with `opts`: its own, or the client's when it sets none.
+    pub(crate) fn put_config(&self, opts: &Options) -> PutConfig {
+        opts.put
+            .clone()
+            .unwrap_or_else(|| self.inner.cfg.put.clone())
     }
 
     /// Writes `len` bytes at `src` to every replica at once; the first failure is the result.

@@ -1,10 +1,14 @@
 //! Batch operations: one master call for the whole batch, transfers in parallel, a result per
-//! key. A batch get checks every key's lease, like a single get.
+//! key. A batch get checks every key's lease, like a single get. An item whose arguments are
+//! bad is answered `InvalidParams` in its place and not sent; a batch with nothing left to send
+//! (an empty one included) makes no call.
 
 use std::future::Future;
 use std::time::Instant;
 
+use super::sift::Sifted;
 use super::{Client, Options};
+use crate::args;
 use crate::error::{Error, Result};
 use crate::master::{MasterClient, ReplicaList};
 
@@ -86,10 +90,19 @@ impl Client {
         upsert: bool,
     ) -> Result<Vec<Result<()>>> {
         let until = self.until(opts);
-        let cfg = opts
-            .put
-            .clone()
-            .unwrap_or_else(|| self.inner.cfg.put.clone());
+        let cfg = self.put_config(opts);
+        let sifted = Sifted::new(items, |(key, source)| {
+            args::key(key)?;
+            match *source {
+                Source::Bytes(value) => args::size(value.len() as u64)?,
+                Source::Registered(addr, len) => args::buffer(addr, len)?,
+            }
+            args::put_config(&cfg)
+        });
+        if sifted.passed.is_empty() {
+            return Ok(sifted.merge([]));
+        }
+        let items: Vec<(&str, Source<'_>)> = sifted.passed.iter().map(|&&item| item).collect();
         let starts: Vec<(String, u64)> = items
             .iter()
             .map(|(k, src)| (k.to_string(), src.len()))
@@ -156,7 +169,7 @@ impl Client {
         if !failed.is_empty() {
             let _ = self.batch_call(until, failed, false, upsert).await;
         }
-        Ok(outcomes
+        let results: Vec<Result<()>> = outcomes
             .into_iter()
             .map(|o| match o {
                 Outcome::Written => ends.next().unwrap_or_else(|| {
@@ -166,19 +179,25 @@ impl Client {
                 }),
                 Outcome::NotStarted(e) | Outcome::Failed(e) => Err(e),
             })
-            .collect())
+            .collect();
+        Ok(sifted.merge(results))
     }
 
     /// The value of each key; one result per key, in order.
     pub async fn batch_get(&self, keys: &[&str], opts: &Options) -> Result<Vec<Result<Vec<u8>>>> {
         self.in_runtime(async {
+            let sifted = Sifted::new(keys, |key| args::key(key));
+            if sifted.passed.is_empty() {
+                return Ok(sifted.merge([]));
+            }
             let until = self.until(opts);
-            let (sent, lists) = self.replica_lists(keys.iter().copied(), until).await?;
-            let reads = keys
-                .iter()
+            let passed = sifted.passed.iter().map(|&&key| key);
+            let (sent, lists) = self.replica_lists(passed.clone(), until).await?;
+            let reads = passed
                 .zip(lists)
                 .map(|(key, list)| async move { self.read_to_vec(key, &list?, sent, until).await });
-            Ok(futures::future::join_all(reads).await)
+            let results = futures::future::join_all(reads).await;
+            Ok(sifted.merge(results))
         })
         .await
     }
@@ -192,21 +211,31 @@ impl Client {
         opts: &Options,
     ) -> Result<Vec<Result<u64>>> {
         self.in_runtime(async {
+            let sifted = Sifted::new(items, |&(key, addr, len)| {
+                args::key(key)?;
+                args::buffer(addr, len)
+            });
+            if sifted.passed.is_empty() {
+                return Ok(sifted.merge([]));
+            }
             let until = self.until(opts);
             let (sent, lists) = self
-                .replica_lists(items.iter().map(|(k, _, _)| *k), until)
+                .replica_lists(sifted.passed.iter().map(|(k, _, _)| *k), until)
                 .await?;
-            let reads = items
-                .iter()
-                .zip(lists)
-                .map(|(&(key, addr, len), list)| async move {
-                    let list = list?;
-                    super::fits(key, &list, len)?;
-                    self.read_object(key, &list, sent, addr, until, None)
-                        .await?;
-                    Ok(list.size)
-                });
-            Ok(futures::future::join_all(reads).await)
+            let reads =
+                sifted
+                    .passed
+                    .iter()
+                    .zip(lists)
+                    .map(|(&&(key, addr, len), list)| async move {
+                        let list = list?;
+                        super::fits(key, &list, len)?;
+                        self.read_object(key, &list, sent, addr, until, None)
+                            .await?;
+                        Ok(list.size)
+                    });
+            let results = futures::future::join_all(reads).await;
+            Ok(sifted.merge(results))
         })
         .await
     }
@@ -243,21 +272,28 @@ impl Client {
     }
 
     /// One master call `f` on owned `keys` (with failover, bounded by `opts`' deadline), inside
-    /// the client's runtime.
+    /// the client's runtime; one result per key, in order. Empty keys are refused in their
+    /// places and not sent.
     pub(crate) async fn keys_call<T, F, Fut>(
         &self,
         keys: &[&str],
         opts: &Options,
         f: F,
-    ) -> Result<T>
+    ) -> Result<Vec<Result<T>>>
     where
         F: Fn(MasterClient, Vec<String>) -> Fut,
-        Fut: Future<Output = Result<T>>,
+        Fut: Future<Output = Result<Vec<Result<T>>>>,
     {
         self.in_runtime(async {
-            let owned: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-            self.master(self.until(opts), |m, _| f(m, owned.clone()), "")
-                .await
+            let sifted = Sifted::new(keys, |key| args::key(key));
+            if sifted.passed.is_empty() {
+                return Ok(sifted.merge([]));
+            }
+            let owned: Vec<String> = sifted.passed.iter().map(|k| k.to_string()).collect();
+            let results = self
+                .master(self.until(opts), |m, _| f(m, owned.clone()), "")
+                .await?;
+            Ok(sifted.merge(results))
         })
         .await
     }
@@ -294,6 +330,7 @@ impl Client {
 }
 
 /// Where one item of a batch put comes from.
+#[derive(Clone, Copy)]
 enum Source<'a> {
     /// Plain bytes, copied into registered scratch memory first.
     Bytes(&'a [u8]),

@@ -272,9 +272,7 @@ impl Master {
 
     /// Checks a key: not empty, not over the configured length.
     pub(crate) fn check_key(&self, key: &str) -> Result<()> {
-        if key.is_empty() {
-            return Err(Error::params("empty key"));
-        }
+        crate::args::key(key)?;
         if key.len() > self.cfg.max_key_len {
             return Err(Error::params(format!(
                 "key of {} bytes is longer than {}",

@@ -221,12 +221,8 @@ impl Master {
 
     fn check_write(&self, key: &str, size: u64, cfg: &PutConfig) -> Result<()> {
         self.check_key(key)?;
-        if size == 0 {
-            return Err(Error::params("size 0"));
-        }
-        if cfg.replica_num == 0 {
-            return Err(Error::params("replica_num 0"));
-        }
+        crate::args::size(size)?;
+        crate::args::put_config(cfg)?;
         if self.space.checked_align_up(size).is_none() {
             return Err(Error::params(format!("size {size} is too large")));
         }
