@@ -44,6 +44,42 @@ fn mount_errors_are_typed_and_change_nothing() {
     assert_eq!(fx.m.unmount(B, 1, MountId(1)).unwrap_err().code(), -601);
 }
 
+/// As Mooncake's `MountSegment` answers OK for a segment already mounted: the same range
+/// mounted again by the same client is its mount id, and nothing changes or is logged (so a
+/// replay rebuilds the same state); an overlapping range, the same range by another client,
+/// and a range on its way out (unmounting) are still refused.
+#[test]
+fn mounting_the_same_range_again_is_idempotent() {
+    let mut fx = Fx::new(cfg());
+    let s = spec("n1", 0x1000, 4096);
+    let ids = fx.m.mount(A, 0, std::slice::from_ref(&s)).unwrap();
+    fx.drain();
+    let (seq, entries) = (fx.m.last_seq(), fx.log.len());
+    assert_eq!(fx.m.mount(A, 5, std::slice::from_ref(&s)).unwrap(), ids);
+    assert_eq!(
+        fx.m.mount(A, 5, &[s.clone(), s.clone()]).unwrap(),
+        [ids[0], ids[0]]
+    );
+    fx.drain();
+    assert_eq!((fx.m.last_seq(), fx.log.len()), (seq, entries), "no record");
+    assert_eq!(fx.m.stats().mounts, 1);
+    let both = fx.m.mount(A, 6, &[s.clone(), spec("n1", 0x2000, 4096)]);
+    let both = both.unwrap();
+    assert_eq!(both[0], ids[0]);
+    assert_ne!(both[1], ids[0]);
+    let e = fx.m.mount(A, 7, &[spec("n1", 0x1800, 4096)]).unwrap_err();
+    assert_eq!(e.code(), -102, "overlapping, same client");
+    let e = fx.m.mount(B, 7, std::slice::from_ref(&s)).unwrap_err();
+    assert_eq!(e.code(), -102, "the same range, another client");
+    fx.m.unmount(A, 8, ids[0]).unwrap();
+    let e = fx.m.mount(A, 9, std::slice::from_ref(&s)).unwrap_err();
+    assert_eq!(e.code(), -102, "unmounting");
+    fx.drain();
+    fx.check();
+    let replayed = Master::restore(fx.m.config().clone(), true, None, fx.log.clone(), 10);
+    assert_eq!(replayed.unwrap().snapshot(), fx.m.snapshot());
+}
+
 #[test]
 fn a_graceful_unmount_takes_no_new_replicas_and_drops_its_own_after_the_grace() {
     let mut fx = three_nodes();

@@ -3,15 +3,21 @@
 use super::{ClientState, Master, RemovedRange};
 use crate::error::{Error, Result};
 use crate::master::log::{Effect, Record};
+use crate::master::space::Mount;
 use crate::master::types::{ClientId, Millis, MountId, MountSpec, PingResult};
 
 impl Master {
     /// Mounts ranges of a node's engine memory as store space owned by `client`, which counts
     /// as live from now on. All or nothing: any bad range refuses the whole call.
     ///
+    /// Idempotent, as Mooncake's `MountSegment` (which answers OK for a segment already
+    /// mounted): a range this client has mounted already (same node, base and length, not
+    /// being unmounted) is answered with its mount id, and nothing about it changes or is
+    /// logged.
+    ///
     /// Errors: `InvalidParams` (empty node name, length 0, overflowing range),
-    /// `SegmentAlreadyExists` (overlap with a mounted range of the same node, or with another
-    /// range of this call).
+    /// `SegmentAlreadyExists` (overlap with another mounted range of the same node, whoever's,
+    /// one being unmounted included, or with another new range of this call).
     pub fn mount(
         &mut self,
         client: ClientId,
@@ -19,11 +25,28 @@ impl Master {
         specs: &[MountSpec],
     ) -> Result<Vec<MountId>> {
         let now = self.tick(now);
-        self.check_specs(specs)?;
-        self.check_not_being_read(now, specs)?;
+        let mounted: Vec<Option<MountId>> = specs
+            .iter()
+            .map(|s| {
+                self.own_mount(client, s).filter(|&id| {
+                    self.space
+                        .get(id)
+                        .is_some_and(|m| m.draining_until.is_none())
+                })
+            })
+            .collect();
+        let fresh: Vec<MountSpec> = specs
+            .iter()
+            .zip(&mounted)
+            .filter(|(_, id)| id.is_none())
+            .map(|(s, _)| s.clone())
+            .collect();
+        self.check_specs(&fresh)?;
+        self.check_not_being_read(now, &fresh)?;
         let ids = specs
             .iter()
-            .map(|s| self.add_mount(client, now, s))
+            .zip(mounted)
+            .map(|(s, id)| id.unwrap_or_else(|| self.add_mount(client, now, s)))
             .collect();
         let c = self.clients.entry(client).or_insert(ClientState {
             last_ping: now,
@@ -44,22 +67,15 @@ impl Master {
     ) -> Result<Vec<MountId>> {
         let now = self.tick(now);
         let known = self.space.of_client(client);
-        let matches = |this: &Self, s: &MountSpec| {
-            known.iter().copied().find(|&id| {
-                this.space.get(id).is_some_and(|m| {
-                    this.space.node_name(m.node) == s.node && m.base == s.base && m.len == s.len
-                })
-            })
-        };
         let fresh: Vec<MountSpec> = specs
             .iter()
-            .filter(|s| matches(self, s).is_none())
+            .filter(|s| self.own_mount(client, s).is_none())
             .cloned()
             .collect();
         self.check_specs(&fresh)?;
         // (A new range over one of its own still mounted was refused just above.)
         self.check_not_being_read(now, &fresh)?;
-        let kept: Vec<Option<MountId>> = specs.iter().map(|s| matches(self, s)).collect();
+        let kept: Vec<Option<MountId>> = specs.iter().map(|s| self.own_mount(client, s)).collect();
         for id in known.iter().filter(|id| !kept.contains(&Some(**id))) {
             self.remove_mount(now, *id);
         }
@@ -155,6 +171,16 @@ impl Master {
                 writes: n,
             });
         }
+    }
+
+    /// The range `client` has mounted at exactly `spec` (node, base and length), if any.
+    fn own_mount(&self, client: ClientId, spec: &MountSpec) -> Option<MountId> {
+        let same = |m: &Mount| {
+            m.client == client
+                && (m.base, m.len) == (spec.base, spec.len)
+                && self.space.node_name(m.node) == spec.node
+        };
+        self.space.iter().find(|(_, m)| same(m)).map(|(id, _)| id)
     }
 
     fn check_specs(&self, specs: &[MountSpec]) -> Result<()> {
