@@ -281,6 +281,48 @@ fn zero_worker_threads_is_a_config_error() {
     }
 }
 
+/// An empty key, a put of no replicas, a demo of no nodes or no replicas, a node of no store
+/// space are usage errors naming the argument, before the command starts anything (the master
+/// address here answers nothing: a command that went on would fail there instead).
+#[test]
+fn nonsense_arguments_are_usage_errors_naming_them() {
+    const NOWHERE: &str = "--master=127.0.0.1:9";
+    let commands: [(&[&str], &str); 8] = [
+        (&["store", NOWHERE, "put", "", "-"], "<KEY>"),
+        (&["store", NOWHERE, "get", ""], "<KEY>"),
+        (&["store", NOWHERE, "exist", ""], "<KEY>"),
+        (&["store", NOWHERE, "remove", ""], "<KEY>"),
+        (
+            &["store", NOWHERE, "put", "k", "-", "--replicas", "0"],
+            "--replicas",
+        ),
+        (&["demo", "--objects", "1", "--nodes", "0"], "--nodes"),
+        (
+            &[
+                "demo",
+                "--store-size",
+                "32M",
+                "--objects",
+                "1",
+                "--replicas",
+                "0",
+            ],
+            "--replicas",
+        ),
+        (&["node", NOWHERE, "--store-size", "0"], "store_size"),
+    ];
+    for (args, name) in commands {
+        let out = yuebing()
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(name), "{args:?}: {stderr}");
+    }
+}
+
 /// The children (nodes) of a demo killed with SIGKILL, which cannot stop them, stop by
 /// themselves: they see their stdin closed by the kernel and stop as on Ctrl-C.
 #[test]

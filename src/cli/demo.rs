@@ -20,8 +20,8 @@ use crate::bench::transfer::parse_size;
 /// Flags of `yuebing demo`.
 #[derive(Args, Debug, Clone)]
 pub struct DemoArgs {
-    /// Node processes.
-    #[arg(long, default_value_t = 3)]
+    /// Node processes (at least 1).
+    #[arg(long, default_value_t = 3, value_parser = at_least_one)]
     pub nodes: usize,
     /// Store space per node.
     #[arg(long, default_value = "2G")]
@@ -35,8 +35,8 @@ pub struct DemoArgs {
     /// Largest object.
     #[arg(long, default_value = "16M")]
     pub max: String,
-    /// Replicas per object, on distinct nodes.
-    #[arg(long, default_value_t = 2)]
+    /// Replicas per object, on distinct nodes (at least 1).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
     pub replicas: u32,
     /// Operations in flight per client.
     #[arg(long, default_value_t = 4)]
@@ -54,6 +54,15 @@ pub struct DemoArgs {
     /// after it died; etcd grants at least about 2 s).
     #[arg(long, default_value_t = 2000)]
     pub election_ttl_ms: u64,
+}
+
+/// A count of at least one (`--nodes`).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// What one phase measured.

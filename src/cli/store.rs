@@ -9,22 +9,25 @@ use yuebing_rpc::{Endpoint, Token};
 use yuebing_store::master::{ClientId, MasterClient, PutConfig};
 use yuebing_store::{Client, ClientConfig, Options};
 
-/// One operator command.
+/// One operator command. Its arguments are checked as they are parsed, before the command
+/// starts a client: an empty KEY or `--replicas 0` is a usage error naming it.
 #[derive(Subcommand, Debug)]
 pub enum StoreCmd {
     /// Store FILE (or standard input for `-`) under KEY.
     Put {
         /// The key.
+        #[arg(value_parser = key)]
         key: String,
         /// A file, or `-` for standard input.
         file: String,
-        /// Replicas on distinct nodes.
-        #[arg(long, default_value_t = 1)]
+        /// Replicas on distinct nodes (at least 1).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         replicas: u32,
     },
     /// Write KEY's value to FILE (or standard output).
     Get {
         /// The key.
+        #[arg(value_parser = key)]
         key: String,
         /// Where to write; standard output if absent.
         file: Option<PathBuf>,
@@ -32,11 +35,13 @@ pub enum StoreCmd {
     /// Print whether KEY exists.
     Exist {
         /// The key.
+        #[arg(value_parser = key)]
         key: String,
     },
     /// Remove KEY.
     Remove {
         /// The key.
+        #[arg(value_parser = key)]
         key: String,
         /// Even while a reader holds a lease.
         #[arg(long)]
@@ -53,6 +58,14 @@ pub enum StoreCmd {
     },
     /// Print the master's counts.
     Stats,
+}
+
+/// A KEY argument: not empty (what the master would refuse, refused before connecting).
+fn key(text: &str) -> Result<String, String> {
+    match text.is_empty() {
+        true => Err("a key cannot be empty".into()),
+        false => Ok(text.to_string()),
+    }
 }
 
 fn io(path: &str, e: std::io::Error) -> yuebing_store::Error {
