@@ -18,13 +18,13 @@ use crate::memory::{Region, RemoteAccess};
 /// buffers, each with its rights (`remote`).
 pub const DESCRIPTOR_VERSION: u32 = 2;
 
-/// Refuses a segment name that names nothing: the empty one. A segment is looked up, opened
-/// and addressed by its name; an empty one is a caller's mistake, [`Error::InvalidArgument`]
-/// where it enters (`TransferEngine::open_segment`) rather than a `SegmentNotFound` after a
-/// look-up.
+/// Refuses a segment name that names nothing: an empty one, or one of blanks only. A segment
+/// is looked up, opened and addressed by its name; such a name is a caller's mistake,
+/// [`Error::InvalidArgument`] where it enters (`TransferEngine::open_segment`) rather than a
+/// `SegmentNotFound` after a look-up.
 pub fn check_name(name: &str) -> Result<(), Error> {
-    match name.is_empty() {
-        true => Err(Error::invalid("segment name is empty")),
+    match name.trim().is_empty() {
+        true => Err(Error::invalid(format!("segment name {name:?} is empty"))),
         false => Ok(()),
     }
 }
@@ -262,11 +262,13 @@ mod tests {
 
     #[test]
     fn an_empty_segment_name_is_an_invalid_argument_naming_it() {
-        let err = check_name("").unwrap_err();
-        assert!(
-            err.code() == -3001 && err.to_string().contains("segment name"),
-            "{err}"
-        );
+        for name in ["", " \t"] {
+            let err = check_name(name).unwrap_err();
+            assert!(
+                err.code() == -3001 && err.to_string().contains("segment name"),
+                "{err}"
+            );
+        }
         assert!(check_name("127.0.0.1:7000").is_ok());
     }
 
