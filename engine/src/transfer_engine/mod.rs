@@ -241,6 +241,7 @@ impl TransferEngine {
 
     /// Opens the segment `name` (a peer's, or this engine's own) and caches its descriptor.
     pub async fn open_segment(&self, name: &str) -> Result<SegmentHandle, Error> {
+        crate::segment::check_name(name)?;
         if name == self.inner.config.name {
             return Ok(OWN);
         }
