@@ -23,8 +23,9 @@
 //!   payload deadline.
 //! - [`endpoint`]: TCP and Unix-domain addresses.
 //! - [`server`]: listener, connections, admission caps, per-call context, shutdown.
-//! - `client`: the client [`Channel`] (a tarpc stub) and its driver, connections, [`Pool`],
-//!   [`PoolRegistry`], [`Balancer`], [`CallOptions`].
+//! - `client`: the client [`Channel`] (a tarpc stub) and its driver, connections, [`Pool`] and
+//!   its members (which connection a call takes, and when it opens another), [`PoolRegistry`],
+//!   [`Balancer`], [`CallOptions`].
 //! - [`metrics`]: per-method counters and latency histograms.
 //! - `token`: the cluster [`Token`] (never printed, compared in constant time).
 //! - `clock`: the time deadlines and back-offs read (tokio's clock, so tests can pause it).

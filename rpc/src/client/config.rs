@@ -16,8 +16,10 @@ pub struct PoolConfig {
     pub max_connections: usize,
     /// Connections opened ahead of demand (pre-warm) and kept.
     pub min_connections: usize,
-    /// In-flight calls per connection past which the pool opens another connection (up to
-    /// `max_connections`).
+    /// Calls per connection (in flight, or waiting for it to open) from which the pool opens
+    /// another connection (up to `max_connections`): a call that finds every connection
+    /// carrying at least this many opens one and waits for it, as do the calls after it until
+    /// the new one carries as many.
     pub grow_threshold: usize,
     /// Largest response frame accepted.
     pub max_frame: u64,

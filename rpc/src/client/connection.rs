@@ -1,7 +1,6 @@
 //! One client connection: connect, preamble, a [`Channel`](super::channel::Channel) whose
 //! driver task is watched.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,8 +21,6 @@ pub(crate) struct Connection<C> {
     pub(crate) client: C,
     /// When the preamble completed.
     pub(crate) opened: Instant,
-    in_flight: AtomicUsize,
-    calls: AtomicU64,
     dead: CancellationToken,
 }
 
@@ -77,8 +74,6 @@ impl<C: ServiceClient> Connection<C> {
             id,
             client: C::from_channel(client),
             opened: crate::clock::now(),
-            in_flight: AtomicUsize::new(0),
-            calls: AtomicU64::new(0),
             dead,
         }))
     }
@@ -92,30 +87,5 @@ impl<C> Connection<C> {
     /// Resolves when the connection's driver has ended.
     pub(crate) async fn closed(&self) {
         self.dead.cancelled().await;
-    }
-
-    pub(crate) fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::Acquire)
-    }
-
-    /// Calls started on this connection so far.
-    pub(crate) fn calls(&self) -> u64 {
-        self.calls.load(Ordering::Relaxed)
-    }
-
-    /// Counts a call on this connection until the guard drops.
-    pub(crate) fn begin(self: &Arc<Self>) -> CallSlot<C> {
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        CallSlot(self.clone())
-    }
-}
-
-/// One call's hold on a connection's in-flight count.
-pub(crate) struct CallSlot<C>(Arc<Connection<C>>);
-
-impl<C> Drop for CallSlot<C> {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }

@@ -5,6 +5,7 @@ mod channel;
 mod config;
 mod connection;
 mod driver;
+mod members;
 mod pool;
 mod registry;
 

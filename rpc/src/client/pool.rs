@@ -1,10 +1,14 @@
 //! A pool of connections to one endpoint (coro_io's `client_pool`).
 //!
 //! deadpool creates connections and bounds their number; the pool keeps every live connection
-//! shared (a tarpc connection multiplexes many calls) and picks, per call, the live connection
-//! with the fewest calls in flight, the oldest among equals. A watcher per connection drops it
-//! when its driver task ends, so the next call opens a replacement. Opening is single-flight:
-//! however many calls wait for a connection, one connect runs at a time.
+//! shared (a tarpc connection multiplexes many calls) and picks, per call, the connection with
+//! the fewest calls, the oldest among equals, counting the calls waiting for a connection
+//! still being opened. A call that finds none, or every one carrying `grow_threshold` calls,
+//! opens another (up to the pool's size) and waits for it; the calls after it wait for that
+//! one too until it carries its share (see `members.rs`). Connects run on tasks of the pool's
+//! runtime, side by side, so a burst on a cold pool spreads over its connections as on a warm
+//! one. A watcher per connection drops it when its driver task ends, so the next call opens a
+//! replacement.
 //!
 //! The watcher can only act once the connection's close has been read. A call that meets a
 //! pooled connection whose peer has already gone (it is found closed at send, or closes before
@@ -13,7 +17,7 @@
 
 use std::future::Future;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -23,6 +27,7 @@ use tokio::runtime::Handle;
 
 use super::config::{CallOptions, PoolConfig};
 use super::connection::Connection;
+use super::members::{Choice, Entry, Members, Opener, Outcome, Reserved, Taken};
 use super::ServiceClient;
 use crate::endpoint::Endpoint;
 use crate::error::Error;
@@ -59,9 +64,34 @@ impl<C: ServiceClient> managed::Manager for Manager<C> {
     }
 }
 
+/// An open connection and its deadpool slot.
 struct Live<C: ServiceClient> {
     conn: Arc<Connection<C>>,
     slot: Object<Manager<C>>,
+}
+
+impl<C: ServiceClient> Entry for Live<C> {
+    type Handle = Arc<Connection<C>>;
+    fn handle(&self) -> Arc<Connection<C>> {
+        self.conn.clone()
+    }
+    fn id(&self) -> u64 {
+        self.conn.id
+    }
+    fn is_alive(&self) -> bool {
+        self.conn.is_alive()
+    }
+    fn opened(&self) -> Instant {
+        self.conn.opened
+    }
+}
+
+impl<C: ServiceClient> Live<C> {
+    /// Leaves deadpool, freeing the slot for a new connection.
+    fn discard(self) {
+        drop(self.conn);
+        let _ = Object::take(self.slot);
+    }
 }
 
 struct Inner<C: ServiceClient> {
@@ -69,9 +99,7 @@ struct Inner<C: ServiceClient> {
     config: PoolConfig,
     handle: Handle,
     slots: managed::Pool<Manager<C>>,
-    live: Mutex<Vec<Live<C>>>,
-    open_lock: tokio::sync::Mutex<()>,
-    growing: AtomicBool,
+    members: Mutex<Members<Live<C>>>,
     in_flight: AtomicUsize,
     metrics: Metrics,
     born: Instant,
@@ -164,18 +192,14 @@ impl<C: ServiceClient> Pool<C> {
                 config,
                 handle,
                 slots,
-                live: Mutex::new(Vec::new()),
-                open_lock: tokio::sync::Mutex::new(()),
-                growing: AtomicBool::new(false),
+                members: Mutex::new(Members::default()),
                 in_flight: AtomicUsize::new(0),
                 metrics: Metrics::default(),
                 born: crate::clock::now(),
                 last_used_ms: AtomicU64::new(0),
             }),
         };
-        if pool.inner.config.min_connections > 0 {
-            pool.grow_in_background();
-        }
+        pool.top_up();
         pool
     }
 
@@ -196,11 +220,11 @@ impl<C: ServiceClient> Pool<C> {
 
     /// Live connections and calls in flight.
     pub fn status(&self) -> PoolStatus {
-        let live = self.lock_live();
+        let members = self.lock_members();
         PoolStatus {
-            live_connections: live.iter().filter(|l| l.conn.is_alive()).count(),
+            live_connections: members.loads().filter(|l| l.1).count(),
             in_flight: self.inner.in_flight.load(Ordering::Acquire),
-            calls_per_connection: live.iter().map(|l| (l.conn.id, l.conn.calls())).collect(),
+            calls_per_connection: members.loads().map(|(id, _, n)| (id, n)).collect(),
         }
     }
 
@@ -219,11 +243,26 @@ impl<C: ServiceClient> Pool<C> {
 
     /// Opens connections until `min_connections` are live; returns how many are live.
     pub async fn warm_up(&self) -> Result<usize, Error> {
-        let _open = self.inner.open_lock.lock().await;
-        while self.live_count() < self.inner.config.min_connections.min(self.max()) {
-            self.open_one().await?;
+        let (openers, closed, under_way) = {
+            let mut members = self.lock_members();
+            let (openers, closed) = members.fill(self.inner.config.min_connections, self.max());
+            (openers, closed, members.opening())
+        };
+        closed.into_iter().for_each(Live::discard);
+        self.start(openers);
+        let mut failed = None;
+        for mut done in under_way {
+            let outcome = done.wait_for(Option::is_some).await.map(|o| o.clone());
+            if let Ok(Some(Err(e))) = outcome {
+                failed.get_or_insert(e);
+            }
         }
-        Ok(self.live_count())
+        match failed {
+            Some(e) if self.live_count() < self.inner.config.min_connections.min(self.max()) => {
+                Err(e)
+            }
+            _ => Ok(self.live_count()),
+        }
     }
 
     /// Calls `f` with a client and a context carrying the default deadline, like coro_io's
@@ -311,33 +350,45 @@ impl<C: ServiceClient> Pool<C> {
         Fut: Future<Output = Result<T, RpcError>>,
     {
         let _counted = InFlight::new(&self.inner.in_flight);
-        let Some(pooled) = self.pick() else {
-            let conn = self.connect_until(deadline, self.open_or_wait()).await?;
-            return self.try_on(&conn, f, deadline).await;
+        let (pooled, reserved) = match self.choose(None) {
+            (Taken::Open(conn), reserved) => (conn, reserved),
+            (Taken::Opening(done), reserved) => {
+                let waited = self.wait_open(done, reserved, None);
+                let (conn, reserved) = self.connect_until(deadline, waited).await?;
+                return self.try_on(&conn, reserved, f, deadline).await;
+            }
         };
-        let stale = match self.try_on(&pooled, f, deadline).await {
+        let stale = match self.try_on(&pooled, reserved, f, deadline).await {
             Err(fail) if matches!(fail.err, Error::ConnectionLost { .. }) => fail,
             done => return done,
         };
-        let noticed = crate::clock::now();
+        let noticed = now();
         self.evict(&pooled);
         if !stale.may_retry(idempotent) {
             return Err(stale);
         }
         tracing::debug!(endpoint = %self.inner.endpoint, conn = pooled.id, error = %stale.err, "pooled connection was stale; trying a fresh one");
-        let fresh = self
-            .connect_until(deadline, self.open_fresh(noticed))
-            .await?;
-        self.try_on(&fresh, f, deadline).await.map_err(|mut fail| {
-            fail.maybe_executed |= stale.maybe_executed;
-            fail
-        })
+        let fresh = match self.choose(Some(noticed)) {
+            (Taken::Open(conn), reserved) => Ok((conn, reserved)),
+            (Taken::Opening(done), reserved) => {
+                let waited = self.wait_open(done, reserved, Some(noticed));
+                self.connect_until(deadline, waited).await
+            }
+        };
+        let (conn, reserved) = fresh?;
+        self.try_on(&conn, reserved, f, deadline)
+            .await
+            .map_err(|mut fail| {
+                fail.maybe_executed |= stale.maybe_executed;
+                fail
+            })
     }
 
     /// Sends one call on `conn` and awaits its reply.
     async fn try_on<T, F, Fut>(
         &self,
         conn: &Arc<Connection<C>>,
+        reserved: Reserved,
         f: &mut F,
         deadline: Instant,
     ) -> Result<T, Failure>
@@ -345,7 +396,8 @@ impl<C: ServiceClient> Pool<C> {
         F: FnMut(C, tarpc::context::Context) -> Fut,
         Fut: Future<Output = Result<T, RpcError>>,
     {
-        let _slot = conn.begin();
+        // `reserved` counts the call on the connection until this returns.
+        reserved.sent();
         let mut ctx = tarpc::context::current();
         ctx.deadline = deadline;
         match f(conn.client.clone(), ctx).await {
@@ -364,11 +416,11 @@ impl<C: ServiceClient> Pool<C> {
     }
 
     /// Waits for `connect` until `deadline`; a failure means nothing was sent.
-    async fn connect_until(
+    async fn connect_until<R>(
         &self,
         deadline: Instant,
-        connect: impl Future<Output = Result<Arc<Connection<C>>, Error>>,
-    ) -> Result<Arc<Connection<C>>, Failure> {
+        connect: impl Future<Output = Result<R, Error>>,
+    ) -> Result<R, Failure> {
         let until = tokio::time::Instant::from_std(deadline);
         match tokio::time::timeout_at(until, connect).await {
             Ok(Ok(c)) => Ok(c),
@@ -387,95 +439,92 @@ impl<C: ServiceClient> Pool<C> {
         self.inner.config.max_connections.max(1)
     }
 
-    fn lock_live(&self) -> MutexGuard<'_, Vec<Live<C>>> {
-        self.inner.live.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock_members(&self) -> MutexGuard<'_, Members<Live<C>>> {
+        self.inner.members.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn live_count(&self) -> usize {
-        let mut live = self.lock_live();
-        prune(&mut live);
-        live.len()
+        let (n, closed) = self.lock_members().live();
+        closed.into_iter().for_each(Live::discard);
+        n
     }
 
-    /// The least-loaded live connection (ties: the oldest). When even that one is busy past the
-    /// threshold, another is opened in the background (up to the pool's size) while this call
-    /// uses the busy one.
-    fn pick(&self) -> Option<Arc<Connection<C>>> {
-        let (conn, live) = self.least_loaded()?;
-        if conn.in_flight() >= self.inner.config.grow_threshold && live < self.max() {
-            self.grow_in_background();
-        }
-        Some(conn)
+    /// Chooses a connection for one call and reserves its share there (see `members.rs`);
+    /// with `fresh`, one opened since then where there is room. Starts the connect when the
+    /// choice is a new connection.
+    fn choose(&self, fresh: Option<Instant>) -> (Taken<Arc<Connection<C>>>, Reserved) {
+        let threshold = self.inner.config.grow_threshold;
+        let (choice, closed) = self.lock_members().choose(threshold, self.max(), fresh);
+        closed.into_iter().for_each(Live::discard);
+        let Choice {
+            taken,
+            reserved,
+            open,
+        } = choice;
+        self.start(open);
+        (taken, reserved)
     }
 
-    /// No connection is live: open one, or wait for the one being opened (single-flight).
-    async fn open_or_wait(&self) -> Result<Arc<Connection<C>>, Error> {
-        let _open = self.inner.open_lock.lock().await;
-        match self.pick() {
-            Some(conn) => Ok(conn),
-            None => self.open_one().await,
-        }
-    }
-
-    /// A connection opened since a stale one was noticed at `noticed`: one that another call
-    /// opened meanwhile, else a new one (single-flight, as in [`Pool::open_or_wait`]). Older
-    /// pooled connections are passed over: they may be as stale as the one just dropped.
-    async fn open_fresh(&self, noticed: Instant) -> Result<Arc<Connection<C>>, Error> {
-        let _open = self.inner.open_lock.lock().await;
-        let newer = {
-            let mut live = self.lock_live();
-            prune(&mut live);
-            live.iter()
-                .filter(|l| l.conn.opened >= noticed)
-                .min_by_key(|l| l.conn.in_flight())
-                .map(|l| l.conn.clone())
+    /// Waits for the connect the call chose. If it fails, the call takes an open connection
+    /// after all (fresh since `fresh`, if given), or fails with the connect's error when none
+    /// is open: the pool grows only as far as the server lets it.
+    async fn wait_open(
+        &self,
+        mut done: tokio::sync::watch::Receiver<Outcome<Arc<Connection<C>>>>,
+        reserved: Reserved,
+        fresh: Option<Instant>,
+    ) -> Result<(Arc<Connection<C>>, Reserved), Error> {
+        let outcome = match done.wait_for(Option::is_some).await {
+            Ok(o) => o.clone(),
+            Err(_) => None,
         };
-        match newer {
-            Some(conn) => Ok(conn),
-            None => self.open_one().await,
-        }
+        let err = match outcome {
+            Some(Ok(conn)) => return Ok((conn, reserved)),
+            Some(Err(e)) => e,
+            None => Error::Connect {
+                endpoint: self.inner.endpoint.to_string(),
+                reason: "the pool's connect task stopped (its runtime shut down)".into(),
+            },
+        };
+        drop(reserved);
+        let (open, closed) = self.lock_members().choose_open(fresh);
+        closed.into_iter().for_each(Live::discard);
+        open.ok_or(err)
     }
 
     /// Drops `conn` from the pool now, without waiting for its watcher, and frees its slot.
     fn evict(&self, conn: &Connection<C>) {
-        let mut live = self.lock_live();
-        if let Some(i) = live.iter().position(|l| l.conn.id == conn.id) {
-            let gone = live.remove(i);
-            drop(gone.conn);
-            let _ = Object::take(gone.slot);
+        let gone = self.lock_members().remove(conn.id);
+        if let Some(gone) = gone {
+            gone.discard();
         }
     }
 
-    /// Whether every live connection carries at least the growth threshold.
-    fn all_busy(&self) -> bool {
-        let threshold = self.inner.config.grow_threshold;
-        self.least_loaded()
-            .is_some_and(|(c, _)| c.in_flight() >= threshold)
+    /// Starts each connect on a task of the pool's runtime; the calls that chose it wait for
+    /// its outcome.
+    fn start(&self, openers: impl IntoIterator<Item = Opener<Arc<Connection<C>>>>) {
+        for opener in openers {
+            let pool = self.clone();
+            self.inner.handle.spawn(async move {
+                let outcome = pool.open_one().await;
+                let report = outcome.as_ref().map(|l| l.conn.clone()).map_err(Clone::clone);
+                let unclaimed = pool.lock_members().opened(opener.key, outcome);
+                if let Some(unclaimed) = unclaimed {
+                    unclaimed.discard();
+                }
+                if let Ok(conn) = &report {
+                    pool.watch(conn);
+                } else if let Err(e) = &report {
+                    tracing::debug!(endpoint = %pool.inner.endpoint, error = %e, "could not open a connection");
+                }
+                // The waiters may all be gone (their deadline passed): nobody to tell.
+                let _ = opener.done.send(Some(report));
+            });
+        }
     }
 
-    fn least_loaded(&self) -> Option<(Arc<Connection<C>>, usize)> {
-        let mut live = self.lock_live();
-        prune(&mut live);
-        let n = live.len();
-        if n == 0 {
-            return None;
-        }
-        // Ties go to the oldest connection, not round robin: calls one after another then all
-        // use one socket (and one server task), still warm in the caches from the last call.
-        let mut best = &live[0].conn;
-        for entry in &live[1..] {
-            if best.in_flight() == 0 {
-                break;
-            }
-            if entry.conn.in_flight() < best.in_flight() {
-                best = &entry.conn;
-            }
-        }
-        Some((best.clone(), n))
-    }
-
-    /// Opens one more connection; the caller holds `open_lock`.
-    async fn open_one(&self) -> Result<Arc<Connection<C>>, Error> {
+    /// Opens one more connection through deadpool, which bounds their number.
+    async fn open_one(&self) -> Result<Live<C>, Error> {
         let timeouts = Timeouts {
             wait: Some(Duration::ZERO),
             create: Some(self.inner.config.connect_timeout * 2),
@@ -488,12 +537,7 @@ impl<C: ServiceClient> Pool<C> {
             .await
             .map_err(|e| self.pool_error(e))?;
         let conn: Arc<Connection<C>> = Arc::clone(&slot);
-        self.lock_live().push(Live {
-            conn: conn.clone(),
-            slot,
-        });
-        self.watch(&conn);
-        Ok(conn)
+        Ok(Live { conn, slot })
     }
 
     fn pool_error(&self, e: PoolError<Error>) -> Error {
@@ -520,35 +564,20 @@ impl<C: ServiceClient> Pool<C> {
             if let Some(pool) = upgrade(&pool) {
                 let live = pool.live_count();
                 tracing::debug!(endpoint = %pool.inner.endpoint, live, "connection closed");
-                if live < pool.inner.config.min_connections {
-                    pool.grow_in_background();
-                }
+                pool.top_up();
             }
         });
     }
 
-    /// Opens one more connection in the background, unless one is being opened already.
-    fn grow_in_background(&self) {
-        if self.inner.growing.swap(true, Ordering::AcqRel) {
+    /// Begins opening connections until `min_connections` are open or being opened.
+    fn top_up(&self) {
+        let min = self.inner.config.min_connections;
+        if min == 0 {
             return;
         }
-        let pool = Arc::downgrade(&self.inner);
-        self.inner.handle.spawn(async move {
-            let Some(pool) = upgrade(&pool) else { return };
-            let _open = pool.inner.open_lock.lock().await;
-            loop {
-                let live = pool.live_count();
-                let wanted = live < pool.inner.config.min_connections || live == 0 || pool.all_busy();
-                if live >= pool.max() || !wanted {
-                    break;
-                }
-                if let Err(e) = pool.open_one().await {
-                    tracing::debug!(endpoint = %pool.inner.endpoint, error = %e, "could not open a connection");
-                    break;
-                }
-            }
-            pool.inner.growing.store(false, Ordering::Release);
-        });
+        let (openers, closed) = self.lock_members().fill(min, self.max());
+        closed.into_iter().for_each(Live::discard);
+        self.start(openers);
     }
 }
 
@@ -556,18 +585,8 @@ fn upgrade<C: ServiceClient>(weak: &Weak<Inner<C>>) -> Option<Pool<C>> {
     weak.upgrade().map(|inner| Pool { inner })
 }
 
-/// Removes dead connections, taking them out of deadpool so their slots free up.
-fn prune<C: ServiceClient>(live: &mut Vec<Live<C>>) {
-    let mut i = 0;
-    while i < live.len() {
-        if live[i].conn.is_alive() {
-            i += 1;
-        } else {
-            let dead = live.swap_remove(i);
-            drop(dead.conn);
-            let _ = Object::take(dead.slot);
-        }
-    }
+fn now() -> Instant {
+    crate::clock::now()
 }
 
 /// Counts a call in a pool's in-flight total while alive.

@@ -26,6 +26,9 @@ pub trait Lab {
     async fn sleep(ms: u64) -> u64;
     /// What the server knows about this call.
     async fn whoami() -> (String, u64, u64, String);
+    /// Waits until `n` calls of `gather` have arrived at this server (all of them in flight at
+    /// once); returns the server's id of the connection this one came on.
+    async fn gather(n: u64) -> u64;
 }
 
 /// State a test can inspect, shared by every connection of a server (and across restarts).
@@ -35,6 +38,8 @@ pub struct LabState {
     pub sleeps_started: AtomicU64,
     pub sleeps_cancelled: AtomicU64,
     pub sleeps_finished: AtomicU64,
+    /// `gather` calls arrived so far.
+    pub gathered: tokio::sync::watch::Sender<u64>,
 }
 
 #[derive(Clone)]
@@ -76,6 +81,15 @@ impl Lab for LabServer {
     async fn whoami(self, _: Context) -> (String, u64, u64, String) {
         let c = CallContext::current().expect("inside a call");
         (c.conn.peer.clone(), c.conn.conn_id, c.request_id, c.method)
+    }
+    async fn gather(self, _: Context, n: u64) -> u64 {
+        let conn = CallContext::current().expect("inside a call").conn.conn_id;
+        let mut arrived = self.0.gathered.subscribe();
+        self.0.gathered.send_modify(|g| *g += 1);
+        // The sender lives in the state this handler holds, so the wait ends only at `n` (or
+        // when the client's deadline cancels the call).
+        let _ = arrived.wait_for(|&g| g >= n).await;
+        conn
     }
 }
 

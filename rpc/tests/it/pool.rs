@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::join_all;
-use yuebing_rpc::{Pool, PoolConfig, PoolRegistry};
+use yuebing_rpc::{CallOptions, Pool, PoolConfig, PoolRegistry};
 
 use crate::common::*;
 
@@ -127,4 +127,59 @@ async fn connecting_is_single_flight() {
         );
     }
     assert_eq!(pool.status().live_connections, 1);
+}
+
+/// Fires `m` calls at once through `pool`, each held at the server until all `m` arrived;
+/// returns how many arrived on each server-side connection.
+async fn burst(pool: &Pool<LabRpc>, m: u64) -> std::collections::BTreeMap<u64, u64> {
+    let calls = (0..m).map(|_| {
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            pool.call_with(
+                CallOptions::method("gather").timeout(Duration::from_secs(60)),
+                |c, ctx| async move { c.gather(ctx, m).await },
+            )
+            .await
+            .unwrap()
+        })
+    });
+    let mut per_conn = std::collections::BTreeMap::new();
+    for r in join_all(calls).await {
+        *per_conn.entry(r.unwrap()).or_insert(0) += 1;
+    }
+    per_conn
+}
+
+/// A burst on a pool that has not connected yet spreads over the pool's connections as it does
+/// on a warm pool, instead of landing on the first one or two: once the burst is past what one
+/// connection carries before the pool grows, every connection is opened and takes its share.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_burst_spreads_like_a_warm_one() {
+    const N: usize = 4;
+    const M: u64 = 64;
+    for warm in [true, false] {
+        let (server, _) = start_default().await;
+        let cfg = PoolConfig {
+            max_connections: N,
+            min_connections: if warm { N } else { 0 },
+            grow_threshold: 8,
+            ..PoolConfig::new("lab")
+        };
+        let pool: Pool<LabRpc> = Pool::new(server.local_endpoint().clone(), cfg);
+        if warm {
+            assert_eq!(pool.warm_up().await.unwrap(), N);
+        }
+        let per_conn = burst(&pool, M).await;
+        let what = if warm { "warm" } else { "cold" };
+        assert_eq!(per_conn.len(), N, "{what}: {per_conn:?}");
+        assert_eq!(per_conn.values().sum::<u64>(), M);
+        // An even share is 16; a few calls may race to the same connection.
+        for (conn, n) in &per_conn {
+            assert!(
+                (12..=20).contains(n),
+                "{what}: connection {conn} carried {n} of {M}: {per_conn:?}"
+            );
+        }
+        assert_eq!(pool.status().live_connections, N, "{what}");
+    }
 }

@@ -1,0 +1,468 @@
+//! A pool's connections, open and being opened, and the load on each: which one a call takes,
+//! and when a call opens another (no I/O here; the pool connects and reports back).
+//!
+//! A call reserves its share of a connection's load the moment it chooses it, under the pool's
+//! lock, whether the connection is open or still being opened. The choice:
+//! - the least-loaded connection, open or opening (ties: the oldest), as on a warm pool;
+//! - but when there is none, or even that one carries `threshold` calls or more, and the pool
+//!   is below its size, a new connection, which the call then waits for.
+//!
+//! So calls that arrive while a connection is being opened wait for it until it has its
+//! share, and the next ones open another: a burst on a cold pool ends spread over as many
+//! connections as the same load on a warm pool, instead of piling onto the first to open.
+//!
+//! The pool drives it: lock; [`Members::choose`]; unlock; start the returned [`Opener`] (if
+//! any) on a task; when the connect ends, lock and [`Members::opened`]; unlock; `send` the
+//! outcome to the waiters.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::watch;
+
+use crate::error::Error;
+
+/// What a pool keeps per open connection.
+pub(crate) trait Entry {
+    /// What a call gets to send on.
+    type Handle: Clone;
+    /// The connection, for a call.
+    fn handle(&self) -> Self::Handle;
+    /// The connection's id (its place in [`Members::loads`]).
+    fn id(&self) -> u64;
+    /// False once the connection has closed.
+    fn is_alive(&self) -> bool;
+    /// When the connection opened.
+    fn opened(&self) -> Instant;
+}
+
+/// The load on one connection: calls that chose it and have not ended, and calls sent on it.
+#[derive(Debug, Default)]
+pub(crate) struct Load {
+    in_flight: AtomicUsize,
+    calls: AtomicU64,
+}
+
+impl Load {
+    fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    fn reserve(self: &Arc<Self>) -> Reserved {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        Reserved(self.clone())
+    }
+}
+
+/// One call's share of a connection's load, from its choice until the call ends.
+#[derive(Debug)]
+pub(crate) struct Reserved(Arc<Load>);
+
+impl Reserved {
+    /// The call is being sent.
+    pub(crate) fn sent(&self) {
+        self.0.calls.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How a connect ended, as the calls waiting for it see it (`None`: not yet).
+pub(crate) type Outcome<H> = Option<Result<H, Error>>;
+
+/// The chosen connection.
+pub(crate) enum Taken<H> {
+    /// Open: send on it.
+    Open(H),
+    /// Being opened: wait for the outcome.
+    Opening(watch::Receiver<Outcome<H>>),
+}
+
+/// A connect the pool must start: its key for [`Members::opened`], and where its outcome goes.
+pub(crate) struct Opener<H> {
+    pub(crate) key: u64,
+    pub(crate) done: watch::Sender<Outcome<H>>,
+}
+
+/// What [`Members::choose`] chose.
+pub(crate) struct Choice<H> {
+    pub(crate) taken: Taken<H>,
+    pub(crate) reserved: Reserved,
+    /// Set when the choice is a new connection, which the caller must start opening.
+    pub(crate) open: Option<Opener<H>>,
+}
+
+enum State<E: Entry> {
+    Opening {
+        key: u64,
+        done: watch::Receiver<Outcome<E::Handle>>,
+    },
+    Open(E),
+}
+
+struct Member<E: Entry> {
+    load: Arc<Load>,
+    state: State<E>,
+}
+
+impl<E: Entry> Member<E> {
+    /// Whether it opened at or after `t`; one still being opened will have.
+    fn is_since(&self, t: Instant) -> bool {
+        match &self.state {
+            State::Opening { .. } => true,
+            State::Open(e) => e.opened() >= t,
+        }
+    }
+
+    fn take(&self) -> Taken<E::Handle> {
+        match &self.state {
+            State::Opening { done, .. } => Taken::Opening(done.clone()),
+            State::Open(e) => Taken::Open(e.handle()),
+        }
+    }
+}
+
+/// A pool's connections, oldest first.
+pub(crate) struct Members<E: Entry> {
+    list: Vec<Member<E>>,
+    next_key: u64,
+}
+
+impl<E: Entry> Default for Members<E> {
+    fn default() -> Self {
+        Members {
+            list: Vec::new(),
+            next_key: 0,
+        }
+    }
+}
+
+impl<E: Entry> Members<E> {
+    /// Chooses a connection for a call and reserves its share there (see the module docs).
+    /// With `fresh`, only connections opened at or after it (or still being opened) are taken,
+    /// unless there is none and no room for a new one. Returns the entries it dropped as closed.
+    pub(crate) fn choose(
+        &mut self,
+        threshold: usize,
+        max: usize,
+        fresh: Option<Instant>,
+    ) -> (Choice<E::Handle>, Vec<E>) {
+        let dropped = self.prune();
+        let eligible = |m: &Member<E>| fresh.is_none_or(|t| m.is_since(t));
+        let best = least_loaded(self.list.iter().filter(|m| eligible(m)));
+        let room = self.list.len() < max.max(1);
+        let best = match best {
+            Some(m) if !room || m.load.in_flight() < threshold => m,
+            // No room is only possible with members, all of them passed over as not fresh.
+            None if !room => match least_loaded(self.list.iter()) {
+                Some(m) => m,
+                None => return (self.open_new(), dropped),
+            },
+            _ => return (self.open_new(), dropped),
+        };
+        let choice = Choice {
+            taken: best.take(),
+            reserved: best.load.reserve(),
+            open: None,
+        };
+        (choice, dropped)
+    }
+
+    /// Like [`Members::choose`] among open connections only, never opening one: for a call
+    /// whose connect failed. `None` when no (fresh) connection is open.
+    pub(crate) fn choose_open(
+        &mut self,
+        fresh: Option<Instant>,
+    ) -> (Option<(E::Handle, Reserved)>, Vec<E>) {
+        let dropped = self.prune();
+        let open = self
+            .list
+            .iter()
+            .filter(|m| matches!(m.state, State::Open(_)) && fresh.is_none_or(|t| m.is_since(t)));
+        let chosen = least_loaded(open).map(|m| match &m.state {
+            State::Open(e) => Some((e.handle(), m.load.reserve())),
+            State::Opening { .. } => None,
+        });
+        (chosen.flatten(), dropped)
+    }
+
+    /// Begins opening connections, without reserving any, until `want` (at most `max`) are
+    /// open or being opened; returns the connects to start, and the entries dropped as closed.
+    pub(crate) fn fill(&mut self, want: usize, max: usize) -> (Vec<Opener<E::Handle>>, Vec<E>) {
+        let dropped = self.prune();
+        let mut openers = Vec::new();
+        while self.list.len() < want.min(max.max(1)) {
+            let (opener, _) = self.push_opening();
+            openers.push(opener);
+        }
+        (openers, dropped)
+    }
+
+    /// Where the connects under way will report.
+    pub(crate) fn opening(&self) -> Vec<watch::Receiver<Outcome<E::Handle>>> {
+        self.list
+            .iter()
+            .filter_map(|m| match &m.state {
+                State::Opening { done, .. } => Some(done.clone()),
+                State::Open(_) => None,
+            })
+            .collect()
+    }
+
+    /// The connect `key` ended: its member is open now, or gone. Gives `entry` back when its
+    /// member is gone (it cannot be, as nothing else removes an opening member; the caller
+    /// discards it).
+    pub(crate) fn opened(&mut self, key: u64, outcome: Result<E, Error>) -> Option<E> {
+        let at = self
+            .list
+            .iter()
+            .position(|m| matches!(m.state, State::Opening { key: k, .. } if k == key));
+        match (at, outcome) {
+            (Some(i), Ok(entry)) => {
+                self.list[i].state = State::Open(entry);
+                None
+            }
+            (Some(i), Err(_)) => {
+                self.list.remove(i);
+                None
+            }
+            (None, Ok(entry)) => Some(entry),
+            (None, Err(_)) => None,
+        }
+    }
+
+    /// Removes the open connection `id`; returns it.
+    pub(crate) fn remove(&mut self, id: u64) -> Option<E> {
+        let at = self
+            .list
+            .iter()
+            .position(|m| matches!(&m.state, State::Open(e) if e.id() == id))?;
+        match self.list.remove(at).state {
+            State::Open(e) => Some(e),
+            State::Opening { .. } => None,
+        }
+    }
+
+    /// Live open connections, and the entries dropped as closed.
+    pub(crate) fn live(&mut self) -> (usize, Vec<E>) {
+        let dropped = self.prune();
+        let n = self
+            .list
+            .iter()
+            .filter(|m| matches!(m.state, State::Open(_)))
+            .count();
+        (n, dropped)
+    }
+
+    /// Open connections (alive or not yet pruned): their ids, whether alive, and the calls
+    /// sent on each so far.
+    pub(crate) fn loads(&self) -> impl Iterator<Item = (u64, bool, u64)> + '_ {
+        self.list.iter().filter_map(|m| match &m.state {
+            State::Open(e) => Some((e.id(), e.is_alive(), m.load.calls.load(Ordering::Relaxed))),
+            State::Opening { .. } => None,
+        })
+    }
+
+    fn open_new(&mut self) -> Choice<E::Handle> {
+        let (opener, member) = self.push_opening();
+        Choice {
+            taken: member.take(),
+            reserved: member.load.reserve(),
+            open: Some(opener),
+        }
+    }
+
+    fn push_opening(&mut self) -> (Opener<E::Handle>, &Member<E>) {
+        self.next_key += 1;
+        let key = self.next_key;
+        let (tx, rx) = watch::channel(None);
+        self.list.push(Member {
+            load: Arc::default(),
+            state: State::Opening { key, done: rx },
+        });
+        let opener = Opener { key, done: tx };
+        // Just pushed, so there is a last element.
+        let member = &self.list[self.list.len() - 1];
+        (opener, member)
+    }
+
+    /// Drops closed connections (returned, so the pool can free their slots) and connects
+    /// whose reporter is gone without a word (its task was dropped with its runtime).
+    fn prune(&mut self) -> Vec<E> {
+        let mut dropped = Vec::new();
+        let mut i = 0;
+        while i < self.list.len() {
+            let keep = match &self.list[i].state {
+                State::Open(e) => e.is_alive(),
+                State::Opening { done, .. } => done.has_changed().is_ok(),
+            };
+            if keep {
+                i += 1;
+            } else if let State::Open(e) = self.list.remove(i).state {
+                dropped.push(e);
+            }
+        }
+        dropped
+    }
+}
+
+/// The member with the fewest calls; ties go to the oldest, not round robin: calls one after
+/// another then all use one socket (and one server task), still warm in the caches.
+fn least_loaded<'a, E: Entry + 'a>(
+    members: impl Iterator<Item = &'a Member<E>>,
+) -> Option<&'a Member<E>> {
+    let mut best: Option<&Member<E>> = None;
+    for m in members {
+        match best {
+            Some(b) if b.load.in_flight() == 0 => break,
+            Some(b) if m.load.in_flight() >= b.load.in_flight() => {}
+            _ => best = Some(m),
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::rc::Rc;
+    use std::time::Duration;
+
+    /// A connection that is only an id, a time and a switch.
+    struct Fake {
+        id: u64,
+        at: Instant,
+        alive: Rc<Cell<bool>>,
+    }
+
+    impl Entry for Fake {
+        type Handle = u64;
+        fn handle(&self) -> u64 {
+            self.id
+        }
+        fn id(&self) -> u64 {
+            self.id
+        }
+        fn is_alive(&self) -> bool {
+            self.alive.get()
+        }
+        fn opened(&self) -> Instant {
+            self.at
+        }
+    }
+
+    fn fake(id: u64, at: Instant) -> Fake {
+        Fake {
+            id,
+            at,
+            alive: Rc::new(Cell::new(true)),
+        }
+    }
+
+    /// Chooses for `n` calls, the connects not ended yet; returns the keys of the connects
+    /// begun, and keeps the calls' reservations in `held`.
+    fn burst(
+        m: &mut Members<Fake>,
+        n: usize,
+        threshold: usize,
+        max: usize,
+        held: &mut Vec<Reserved>,
+    ) -> Vec<u64> {
+        let mut openers = Vec::new();
+        for _ in 0..n {
+            let (c, _) = m.choose(threshold, max, None);
+            held.push(c.reserved);
+            openers.extend(c.open);
+        }
+        openers.iter().map(|o| o.key).collect()
+    }
+
+    #[test]
+    fn a_cold_burst_opens_a_connection_per_threshold_calls_up_to_the_size() {
+        let mut m = Members::<Fake>::default();
+        let mut held = Vec::new();
+        let opened = burst(&mut m, 40, 4, 3, &mut held);
+        assert_eq!(opened, [1, 2, 3], "one connect per 4 calls, three at most");
+        let loads: Vec<_> = m.list.iter().map(|m| m.load.in_flight()).collect();
+        assert_eq!(loads, [14, 13, 13], "then spread as on a warm pool");
+        drop(held);
+        assert!(m.list.iter().all(|m| m.load.in_flight() == 0));
+    }
+
+    #[test]
+    fn a_threshold_never_reached_keeps_one_connection() {
+        let mut m = Members::<Fake>::default();
+        let mut held = Vec::new();
+        let opened = burst(&mut m, 100, usize::MAX, 4, &mut held);
+        assert_eq!(opened, [1]);
+        assert_eq!(m.list[0].load.in_flight(), 100);
+    }
+
+    #[test]
+    fn a_failed_connect_leaves_and_its_callers_fall_back_to_an_open_one() {
+        let t0 = Instant::now();
+        let mut m = Members::<Fake>::default();
+        let (first, _) = m.choose(1, 2, None);
+        let key = first.open.map(|o| o.key).unwrap();
+        assert!(m.opened(key, Ok(fake(7, t0))).is_none());
+        let (second, _) = m.choose(1, 2, None);
+        let opener = second.open.unwrap();
+        assert!(m.opened(opener.key, Err(Error::ShuttingDown)).is_none());
+        assert_eq!(m.live().0, 1);
+        let (fallback, _) = m.choose_open(None);
+        assert_eq!(fallback.map(|f| f.0), Some(7));
+        let later = t0 + Duration::from_secs(1);
+        assert!(m.choose_open(Some(later)).0.is_none(), "not fresh");
+    }
+
+    #[test]
+    fn a_fresh_choice_passes_over_older_connections_while_there_is_room() {
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_secs(1);
+        let mut m = Members::<Fake>::default();
+        let key = m.fill(1, 2).0[0].key;
+        m.opened(key, Ok(fake(1, t0)));
+        let (c, _) = m.choose(64, 2, Some(later));
+        assert!(c.open.is_some(), "the old one may be stale");
+        let _connecting = c.open;
+        let (c, _) = m.choose(64, 2, Some(later + Duration::from_secs(1)));
+        assert!(
+            matches!(c.taken, Taken::Opening(_)) && c.open.is_none(),
+            "one being opened opens after any stale one was noticed"
+        );
+        let (c, _) = m.choose(64, 2, None);
+        assert!(matches!(c.taken, Taken::Open(1)), "the least loaded");
+
+        let mut full = Members::<Fake>::default();
+        let key = full.fill(1, 1).0[0].key;
+        full.opened(key, Ok(fake(1, t0)));
+        let (c, _) = full.choose(64, 1, Some(later));
+        assert!(
+            matches!(c.taken, Taken::Open(1)) && c.open.is_none(),
+            "no room: any connection"
+        );
+    }
+
+    #[test]
+    fn closed_connections_and_abandoned_connects_are_dropped() {
+        let t0 = Instant::now();
+        let mut m = Members::<Fake>::default();
+        let (openers, _) = m.fill(2, 4);
+        let dead = fake(1, t0);
+        let alive = dead.alive.clone();
+        m.opened(openers[0].key, Ok(dead));
+        drop(openers);
+        assert_eq!(m.live().0, 1, "the abandoned connect left");
+        alive.set(false);
+        let (n, dropped) = m.live();
+        assert_eq!((n, dropped.len()), (0, 1));
+        assert!(m.list.is_empty());
+        assert!(m.remove(1).is_none());
+    }
+}
