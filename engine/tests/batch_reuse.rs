@@ -249,3 +249,32 @@ async fn a_submit_racing_a_cancel_ends_once_and_never_hangs() {
     // Which way the races went depends on the scheduler; printed, not asserted.
     println!("racing submits: {outcomes:?}");
 }
+
+/// A batch reused after a cancel can never complete as a whole, so a notification submitted on
+/// it could never be sent: the submit is refused, typed, instead of completing in silence; a
+/// fresh batch carries it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notifying_submit_on_a_batch_with_a_canceled_task_is_refused() {
+    let s = setup();
+    let e = &s.e;
+    let batch = e.allocate_batch(8).unwrap();
+    e.submit(batch, &[s.gated(0)]).unwrap();
+    e.cancel(batch).unwrap();
+    wait(e, batch).await;
+    let copy = TransferRequest::write(s.addr, e.own_segment(), s.addr + 8192, 4096);
+    let refused = e.submit_with_notify(batch, std::slice::from_ref(&copy), b"done".to_vec());
+    assert_eq!(refused.unwrap_err().code(), -3001);
+    assert_eq!(
+        e.status(batch).unwrap().tasks,
+        1,
+        "the refused submit added a task"
+    );
+    let fresh = e.allocate_batch(8).unwrap();
+    e.submit_with_notify(fresh, &[copy], b"done".to_vec())
+        .unwrap();
+    wait(e, fresh).await;
+    assert_eq!(e.status(fresh).unwrap().notify_error, None);
+    let got = e.take_notifications();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].message, b"done");
+}

@@ -63,7 +63,10 @@ impl TransferEngine {
     /// Like [`TransferEngine::submit`], and once every task of the batch completed (its data
     /// landed), `message` (≤ 4 KiB) is delivered to the target segment, which all requests must
     /// name. A failed or canceled batch sends nothing. [`TransferEngine::wait`] returns after
-    /// the delivery; a refused delivery shows in [`crate::BatchStatus::notify_error`].
+    /// the delivery; a refused delivery shows in [`crate::BatchStatus::notify_error`]. A batch
+    /// that already has a task that ended without completing (a batch reused after a cancel,
+    /// or after a failure) could never send it, so it is refused
+    /// ([`Error::InvalidArgument`]): use a fresh batch.
     pub fn submit_with_notify(
         &self,
         batch: BatchId,
@@ -90,6 +93,16 @@ impl TransferEngine {
             }
         };
         let signals = self.inner.batches.signals(batch)?;
+        let tasks = self.status(batch)?.tasks;
+        for task in 0..tasks {
+            let state = self.task_status(batch, task)?.state;
+            if state.is_final() && state != TaskState::Completed {
+                return Err(Error::invalid(format!(
+                    "{batch} has a task that ended {state:?}: a notification on it could never \
+                     be sent; submit it on a fresh batch"
+                )));
+            }
+        }
         {
             let mut state = signals.notify();
             if !matches!(*state, NotifyState::None) {
