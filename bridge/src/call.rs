@@ -357,7 +357,9 @@ impl<T: Send + 'static> Call<T> {
     /// Sleeps until the outcome is there (and takes it) or `until` passed (then returns `None`;
     /// the call goes on).
     fn sleep(&self, until: Option<Instant>) -> Option<Result<T>> {
-        self.state.shared.waiter().watch(&self.state.ended, until);
+        let waiting = crate::waiter::Waiting::enter();
+        let waiter = self.state.shared.waiter();
+        waiter.watch(&waiting, &self.state.ended, until);
         let mut slot = self.state.lock();
         loop {
             if matches!(*slot, Slot::Done(_)) {
