@@ -417,10 +417,13 @@ type Allocated = Mutex<Option<(BlockingEngine, Arc<EngineBuffer>)>>;
 
 /// Memory the engine allocated (`Engine.allocate`): `addr` and `size` for transfers; `read`
 /// and `write` copy bytes out and in. Those copies and the engine's transfers (or a peer's, for
-/// a buffer allocated with `remote` rights) may touch the same bytes at once: nothing then is
-/// undefined, but bytes that a transfer writes while `read` copies them may be copied old, new
-/// or a mix, and bytes that `write` and a transfer write at once are left from either, as with
-/// Mooncake's `read_bytes_from_buffer`. Wait for your transfers first. `free()` (or dropping the
+/// a buffer allocated with `remote` rights) may touch the same bytes at once. The copies go
+/// through raw pointers, never a Rust reference over the buffer, as the transports' do; like a
+/// `memcpy` racing a peer's on shared memory (the data plane's model, and Mooncake's
+/// `read_bytes_from_buffer`), bytes that a transfer writes while `read` copies them come out
+/// old, new or a mix, and bytes that `write` and a transfer write at once are left from either.
+/// That is a data race in Rust's memory model, not a promise of well-defined bytes: wait for
+/// your transfers first. `free()` (or dropping the
 /// last reference) unregisters it: no transfer of its engine and no peer touches it afterwards;
 /// a call that holds it meanwhile (a transfer on another engine, or a registration there) keeps
 /// its memory until it ends.

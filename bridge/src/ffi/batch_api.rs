@@ -241,7 +241,10 @@ pub unsafe extern "C" fn yuebing_batch_task_status(
 }
 
 /// Cancels the batch's unfinished tasks; how many goes to `canceled_out` (NULL: not wanted).
-/// Idempotent; a task cancelled while under way is final only once its transfer stopped.
+/// Idempotent; a task cancelled while under way is final only once its transfer stopped. The
+/// batch stays usable: tasks submitted after the cancel returned run normally, and a submit
+/// racing it may be canceled or not, but always ends (the batch's aggregate status keeps
+/// counting the canceled tasks; each task's own is in `yuebing_batch_task_status`).
 ///
 /// # Safety
 /// `canceled_out` and `err` NULL or writable.
