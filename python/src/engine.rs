@@ -504,16 +504,12 @@ impl Buffer {
         if len == 0 {
             return Ok(());
         }
-        let to = (buf.addr() as usize + offset) as *mut u8;
-        // SAFETY: `[offset, offset + len)` lies in the buffer (checked above), whose mapping
-        // is readable and writable and stays mapped while `buf` is held; `src` is `len` bytes
-        // of a Python buffer held exported (neither freed nor resized meanwhile), valid for
-        // reads. Both are reached through raw pointers only: no Rust reference covers either
-        // (a transfer, a peer, or another buffer over the same memory may read or write them
-        // meanwhile, also through raw pointers or by the kernel; the bytes are then left from
-        // either, as the class says). `ptr::copy` allows the two to overlap (a Python view of
-        // this very memory).
-        unsafe { std::ptr::copy(src.buf_ptr() as *const u8, to, len) };
+        // SAFETY: `src` is `len` bytes of a Python buffer held exported (neither freed nor
+        // resized meanwhile), valid for reads, and reached by raw pointer only: it may be a
+        // view of this very memory, or of memory a transfer or a peer writes (the bytes are then
+        // left from either, as the class says; `write_from` allows overlap).
+        unsafe { buf.write_from(offset, src.buf_ptr() as *const u8, len) }
+            .map_err(|e| errors::engine(py, e))?;
         drop(src);
         Ok(())
     }
@@ -535,15 +531,12 @@ impl Buffer {
         };
         // Before anything is allocated: the length comes from Python.
         self.bounds(py, offset, length)?;
-        let from = (buf.addr() as usize + offset) as *const u8;
         PyBytes::new_with(py, length, |out| {
-            // SAFETY: `[offset, offset + length)` lies in the buffer (checked above), whose
-            // mapping stays mapped while `buf` is held, and is read through a raw pointer only
-            // (a transfer or a peer may write it meanwhile, also through raw pointers: the
-            // bytes copied may then be old, new or a mix, as the class says). `out` is the new
-            // `bytes`' own `length` bytes, which nothing else reaches yet, so the two do not
-            // overlap.
-            unsafe { std::ptr::copy_nonoverlapping(from, out.as_mut_ptr(), length) };
+            // SAFETY: `[offset, offset + length)` lies in the buffer (checked above), which stays
+            // mapped while `buf` is held; `out` is the new `bytes`' own memory, private. A
+            // transfer or a peer writing the range meanwhile races with the copy: the bytes are
+            // then old, new or a mix (`read_at`'s contract, which the class states for Python).
+            unsafe { buf.read_at(offset, out) }.map_err(|e| errors::engine(py, e))?;
             Ok(())
         })
     }

@@ -159,6 +159,35 @@ impl EngineBuffer {
         Ok(())
     }
 
+    /// Copies `len` bytes from `src` into the buffer at `offset`, through raw pointers only:
+    /// `src` may be any memory, transferable memory and this buffer's own bytes included (the
+    /// copy allows overlap, as `memmove`).
+    ///
+    /// # Safety
+    /// `src` is valid for reads of `len` bytes for the whole call (mapped, not freed), and no
+    /// Rust reference covers it while others may write it. A transfer or a peer touching
+    /// either range meanwhile races with the copy, as described at
+    /// [`EngineBuffer::write_at`]: the bytes are then unspecified.
+    pub unsafe fn write_from(
+        &self,
+        offset: usize,
+        src: *const u8,
+        len: usize,
+    ) -> Result<(), Error> {
+        let dst = self.part(offset, len)?;
+        let Some(src) = NonNull::new(src.cast_mut()) else {
+            return match len {
+                0 => Ok(()),
+                _ => Err(Error::invalid("the source of a copy into a buffer is NULL")),
+            };
+        };
+        // SAFETY: valid for reads of `len` bytes during this call and reached by raw pointer
+        // only (the caller's promise); the span is only read, and does not outlive the call.
+        let src = unsafe { Span::new(src, len) };
+        raw::copy(src, dst);
+        Ok(())
+    }
+
     /// Copies `out.len()` bytes at `offset` into `out`.
     ///
     /// # Safety
