@@ -243,12 +243,10 @@ impl<C: ServiceClient> Pool<C> {
 
     /// Opens connections until `min_connections` are live; returns how many are live.
     pub async fn warm_up(&self) -> Result<usize, Error> {
-        let (openers, closed, under_way) = {
-            let mut members = self.lock_members();
+        let (openers, under_way) = self.with_members(|members| {
             let (openers, closed) = members.fill(self.inner.config.min_connections, self.max());
-            (openers, closed, members.opening())
-        };
-        closed.into_iter().for_each(Live::discard);
+            ((openers, members.opening()), closed)
+        });
         self.start(openers);
         let mut failed = None;
         for mut done in under_way {
@@ -443,10 +441,21 @@ impl<C: ServiceClient> Pool<C> {
         self.inner.members.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Runs `f` on the member list under the lock. The entries `f` took off the list leave
+    /// deadpool before the lock is released, so that the list and deadpool always agree on how
+    /// many connections there are: a call that sees room on the list finds a free slot in
+    /// deadpool too, instead of failing its connect because the slot is still taken.
+    /// (`Object::take` only takes deadpool's own lock, briefly, never ours.)
+    fn with_members<R>(&self, f: impl FnOnce(&mut Members<Live<C>>) -> (R, Vec<Live<C>>)) -> R {
+        let mut members = self.lock_members();
+        let (r, gone) = f(&mut members);
+        gone.into_iter().for_each(Live::discard);
+        drop(members);
+        r
+    }
+
     fn live_count(&self) -> usize {
-        let (n, closed) = self.lock_members().live();
-        closed.into_iter().for_each(Live::discard);
-        n
+        self.with_members(Members::live)
     }
 
     /// Chooses a connection for one call and reserves its share there (see `members.rs`);
@@ -454,8 +463,7 @@ impl<C: ServiceClient> Pool<C> {
     /// choice is a new connection.
     fn choose(&self, fresh: Option<Instant>) -> (Taken<Arc<Connection<C>>>, Reserved) {
         let threshold = self.inner.config.grow_threshold;
-        let (choice, closed) = self.lock_members().choose(threshold, self.max(), fresh);
-        closed.into_iter().for_each(Live::discard);
+        let choice = self.with_members(|m| m.choose(threshold, self.max(), fresh));
         let Choice {
             taken,
             reserved,
@@ -487,17 +495,13 @@ impl<C: ServiceClient> Pool<C> {
             },
         };
         drop(reserved);
-        let (open, closed) = self.lock_members().choose_open(fresh);
-        closed.into_iter().for_each(Live::discard);
+        let open = self.with_members(|m| m.choose_open(fresh));
         open.ok_or(err)
     }
 
     /// Drops `conn` from the pool now, without waiting for its watcher, and frees its slot.
     fn evict(&self, conn: &Connection<C>) {
-        let gone = self.lock_members().remove(conn.id);
-        if let Some(gone) = gone {
-            gone.discard();
-        }
+        self.with_members(|m| ((), m.remove(conn.id).into_iter().collect()));
     }
 
     /// Starts each connect on a task of the pool's runtime; the calls that chose it wait for
@@ -508,10 +512,7 @@ impl<C: ServiceClient> Pool<C> {
             self.inner.handle.spawn(async move {
                 let outcome = pool.open_one().await;
                 let report = outcome.as_ref().map(|l| l.conn.clone()).map_err(Clone::clone);
-                let unclaimed = pool.lock_members().opened(opener.key, outcome);
-                if let Some(unclaimed) = unclaimed {
-                    unclaimed.discard();
-                }
+                pool.with_members(|m| ((), m.opened(opener.key, outcome).into_iter().collect()));
                 if let Ok(conn) = &report {
                     pool.watch(conn);
                 } else if let Err(e) = &report {
@@ -575,8 +576,7 @@ impl<C: ServiceClient> Pool<C> {
         if min == 0 {
             return;
         }
-        let (openers, closed) = self.lock_members().fill(min, self.max());
-        closed.into_iter().for_each(Live::discard);
+        let openers = self.with_members(|m| m.fill(min, self.max()));
         self.start(openers);
     }
 }
