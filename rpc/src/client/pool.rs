@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use deadpool::managed::{self, Object, PoolError, RecycleError, RecycleResult, Timeouts};
 use tarpc::client::RpcError;
 use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
 
 use super::config::{CallOptions, PoolConfig};
 use super::connection::Connection;
@@ -104,6 +105,14 @@ struct Inner<C: ServiceClient> {
     metrics: Metrics,
     born: Instant,
     last_used_ms: AtomicU64,
+    /// Cancelled when the pool is dropped: stops its connects under way and its watchers.
+    stop: CancellationToken,
+}
+
+impl<C: ServiceClient> Drop for Inner<C> {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
 }
 
 /// Connections to one endpoint, shared by every call; cheap to clone.
@@ -197,6 +206,7 @@ impl<C: ServiceClient> Pool<C> {
                 metrics: Metrics::default(),
                 born: crate::clock::now(),
                 last_used_ms: AtomicU64::new(0),
+                stop: CancellationToken::new(),
             }),
         };
         pool.top_up();
@@ -505,12 +515,26 @@ impl<C: ServiceClient> Pool<C> {
     }
 
     /// Starts each connect on a task of the pool's runtime; the calls that chose it wait for
-    /// its outcome.
+    /// its outcome. The task holds the pool only weakly: when the pool is dropped, its connects
+    /// under way stop (their sockets close), and one that ends after the pool is gone is
+    /// closed rather than kept.
     fn start(&self, openers: impl IntoIterator<Item = Opener<Arc<Connection<C>>>>) {
         for opener in openers {
-            let pool = self.clone();
+            let pool = Arc::downgrade(&self.inner);
+            let stop = self.inner.stop.clone();
+            let connect = self.connect();
             self.inner.handle.spawn(async move {
-                let outcome = pool.open_one().await;
+                let outcome = tokio::select! {
+                    // Dropping `opener` tells any waiter the connect stopped.
+                    _ = stop.cancelled() => return,
+                    outcome = connect => outcome,
+                };
+                let Some(pool) = upgrade(&pool) else {
+                    if let Ok(live) = outcome {
+                        live.discard();
+                    }
+                    return;
+                };
                 let report = outcome.as_ref().map(|l| l.conn.clone()).map_err(Clone::clone);
                 pool.with_members(|m| ((), m.opened(opener.key, outcome).into_iter().collect()));
                 if let Ok(conn) = &report {
@@ -524,30 +548,23 @@ impl<C: ServiceClient> Pool<C> {
         }
     }
 
-    /// Opens one more connection through deadpool, which bounds their number.
-    async fn open_one(&self) -> Result<Live<C>, Error> {
+    /// Opens one more connection through deadpool, which bounds their number. The future
+    /// holds deadpool and the endpoint, not the pool.
+    fn connect(&self) -> impl Future<Output = Result<Live<C>, Error>> + Send + 'static {
         let timeouts = Timeouts {
             wait: Some(Duration::ZERO),
             create: Some(self.inner.config.connect_timeout * 2),
             recycle: Some(Duration::from_secs(1)),
         };
-        let slot = self
-            .inner
-            .slots
-            .timeout_get(&timeouts)
-            .await
-            .map_err(|e| self.pool_error(e))?;
-        let conn: Arc<Connection<C>> = Arc::clone(&slot);
-        Ok(Live { conn, slot })
-    }
-
-    fn pool_error(&self, e: PoolError<Error>) -> Error {
-        match e {
-            PoolError::Backend(e) => e,
-            other => Error::Connect {
-                endpoint: self.inner.endpoint.to_string(),
-                reason: other.to_string(),
-            },
+        let slots = self.inner.slots.clone();
+        let endpoint = self.inner.endpoint.clone();
+        async move {
+            let slot = slots
+                .timeout_get(&timeouts)
+                .await
+                .map_err(|e| pool_error(&endpoint, e))?;
+            let conn: Arc<Connection<C>> = Arc::clone(&slot);
+            Ok(Live { conn, slot })
         }
     }
 
@@ -578,6 +595,16 @@ impl<C: ServiceClient> Pool<C> {
         }
         let openers = self.with_members(|m| m.fill(min, self.max()));
         self.start(openers);
+    }
+}
+
+fn pool_error(endpoint: &Endpoint, e: PoolError<Error>) -> Error {
+    match e {
+        PoolError::Backend(e) => e,
+        other => Error::Connect {
+            endpoint: endpoint.to_string(),
+            reason: other.to_string(),
+        },
     }
 }
 

@@ -7,6 +7,7 @@ mod caps;
 mod channel;
 mod deadline;
 mod frames;
+mod lifecycle;
 mod payload_timeout;
 mod permits;
 mod pool;
