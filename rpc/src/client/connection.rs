@@ -84,8 +84,9 @@ impl<C> Connection<C> {
         !self.dead.is_cancelled()
     }
 
-    /// Resolves when the connection's driver has ended.
-    pub(crate) async fn closed(&self) {
-        self.dead.cancelled().await;
+    /// Cancelled when the connection's driver has ended. A watcher holds this, not the
+    /// connection, so that it never keeps the connection open.
+    pub(crate) fn dead(&self) -> CancellationToken {
+        self.dead.clone()
     }
 }

@@ -569,15 +569,17 @@ impl<C: ServiceClient> Pool<C> {
     }
 
     /// Drops the connection from the pool when its dispatch ends, and keeps the pre-warmed
-    /// number of connections open.
-    fn watch(&self, conn: &Arc<Connection<C>>) {
-        let conn = Arc::downgrade(conn);
+    /// number of connections open. The watcher holds only the connection's death notice and
+    /// the pool weakly: a connection the pool lets go of (the pool dropped, an eviction) is
+    /// closed by that, not kept open by its watcher.
+    fn watch(&self, conn: &Connection<C>) {
+        let dead = conn.dead();
+        let stop = self.inner.stop.clone();
         let pool = Arc::downgrade(&self.inner);
         self.inner.handle.spawn(async move {
-            if let Some(c) = conn.upgrade() {
-                let closed = c.clone();
-                drop(c);
-                closed.closed().await;
+            tokio::select! {
+                _ = dead.cancelled() => {}
+                _ = stop.cancelled() => return,
             }
             if let Some(pool) = upgrade(&pool) {
                 let live = pool.live_count();

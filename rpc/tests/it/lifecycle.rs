@@ -46,6 +46,33 @@ async fn forwarder(upstream: std::net::SocketAddr, pass: usize) -> Forwarder {
     Forwarder { endpoint, open }
 }
 
+/// Dropping a pool closes its connections: nothing else keeps them (their watchers only
+/// observe them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_pool_closes_its_connections() {
+    let (server, _) = start_default().await;
+    let fwd = forwarder(server.local_addr().unwrap(), usize::MAX).await;
+    let cfg = PoolConfig {
+        max_connections: 2,
+        min_connections: 2,
+        ..PoolConfig::new("lab")
+    };
+    let pool: Pool<LabRpc> = Pool::new(fwd.endpoint.clone(), cfg);
+    assert_eq!(pool.warm_up().await.unwrap(), 2);
+    pool.call(|c, ctx| async move { c.whoami(ctx).await })
+        .await
+        .unwrap();
+    assert_eq!(fwd.open.load(Ordering::SeqCst), 2);
+    drop(pool);
+    assert!(
+        eventually(Duration::from_secs(10), || fwd.open.load(Ordering::SeqCst)
+            == 0)
+        .await,
+        "{} connections still open after the pool was dropped",
+        fwd.open.load(Ordering::SeqCst)
+    );
+}
+
 /// Dropping a pool stops its connects under way: the socket of one hanging in its preamble is
 /// closed long before the connect timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
