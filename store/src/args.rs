@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::master::PutConfig;
 
 /// A key: not empty. (The master also bounds its length, by its own configuration.)
-pub(crate) fn key(key: &str) -> Result<()> {
+pub fn key(key: &str) -> Result<()> {
     match key.is_empty() {
         true => Err(Error::params("key is empty")),
         false => Ok(()),
@@ -15,7 +15,7 @@ pub(crate) fn key(key: &str) -> Result<()> {
 }
 
 /// An object's size: at least one byte.
-pub(crate) fn size(size: u64) -> Result<()> {
+pub fn size(size: u64) -> Result<()> {
     match size {
         0 => Err(Error::params(
             "size is 0: an object holds at least one byte",
@@ -24,20 +24,27 @@ pub(crate) fn size(size: u64) -> Result<()> {
     }
 }
 
+/// A node's (its engine segment's) name, `what` in messages: the engine's rule
+/// ([`yuebing_engine::segment::check_name`]: not empty, not blank), as `InvalidParams`.
+pub fn node(name: &str, what: &str) -> Result<()> {
+    yuebing_engine::segment::check_name(name)
+        .map_err(|_| Error::params(format!("{what} {name:?} is empty")))
+}
+
 /// Replica settings: at least one replica, and preferred nodes that name one.
-pub(crate) fn put_config(cfg: &PutConfig) -> Result<()> {
+pub fn put_config(cfg: &PutConfig) -> Result<()> {
     if cfg.replica_num == 0 {
         return Err(Error::params("replica_num is 0"));
     }
-    match cfg.preferred.iter().position(String::is_empty) {
-        Some(i) => Err(Error::params(format!("preferred[{i}] is empty"))),
-        None => Ok(()),
+    for (i, name) in cfg.preferred.iter().enumerate() {
+        node(name, &format!("preferred[{i}]"))?;
     }
+    Ok(())
 }
 
 /// A caller's buffer `[addr, addr + len)`: not at address 0 (NULL), not empty, not past the
 /// end of the address space.
-pub(crate) fn buffer(addr: u64, len: u64) -> Result<()> {
+pub fn buffer(addr: u64, len: u64) -> Result<()> {
     if addr == 0 {
         return Err(Error::params("addr is 0 (NULL)"));
     }
@@ -74,6 +81,13 @@ mod tests {
             ..PutConfig::default()
         };
         named(put_config(&nameless), "preferred[0]");
+        // Blank is empty, as the engine (and Python) has it: one rule for a node's name.
+        let blank = PutConfig {
+            preferred: vec!["n1".into(), "  ".into()],
+            ..PutConfig::default()
+        };
+        named(put_config(&blank), "preferred[1]");
+        named(node(" ", "node name"), "node name");
         named(buffer(0, 1), "addr");
         named(buffer(8, 0), "len");
         named(buffer(u64::MAX, 1), "overflows");

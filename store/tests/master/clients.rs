@@ -80,6 +80,26 @@ fn mounting_the_same_range_again_is_idempotent() {
     assert_eq!(replayed.unwrap().snapshot(), fx.m.snapshot());
 }
 
+/// A range restored from the log waits for its owner's `remount`: a `mount` of it is not
+/// answered OK as if it were in use (it would stay unreadable and take no replicas), it is
+/// refused as before, and the remount makes it usable.
+#[test]
+fn mounting_a_restored_range_again_is_refused_until_remounted() {
+    let mut fx = Fx::new(cfg());
+    let s = spec("n1", 0x1000, 4096);
+    fx.m.mount(A, 0, std::slice::from_ref(&s)).unwrap();
+    fx.drain();
+    let mut restored =
+        Master::restore(fx.m.config().clone(), true, None, fx.log.clone(), 10).unwrap();
+    let e = restored.mount(A, 11, std::slice::from_ref(&s)).unwrap_err();
+    assert_eq!(e.code(), -102, "a restored range answered as mounted");
+    restored.remount(A, 12, std::slice::from_ref(&s)).unwrap();
+    assert!(
+        restored.mount(A, 13, std::slice::from_ref(&s)).is_ok(),
+        "idempotent once in use"
+    );
+}
+
 #[test]
 fn a_graceful_unmount_takes_no_new_replicas_and_drops_its_own_after_the_grace() {
     let mut fx = three_nodes();

@@ -12,8 +12,8 @@ impl Master {
     ///
     /// Idempotent, as Mooncake's `MountSegment` (which answers OK for a segment already
     /// mounted): a range this client has mounted already (same node, base and length, not
-    /// being unmounted) is answered with its mount id, and nothing about it changes or is
-    /// logged.
+    /// being unmounted, and in use: not one restored from the log that waits for its
+    /// `remount`) is answered with its mount id, and nothing about it changes or is logged.
     ///
     /// Errors: `InvalidParams` (empty node name, length 0, overflowing range),
     /// `SegmentAlreadyExists` (overlap with another mounted range of the same node, whoever's,
@@ -31,7 +31,7 @@ impl Master {
                 self.own_mount(client, s).filter(|&id| {
                     self.space
                         .get(id)
-                        .is_some_and(|m| m.draining_until.is_none())
+                        .is_some_and(|m| m.ready && m.draining_until.is_none())
                 })
             })
             .collect();
@@ -185,9 +185,7 @@ impl Master {
 
     fn check_specs(&self, specs: &[MountSpec]) -> Result<()> {
         for (i, s) in specs.iter().enumerate() {
-            if s.node.is_empty() {
-                return Err(Error::params("empty node name"));
-            }
+            crate::args::node(&s.node, "node name")?;
             if s.len == 0 || s.base.checked_add(s.len).is_none() {
                 return Err(Error::params(format!(
                     "range {:#x}+{} is empty or overflows",
