@@ -17,9 +17,11 @@ pub struct PoolConfig {
     /// Connections opened ahead of demand (pre-warm) and kept.
     pub min_connections: usize,
     /// Calls per connection (in flight, or waiting for it to open) from which the pool opens
-    /// another connection (up to `max_connections`): a call that finds every connection
-    /// carrying at least this many opens one and waits for it, as do the calls after it until
-    /// the new one carries as many.
+    /// another connection (up to `max_connections`). A call that finds every open connection
+    /// carrying at least this many is sent on the least-loaded one while the pool opens
+    /// another in the background (one at a time; none for `max_backoff` after one failed). On
+    /// a cold pool, a call that finds every connection being opened carrying this many opens
+    /// another and waits for it, as do the calls after it until the new one carries as many.
     pub grow_threshold: usize,
     /// Largest response frame accepted.
     pub max_frame: u64,
@@ -35,7 +37,8 @@ pub struct PoolConfig {
     pub max_retries: u32,
     /// First back-off between tries; doubles each time, up to `max_backoff`.
     pub initial_backoff: Duration,
-    /// Longest back-off between tries.
+    /// Longest back-off between tries; also how long the pool stops growing in the background
+    /// after a connect failed while other connections were open.
     pub max_backoff: Duration,
 }
 

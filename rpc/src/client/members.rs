@@ -1,15 +1,23 @@
 //! A pool's connections, open and being opened, and the load on each: which one a call takes,
-//! and when a call opens another (no I/O here; the pool connects and reports back).
+//! and when the pool opens another (no I/O here; the pool connects and reports back).
 //!
 //! A call reserves its share of a connection's load the moment it chooses it, under the pool's
 //! lock, whether the connection is open or still being opened. The choice:
-//! - the least-loaded connection, open or opening (ties: the oldest), as on a warm pool;
-//! - but when there is none, or even that one carries `threshold` calls or more, and the pool
-//!   is below its size, a new connection, which the call then waits for.
+//! - when a connection is open, the least-loaded open one (ties: the oldest), as on a warm
+//!   pool. A call that finds one open never waits for a connect: if even the least-loaded one
+//!   carries `threshold` calls or more and the pool is below its size, the call also starts
+//!   one connect in the background (one at a time, so that concurrent calls start no more
+//!   than needed; none for a while after a grow failed, so a server that caps its connections
+//!   is not hammered);
+//! - when none is open (a cold pool), the least-loaded connection being opened, but when there
+//!   is none, or even that one carries `threshold` calls, and the pool is below its size, a
+//!   new connection; the call waits for the one it chose.
 //!
-//! So calls that arrive while a connection is being opened wait for it until it has its
-//! share, and the next ones open another: a burst on a cold pool ends spread over as many
-//! connections as the same load on a warm pool, instead of piling onto the first to open.
+//! So the calls of a burst on a cold pool wait for a connection being opened until it has its
+//! share, and the next ones open another: the burst ends spread over as many connections as
+//! the same load on a warm pool, instead of piling onto the first to open. A waiter whose
+//! connect failed falls back ([`Members::fallback`]) to an open connection, else to another
+//! one being opened.
 //!
 //! The pool drives it: lock; [`Members::choose`]; unlock; start the returned [`Opener`] (if
 //! any) on a task; when the connect ends, lock and [`Members::opened`]; unlock; `send` the
@@ -17,7 +25,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -83,6 +91,10 @@ pub(crate) enum Taken<H> {
     Opening(watch::Receiver<Outcome<H>>),
 }
 
+/// Where a call whose connect failed goes next, with its share reserved there (`None`: no
+/// connection left to take).
+pub(crate) type Fallback<H> = Option<(Taken<H>, Reserved)>;
+
 /// A connect the pool must start: its key for [`Members::opened`], and where its outcome goes.
 pub(crate) struct Opener<H> {
     pub(crate) key: u64,
@@ -93,7 +105,8 @@ pub(crate) struct Opener<H> {
 pub(crate) struct Choice<H> {
     pub(crate) taken: Taken<H>,
     pub(crate) reserved: Reserved,
-    /// Set when the choice is a new connection, which the caller must start opening.
+    /// A new connection the caller must start opening: the one chosen (`taken` is `Opening`),
+    /// or a grow in the background (`taken` is `Open`).
     pub(crate) open: Option<Opener<H>>,
 }
 
@@ -111,6 +124,10 @@ struct Member<E: Entry> {
 }
 
 impl<E: Entry> Member<E> {
+    fn is_open(&self) -> bool {
+        matches!(self.state, State::Open(_))
+    }
+
     /// Whether it opened at or after `t`; one still being opened will have.
     fn is_since(&self, t: Instant) -> bool {
         match &self.state {
@@ -131,34 +148,60 @@ impl<E: Entry> Member<E> {
 pub(crate) struct Members<E: Entry> {
     list: Vec<Member<E>>,
     next_key: u64,
+    /// How long the pool does not grow in the background after a connect failed while others
+    /// were open.
+    grow_backoff: Duration,
+    /// No grow in the background before this.
+    no_grow_until: Option<Instant>,
 }
 
 impl<E: Entry> Default for Members<E> {
     fn default() -> Self {
-        Members {
-            list: Vec::new(),
-            next_key: 0,
-        }
+        Members::new(Duration::ZERO)
     }
 }
 
 impl<E: Entry> Members<E> {
-    /// Chooses a connection for a call and reserves its share there (see the module docs).
-    /// With `fresh`, only connections opened at or after it (or still being opened) are taken,
-    /// unless there is none and no room for a new one. Returns the entries it dropped as closed.
+    /// Members whose grows in the background pause for `grow_backoff` after one failed.
+    pub(crate) fn new(grow_backoff: Duration) -> Self {
+        Members {
+            list: Vec::new(),
+            next_key: 0,
+            grow_backoff,
+            no_grow_until: None,
+        }
+    }
+
+    /// Chooses a connection for a call at `now` and reserves its share there (see the module
+    /// docs). With `fresh`, only connections opened at or after it (or still being opened) are
+    /// taken, unless there is none and no room for a new one. Returns the entries it dropped
+    /// as closed.
     pub(crate) fn choose(
         &mut self,
         threshold: usize,
         max: usize,
         fresh: Option<Instant>,
+        now: Instant,
     ) -> (Choice<E::Handle>, Vec<E>) {
         let dropped = self.prune();
-        let eligible = |m: &Member<E>| fresh.is_none_or(|t| m.is_since(t));
-        let best = least_loaded(self.list.iter().filter(|m| eligible(m)));
         let room = self.list.len() < max.max(1);
+        let eligible = |m: &Member<E>| fresh.is_none_or(|t| m.is_since(t));
+        if let Some(best) = least_loaded(self.list.iter().filter(|m| m.is_open() && eligible(m))) {
+            let full = best.load.in_flight() >= threshold;
+            let mut choice = Choice {
+                taken: best.take(),
+                reserved: best.load.reserve(),
+                open: None,
+            };
+            if full && room && self.may_grow(now) {
+                choice.open = Some(self.push_opening().0);
+            }
+            return (choice, dropped);
+        }
+        let best = least_loaded(self.list.iter().filter(|m| !m.is_open()));
         let best = match best {
             Some(m) if !room || m.load.in_flight() < threshold => m,
-            // No room is only possible with members, all of them passed over as not fresh.
+            // No room and none being opened: every member is open, passed over as not fresh.
             None if !room => match least_loaded(self.list.iter()) {
                 Some(m) => m,
                 None => return (self.open_new(), dropped),
@@ -173,22 +216,25 @@ impl<E: Entry> Members<E> {
         (choice, dropped)
     }
 
-    /// Like [`Members::choose`] among open connections only, never opening one: for a call
-    /// whose connect failed. `None` when no (fresh) connection is open.
-    pub(crate) fn choose_open(
-        &mut self,
-        fresh: Option<Instant>,
-    ) -> (Option<(E::Handle, Reserved)>, Vec<E>) {
+    /// For a call whose connect failed, never opening one: the least-loaded open connection
+    /// (fresh since `fresh`, if given), else the least-loaded one being opened (to wait for),
+    /// else `None`.
+    pub(crate) fn fallback(&mut self, fresh: Option<Instant>) -> (Fallback<E::Handle>, Vec<E>) {
         let dropped = self.prune();
         let open = self
             .list
             .iter()
-            .filter(|m| matches!(m.state, State::Open(_)) && fresh.is_none_or(|t| m.is_since(t)));
-        let chosen = least_loaded(open).map(|m| match &m.state {
-            State::Open(e) => Some((e.handle(), m.load.reserve())),
-            State::Opening { .. } => None,
-        });
-        (chosen.flatten(), dropped)
+            .filter(|m| m.is_open() && fresh.is_none_or(|t| m.is_since(t)));
+        let chosen = least_loaded(open)
+            .or_else(|| least_loaded(self.list.iter().filter(|m| !m.is_open())))
+            .map(|m| (m.take(), m.load.reserve()));
+        (chosen, dropped)
+    }
+
+    /// Whether a call may start a grow in the background at `now`: none is under way (one at
+    /// a time), and none failed within the back-off.
+    fn may_grow(&self, now: Instant) -> bool {
+        self.no_grow_until.is_none_or(|t| now >= t) && self.list.iter().all(Member::is_open)
     }
 
     /// Begins opening connections, without reserving any, until `want` (at most `max`) are
@@ -214,10 +260,16 @@ impl<E: Entry> Members<E> {
             .collect()
     }
 
-    /// The connect `key` ended: its member is open now, or gone. Gives `entry` back when its
-    /// member is gone (it cannot be, as nothing else removes an opening member; the caller
-    /// discards it).
-    pub(crate) fn opened(&mut self, key: u64, outcome: Result<E, Error>) -> Option<E> {
+    /// The connect `key` ended at `now`: its member is open now, or gone. A failure while
+    /// other connections are open pauses growing in the background for the back-off. Gives
+    /// `entry` back when its member is gone (it cannot be, as nothing else removes an opening
+    /// member; the caller discards it).
+    pub(crate) fn opened(
+        &mut self,
+        key: u64,
+        outcome: Result<E, Error>,
+        now: Instant,
+    ) -> Option<E> {
         let at = self
             .list
             .iter()
@@ -229,6 +281,9 @@ impl<E: Entry> Members<E> {
             }
             (Some(i), Err(_)) => {
                 self.list.remove(i);
+                if self.list.iter().any(Member::is_open) {
+                    self.no_grow_until = Some(now + self.grow_backoff);
+                }
                 None
             }
             (None, Ok(entry)) => Some(entry),
@@ -376,7 +431,7 @@ mod tests {
     ) -> Vec<u64> {
         let mut openers = Vec::new();
         for _ in 0..n {
-            let (c, _) = m.choose(threshold, max, None);
+            let (c, _) = m.choose(threshold, max, None, Instant::now());
             held.push(c.reserved);
             openers.extend(c.open);
         }
@@ -405,20 +460,65 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_connect_leaves_and_its_callers_fall_back_to_an_open_one() {
+    fn a_failed_grow_leaves_and_its_callers_fall_back_to_an_open_one() {
+        let t0 = Instant::now();
+        let mut m = Members::<Fake>::new(Duration::from_secs(1));
+        let (first, _) = m.choose(1, 2, None, t0);
+        let key = first.open.map(|o| o.key).unwrap();
+        assert!(m.opened(key, Ok(fake(7, t0)), t0).is_none());
+        let (second, _) = m.choose(1, 2, None, t0);
+        assert!(
+            matches!(second.taken, Taken::Open(7)),
+            "sent on the open one"
+        );
+        let opener = second.open.expect("and a grow in the background");
+        assert!(m.opened(opener.key, Err(Error::ShuttingDown), t0).is_none());
+        assert_eq!(m.live().0, 1);
+        let (fallback, _) = m.fallback(None);
+        assert!(matches!(fallback, Some((Taken::Open(7), _))));
+        let later = t0 + Duration::from_secs(1);
+        assert!(m.fallback(Some(later)).0.is_none(), "not fresh");
+    }
+
+    #[test]
+    fn a_call_that_finds_an_open_connection_never_waits_for_a_connect() {
+        let t0 = Instant::now();
+        let mut m = Members::<Fake>::new(Duration::from_secs(1));
+        let key = m.fill(1, 3).0[0].key;
+        m.opened(key, Ok(fake(1, t0)), t0);
+        let mut held = Vec::new();
+        let mut grows = Vec::new();
+        for _ in 0..5 {
+            let (c, _) = m.choose(2, 3, None, t0);
+            assert!(matches!(c.taken, Taken::Open(1)), "never waits");
+            held.push(c.reserved);
+            grows.extend(c.open);
+        }
+        assert_eq!(grows.len(), 1, "one grow at a time");
+        let key = grows.pop().unwrap().key;
+        m.opened(key, Err(Error::ShuttingDown), t0);
+        let (c, _) = m.choose(2, 3, None, t0 + Duration::from_millis(500));
+        assert!(
+            c.open.is_none(),
+            "no grow within the back-off of a failed one"
+        );
+        held.push(c.reserved);
+        let (c, _) = m.choose(2, 3, None, t0 + Duration::from_secs(1));
+        assert!(c.open.is_some(), "grows again after it");
+    }
+
+    #[test]
+    fn a_waiter_whose_connect_failed_falls_back_to_another_being_opened() {
         let t0 = Instant::now();
         let mut m = Members::<Fake>::default();
-        let (first, _) = m.choose(1, 2, None);
-        let key = first.open.map(|o| o.key).unwrap();
-        assert!(m.opened(key, Ok(fake(7, t0))).is_none());
-        let (second, _) = m.choose(1, 2, None);
-        let opener = second.open.unwrap();
-        assert!(m.opened(opener.key, Err(Error::ShuttingDown)).is_none());
-        assert_eq!(m.live().0, 1);
-        let (fallback, _) = m.choose_open(None);
-        assert_eq!(fallback.map(|f| f.0), Some(7));
-        let later = t0 + Duration::from_secs(1);
-        assert!(m.choose_open(Some(later)).0.is_none(), "not fresh");
+        let (a, _) = m.choose(1, 2, None, t0);
+        let (b, _) = m.choose(1, 2, None, t0);
+        let (a, b) = (a.open.unwrap(), b.open.unwrap());
+        m.opened(a.key, Err(Error::ShuttingDown), t0);
+        let (fallback, _) = m.fallback(None);
+        assert!(matches!(fallback, Some((Taken::Opening(_), _))));
+        m.opened(b.key, Err(Error::ShuttingDown), t0);
+        assert!(m.fallback(None).0.is_none(), "then none: the caller fails");
     }
 
     #[test]
@@ -427,22 +527,22 @@ mod tests {
         let later = t0 + Duration::from_secs(1);
         let mut m = Members::<Fake>::default();
         let key = m.fill(1, 2).0[0].key;
-        m.opened(key, Ok(fake(1, t0)));
-        let (c, _) = m.choose(64, 2, Some(later));
+        m.opened(key, Ok(fake(1, t0)), t0);
+        let (c, _) = m.choose(64, 2, Some(later), t0);
         assert!(c.open.is_some(), "the old one may be stale");
         let _connecting = c.open;
-        let (c, _) = m.choose(64, 2, Some(later + Duration::from_secs(1)));
+        let (c, _) = m.choose(64, 2, Some(later + Duration::from_secs(1)), t0);
         assert!(
             matches!(c.taken, Taken::Opening(_)) && c.open.is_none(),
             "one being opened opens after any stale one was noticed"
         );
-        let (c, _) = m.choose(64, 2, None);
+        let (c, _) = m.choose(64, 2, None, t0);
         assert!(matches!(c.taken, Taken::Open(1)), "the least loaded");
 
         let mut full = Members::<Fake>::default();
         let key = full.fill(1, 1).0[0].key;
-        full.opened(key, Ok(fake(1, t0)));
-        let (c, _) = full.choose(64, 1, Some(later));
+        full.opened(key, Ok(fake(1, t0)), t0);
+        let (c, _) = full.choose(64, 1, Some(later), t0);
         assert!(
             matches!(c.taken, Taken::Open(1)) && c.open.is_none(),
             "no room: any connection"
@@ -456,7 +556,7 @@ mod tests {
         let (openers, _) = m.fill(2, 4);
         let dead = fake(1, t0);
         let alive = dead.alive.clone();
-        m.opened(openers[0].key, Ok(dead));
+        m.opened(openers[0].key, Ok(dead), t0);
         drop(openers);
         assert_eq!(m.live().0, 1, "the abandoned connect left");
         alive.set(false);

@@ -2,13 +2,14 @@
 //!
 //! deadpool creates connections and bounds their number; the pool keeps every live connection
 //! shared (a tarpc connection multiplexes many calls) and picks, per call, the connection with
-//! the fewest calls, the oldest among equals, counting the calls waiting for a connection
-//! still being opened. A call that finds none, or every one carrying `grow_threshold` calls,
-//! opens another (up to the pool's size) and waits for it; the calls after it wait for that
-//! one too until it carries its share (see `members.rs`). Connects run on tasks of the pool's
-//! runtime, side by side, so a burst on a cold pool spreads over its connections as on a warm
-//! one. A watcher per connection drops it when its driver task ends, so the next call opens a
-//! replacement.
+//! the fewest calls, the oldest among equals. A call that finds a connection open never waits
+//! for a connect: when every open one carries `grow_threshold` calls, it is sent on the
+//! least-loaded one while the pool grows in the background (up to its size, one connect at a
+//! time, pausing after one fails). On a cold pool the calls wait for the connections being
+//! opened, counted in their load, so a burst spreads over them as on a warm pool: a call that
+//! finds every one carrying `grow_threshold` calls opens another (see `members.rs`). Connects
+//! run on tasks of the pool's runtime, side by side. A watcher per connection drops it when
+//! its driver task ends, so the next call opens a replacement.
 //!
 //! The watcher can only act once the connection's close has been read. A call that meets a
 //! pooled connection whose peer has already gone (it is found closed at send, or closes before
@@ -195,13 +196,14 @@ impl<C: ServiceClient> Pool<C> {
             .runtime(deadpool::Runtime::Tokio1)
             .build()
             .expect("deadpool builder with a runtime cannot fail");
+        let members = Members::new(config.max_backoff);
         let pool = Pool {
             inner: Arc::new(Inner {
                 endpoint,
                 config,
                 handle,
                 slots,
-                members: Mutex::new(Members::default()),
+                members: Mutex::new(members),
                 in_flight: AtomicUsize::new(0),
                 metrics: Metrics::default(),
                 born: crate::clock::now(),
@@ -469,11 +471,11 @@ impl<C: ServiceClient> Pool<C> {
     }
 
     /// Chooses a connection for one call and reserves its share there (see `members.rs`);
-    /// with `fresh`, one opened since then where there is room. Starts the connect when the
-    /// choice is a new connection.
+    /// with `fresh`, one opened since then where there is room. Starts the connect the choice
+    /// asks for: the new connection chosen, or a grow in the background.
     fn choose(&self, fresh: Option<Instant>) -> (Taken<Arc<Connection<C>>>, Reserved) {
         let threshold = self.inner.config.grow_threshold;
-        let choice = self.with_members(|m| m.choose(threshold, self.max(), fresh));
+        let choice = self.with_members(|m| m.choose(threshold, self.max(), fresh, now()));
         let Choice {
             taken,
             reserved,
@@ -483,30 +485,36 @@ impl<C: ServiceClient> Pool<C> {
         (taken, reserved)
     }
 
-    /// Waits for the connect the call chose. If it fails, the call takes an open connection
-    /// after all (fresh since `fresh`, if given), or fails with the connect's error when none
-    /// is open: the pool grows only as far as the server lets it.
+    /// Waits for the connect the call chose. If it fails, the call falls back to an open
+    /// connection (fresh since `fresh`, if given), else waits for another one being opened,
+    /// else fails with the connect's error: the pool grows only as far as the server lets it.
     async fn wait_open(
         &self,
         mut done: tokio::sync::watch::Receiver<Outcome<Arc<Connection<C>>>>,
-        reserved: Reserved,
+        mut reserved: Reserved,
         fresh: Option<Instant>,
     ) -> Result<(Arc<Connection<C>>, Reserved), Error> {
-        let outcome = match done.wait_for(Option::is_some).await {
-            Ok(o) => o.clone(),
-            Err(_) => None,
-        };
-        let err = match outcome {
-            Some(Ok(conn)) => return Ok((conn, reserved)),
-            Some(Err(e)) => e,
-            None => Error::Connect {
-                endpoint: self.inner.endpoint.to_string(),
-                reason: "the pool's connect task stopped (its runtime shut down)".into(),
-            },
-        };
-        drop(reserved);
-        let open = self.with_members(|m| m.choose_open(fresh));
-        open.ok_or(err)
+        loop {
+            let outcome = match done.wait_for(Option::is_some).await {
+                Ok(o) => o.clone(),
+                Err(_) => None,
+            };
+            let err = match outcome {
+                Some(Ok(conn)) => return Ok((conn, reserved)),
+                Some(Err(e)) => e,
+                None => Error::Connect {
+                    endpoint: self.inner.endpoint.to_string(),
+                    reason: "the pool's connect task stopped (its runtime shut down)".into(),
+                },
+            };
+            drop(reserved);
+            // Each failed connect has left the list, and a fallback opens none: this ends.
+            match self.with_members(|m| m.fallback(fresh)) {
+                Some((Taken::Open(conn), r)) => return Ok((conn, r)),
+                Some((Taken::Opening(next), r)) => (done, reserved) = (next, r),
+                None => return Err(err),
+            }
+        }
     }
 
     /// Drops `conn` from the pool now, without waiting for its watcher, and frees its slot.
@@ -536,7 +544,9 @@ impl<C: ServiceClient> Pool<C> {
                     return;
                 };
                 let report = outcome.as_ref().map(|l| l.conn.clone()).map_err(Clone::clone);
-                pool.with_members(|m| ((), m.opened(opener.key, outcome).into_iter().collect()));
+                pool.with_members(|m| {
+                    ((), m.opened(opener.key, outcome, now()).into_iter().collect())
+                });
                 if let Ok(conn) = &report {
                     pool.watch(conn);
                 } else if let Err(e) = &report {

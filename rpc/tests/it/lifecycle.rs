@@ -102,3 +102,37 @@ async fn a_dropped_pool_stops_its_connects() {
         "the connect went on after the pool was dropped"
     );
 }
+
+/// A call that finds an open connection never waits for a connect, even when every open one
+/// carries `grow_threshold` calls: it is sent on an open one while the pool grows behind it.
+/// Here the grow hangs, and the two calls can only end together (each waits for the other at
+/// the server), so a call waiting for the grow would hold both until their deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_never_waits_for_a_grow_while_a_connection_is_open() {
+    let (server, _) = start_default().await;
+    let fwd = forwarder(server.local_addr().unwrap(), 1).await;
+    let cfg = PoolConfig {
+        max_connections: 2,
+        min_connections: 1,
+        grow_threshold: 1,
+        connect_timeout: Duration::from_secs(120),
+        max_retries: 0,
+        ..PoolConfig::new("lab")
+    };
+    let pool: Pool<LabRpc> = Pool::new(fwd.endpoint.clone(), cfg);
+    assert_eq!(pool.warm_up().await.unwrap(), 1);
+    let calls = (0..2).map(|_| {
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            pool.call_with(
+                CallOptions::method("gather").timeout(Duration::from_secs(30)),
+                |c, ctx| async move { c.gather(ctx, 2).await },
+            )
+            .await
+        })
+    });
+    for r in futures::future::join_all(calls).await {
+        r.unwrap().expect("sent on the open connection");
+    }
+    assert_eq!(pool.status().live_connections, 1, "the grow still hangs");
+}
