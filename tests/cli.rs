@@ -321,6 +321,23 @@ fn nonsense_arguments_are_usage_errors_naming_them() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(name), "{args:?}: {stderr}");
     }
+    // Object sizes the demo cannot draw from (it panicked on --min above --max): refused
+    // before anything starts, naming both.
+    for (min, max) in [("16M", "4K")] {
+        let args = ["demo", "--objects", "1", "--min", min, "--max", max];
+        let out = yuebing()
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("--min") && stderr.contains("--max"),
+            "{args:?}: {stderr}"
+        );
+    }
 }
 
 /// The children (nodes) of a demo killed with SIGKILL, which cannot stop them, stop by

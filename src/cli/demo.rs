@@ -178,6 +178,12 @@ impl Objects {
     /// The objects `args` asks for.
     pub(crate) fn from_args(args: &DemoArgs) -> Result<Objects, String> {
         let (min, max) = (parse_size(&args.min)?, parse_size(&args.max)?);
+        if min > max {
+            return Err(format!(
+                "--min {} is above --max {}: sizes are drawn between the two",
+                args.min, args.max
+            ));
+        }
         Ok(Objects {
             sizes: sizes(args.objects, min, max),
             inflight: args.inflight,

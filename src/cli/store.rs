@@ -60,12 +60,11 @@ pub enum StoreCmd {
     Stats,
 }
 
-/// A KEY argument: not empty (what the master would refuse, refused before connecting).
+/// A KEY argument, checked as the client and the master check it (refused before connecting).
 fn key(text: &str) -> Result<String, String> {
-    match text.is_empty() {
-        true => Err("a key cannot be empty".into()),
-        false => Ok(text.to_string()),
-    }
+    yuebing_store::args::key(text)
+        .map(|()| text.to_string())
+        .map_err(|e| e.to_string())
 }
 
 fn io(path: &str, e: std::io::Error) -> yuebing_store::Error {
