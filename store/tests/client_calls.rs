@@ -8,20 +8,8 @@ use yuebing_rpc::Endpoint;
 use yuebing_store::master::{MasterServerConfig, RunningMaster};
 use yuebing_store::{Client, ClientConfig, ClientHealth, Fetched, Options};
 
-async fn master_and_client() -> (RunningMaster, Client) {
-    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
-    let master = RunningMaster::start(MasterServerConfig::default(), &bind)
-        .await
-        .unwrap();
-    let client = Client::start(ClientConfig {
-        masters: vec![master.local_endpoint().clone()],
-        store_size: 8 << 20,
-        ..ClientConfig::default()
-    })
-    .await
-    .unwrap();
-    (master, client)
-}
+mod common;
+use common::master_and_client;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn put_parts_stores_the_concatenation_and_keeps_an_existing_value() {
