@@ -28,11 +28,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (key, value) in &objects {
         let (c, o, tx, key2) = (client.clone(), opts.clone(), tx.clone(), key.clone());
         client
-            .put_call(key.clone(), value.clone(), &opts)
+            .call(client.client().put(key, value, &opts))
             .then(move |put| match put {
                 Err(e) => drop(tx.send((key2, Err(e)))),
                 Ok(()) => c
-                    .get_call(key2.clone(), &o)
+                    .call(c.client().get(&key2, &o))
                     .then(move |got| drop(tx.send((key2, got)))),
             });
     }
@@ -52,7 +52,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let buf = client.client().engine().allocate(value.len(), true)?;
     let (tx, rx) = channel();
     client
-        .get_into_call(key.clone(), buf.addr(), buf.len() as u64, &opts)
+        .call(
+            client
+                .client()
+                .get_into(key, buf.addr(), buf.len() as u64, &opts),
+        )
         .then(move |r| drop(tx.send(r)));
     let size = rx.recv()??;
     let mut back = vec![0u8; size as usize];
@@ -67,14 +71,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let tx = tx.clone();
         // The gets above hold read leases for a while: remove anyway (force).
         client
-            .remove_call(key.clone(), true, &opts)
+            .call(client.client().remove(key, true, &opts))
             .then(move |r| drop(tx.send(r)));
     }
     for _ in &objects {
         rx.recv()??;
     }
     let (tx, rx) = channel();
-    client.close_call(&opts).then(move |r| drop(tx.send(r)));
+    client
+        .call(client.client().close(&opts))
+        .then(move |r| drop(tx.send(r)));
     rx.recv()??;
     println!("removed {} objects", objects.len());
     // Returns once every call and callback of the bridge has ended.

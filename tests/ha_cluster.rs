@@ -94,6 +94,7 @@ async fn a_killed_leader_is_replaced_and_no_committed_object_is_lost() {
             replica_num: 2,
             ..PutConfig::default()
         }),
+        ..Options::default()
     };
     // The nodes mount through whichever master leads.
     eventually(Duration::from_secs(30), "store space", || async {

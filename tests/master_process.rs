@@ -34,14 +34,24 @@ async fn committed_objects_are_back_after_a_crash_and_readable_once_their_node_r
     c.mount(space()).await.unwrap();
     for i in 0..100u64 {
         let key = format!("kv/{i}");
-        c.put_start(&key, 1000 + i, &PutConfig::default())
-            .await
-            .unwrap();
-        c.put_end(&key).await.unwrap();
-    }
-    c.put_start("never-ended", 10, &PutConfig::default())
+        c.put_start(
+            &key,
+            1000 + i,
+            &PutConfig::default(),
+            yuebing_store::Write::Put,
+        )
         .await
         .unwrap();
+        c.put_end(&key).await.unwrap();
+    }
+    c.put_start(
+        "never-ended",
+        10,
+        &PutConfig::default(),
+        yuebing_store::Write::Put,
+    )
+    .await
+    .unwrap();
     let where_ = c.get_replica_list("kv/7").await.unwrap().replicas;
     // Every answered put is durable: a crash now loses none of them.
     master.kill();

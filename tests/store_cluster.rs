@@ -10,7 +10,7 @@ use common::{eventually, free_port, Process, TestBytes};
 use yuebing::engine::{EngineConfig, TransportKind};
 use yuebing::rpc::Endpoint;
 use yuebing::store::master::{ClientId, MasterClient, PutConfig};
-use yuebing::store::{Client, ClientConfig, Error, Options};
+use yuebing::store::{Client, ClientConfig, Error, Options, Write};
 
 /// A pure client (tcp forced) of the master at `master`.
 async fn client(master: &Endpoint) -> Client {
@@ -45,6 +45,7 @@ fn on(nodes: &[&str], n: u32) -> Options {
 const NONE: &Options = &Options {
     deadline: None,
     put: None,
+    write: Write::Put,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,7 +140,7 @@ async fn put_on_one_client_get_on_another_byte_exact_with_typed_errors() {
     dst.get(0, &mut back).unwrap();
     assert_eq!(back, data[8192..]);
     assert_eq!(r.get_size("k3", NONE).await.unwrap(), 5 << 20);
-    w.upsert("b1", b"ONE!", NONE).await.unwrap();
+    w.put("b1", b"ONE!", Options::upsert()).await.unwrap();
     assert_eq!(r.get("b1", NONE).await.unwrap(), b"ONE!");
     r.remove("b1", true, NONE).await.unwrap();
     assert_eq!(r.get("b1", NONE).await.unwrap_err().code(), -704);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use yuebing_bridge::{BlockingClient, BlockingEngine, BlockingMaster, Bridge, BridgeConfig};
 use yuebing_engine::{EngineConfig, RemoteAccess};
 use yuebing_store::master::{MasterServerConfig, RunningMaster};
-use yuebing_store::{ClientConfig, ClientHealth, Fetched, Options};
+use yuebing_store::{ClientConfig, ClientHealth, Fetched, Options, Write};
 
 #[test]
 fn a_store_client_is_used_from_plain_threads_and_callbacks() {
@@ -26,6 +26,7 @@ fn a_store_client_is_used_from_plain_threads_and_callbacks() {
     };
     let client = BlockingClient::start(&bridge, cfg).unwrap();
     let opts = Options::deadline(Duration::from_secs(10));
+    let upsert = opts.clone().with_write(Write::Upsert);
     std::thread::scope(|s| {
         for t in 0..8 {
             let (client, opts) = (&client, &opts);
@@ -46,13 +47,13 @@ fn a_store_client_is_used_from_plain_threads_and_callbacks() {
     // The callback form of the same calls.
     let (tx, rx) = std::sync::mpsc::channel();
     client
-        .get_call("t1/k1", &opts)
+        .call(client.client().get("t1/k1", &opts))
         .then(move |r| tx.send(r).unwrap());
     let got = rx.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
     assert_eq!(got, vec![11u8; 4097]);
     let (tx, rx) = std::sync::mpsc::channel();
     client
-        .get_call("missing", &opts)
+        .call(client.client().get("missing", &opts))
         .then(move |r| tx.send(r).unwrap());
     let e = rx
         .recv_timeout(Duration::from_secs(10))
@@ -64,7 +65,7 @@ fn a_store_client_is_used_from_plain_threads_and_callbacks() {
     assert!(!client.exist("t0/k0", &opts).unwrap());
 
     // The rest of the store's calls, blocking.
-    client.upsert("t1/k1", b"new", &opts).unwrap();
+    client.put("t1/k1", b"new", upsert.clone()).unwrap();
     assert_eq!(client.get_size("t1/k1", &opts).unwrap(), 3);
     let puts = client
         .batch_put(&[("b/0", b"zero"), ("b/1", b"one"), ("t1/k2", b"x")], &opts)
@@ -140,15 +141,17 @@ fn a_store_client_is_used_from_plain_threads_and_callbacks() {
         .put_parts("p/0", &[b"ab", b"cd", b"ef"], &opts)
         .unwrap();
     assert_eq!(client.get("p/0", &opts).unwrap(), b"abcdef");
-    client.upsert_parts("p/0", &[b"x", b"y"], &opts).unwrap();
+    client
+        .put_parts("p/0", &[b"x", b"y"], upsert.clone())
+        .unwrap();
     assert_eq!(client.get("p/0", &opts).unwrap(), b"xy");
     let upserted = client
-        .batch_upsert(&[("p/0", b"one"), ("p/1", b"two")], &opts)
+        .batch_put(&[("p/0", b"one"), ("p/1", b"two")], upsert.clone())
         .unwrap();
     assert!(upserted.iter().all(|r| r.is_ok()), "{upserted:?}");
     assert_eq!(client.get("p/0", &opts).unwrap(), b"one");
     let each = client
-        .batch_upsert_from(&[("p/1", buf.addr(), 5)], &opts)
+        .batch_put_from(&[("p/1", buf.addr(), 5)], upsert.clone())
         .unwrap();
     assert!(each[0].is_ok());
     assert_eq!(client.get("p/1", &opts).unwrap(), [9u8; 5]);
@@ -217,7 +220,9 @@ fn a_store_client_shares_an_engine_that_outlives_it() {
     let buf = engine.allocate(1 << 16, true).unwrap();
     // SAFETY: no transfer from or into `buf` is under way.
     unsafe { buf.write_at(0, &[5u8; 100]) }.unwrap();
-    client.upsert_from("k", buf.addr(), 100, &opts).unwrap();
+    client
+        .put_from("k", buf.addr(), 100, opts.clone().with_write(Write::Upsert))
+        .unwrap();
     assert_eq!(client.get("k", &opts).unwrap(), [5u8; 100]);
     let where_ = client.replicas("k", &opts).unwrap();
     assert_eq!(where_.replicas[0].node, engine.name());

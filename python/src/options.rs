@@ -27,7 +27,7 @@ pub(crate) fn duration(py: Python<'_>, secs: f64, what: &str) -> PyResult<Durati
 pub(crate) fn call(py: Python<'_>, timeout: Option<f64>) -> PyResult<Options> {
     Ok(Options {
         deadline: timeout.map(|t| duration(py, t, "timeout")).transpose()?,
-        put: None,
+        ..Options::default()
     })
 }
 

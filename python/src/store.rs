@@ -13,7 +13,8 @@ use pyo3::types::{PyBytes, PyDict, PyTuple};
 use yuebing_bridge::BlockingClient;
 use yuebing_engine::RemoteAccess;
 use yuebing_store::master::PutConfig;
-use yuebing_store::ClientHealth;
+use yuebing_store::Client;
+use yuebing_store::{ClientHealth, Write};
 
 use crate::engine::Engine;
 use crate::errors;
@@ -65,6 +66,17 @@ impl Store {
     /// The registrations of the client's engine, unless this is a forked child (`Forked`).
     pub(crate) fn pins(&self, py: Python<'_>) -> PyResult<&Pins> {
         Ok(self.pins.get(py)?)
+    }
+
+    /// Runs `call` on the store's client and waits for it with the GIL released (see
+    /// [`wait`]).
+    pub(crate) fn run<T, F>(&self, py: Python<'_>, call: impl FnOnce(&Client) -> F) -> PyResult<T>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = yuebing_store::Result<T>> + Send + 'static,
+    {
+        let client = self.client(py)?;
+        wait(py, client.call(call(client.client())))
     }
 
     /// The options of a put with these keyword arguments.
@@ -146,7 +158,7 @@ impl Store {
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
-        self.put_value(py, key, value, opts, false)
+        self.put_value(py, key, value, opts)
     }
 
     /// Stores `value` under `key`, replacing an existing value (as `put` otherwise).
@@ -169,7 +181,7 @@ impl Store {
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
-        self.put_value(py, key, value, opts, true)
+        self.put_value(py, key, value, opts.with_write(Write::Upsert))
     }
 
     /// Stores the first `size` bytes (all when omitted) of `buffer` under `key` without copying
@@ -196,7 +208,7 @@ impl Store {
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
-        self.put_memory(py, key, (buffer, size), opts, false)
+        self.put_memory(py, key, (buffer, size), opts)
     }
 
     /// As `put_from`, replacing an existing value (zero-copy from `buffer`, or an int address
@@ -221,7 +233,7 @@ impl Store {
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
-        self.put_memory(py, key, (buffer, size), opts, true)
+        self.put_memory(py, key, (buffer, size), opts.with_write(Write::Upsert))
     }
 
     /// Stores the concatenation of `parts` under `key`: each part is any C-contiguous buffer
@@ -247,7 +259,7 @@ impl Store {
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
-        self.put_parts_value(py, key, parts, opts, false)
+        self.put_parts_value(py, key, parts, opts)
     }
 
     /// As `put_parts`, replacing an existing value.
@@ -270,7 +282,7 @@ impl Store {
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
-        self.put_parts_value(py, key, parts, opts, true)
+        self.put_parts_value(py, key, parts, opts.with_write(Write::Upsert))
     }
 
     /// The value of `key` as bytes. A missing key raises `ObjectNotFound` (a `KeyError`).
@@ -306,7 +318,10 @@ impl Store {
         let held = self
             .pins(py)?
             .hold(py, std::slice::from_ref(&mem), Access::Write)?;
-        let read = wait(py, client.get_into_call(key, mem.addr, mem.len, &opts));
+        let read = wait(
+            py,
+            client.call(client.client().get_into(key, mem.addr, mem.len, &opts)),
+        );
         // The call's work has stopped (even when a signal ended the wait): release the memory.
         drop(held);
         read
@@ -316,14 +331,14 @@ impl Store {
     #[pyo3(signature = (key, *, timeout=None))]
     fn exist(&self, py: Python<'_>, key: &str, timeout: Option<f64>) -> PyResult<bool> {
         let opts = options::call(py, timeout)?;
-        wait(py, self.client(py)?.exist_call(key, &opts))
+        self.run(py, |c| c.exist(key, &opts))
     }
 
     /// The size in bytes of `key`'s value.
     #[pyo3(signature = (key, *, timeout=None))]
     fn get_size(&self, py: Python<'_>, key: &str, timeout: Option<f64>) -> PyResult<u64> {
         let opts = options::call(py, timeout)?;
-        wait(py, self.client(py)?.get_size_call(key, &opts))
+        self.run(py, |c| c.get_size(key, &opts))
     }
 
     /// Removes `key`. A reader's lease (every `get` takes one) makes it raise `ObjectHasLease`
@@ -331,14 +346,14 @@ impl Store {
     #[pyo3(signature = (key, force=false, *, timeout=None))]
     fn remove(&self, py: Python<'_>, key: &str, force: bool, timeout: Option<f64>) -> PyResult<()> {
         let opts = options::call(py, timeout)?;
-        wait(py, self.client(py)?.remove_call(key, force, &opts))
+        self.run(py, |c| c.remove(key, force, &opts))
     }
 
     /// Removes every object (`force`: leased ones too); returns how many.
     #[pyo3(signature = (force=false, *, timeout=None))]
     fn remove_all(&self, py: Python<'_>, force: bool, timeout: Option<f64>) -> PyResult<u64> {
         let opts = options::call(py, timeout)?;
-        wait(py, self.client(py)?.remove_all_call(force, &opts))
+        self.run(py, |c| c.remove_all(force, &opts))
     }
 
     /// Removes every object whose key the regular expression `pattern` matches somewhere
@@ -355,7 +370,11 @@ impl Store {
         let opts = options::call(py, timeout)?;
         wait(
             py,
-            self.client(py)?.remove_by_regex_call(pattern, force, &opts),
+            self.client(py)?.call(
+                self.client(py)?
+                    .client()
+                    .remove_by_regex(pattern, force, &opts),
+            ),
         )
     }
 
@@ -371,7 +390,7 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<Vec<Py<PyAny>>> {
         let opts = options::call(py, timeout)?;
-        let each = wait(py, self.client(py)?.batch_remove_call(keys, force, &opts))?;
+        let each = self.run(py, |c| c.batch_remove(&keys, force, &opts))?;
         errors::items(py, each, |py, ()| Ok(py.None()))
     }
 
@@ -387,7 +406,7 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<types::Replicas> {
         let opts = options::call(py, timeout)?;
-        let list = wait(py, self.client(py)?.replicas_call(key, &opts))?;
+        let list = self.run(py, |c| c.replicas(key, &opts))?;
         Ok(types::Replicas::from(list))
     }
 
@@ -401,7 +420,7 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<Vec<Py<PyAny>>> {
         let opts = options::call(py, timeout)?;
-        let each = wait(py, self.client(py)?.batch_replicas_call(keys, &opts))?;
+        let each = self.run(py, |c| c.batch_replicas(&keys, &opts))?;
         errors::items(py, each, |py, list| {
             Ok(Py::new(py, types::Replicas::from(list))?.into_any())
         })
@@ -417,7 +436,9 @@ impl Store {
         if self.closed() {
             return Ok(ClientHealth::Closed.code());
         }
-        Ok(wait(py, self.client.get(py)?.health_check_call(&opts))?.code())
+        let client = self.client.get(py)?;
+        let check = client.client().health_check(&opts);
+        Ok(wait(py, client.call(async move { Ok(check.await) }))?.code())
     }
 
     /// The objects whose keys start with `prefix`, sorted by key, at most `limit`.
@@ -430,7 +451,7 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<Vec<ObjectInfo>> {
         let opts = options::call(py, timeout)?;
-        let listed = wait(py, self.client(py)?.list_call(prefix, limit, &opts))?;
+        let listed = self.run(py, |c| c.list(prefix, limit, &opts))?;
         Ok(listed.into_iter().map(ObjectInfo::from).collect())
     }
 
@@ -439,7 +460,7 @@ impl Store {
     #[pyo3(signature = (*, timeout=None))]
     fn stats<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyDict>> {
         let opts = options::call(py, timeout)?;
-        let s = wait(py, self.client(py)?.stats_call(&opts))?;
+        let s = self.run(py, |c| c.stats(&opts))?;
         let d = PyDict::new(py);
         d.set_item("objects", s.objects)?;
         d.set_item("pending_writes", s.pending_writes)?;
@@ -475,7 +496,7 @@ impl Store {
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
-        store_batch::batch_put(self, py, keys, values, &opts, false)
+        store_batch::batch_put(self, py, keys, values, &opts)
     }
 
     /// As `batch_put`, replacing existing values; one entry per key: `None`, or the
@@ -499,7 +520,7 @@ impl Store {
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
-        store_batch::batch_put(self, py, keys, values, &opts, true)
+        store_batch::batch_put(self, py, keys, values, &opts.with_write(Write::Upsert))
     }
 
     /// Stores each key from its buffer (or int address with `sizes[i]`) without copying;
@@ -524,7 +545,7 @@ impl Store {
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
-        store_batch::batch_put_from(self, py, keys, buffers, sizes, &opts, false)
+        store_batch::batch_put_from(self, py, keys, buffers, sizes, &opts)
     }
 
     /// As `batch_put_from`, replacing existing values; one entry per key: `None`, or the
@@ -549,7 +570,14 @@ impl Store {
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
-        store_batch::batch_put_from(self, py, keys, buffers, sizes, &opts, true)
+        store_batch::batch_put_from(
+            self,
+            py,
+            keys,
+            buffers,
+            sizes,
+            &opts.with_write(Write::Upsert),
+        )
     }
 
     /// The value of each key; one entry per key: bytes, or the `YuebingError` instance (not
@@ -562,7 +590,7 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<Vec<Py<PyAny>>> {
         let opts = options::call(py, timeout)?;
-        let each = wait(py, self.client(py)?.batch_get_call(keys, &opts))?;
+        let each = self.run(py, |c| c.batch_get(&keys, &opts))?;
         errors::items(py, each, |py, v| {
             Ok(PyBytes::new(py, &v).into_any().unbind())
         })
@@ -593,7 +621,7 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<Vec<Py<PyAny>>> {
         let opts = options::call(py, timeout)?;
-        let each = wait(py, self.client(py)?.batch_exist_call(keys, &opts))?;
+        let each = self.run(py, |c| c.batch_exist(&keys, &opts))?;
         errors::items(py, each, |py, b| {
             Ok(pyo3::types::PyBool::new(py, b)
                 .to_owned()
@@ -670,7 +698,7 @@ impl Store {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        wait(py, client.close_call(&opts))
+        wait(py, client.call(client.client().close(&opts)))
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

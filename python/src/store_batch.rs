@@ -195,14 +195,13 @@ fn ranges<'a>(
     Ok(out)
 }
 
-/// `Store.batch_put`, or (`upsert`) `Store.batch_upsert`.
+/// `Store.batch_put` (and `Store.batch_upsert`).
 pub(crate) fn batch_put(
     store: &Store,
     py: Python<'_>,
     keys: Vec<String>,
     values: Vec<Bound<'_, PyAny>>,
     opts: &Options,
-    upsert: bool,
 ) -> PyResult<Vec<Py<PyAny>>> {
     same_length(py, keys.len(), "values", values.len())?;
     let client = store.client(py)?;
@@ -212,15 +211,12 @@ pub(crate) fn batch_put(
         .enumerate()
         .map(|(i, (k, v))| Ok((k, copy_of(v, &format!("values[{i}]"))?)))
         .collect::<PyResult<Vec<_>>>()?;
-    let call = match upsert {
-        true => client.batch_upsert_call(items, opts),
-        false => client.batch_put_call(items, opts),
-    };
-    let each = wait(py, call)?;
+    let items: Vec<(&str, &[u8])> = items.iter().map(|(k, v)| (k.as_str(), &v[..])).collect();
+    let each = wait(py, client.call(client.client().batch_put(&items, opts)))?;
     errors::items(py, each, |py, ()| Ok(py.None()))
 }
 
-/// `Store.batch_put_from`, or (`upsert`) `Store.batch_upsert_from`.
+/// `Store.batch_put_from` (and `Store.batch_upsert_from`).
 pub(crate) fn batch_put_from(
     store: &Store,
     py: Python<'_>,
@@ -228,16 +224,13 @@ pub(crate) fn batch_put_from(
     buffers: Vec<Bound<'_, PyAny>>,
     sizes: Option<Vec<Option<u64>>>,
     opts: &Options,
-    upsert: bool,
 ) -> PyResult<Vec<Py<PyAny>>> {
     let client = store.client(py)?;
     let ranges = ranges(store, py, keys, buffers, sizes, Access::Read)?;
-    let items = ranges.items.clone();
-    let call = match upsert {
-        true => client.batch_upsert_from_call(items, opts),
-        false => client.batch_put_from_call(items, opts),
-    };
-    let each = wait(py, call);
+    let each = wait(
+        py,
+        client.call(client.client().batch_put_from(&ranges.items, opts)),
+    );
     // The call's work has stopped: the memory may go.
     drop(ranges);
     errors::items(py, each?, |py, ()| Ok(py.None()))
@@ -254,7 +247,10 @@ pub(crate) fn batch_get_into(
 ) -> PyResult<Vec<Py<PyAny>>> {
     let client = store.client(py)?;
     let ranges = ranges(store, py, keys, buffers, sizes, Access::Write)?;
-    let each = wait(py, client.batch_get_into_call(ranges.items.clone(), opts));
+    let each = wait(
+        py,
+        client.call(client.client().batch_get_into(&ranges.items, opts)),
+    );
     // The call's work has stopped: the memory may go.
     drop(ranges);
     errors::items(py, each?, |py, n| {

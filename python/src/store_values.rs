@@ -10,7 +10,6 @@ use yuebing_store::{Fetched, Located};
 
 use crate::memory::{copy_of, Access, Memory};
 use crate::store::Store;
-use crate::wait::wait;
 
 impl Store {
     pub(crate) fn put_value(
@@ -19,73 +18,55 @@ impl Store {
         key: &str,
         value: &Bound<'_, PyAny>,
         opts: yuebing_store::Options,
-        upsert: bool,
     ) -> PyResult<()> {
         if let Some(mem) = zero_copy_source(value) {
-            return self.put_held(py, key, mem, opts, upsert);
+            return self.put_held(py, key, mem, opts);
         }
-        let client = self.client(py)?;
         let value = copy_of(value, "value")?;
-        let call = match upsert {
-            true => client.upsert_call(key, value, &opts),
-            false => client.put_call(key, value, &opts),
-        };
-        wait(py, call)
+        self.run(py, |c| c.put(key, &value, opts))
     }
 
-    /// `put_parts`, or (`upsert`) `upsert_parts`: each part copied by its byte length.
+    /// `put_parts` (and `upsert_parts`): each part copied by its byte length.
     pub(crate) fn put_parts_value(
         &self,
         py: Python<'_>,
         key: &str,
         parts: &Bound<'_, PyTuple>,
         opts: yuebing_store::Options,
-        upsert: bool,
     ) -> PyResult<()> {
-        let client = self.client(py)?;
         let parts = parts
             .iter()
             .enumerate()
             .map(|(i, p)| copy_of(&p, &format!("parts[{i}]")))
             .collect::<PyResult<Vec<_>>>()?;
-        let call = match upsert {
-            true => client.upsert_parts_call(key, parts, &opts),
-            false => client.put_parts_call(key, parts, &opts),
-        };
-        wait(py, call)
+        let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        self.run(py, |c| c.put_parts(key, &parts, opts))
     }
 
-    /// `put_from`, or (`upsert`) `upsert_from`, of a buffer or an address.
+    /// `put_from` (and `upsert_from`) of a buffer or an address.
     pub(crate) fn put_memory(
         &self,
         py: Python<'_>,
         key: &str,
         (buffer, size): (&Bound<'_, PyAny>, Option<u64>),
         opts: yuebing_store::Options,
-        upsert: bool,
     ) -> PyResult<()> {
         let mem = Memory::from_py(buffer, size, Access::Read, "buffer")?;
-        self.put_held(py, key, mem, opts, upsert)
+        self.put_held(py, key, mem, opts)
     }
 
-    /// `put_from`, or (`upsert`) `upsert_from`: `mem` held registered for the call.
+    /// `put_from` (and `upsert_from`): `mem` held registered for the call.
     fn put_held(
         &self,
         py: Python<'_>,
         key: &str,
         mem: Memory,
         opts: yuebing_store::Options,
-        upsert: bool,
     ) -> PyResult<()> {
-        let client = self.client(py)?;
         let held = self
             .pins(py)?
             .hold(py, std::slice::from_ref(&mem), Access::Read)?;
-        let call = match upsert {
-            true => client.upsert_from_call(key, mem.addr, mem.len, &opts),
-            false => client.put_from_call(key, mem.addr, mem.len, &opts),
-        };
-        let done = wait(py, call);
+        let done = self.run(py, |c| c.put_from(key, mem.addr, mem.len, opts));
         // The call's work has stopped (even when a signal ended the wait): release the memory.
         drop(held);
         done
@@ -99,8 +80,7 @@ impl Store {
         key: &str,
         opts: &yuebing_store::Options,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let client = self.client(py)?;
-        match wait(py, client.get_or_locate_call(key, ZERO_COPY_MIN - 1, opts))? {
+        match self.run(py, |c| c.get_or_locate(key, ZERO_COPY_MIN - 1, opts))? {
             Fetched::Value(value) => Ok(PyBytes::new(py, &value)),
             Fetched::Located(found) => self.read_into_bytes(py, found, opts),
         }
@@ -114,12 +94,11 @@ impl Store {
         found: Located,
         opts: &yuebing_store::Options,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let client = self.client(py)?;
         let pins = self.pins(py)?;
         let (bytes, addr) = uninit_bytes(py, found.size())?;
         let mem = Memory::of_call(addr, found.size(), "the value's new bytes");
         let held = pins.hold(py, std::slice::from_ref(&mem), Access::Write)?;
-        let read = wait(py, client.read_located_call(found, mem.addr, mem.len, opts));
+        let read = self.run(py, |c| c.read_located(&found, mem.addr, mem.len, opts));
         // The call's work has stopped (even when a signal ended the wait): release the memory.
         drop(held);
         // Filled: every one of its `size` bytes was written by the read (else it is dropped

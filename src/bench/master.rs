@@ -67,7 +67,8 @@ fn core_with(keys: &[String]) -> Master {
     m.mount(CLIENT, 1, &space()).expect("mount");
     let cfg = PutConfig::default();
     for k in keys {
-        m.put_start(CLIENT, 1, k, VALUE, &cfg).expect("put_start");
+        m.put_start(CLIENT, 1, k, VALUE, &cfg, yuebing_store::Write::Put)
+            .expect("put_start");
         m.put_end(CLIENT, 1, k).expect("put_end");
     }
     m
@@ -89,7 +90,14 @@ fn core_round(resident: &[String], fresh: &[String]) -> [f64; 4] {
     let mut now = 2;
     let put = timed(fresh, |k| {
         now += 1;
-        let _ = m.put_start(CLIENT, now / 1024, k, VALUE, &cfg);
+        let _ = m.put_start(
+            CLIENT,
+            now / 1024,
+            k,
+            VALUE,
+            &cfg,
+            yuebing_store::Write::Put,
+        );
         let _ = m.put_end(CLIENT, now / 1024, k);
     });
     let mut rng = fastrand::Rng::with_seed(7);
@@ -135,7 +143,7 @@ async fn rpc_puts(
         let (c, next, tag) = (c.clone(), next.clone(), tag.clone());
         async move {
             let k = format!("{tag}/{:040}", next.fetch_add(1, Ordering::Relaxed));
-            c.put_start(&k, VALUE, &PutConfig::default())
+            c.put_start(&k, VALUE, &PutConfig::default(), yuebing_store::Write::Put)
                 .await
                 .map_err(|e| e.to_string())?;
             c.put_end(&k).await.map_err(|e| e.to_string())
@@ -190,7 +198,7 @@ async fn preload(c: &MasterClient, keys: &[String]) -> Result<(), String> {
     for chunk in keys.chunks(1000) {
         let items: Vec<_> = chunk.iter().map(|k| (k.clone(), VALUE)).collect();
         for r in c
-            .batch_put_start(items, &PutConfig::default())
+            .batch_put_start(items, &PutConfig::default(), yuebing_store::Write::Put)
             .await
             .map_err(|e| e.to_string())?
         {

@@ -21,3 +21,4 @@ pub mod master;
 
 pub use client::{Client, ClientConfig, ClientHealth, Fetched, Located, Options};
 pub use error::{Error, Result, WireError};
+pub use master::Write;

@@ -33,7 +33,7 @@ async fn bad_buffers_are_invalid_params_not_a_transfer_error() {
     c.put("k", b"value", &opts).await.unwrap();
 
     refused(c.put_from("new", 0, 10, &opts).await, "addr");
-    refused(c.upsert_from("new", 0, 10, &opts).await, "addr");
+    refused(c.put_from("new", 0, 10, Options::upsert()).await, "addr");
     refused(c.put_from("new", buf.addr(), 0, &opts).await, "len");
     refused(
         c.put_from("new", u64::MAX - 4, 16, &opts).await,
@@ -61,15 +61,22 @@ async fn bad_buffers_are_invalid_params_not_a_transfer_error() {
         .unwrap();
     refused(r[0].clone(), "len");
     assert_eq!(r[1].as_ref().unwrap(), &10);
-    let r = c.batch_put(&[("", b"v"), ("c", b"")], &opts).await.unwrap();
+    let r = c
+        .batch_put(&[("", &b"v"[..]), ("c", b"")], &opts)
+        .await
+        .unwrap();
     refused(r[0].clone(), "key");
     refused(r[1].clone(), "size");
     let r = c.batch_exist(&["", "b"], &opts).await.unwrap();
     refused(r[0].clone(), "key");
     assert!(r[1].as_ref().unwrap());
     // An empty batch has an empty answer.
-    assert!(c.batch_get(&[], &opts).await.unwrap().is_empty());
-    assert!(c.batch_put_from(&[], &opts).await.unwrap().is_empty());
+    assert!(c.batch_get(&[] as &[&str], &opts).await.unwrap().is_empty());
+    assert!(c
+        .batch_put_from(&[] as &[(&str, u64, u64)], &opts)
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,7 +94,7 @@ async fn bad_arguments_are_refused_before_any_round_trip() {
     refused(c.replicas("", &opts).await, "key");
     refused(c.get_or_locate("", 10, &opts).await, "key");
     refused(c.put("", b"v", &opts).await, "key");
-    refused(c.upsert("", b"v", &opts).await, "key");
+    refused(c.put("", b"v", Options::upsert()).await, "key");
     refused(c.put("k", b"", &opts).await, "size");
     refused(c.put_parts("k", &[b"", b""], &opts).await, "size");
     refused(c.put_from("", buf.addr(), 10, &opts).await, "key");
@@ -115,7 +122,11 @@ async fn bad_arguments_are_refused_before_any_round_trip() {
     refused(r[0].clone(), "key");
     let r = c.batch_replicas(&[""], &opts).await.unwrap();
     refused(r[0].clone(), "key");
-    assert!(c.batch_exist(&[], &opts).await.unwrap().is_empty());
+    assert!(c
+        .batch_exist(&[] as &[&str], &opts)
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use yuebing_rpc::Endpoint;
 use yuebing_store::master::{MasterServerConfig, RunningMaster};
-use yuebing_store::{Client, ClientConfig, ClientHealth, Fetched, Options};
+use yuebing_store::{Client, ClientConfig, ClientHealth, Fetched, Options, Write};
 
 mod common;
 use common::master_and_client;
@@ -26,7 +26,13 @@ async fn put_parts_stores_the_concatenation_and_keeps_an_existing_value() {
     let e = c.put_parts("kv", &[b"x"], &opts).await.unwrap_err();
     assert_eq!(e.code(), -705);
     assert_eq!(c.get_size("kv", &opts).await.unwrap(), want.len() as u64);
-    c.upsert_parts("kv", &[b"new", b"er"], &opts).await.unwrap();
+    c.put_parts(
+        "kv",
+        &[b"new", b"er"],
+        opts.clone().with_write(Write::Upsert),
+    )
+    .await
+    .unwrap();
     assert_eq!(c.get("kv", &opts).await.unwrap(), b"newer");
 }
 
@@ -79,14 +85,26 @@ async fn upsert_from_replaces_a_value_from_registered_memory() {
     unsafe { buf.write_at(0, &[3u8; 5000]) }.unwrap();
     // SAFETY: as above.
     unsafe { buf.write_at(5000, b"fresh") }.unwrap();
-    // A new key, then the same key again: upsert_from replaces where put_from is refused.
-    c.upsert_from("k", buf.addr(), 5000, &opts).await.unwrap();
+    // A new key, then the same key again: an upsert replaces where a put is refused.
+    c.put_from(
+        "k",
+        buf.addr(),
+        5000,
+        opts.clone().with_write(Write::Upsert),
+    )
+    .await
+    .unwrap();
     assert_eq!(c.get("k", &opts).await.unwrap(), vec![3u8; 5000]);
     let e = c.put_from("k", buf.addr(), 10, &opts).await.unwrap_err();
     assert_eq!(e.code(), -705);
-    c.upsert_from("k", buf.addr() + 5000, 5, &opts)
-        .await
-        .unwrap();
+    c.put_from(
+        "k",
+        buf.addr() + 5000,
+        5,
+        opts.clone().with_write(Write::Upsert),
+    )
+    .await
+    .unwrap();
     assert_eq!(c.get("k", &opts).await.unwrap(), b"fresh");
     assert_eq!(c.get_size("k", &opts).await.unwrap(), 5);
 }

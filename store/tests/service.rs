@@ -35,7 +35,8 @@ fn space(node: &str) -> Vec<MountSpec> {
 }
 
 async fn put(c: &MasterClient, key: &str, size: u64) -> yuebing_store::Result<()> {
-    c.put_start(key, size, &PutConfig::default()).await?;
+    c.put_start(key, size, &PutConfig::default(), yuebing_store::Write::Put)
+        .await?;
     c.put_end(key).await
 }
 
@@ -49,7 +50,10 @@ async fn calls_and_typed_errors_cross_the_wire() {
     assert_eq!(c.ping().await.unwrap(), PingResult::NeedRemount);
     c.mount(space("node-a")).await.unwrap();
     assert_eq!(c.ping().await.unwrap(), PingResult::Ok);
-    let r = c.put_start("k", 1000, &PutConfig::default()).await.unwrap();
+    let r = c
+        .put_start("k", 1000, &PutConfig::default(), yuebing_store::Write::Put)
+        .await
+        .unwrap();
     assert_eq!((r[0].node.as_str(), r[0].len), ("node-a", 1000));
     assert_eq!(
         c.get_replica_list("k").await.unwrap_err(),
@@ -64,16 +68,24 @@ async fn calls_and_typed_errors_cross_the_wire() {
     );
     assert_eq!(c.remove("k", false).await.unwrap_err().code(), -706);
     assert_eq!(c.get_size("nope").await.unwrap_err().code(), -704);
-    let e = c.put_start("", 1, &PutConfig::default()).await.unwrap_err();
+    let e = c
+        .put_start("", 1, &PutConfig::default(), yuebing_store::Write::Put)
+        .await
+        .unwrap_err();
     assert!(matches!(e, Error::InvalidParams { .. }), "{e:?}");
     let e = c
-        .put_start("huge", u64::MAX - 1, &PutConfig::default())
+        .put_start(
+            "huge",
+            u64::MAX - 1,
+            &PutConfig::default(),
+            yuebing_store::Write::Put,
+        )
         .await;
     assert!(matches!(e, Err(Error::InvalidParams { .. })), "{e:?}");
     assert!(master.health().ready, "the master keeps serving");
     let items = vec![("a".to_string(), 10), ("k".to_string(), 10)];
     let r = c
-        .batch_put_start(items, &PutConfig::default())
+        .batch_put_start(items, &PutConfig::default(), yuebing_store::Write::Put)
         .await
         .unwrap();
     assert!(r[0].is_ok());
@@ -144,9 +156,14 @@ async fn committed_objects_survive_a_restart_from_the_data_dir() {
     for i in 0..120 {
         put(&c, &format!("obj{i}"), 4096 + i).await.unwrap();
     }
-    c.put_start("unfinished", 10, &PutConfig::default())
-        .await
-        .unwrap();
+    c.put_start(
+        "unfinished",
+        10,
+        &PutConfig::default(),
+        yuebing_store::Write::Put,
+    )
+    .await
+    .unwrap();
     let before = c.get_replica_list("obj5").await.unwrap();
     let h = master.health();
     assert_eq!(h.durable_seq, h.last_seq);

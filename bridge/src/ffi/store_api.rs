@@ -41,6 +41,7 @@ pub(crate) unsafe fn options(p: *const yuebing_options) -> FfiResult<Options> {
     Ok(Options {
         deadline: (o.timeout_ms != 0).then(|| Duration::from_millis(o.timeout_ms)),
         put,
+        ..Options::default()
     })
 }
 

@@ -4,7 +4,6 @@
 
 use std::ffi::{c_char, c_void};
 
-use crate::store::ranges;
 use crate::Each;
 
 use super::deliver::{required, Op, UserData};
@@ -155,11 +154,11 @@ unsafe fn batch_put_op(
         // SAFETY: each value valid for its length (the caller's promise).
         items.push((key, unsafe { raw::bytes(p, len, "a value") }?));
     }
-    let c = client.client().clone();
-    Ok(Op::new(client.bridge(), async move {
-        let refs: Vec<(&str, &[u8])> = items.iter().map(|(k, v)| (k.as_str(), &v[..])).collect();
-        c.batch_put(&refs, &opts).await
-    }))
+    let items: Vec<(&str, &[u8])> = items.iter().map(|(k, v)| (k.as_str(), &v[..])).collect();
+    Ok(Op::new(
+        client.bridge(),
+        client.client().batch_put(&items, opts),
+    ))
 }
 
 /// Stores `n` values (`values[i]` of `lens[i]` bytes, copied before the function returns)
@@ -225,10 +224,10 @@ unsafe fn batch_put_from_op(
     let (client, opts) = unsafe { target(store, opts) }?;
     // SAFETY: forwarded contract.
     let items = unsafe { c_ranges(k, addrs, lens, n) }?;
-    let c = client.client().clone();
-    Ok(Op::new(client.bridge(), async move {
-        c.batch_put_from(&ranges(&items), &opts).await
-    }))
+    Ok(Op::new(
+        client.bridge(),
+        client.client().batch_put_from(&items, opts),
+    ))
 }
 
 /// Stores `n` ranges of registered memory (`addrs[i]`, `lens[i]`) under `keys[i]` without a
@@ -294,10 +293,10 @@ unsafe fn batch_get_into_op(
     let (client, opts) = unsafe { target(store, opts) }?;
     // SAFETY: forwarded contract.
     let items = unsafe { c_ranges(k, addrs, lens, n) }?;
-    let c = client.client().clone();
-    Ok(Op::new(client.bridge(), async move {
-        c.batch_get_into(&ranges(&items), &opts).await
-    }))
+    Ok(Op::new(
+        client.bridge(),
+        client.client().batch_get_into(&items, opts),
+    ))
 }
 
 /// Reads `keys[i]` into registered memory (`addrs[i]`, `lens[i]`) without a copy; item i's
@@ -363,11 +362,10 @@ unsafe fn batch_exist_op(
     let (client, opts) = unsafe { target(store, opts) }?;
     // SAFETY: forwarded contract.
     let k = unsafe { keys(k, n) }?;
-    let c = client.client().clone();
-    Ok(Op::new(client.bridge(), async move {
-        let refs: Vec<&str> = k.iter().map(String::as_str).collect();
-        c.batch_exist(&refs, &opts).await
-    }))
+    Ok(Op::new(
+        client.bridge(),
+        client.client().batch_exist(&k, opts),
+    ))
 }
 
 /// Whether each of `n` keys exists: item i's code goes to `codes_out[i]` and 1 or 0 to
@@ -428,11 +426,10 @@ unsafe fn batch_get_op(
     let (client, opts) = unsafe { target(store, opts) }?;
     // SAFETY: forwarded contract.
     let k = unsafe { keys(k, n) }?;
-    let c = client.client().clone();
-    Ok(Op::new(client.bridge(), async move {
-        let refs: Vec<&str> = k.iter().map(String::as_str).collect();
-        c.batch_get(&refs, &opts).await
-    }))
+    Ok(Op::new(
+        client.bridge(),
+        client.client().batch_get(&k, opts),
+    ))
 }
 
 /// The values of `n` keys: item i's code goes to `codes_out[i]` and its bytes to

@@ -9,6 +9,7 @@ use super::error::{entry, yuebing_error, Failure, FfiResult};
 use super::raw;
 use super::store_api::target;
 use super::types::*;
+use yuebing_store::Write;
 
 /// Waits for a number and writes it through `out` (NULL: not wanted).
 pub(crate) fn wait_number(out: *mut u64, op: Op<u64>) -> FfiResult<()> {
@@ -25,19 +26,16 @@ unsafe fn put_op(
     data: *const u8,
     len: usize,
     opts: *const yuebing_options,
-    upsert: bool,
+    write: Write,
 ) -> FfiResult<Op<()>> {
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
     // SAFETY: forwarded contract.
     let (key, value) = unsafe { (raw::text(key, "key")?, raw::bytes(data, len, "data")?) };
-    let c = client.client().clone();
-    Ok(Op::new(client.bridge(), async move {
-        match upsert {
-            true => c.upsert(&key, &value, &opts).await,
-            false => c.put(&key, &value, &opts).await,
-        }
-    }))
+    Ok(Op::new(
+        client.bridge(),
+        client.client().put(key, &value, opts.with_write(write)),
+    ))
 }
 
 /// `put_from`: registered memory, read until the call ends.
@@ -53,10 +51,10 @@ unsafe fn put_from_op(
     // SAFETY: forwarded contract.
     let key = unsafe { raw::text(key, "key") }?;
     check_range(addr, len)?;
-    let c = client.client().clone();
-    Ok(Op::new(client.bridge(), async move {
-        c.put_from(&key, addr, len, &opts).await
-    }))
+    Ok(Op::new(
+        client.bridge(),
+        client.client().put_from(key, addr, len, opts),
+    ))
 }
 
 /// A yes/no argument: 0 or 1 (a C `bool` or an integer from any FFI); anything else is
@@ -88,11 +86,7 @@ unsafe fn get_op(
     let (client, opts) = unsafe { target(store, opts) }?;
     // SAFETY: forwarded contract.
     let key = unsafe { raw::text(key, "key") }?;
-    let c = client.client().clone();
-    Ok(Op::new(
-        client.bridge(),
-        async move { c.get(&key, &opts).await },
-    ))
+    Ok(Op::new(client.bridge(), client.client().get(key, opts)))
 }
 
 /// Waits for bytes and hands them over in `out` (free with `yuebing_buf_free`).
@@ -129,10 +123,10 @@ unsafe fn get_into_op(
     // SAFETY: forwarded contract.
     let key = unsafe { raw::text(key, "key") }?;
     check_range(addr, len)?;
-    let c = client.client().clone();
-    Ok(Op::new(client.bridge(), async move {
-        c.get_into(&key, addr, len, &opts).await
-    }))
+    Ok(Op::new(
+        client.bridge(),
+        client.client().get_into(key, addr, len, opts),
+    ))
 }
 
 unsafe fn exist_op(
@@ -144,8 +138,7 @@ unsafe fn exist_op(
     let (client, opts) = unsafe { target(store, opts) }?;
     // SAFETY: forwarded contract.
     let key = unsafe { raw::text(key, "key") }?;
-    let c = client.client().clone();
-    Ok(Op::new(client.bridge(), async move { c.exist(&key, &opts).await }).map(u64::from))
+    Ok(Op::new(client.bridge(), client.client().exist(key, opts)).map(u64::from))
 }
 
 unsafe fn get_size_op(
@@ -157,10 +150,10 @@ unsafe fn get_size_op(
     let (client, opts) = unsafe { target(store, opts) }?;
     // SAFETY: forwarded contract.
     let key = unsafe { raw::text(key, "key") }?;
-    let c = client.client().clone();
-    Ok(Op::new(client.bridge(), async move {
-        c.get_size(&key, &opts).await
-    }))
+    Ok(Op::new(
+        client.bridge(),
+        client.client().get_size(key, opts),
+    ))
 }
 
 unsafe fn remove_op(
@@ -174,10 +167,10 @@ unsafe fn remove_op(
     // SAFETY: forwarded contract.
     let key = unsafe { raw::text(key, "key") }?;
     let force = switch(force, "force")?;
-    let c = client.client().clone();
-    Ok(Op::new(client.bridge(), async move {
-        c.remove(&key, force, &opts).await
-    }))
+    Ok(Op::new(
+        client.bridge(),
+        client.client().remove(key, force, opts),
+    ))
 }
 
 /// Stores `len` bytes at `data` under `key` (copied before the function returns);
@@ -197,7 +190,7 @@ pub unsafe extern "C" fn yuebing_store_put(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     entry(err, || {
-        unsafe { put_op(store, key, data, len, opts, false) }?.wait()
+        unsafe { put_op(store, key, data, len, opts, Write::Put) }?.wait()
     })
 }
 
@@ -224,7 +217,7 @@ pub unsafe extern "C" fn yuebing_store_put_async(
     entry(err, || {
         let deliver = deliver::done(cb, user_data)?;
         // SAFETY: the caller's promises, forwarded.
-        unsafe { put_op(store, key, data, len, opts, false) }?.then(call_out, deliver)
+        unsafe { put_op(store, key, data, len, opts, Write::Put) }?.then(call_out, deliver)
     })
 }
 
@@ -244,7 +237,7 @@ pub unsafe extern "C" fn yuebing_store_upsert(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     entry(err, || {
-        unsafe { put_op(store, key, data, len, opts, true) }?.wait()
+        unsafe { put_op(store, key, data, len, opts, Write::Upsert) }?.wait()
     })
 }
 
@@ -270,7 +263,7 @@ pub unsafe extern "C" fn yuebing_store_upsert_async(
     entry(err, || {
         let deliver = deliver::done(cb, user_data)?;
         // SAFETY: the caller's promises, forwarded.
-        unsafe { put_op(store, key, data, len, opts, true) }?.then(call_out, deliver)
+        unsafe { put_op(store, key, data, len, opts, Write::Upsert) }?.then(call_out, deliver)
     })
 }
 

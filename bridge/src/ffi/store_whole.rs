@@ -21,32 +21,24 @@ unsafe fn remove_all_op(
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
     let force = switch(force, "force")?;
-    let c = client.client().clone();
-    Ok(Op::new(client.bridge(), async move {
-        c.remove_all(force, &opts).await
-    }))
+    Ok(Op::new(
+        client.bridge(),
+        client.client().remove_all(force, opts),
+    ))
 }
 
 /// `close`.
 unsafe fn close_op(store: yuebing_store_t, opts: *const yuebing_options) -> FfiResult<Op<()>> {
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
-    let c = client.client().clone();
-    Ok(Op::new(
-        client.bridge(),
-        async move { c.close(&opts).await },
-    ))
+    Ok(Op::new(client.bridge(), client.client().close(opts)))
 }
 
 /// `stats`.
 unsafe fn stats_op(store: yuebing_store_t, opts: *const yuebing_options) -> FfiResult<Op<Stats>> {
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
-    let c = client.client().clone();
-    Ok(Op::new(
-        client.bridge(),
-        async move { c.stats(&opts).await },
-    ))
+    Ok(Op::new(client.bridge(), client.client().stats(opts)))
 }
 
 /// Delivery to a [`yuebing_stats_cb`].
@@ -92,10 +84,10 @@ unsafe fn list_op(
     let (client, opts) = unsafe { target(store, opts) }?;
     // SAFETY: forwarded contract.
     let prefix = unsafe { raw::text(prefix, "prefix") }?;
-    let c = client.client().clone();
-    Ok(Op::new(client.bridge(), async move {
-        c.list(&prefix, limit, &opts).await
-    }))
+    Ok(Op::new(
+        client.bridge(),
+        client.client().list(prefix, limit, opts),
+    ))
 }
 
 /// A listing's keys as C strings, with sizes and replica counts.

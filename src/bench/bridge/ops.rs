@@ -70,7 +70,7 @@ pub(super) fn call_blocking(rig: &Rig, op: Op, w: usize, seq: u64) -> Result<(),
     let (c, o) = (&rig.client, &rig.opts);
     match op {
         Op::Health => rig.admin.health().map(drop).map_err(err),
-        Op::Put => c.put(&rig.put_key(), &rig.value, o).map_err(err),
+        Op::Put => c.put(rig.put_key(), &rig.value, o).map_err(err),
         Op::Get => whole(c.get(rig.small_key(seq), o).map_err(err)?.len(), SMALL),
         Op::GetInto => {
             let (addr, len) = rig.slot(w);
@@ -80,7 +80,7 @@ pub(super) fn call_blocking(rig: &Rig, op: Op, w: usize, seq: u64) -> Result<(),
     }
 }
 
-/// Starts one call of `op` in its `*_call` form; `done` gets the outcome on the callback pool.
+/// Starts one call of `op` as a [`Call`](yuebing_bridge::Call); `done` gets the outcome on the callback pool.
 pub(super) fn call_then(rig: &Rig, op: Op, w: usize, seq: u64, done: Done) {
     let (c, o) = (&rig.client, &rig.opts);
     match op {
@@ -89,14 +89,14 @@ pub(super) fn call_then(rig: &Rig, op: Op, w: usize, seq: u64, done: Done) {
             .health_call()
             .then(move |r| done(r.map(drop).map_err(err))),
         Op::Put => c
-            .put_call(rig.put_key(), rig.value.clone(), o)
+            .call(c.client().put(rig.put_key(), &rig.value, o))
             .then(move |r| done(r.map_err(err))),
         Op::Get => c
-            .get_call(rig.small_key(seq), o)
+            .call(c.client().get(rig.small_key(seq), o))
             .then(move |r| done(r.map_err(err).and_then(|v| whole(v.len(), SMALL)))),
         Op::GetInto => {
             let (addr, len) = rig.slot(w);
-            c.get_into_call(rig.large_key(seq), addr, len, o)
+            c.call(c.client().get_into(rig.large_key(seq), addr, len, o))
                 .then(move |r| done(r.map_err(err).and_then(|n| whole(n as usize, LARGE))))
         }
     }

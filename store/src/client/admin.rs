@@ -1,11 +1,12 @@
 //! Calls on the store as a whole or on many keys at once: removals (one key, a batch, a
 //! pattern, all), listings, counts, and the client's health.
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
 
 use super::{Client, Options};
 use crate::error::Result;
-use crate::master::{KeyPattern, ListedObject, ReplicaList, Stats};
+use crate::master::{KeyPattern, ListedObject, MasterClient, ReplicaList, Stats};
 
 /// What [`Client::health_check`] found, with Mooncake's `health_check` numbers as
 /// [`ClientHealth::code`].
@@ -32,120 +33,126 @@ impl ClientHealth {
 
 impl Client {
     /// Removes `key` (`force`: even while a reader holds a lease).
-    pub async fn remove(&self, key: &str, force: bool, opts: &Options) -> Result<()> {
-        self.key_call(key, opts, |m, k| async move { m.remove(&k, force).await })
-            .await
+    pub fn remove(
+        &self,
+        key: impl Into<String>,
+        force: bool,
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.key_call(
+            key,
+            opts,
+            move |m, k| async move { m.remove(&k, force).await },
+        )
     }
 
     /// Removes every object (`force`: leased ones too); returns how many.
-    pub async fn remove_all(&self, force: bool, opts: &Options) -> Result<u64> {
-        self.in_runtime(async {
-            self.master(
-                self.until(opts),
-                |m, _| async move { m.remove_all(force).await },
-                "",
-            )
-            .await
-        })
-        .await
+    pub fn remove_all(
+        &self,
+        force: bool,
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<u64>> + Send + 'static {
+        self.master_call(opts, move |m| async move { m.remove_all(force).await })
     }
 
     /// Keys starting with `prefix`, sorted, at most `limit`.
-    pub async fn list(
+    pub fn list(
         &self,
-        prefix: &str,
+        prefix: impl Into<String>,
         limit: u64,
-        opts: &Options,
-    ) -> Result<Vec<ListedObject>> {
-        self.in_runtime(async {
-            self.master(
-                self.until(opts),
-                |m, p| async move { m.list(&p, limit).await },
-                prefix,
-            )
-            .await
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<Vec<ListedObject>>> + Send + 'static {
+        let prefix = prefix.into();
+        self.master_call(opts, move |m| {
+            let prefix = prefix.clone();
+            async move { m.list(&prefix, limit).await }
         })
-        .await
     }
 
     /// The master's counts.
-    pub async fn stats(&self, opts: &Options) -> Result<Stats> {
-        self.in_runtime(async {
-            self.master(self.until(opts), |m, _| async move { m.stats().await }, "")
-                .await
-        })
-        .await
+    pub fn stats(
+        &self,
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<Stats>> + Send + 'static {
+        self.master_call(opts, |m| async move { m.stats().await })
     }
 
     /// Removes each of `keys` (`force`: even those a reader holds a lease on); one outcome per
     /// key, in order.
-    pub async fn batch_remove(
+    pub fn batch_remove<K: AsRef<str>>(
         &self,
-        keys: &[&str],
+        keys: &[K],
         force: bool,
-        opts: &Options,
-    ) -> Result<Vec<Result<()>>> {
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<Vec<Result<()>>>> + Send + 'static {
         self.keys_call(keys, opts, move |m, keys| async move {
             m.batch_remove(keys, force).await
         })
-        .await
     }
 
     /// Removes every object whose key `pattern` matches somewhere (a regular expression, see
     /// [`KeyPattern`](crate::master::KeyPattern); anchor it with `^…$` for whole keys), as
     /// [`Client::remove_all`] does; returns how many. A bad pattern is `InvalidParams`.
-    pub async fn remove_by_regex(&self, pattern: &str, force: bool, opts: &Options) -> Result<u64> {
-        self.in_runtime(async {
-            // The master's check, made here before the round trip.
-            KeyPattern::new(pattern)?;
-            self.master(
-                self.until(opts),
-                |m, p| async move { m.remove_by_regex(&p, force).await },
-                pattern,
-            )
-            .await
-        })
-        .await
+    pub fn remove_by_regex(
+        &self,
+        pattern: impl Into<String>,
+        force: bool,
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<u64>> + Send + 'static {
+        let pattern = pattern.into();
+        // The master's check, made here before the round trip.
+        let checked = KeyPattern::new(&pattern).map(drop);
+        let call = self.master_call(opts, move |m| {
+            let pattern = pattern.clone();
+            async move { m.remove_by_regex(&pattern, force).await }
+        });
+        async move {
+            checked?;
+            call.await
+        }
     }
 
     /// Where `key`'s replicas are, and its size: the master's answer to a read, which grants
     /// a read lease as a get does (Mooncake's `get_replica_desc`).
-    pub async fn replicas(&self, key: &str, opts: &Options) -> Result<ReplicaList> {
+    pub fn replicas(
+        &self,
+        key: impl Into<String>,
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<ReplicaList>> + Send + 'static {
         self.key_call(
             key,
             opts,
             |m, k| async move { m.get_replica_list(&k).await },
         )
-        .await
     }
 
     /// [`Client::replicas`] for each of `keys`; one result per key.
-    pub async fn batch_replicas(
+    pub fn batch_replicas<K: AsRef<str>>(
         &self,
-        keys: &[&str],
-        opts: &Options,
-    ) -> Result<Vec<Result<ReplicaList>>> {
+        keys: &[K],
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<Vec<Result<ReplicaList>>>> + Send + 'static {
         self.keys_call(keys, opts, |m, keys| async move {
             m.batch_get_replica_list(keys).await
         })
-        .await
     }
 
     /// Whether this client can serve calls: closed, or its master unreachable (or not ready)
     /// within the call's deadline, or healthy. Never an error.
-    pub async fn health_check(&self, opts: &Options) -> ClientHealth {
-        if self.inner.closed.load(Ordering::Acquire) {
-            return ClientHealth::Closed;
-        }
-        let health = self
-            .in_runtime(async {
-                self.master(self.until(opts), |m, _| async move { m.health().await }, "")
-                    .await
-            })
-            .await;
-        match health {
-            Ok(h) if h.ready => ClientHealth::Healthy,
-            _ => ClientHealth::MasterUnreachable,
+    pub fn health_check(
+        &self,
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = ClientHealth> + Send + 'static {
+        let closed = self.inner.closed.load(Ordering::Acquire);
+        let health = self.master_call(opts, |m| async move { m.health().await });
+        async move {
+            if closed {
+                return ClientHealth::Closed;
+            }
+            match health.await {
+                Ok(h) if h.ready => ClientHealth::Healthy,
+                _ => ClientHealth::MasterUnreachable,
+            }
         }
     }
 
@@ -153,5 +160,21 @@ impl Client {
     /// store space it mounts): Mooncake's `get_hostname`.
     pub fn hostname(&self) -> &str {
         self.inner.engine.name()
+    }
+
+    /// One master call `f` that names no key (with failover, bounded by `opts`' deadline),
+    /// inside the client's runtime.
+    fn master_call<T, F, Fut>(
+        &self,
+        opts: impl Into<Options>,
+        f: F,
+    ) -> impl Future<Output = Result<T>> + Send + 'static
+    where
+        T: Send + 'static,
+        F: Fn(MasterClient) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T>> + Send,
+    {
+        let opts = opts.into();
+        self.call(move |c| async move { c.master(c.until(&opts), |m, _| f(m), "").await })
     }
 }

@@ -4,6 +4,7 @@
 //! it into registered memory. [`Client::get_or_locate`] returns a small value at once and only
 //! locates a large one, so a small read still costs one call and a large one no copy.
 
+use std::future::Future;
 use std::time::Instant;
 
 use super::{fits, Client, Options};
@@ -45,67 +46,71 @@ pub enum Fetched {
 
 impl Client {
     /// Finds `key` and takes its read lease, without reading it.
-    pub async fn locate(&self, key: &str, opts: &Options) -> Result<Located> {
-        self.in_runtime(async {
-            let until = self.until(opts);
-            let (sent, list) = self.replica_list(key, until).await?;
+    pub fn locate(
+        &self,
+        key: impl Into<String>,
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<Located>> + Send + 'static {
+        let (key, opts) = (key.into(), opts.into());
+        self.call(move |c| async move {
+            let until = c.until(&opts);
+            let (sent, list) = c.replica_list(&key, until).await?;
             Ok(Located {
-                key: key.to_string(),
+                key,
                 list,
                 sent,
                 until,
             })
         })
-        .await
     }
 
     /// Reads a located object into registered memory at `addr` (room for `len` bytes), without
     /// a copy; returns its size. It ends by `opts`' deadline and by that of the call that
     /// located it, whichever comes first. A buffer smaller than the object is `InvalidParams` and
     /// nothing is written; a read that cannot end inside the lease is `LeaseExpired`. The
-    /// memory is only written by this client's engine: register it local-only (see
-    /// [`Client::engine`]).
-    pub async fn read_located(
+    /// memory is written until the call ends, only by this client's engine: register it
+    /// local-only (see [`Client::engine`]).
+    pub fn read_located(
         &self,
         found: &Located,
         addr: u64,
         len: u64,
-        opts: &Options,
-    ) -> Result<u64> {
-        self.in_runtime(async {
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<u64>> + Send + 'static {
+        let (found, opts) = (found.clone(), opts.into());
+        self.call(move |c| async move {
             crate::args::buffer(addr, len)?;
             fits(&found.key, &found.list, len)?;
-            let until = self.until(opts).min(found.until);
-            self.read_object(&found.key, &found.list, found.sent, addr, until, None)
+            let until = c.until(&opts).min(found.until);
+            c.read_object(&found.key, &found.list, found.sent, addr, until, None)
                 .await?;
             Ok(found.list.size)
         })
-        .await
     }
 
     /// The value of `key` when it has at most `inline_max` bytes (as [`Client::get`]), else
     /// the located object, for [`Client::read_located`] into memory sized for it.
-    pub async fn get_or_locate(
+    pub fn get_or_locate(
         &self,
-        key: &str,
+        key: impl Into<String>,
         inline_max: u64,
-        opts: &Options,
-    ) -> Result<Fetched> {
-        self.in_runtime(async {
-            let until = self.until(opts);
-            let (sent, list) = self.replica_list(key, until).await?;
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<Fetched>> + Send + 'static {
+        let (key, opts) = (key.into(), opts.into());
+        self.call(move |c| async move {
+            let until = c.until(&opts);
+            let (sent, list) = c.replica_list(&key, until).await?;
             if list.size <= inline_max {
                 return Ok(Fetched::Value(
-                    self.read_to_vec(key, &list, sent, until).await?,
+                    c.read_to_vec(&key, &list, sent, until).await?,
                 ));
             }
             Ok(Fetched::Located(Located {
-                key: key.to_string(),
+                key,
                 list,
                 sent,
                 until,
             }))
         })
-        .await
     }
 }

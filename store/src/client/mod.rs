@@ -39,7 +39,7 @@ use self::staging::Staging;
 use crate::args;
 use crate::error::{Error, Result};
 use crate::master::{
-    ClientId, MasterClient, MountId, MountSpec, PutConfig, ReplicaDesc, ReplicaList,
+    ClientId, MasterClient, MountId, MountSpec, PutConfig, ReplicaDesc, ReplicaList, Write,
 };
 
 /// The cluster token of a client configuration: `token`, or `engine.token` (they may not
@@ -70,13 +70,16 @@ impl Inner {
     }
 }
 
-/// Per-call settings.
+/// Per-call settings, taken by value (or borrowed: `&Options` converts by cloning).
 #[derive(Debug, Clone, Default)]
 pub struct Options {
     /// Deadline of the whole call; default [`ClientConfig::deadline`].
     pub deadline: Option<Duration>,
-    /// Replica settings of a put or upsert; default [`ClientConfig::put`].
+    /// Replica settings of a put; default [`ClientConfig::put`].
     pub put: Option<PutConfig>,
+    /// Whether a put may replace an existing value ([`Write::Upsert`], Mooncake's `upsert`);
+    /// default [`Write::Put`].
+    pub write: Write,
 }
 
 impl Options {
@@ -84,16 +87,32 @@ impl Options {
     pub fn deadline(d: Duration) -> Self {
         Options {
             deadline: Some(d),
-            put: None,
+            ..Options::default()
         }
     }
 
     /// Options with these replica settings.
     pub fn put(cfg: PutConfig) -> Self {
         Options {
-            deadline: None,
             put: Some(cfg),
+            ..Options::default()
         }
+    }
+
+    /// Options of a put that replaces an existing value (Mooncake's `upsert`).
+    pub fn upsert() -> Self {
+        Options::default().with_write(Write::Upsert)
+    }
+
+    /// These options with `write`.
+    pub fn with_write(self, write: Write) -> Self {
+        Options { write, ..self }
+    }
+}
+
+impl From<&Options> for Options {
+    fn from(opts: &Options) -> Options {
+        opts.clone()
     }
 }
 
@@ -230,16 +249,20 @@ impl Client {
     /// master drops the ranges after its unmount grace, or sooner when the pings stop), and
     /// the heartbeat stops. Calls after it may still read and write through other nodes.
     /// Dropping a client without `close` leaves the master to notice at its client TTL.
-    pub async fn close(&self, opts: &Options) -> Result<()> {
-        self.inner
-            .closed
-            .store(true, std::sync::atomic::Ordering::Release);
-        self.in_runtime(async {
-            self._heartbeat.stop().await;
-            let until = self.until(opts);
-            let mounts = self.inner.lock_mounts().clone();
+    pub fn close(
+        &self,
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
+        let opts = opts.into();
+        self.call(move |c| async move {
+            c.inner
+                .closed
+                .store(true, std::sync::atomic::Ordering::Release);
+            c._heartbeat.stop().await;
+            let until = c.until(&opts);
+            let mounts = c.inner.lock_mounts().clone();
             for mount in mounts {
-                let unmounted = self
+                let unmounted = c
                     .master(until, |m, _| async move { m.unmount(mount).await }, "")
                     .await;
                 match unmounted {
@@ -250,7 +273,6 @@ impl Client {
             }
             Ok(())
         })
-        .await
     }
 
     /// The client's id at the master.
@@ -276,93 +298,136 @@ impl Client {
         self.inner.staging.addr()
     }
 
-    /// Stores `value` under `key`. An existing key is `ObjectAlreadyExists`, its value unchanged.
-    pub async fn put(&self, key: &str, value: &[u8], opts: &Options) -> Result<()> {
-        self.in_runtime(async { self.put_bytes(key, &[value], opts, false).await })
-            .await
-    }
-
-    /// Stores `len` bytes of registered memory at `addr` under `key`, without a copy. The memory
-    /// is only read by this client's engine: register it local-only (see [`Client::engine`]).
-    pub async fn put_from(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<()> {
-        self.in_runtime(async {
-            self.put_from_until(key, (addr, len, None), opts, self.until(opts), false)
-                .await
-        })
-        .await
-    }
-
-    /// As [`Client::put_from`], replacing an existing value (Mooncake's `upsert_from`).
-    pub async fn upsert_from(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<()> {
-        self.in_runtime(async {
-            self.put_from_until(key, (addr, len, None), opts, self.until(opts), true)
-                .await
-        })
-        .await
-    }
-
-    /// Stores `value` under `key`, replacing an existing value.
-    pub async fn upsert(&self, key: &str, value: &[u8], opts: &Options) -> Result<()> {
-        self.in_runtime(async { self.put_bytes(key, &[value], opts, true).await })
-            .await
+    /// Stores `value` under `key`, copied into registered memory when the call is made (the
+    /// one copy a value in plain memory needs; the call runs when awaited). With
+    /// [`Write::Put`] an existing key is `ObjectAlreadyExists`, its value unchanged; with
+    /// [`Write::Upsert`] it is replaced.
+    pub fn put(
+        &self,
+        key: impl Into<String>,
+        value: &[u8],
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.put_parts(key, &[value], opts)
     }
 
     /// Stores the concatenation of `parts` under `key` (a value gathered from buffers that are
-    /// not contiguous, such as per-layer KV blocks), copied once into registered memory. An
-    /// existing key is `ObjectAlreadyExists`, its value unchanged.
-    pub async fn put_parts(&self, key: &str, parts: &[&[u8]], opts: &Options) -> Result<()> {
-        self.in_runtime(async { self.put_bytes(key, parts, opts, false).await })
-            .await
+    /// not contiguous, such as per-layer KV blocks), copied once into registered memory when
+    /// the call is made; otherwise as [`Client::put`].
+    pub fn put_parts(
+        &self,
+        key: impl Into<String>,
+        parts: &[&[u8]],
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
+        let (key, opts) = (key.into(), opts.into());
+        let staged = args::key(&key).and_then(|()| self.stage(parts));
+        self.call(move |c| async move {
+            let scratch = staged?;
+            let place = (scratch.addr(), scratch.len(), Some(scratch));
+            c.put_from_until(&key, place, &opts, c.until(&opts)).await
+        })
     }
 
-    /// As [`Client::put_parts`], replacing an existing value.
-    pub async fn upsert_parts(&self, key: &str, parts: &[&[u8]], opts: &Options) -> Result<()> {
-        self.in_runtime(async { self.put_bytes(key, parts, opts, true).await })
-            .await
+    /// Stores `len` bytes of registered memory at `addr` under `key`, without a copy (as
+    /// [`Client::put`] otherwise). The memory is read until the call ends, only by this
+    /// client's engine: register it local-only (see [`Client::engine`]).
+    pub fn put_from(
+        &self,
+        key: impl Into<String>,
+        addr: u64,
+        len: u64,
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
+        let (key, opts) = (key.into(), opts.into());
+        self.call(move |c| async move {
+            c.put_from_until(&key, (addr, len, None), &opts, c.until(&opts))
+                .await
+        })
     }
 
     /// The value of `key`.
-    pub async fn get(&self, key: &str, opts: &Options) -> Result<Vec<u8>> {
-        self.in_runtime(async {
-            let until = self.until(opts);
-            let (sent, list) = self.replica_list(key, until).await?;
-            self.read_to_vec(key, &list, sent, until).await
+    pub fn get(
+        &self,
+        key: impl Into<String>,
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<Vec<u8>>> + Send + 'static {
+        let (key, opts) = (key.into(), opts.into());
+        self.call(move |c| async move {
+            let until = c.until(&opts);
+            let (sent, list) = c.replica_list(&key, until).await?;
+            c.read_to_vec(&key, &list, sent, until).await
         })
-        .await
     }
 
     /// Reads `key` into registered memory at `addr` (room for `len` bytes), without a copy;
     /// returns the object's size. A buffer smaller than the object is `InvalidParams` and
-    /// nothing is written. The memory is only written by this client's engine: register it
-    /// local-only (see [`Client::engine`]).
-    pub async fn get_into(&self, key: &str, addr: u64, len: u64, opts: &Options) -> Result<u64> {
-        self.in_runtime(async {
+    /// nothing is written. The memory is written until the call ends, only by this client's
+    /// engine: register it local-only (see [`Client::engine`]).
+    pub fn get_into(
+        &self,
+        key: impl Into<String>,
+        addr: u64,
+        len: u64,
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<u64>> + Send + 'static {
+        let (key, opts) = (key.into(), opts.into());
+        self.call(move |c| async move {
             args::buffer(addr, len)?;
-            let until = self.until(opts);
-            let (sent, list) = self.replica_list(key, until).await?;
-            fits(key, &list, len)?;
-            self.read_object(key, &list, sent, addr, until, None)
-                .await?;
+            let until = c.until(&opts);
+            let (sent, list) = c.replica_list(&key, until).await?;
+            fits(&key, &list, len)?;
+            c.read_object(&key, &list, sent, addr, until, None).await?;
             Ok(list.size)
         })
-        .await
     }
 
     /// Whether `key` exists (completed).
-    pub async fn exist(&self, key: &str, opts: &Options) -> Result<bool> {
+    pub fn exist(
+        &self,
+        key: impl Into<String>,
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<bool>> + Send + 'static {
         self.key_call(key, opts, |m, k| async move { m.exist(&k).await })
-            .await
     }
 
     /// The size of `key`.
-    pub async fn get_size(&self, key: &str, opts: &Options) -> Result<u64> {
+    pub fn get_size(
+        &self,
+        key: impl Into<String>,
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<u64>> + Send + 'static {
         self.key_call(key, opts, |m, k| async move { m.get_size(&k).await })
-            .await
     }
 
-    /// Runs a call inside the client's runtime (its engine's), whoever polls it.
-    pub(crate) async fn in_runtime<T>(&self, call: impl std::future::Future<Output = T>) -> T {
-        yuebing_rpc::in_runtime(self.inner.engine.handle(), call).await
+    /// A call of this client: `op` gets a clone of it, and its future runs inside the
+    /// client's runtime (its engine's) whoever polls it. The future borrows nothing, so every
+    /// caller (a task, a blocking thread, a callback, C, Python) takes this one form.
+    pub(crate) fn call<T, Fut>(
+        &self,
+        op: impl FnOnce(Client) -> Fut,
+    ) -> impl Future<Output = T> + Send + 'static
+    where
+        Fut: Future<Output = T> + Send + 'static,
+    {
+        let handle = self.inner.engine.handle().clone();
+        let call = op(self.clone());
+        async move { yuebing_rpc::in_runtime(&handle, call).await }
+    }
+
+    /// Registered scratch memory holding the concatenation of `parts` (checked to be a
+    /// storable size), filled now.
+    pub(crate) fn stage(&self, parts: &[&[u8]]) -> Result<Arc<staging::Scratch>> {
+        let len = parts
+            .iter()
+            .try_fold(0u64, |n, p| n.checked_add(p.len() as u64))
+            .ok_or_else(|| Error::params("the parts' lengths overflow"))?;
+        args::size(len)?;
+        // Registering a temporary buffer (when staging is full) may need the runtime.
+        let _entered = self.inner.engine.handle().enter();
+        let scratch = self.inner.staging.get(&self.inner.engine, len)?;
+        scratch.fill(parts)?;
+        Ok(scratch)
     }
 
     /// When a call with `opts` must end: at most a year from now (the rpc layer's farthest
@@ -386,16 +451,22 @@ impl Client {
 
     /// One master call `f` on `key` (checked first), with failover, bounded by `opts`'
     /// deadline, inside the client's runtime.
-    pub(crate) async fn key_call<T, F, Fut>(&self, key: &str, opts: &Options, f: F) -> Result<T>
+    pub(crate) fn key_call<T, F, Fut>(
+        &self,
+        key: impl Into<String>,
+        opts: impl Into<Options>,
+        f: F,
+    ) -> impl Future<Output = Result<T>> + Send + 'static
     where
-        F: Fn(MasterClient, String) -> Fut,
-        Fut: Future<Output = Result<T>>,
+        T: Send + 'static,
+        F: Fn(MasterClient, String) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T>> + Send,
     {
-        self.in_runtime(async {
-            args::key(key)?;
-            self.master(self.until(opts), f, key).await
+        let (key, opts) = (key.into(), opts.into());
+        self.call(move |c| async move {
+            args::key(&key)?;
+            c.master(c.until(&opts), f, &key).await
         })
-        .await
     }
 
     /// `get_replica_list` for `key` (checked first; granting its lease), and when it was
@@ -411,28 +482,6 @@ impl Client {
             )
             .await?;
         Ok((sent, list))
-    }
-
-    /// A put (or upsert) of plain bytes, the concatenation of `parts`, through registered
-    /// scratch memory.
-    async fn put_bytes(
-        &self,
-        key: &str,
-        parts: &[&[u8]],
-        opts: &Options,
-        upsert: bool,
-    ) -> Result<()> {
-        let until = self.until(opts);
-        args::key(key)?;
-        let len = parts
-            .iter()
-            .try_fold(0u64, |n, p| n.checked_add(p.len() as u64))
-            .ok_or_else(|| Error::params("the parts' lengths overflow"))?;
-        args::size(len)?;
-        let scratch = self.inner.staging.get(&self.inner.engine, len)?;
-        scratch.fill(parts)?;
-        let place = (scratch.addr(), len, Some(scratch.clone()));
-        self.put_from_until(key, place, opts, until, upsert).await
     }
 
     /// Reads an object into scratch memory and returns a copy of its bytes.
@@ -452,30 +501,25 @@ impl Client {
         Ok(out)
     }
 
-    /// A put (or upsert) of `(addr, len)`, keeping `keep` alive while transfers may touch it.
+    /// A put of `(addr, len)` (an upsert with [`Write::Upsert`]), keeping `keep` alive while
+    /// transfers may touch it.
     async fn put_from_until(
         &self,
         key: &str,
         (addr, len, keep): (u64, u64, Option<Arc<staging::Scratch>>),
         opts: &Options,
         until: Instant,
-        upsert: bool,
     ) -> Result<()> {
         args::key(key)?;
         args::buffer(addr, len)?;
-        let cfg = self.put_config(opts);
+        let (cfg, write) = (self.put_config(opts), opts.write);
         args::put_config(&cfg)?;
         let descs = self
             .master(
                 until,
                 |m, k| {
                     let cfg = cfg.clone();
-                    async move {
-                        match upsert {
-                            true => m.upsert_start(&k, len, &cfg).await,
-                            false => m.put_start(&k, len, &cfg).await,
-                        }
-                    }
+                    async move { m.put_start(&k, len, &cfg, write).await }
                 },
                 key,
             )

@@ -1,128 +1,84 @@
 //! Batch operations: one master call for the whole batch, transfers in parallel, a result per
 //! key. A batch get checks every key's lease, like a single get. An item whose arguments are
 //! bad is answered `InvalidParams` in its place and not sent; a batch with nothing left to send
-//! (an empty one included) makes no call.
+//! (an empty one included) makes no call. Like the single-key calls, each takes its inputs
+//! borrowed or owned and returns a future that borrows nothing: keys are copied, and values in
+//! plain memory copied into registered memory, when the call is made.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Instant;
 
-use super::sift::Sifted;
+use super::sift::{self, Sifted};
+use super::staging::Scratch;
 use super::{Client, Options};
 use crate::args;
 use crate::error::{Error, Result};
-use crate::master::{MasterClient, ReplicaList};
+use crate::master::{MasterClient, PutConfig, ReplicaList};
 
 impl Client {
-    /// Stores each `(key, value)`; one result per item, in order.
-    pub async fn batch_put(
+    /// Stores each `(key, value)` (a put or, with [`Write::Upsert`](crate::Write), an
+    /// upsert); one result per item, in order. The values are copied into registered memory
+    /// when the call is made.
+    pub fn batch_put<K: AsRef<str>>(
         &self,
-        items: &[(&str, &[u8])],
-        opts: &Options,
-    ) -> Result<Vec<Result<()>>> {
-        self.batch_bytes(items, opts, false).await
+        items: &[(K, &[u8])],
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<Vec<Result<()>>>> + Send + 'static {
+        let opts = opts.into();
+        let cfg = self.put_config(&opts);
+        let sifted = Sifted::new(items, |(key, value)| {
+            let key = key.as_ref();
+            args::key(key)?;
+            args::size(value.len() as u64)?;
+            args::put_config(&cfg)?;
+            Ok((key.to_string(), Source::Staged(self.stage(&[value])?)))
+        });
+        self.call(move |c| async move { c.batch_put_sources(sifted, &opts, cfg).await })
     }
 
-    /// Stores each `(key, value)`, replacing existing values; one result per item, in order.
-    pub async fn batch_upsert(
+    /// Stores each `(key, addr, len)` of registered memory, without a copy (as
+    /// [`Client::batch_put`] otherwise); one result per item, in order.
+    pub fn batch_put_from<K: AsRef<str>>(
         &self,
-        items: &[(&str, &[u8])],
-        opts: &Options,
-    ) -> Result<Vec<Result<()>>> {
-        self.batch_bytes(items, opts, true).await
+        items: &[(K, u64, u64)],
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<Vec<Result<()>>>> + Send + 'static {
+        let opts = opts.into();
+        let cfg = self.put_config(&opts);
+        let sifted = Sifted::new(items, |(key, addr, len)| {
+            args::key(key.as_ref())?;
+            args::buffer(*addr, *len)?;
+            args::put_config(&cfg)?;
+            Ok((key.as_ref().to_string(), Source::Registered(*addr, *len)))
+        });
+        self.call(move |c| async move { c.batch_put_sources(sifted, &opts, cfg).await })
     }
 
-    /// `batch_put` or (`upsert`) `batch_upsert`: the values copied into scratch memory.
-    async fn batch_bytes(
-        &self,
-        items: &[(&str, &[u8])],
-        opts: &Options,
-        upsert: bool,
-    ) -> Result<Vec<Result<()>>> {
-        self.in_runtime(async {
-            let items: Vec<(&str, Source<'_>)> =
-                items.iter().map(|(k, v)| (*k, Source::Bytes(v))).collect();
-            self.batch_put_sources(&items, opts, upsert).await
-        })
-        .await
-    }
-
-    /// Stores each `(key, addr, len)` of registered memory, without a copy; one result per
-    /// item, in order.
-    pub async fn batch_put_from(
-        &self,
-        items: &[(&str, u64, u64)],
-        opts: &Options,
-    ) -> Result<Vec<Result<()>>> {
-        self.batch_from(items, opts, false).await
-    }
-
-    /// As [`Client::batch_put_from`], replacing existing values.
-    pub async fn batch_upsert_from(
-        &self,
-        items: &[(&str, u64, u64)],
-        opts: &Options,
-    ) -> Result<Vec<Result<()>>> {
-        self.batch_from(items, opts, true).await
-    }
-
-    async fn batch_from(
-        &self,
-        items: &[(&str, u64, u64)],
-        opts: &Options,
-        upsert: bool,
-    ) -> Result<Vec<Result<()>>> {
-        self.in_runtime(async {
-            let items: Vec<(&str, Source<'_>)> = items
-                .iter()
-                .map(|&(k, addr, len)| (k, Source::Registered(addr, len)))
-                .collect();
-            self.batch_put_sources(&items, opts, upsert).await
-        })
-        .await
-    }
-
-    /// A batch put (or `upsert`): one start at the master, the transfers in parallel, then one
-    /// end for those written and one revoke for those that failed.
+    /// A batch put: one start at the master, the transfers in parallel, then one end for those
+    /// written and one revoke for those that failed.
     async fn batch_put_sources(
         &self,
-        items: &[(&str, Source<'_>)],
+        sifted: Sifted<(String, Source)>,
         opts: &Options,
-        upsert: bool,
+        cfg: PutConfig,
     ) -> Result<Vec<Result<()>>> {
-        let until = self.until(opts);
-        let cfg = self.put_config(opts);
-        let sifted = Sifted::new(items, |(key, source)| {
-            args::key(key)?;
-            match *source {
-                Source::Bytes(value) => args::size(value.len() as u64)?,
-                Source::Registered(addr, len) => args::buffer(addr, len)?,
-            }
-            args::put_config(&cfg)
-        });
         if sifted.passed.is_empty() {
             return Ok(sifted.merge([]));
         }
-        let items: Vec<(&str, Source<'_>)> = sifted.passed.iter().map(|&&item| item).collect();
-        let starts: Vec<(String, u64)> = items
-            .iter()
-            .map(|(k, src)| (k.to_string(), src.len()))
-            .collect();
+        let (until, write) = (self.until(opts), opts.write);
+        let items = &sifted.passed;
+        let starts: Vec<(String, u64)> = items.iter().map(|(k, s)| (k.clone(), s.len())).collect();
         let placed = self
             .master(
                 until,
                 |m, _| {
                     let (starts, cfg) = (starts.clone(), cfg.clone());
-                    async move {
-                        match upsert {
-                            true => m.batch_upsert_start(starts, &cfg).await,
-                            false => m.batch_put_start(starts, &cfg).await,
-                        }
-                    }
+                    async move { m.batch_put_start(starts, &cfg, write).await }
                 },
                 "",
             )
             .await?;
-        let engine = &self.inner.engine;
         let writes = items
             .iter()
             .zip(placed)
@@ -131,22 +87,8 @@ impl Client {
                     Ok(d) => d,
                     Err(e) => return Outcome::NotStarted(e),
                 };
-                let len = source.len();
-                let written = async {
-                    match source {
-                        Source::Bytes(value) => {
-                            let scratch = self.inner.staging.get(engine, len)?;
-                            scratch.fill(&[value])?;
-                            let keep = Some(scratch.clone());
-                            self.write_replicas(scratch.addr(), len, &descs, until, keep)
-                                .await
-                        }
-                        Source::Registered(addr, _) => {
-                            self.write_replicas(*addr, len, &descs, until, None).await
-                        }
-                    }
-                };
-                match written.await {
+                let (addr, len, keep) = source.place();
+                match self.write_replicas(addr, len, &descs, until, keep).await {
                     Ok(()) => Outcome::Written,
                     Err(e) => Outcome::Failed(e),
                 }
@@ -157,17 +99,14 @@ impl Client {
                 .iter()
                 .zip(&outcomes)
                 .filter(|(_, o)| want(o))
-                .map(|((k, _), _)| k.to_string())
+                .map(|((k, _), _)| k.clone())
                 .collect()
         };
         let done = keys_where(|o| matches!(o, Outcome::Written));
         let failed = keys_where(|o| matches!(o, Outcome::Failed(_)));
-        let mut ends = self
-            .batch_call(until, done, true, upsert)
-            .await?
-            .into_iter();
+        let mut ends = self.batch_call(until, done, true).await?.into_iter();
         if !failed.is_empty() {
-            let _ = self.batch_call(until, failed, false, upsert).await;
+            let _ = self.batch_call(until, failed, false).await;
         }
         let results: Vec<Result<()>> = outcomes
             .into_iter()
@@ -184,76 +123,79 @@ impl Client {
     }
 
     /// The value of each key; one result per key, in order.
-    pub async fn batch_get(&self, keys: &[&str], opts: &Options) -> Result<Vec<Result<Vec<u8>>>> {
-        self.in_runtime(async {
-            let sifted = Sifted::new(keys, |key| args::key(key));
+    pub fn batch_get<K: AsRef<str>>(
+        &self,
+        keys: &[K],
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<Vec<Result<Vec<u8>>>>> + Send + 'static {
+        let (sifted, opts) = (sift::keys(keys), opts.into());
+        self.call(move |c| async move {
             if sifted.passed.is_empty() {
                 return Ok(sifted.merge([]));
             }
-            let until = self.until(opts);
-            let passed = sifted.passed.iter().map(|&&key| key);
-            let (sent, lists) = self.replica_lists(passed.clone(), until).await?;
-            let reads = passed
-                .zip(lists)
-                .map(|(key, list)| async move { self.read_to_vec(key, &list?, sent, until).await });
+            let until = c.until(&opts);
+            let (sent, lists) = c.replica_lists(&sifted.passed, until).await?;
+            let reads = sifted.passed.iter().zip(lists).map(|(key, list)| {
+                let c = &c;
+                async move { c.read_to_vec(key, &list?, sent, until).await }
+            });
             let results = futures::future::join_all(reads).await;
             Ok(sifted.merge(results))
         })
-        .await
     }
 
     /// Reads each `(key, addr, len)` into registered memory, without a copy; one result per key
     /// (the object's size), in order. A buffer smaller than its object is `InvalidParams` for
     /// that key and nothing is written there.
-    pub async fn batch_get_into(
+    pub fn batch_get_into<K: AsRef<str>>(
         &self,
-        items: &[(&str, u64, u64)],
-        opts: &Options,
-    ) -> Result<Vec<Result<u64>>> {
-        self.in_runtime(async {
-            let sifted = Sifted::new(items, |&(key, addr, len)| {
-                args::key(key)?;
-                args::buffer(addr, len)
-            });
+        items: &[(K, u64, u64)],
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<Vec<Result<u64>>>> + Send + 'static {
+        let opts = opts.into();
+        let sifted = Sifted::new(items, |(key, addr, len)| {
+            args::key(key.as_ref())?;
+            args::buffer(*addr, *len)?;
+            Ok((key.as_ref().to_string(), *addr, *len))
+        });
+        self.call(move |c| async move {
             if sifted.passed.is_empty() {
                 return Ok(sifted.merge([]));
             }
-            let until = self.until(opts);
-            let (sent, lists) = self
-                .replica_lists(sifted.passed.iter().map(|(k, _, _)| *k), until)
-                .await?;
-            let reads =
-                sifted
-                    .passed
-                    .iter()
-                    .zip(lists)
-                    .map(|(&&(key, addr, len), list)| async move {
+            let until = c.until(&opts);
+            let keys: Vec<String> = sifted.passed.iter().map(|(k, _, _)| k.clone()).collect();
+            let (sent, lists) = c.replica_lists(&keys, until).await?;
+            let reads = sifted
+                .passed
+                .iter()
+                .zip(lists)
+                .map(|((key, addr, len), list)| {
+                    let c = &c;
+                    async move {
                         let list = list?;
-                        super::fits(key, &list, len)?;
-                        self.read_object(key, &list, sent, addr, until, None)
-                            .await?;
+                        super::fits(key, &list, *len)?;
+                        c.read_object(key, &list, sent, *addr, until, None).await?;
                         Ok(list.size)
-                    });
+                    }
+                });
             let results = futures::future::join_all(reads).await;
             Ok(sifted.merge(results))
         })
-        .await
     }
 
     /// One `batch_get_replica_list` for `keys` (granting their leases), and when it was sent.
-    async fn replica_lists<'k>(
+    async fn replica_lists(
         &self,
-        keys: impl Iterator<Item = &'k str>,
+        keys: &[String],
         until: Instant,
     ) -> Result<(Instant, Vec<Result<ReplicaList>>)> {
         let sent = Instant::now();
-        let owned: Vec<String> = keys.map(str::to_string).collect();
         let lists = self
             .master(
                 until,
                 |m, _| {
-                    let owned = owned.clone();
-                    async move { m.batch_get_replica_list(owned).await }
+                    let keys = keys.to_vec();
+                    async move { m.batch_get_replica_list(keys).await }
                 },
                 "",
             )
@@ -262,50 +204,52 @@ impl Client {
     }
 
     /// Whether each key exists; one result per key.
-    pub async fn batch_exist(&self, keys: &[&str], opts: &Options) -> Result<Vec<Result<bool>>> {
+    pub fn batch_exist<K: AsRef<str>>(
+        &self,
+        keys: &[K],
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<Vec<Result<bool>>>> + Send + 'static {
         self.keys_call(
             keys,
             opts,
             |m, keys| async move { m.batch_exist(keys).await },
         )
-        .await
     }
 
-    /// One master call `f` on owned `keys` (with failover, bounded by `opts`' deadline), inside
-    /// the client's runtime; one result per key, in order. Empty keys are refused in their
-    /// places and not sent.
-    pub(crate) async fn keys_call<T, F, Fut>(
+    /// One master call `f` on the owned `keys` (with failover, bounded by `opts`' deadline),
+    /// inside the client's runtime; one result per key, in order. Empty keys are refused in
+    /// their places and not sent.
+    pub(crate) fn keys_call<K, T, F, Fut>(
         &self,
-        keys: &[&str],
-        opts: &Options,
+        keys: &[K],
+        opts: impl Into<Options>,
         f: F,
-    ) -> Result<Vec<Result<T>>>
+    ) -> impl Future<Output = Result<Vec<Result<T>>>> + Send + 'static
     where
-        F: Fn(MasterClient, Vec<String>) -> Fut,
-        Fut: Future<Output = Result<Vec<Result<T>>>>,
+        K: AsRef<str>,
+        T: Send + 'static,
+        F: Fn(MasterClient, Vec<String>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<Result<T>>>> + Send,
     {
-        self.in_runtime(async {
-            let sifted = Sifted::new(keys, |key| args::key(key));
+        let (sifted, opts) = (sift::keys(keys), opts.into());
+        self.call(move |c| async move {
             if sifted.passed.is_empty() {
                 return Ok(sifted.merge([]));
             }
-            let owned: Vec<String> = sifted.passed.iter().map(|k| k.to_string()).collect();
-            let results = self
-                .master(self.until(opts), |m, _| f(m, owned.clone()), "")
+            let until = c.until(&opts);
+            let results = c
+                .master(until, |m, _| f(m, sifted.passed.clone()), "")
                 .await?;
             Ok(sifted.merge(results))
         })
-        .await
     }
 
-    /// `batch_put_end` (`end`) or `batch_put_revoke` of `keys` (their upsert forms for
-    /// `upsert`).
+    /// `batch_put_end` (`end`) or `batch_put_revoke` of `keys`.
     async fn batch_call(
         &self,
         until: Instant,
         keys: Vec<String>,
         end: bool,
-        upsert: bool,
     ) -> Result<Vec<Result<()>>> {
         if keys.is_empty() {
             return Ok(Vec::new());
@@ -315,11 +259,9 @@ impl Client {
             |m, _| {
                 let keys = keys.clone();
                 async move {
-                    match (end, upsert) {
-                        (true, false) => m.batch_put_end(keys).await,
-                        (false, false) => m.batch_put_revoke(keys).await,
-                        (true, true) => m.batch_upsert_end(keys).await,
-                        (false, true) => m.batch_upsert_revoke(keys).await,
+                    match end {
+                        true => m.batch_put_end(keys).await,
+                        false => m.batch_put_revoke(keys).await,
                     }
                 }
             },
@@ -330,19 +272,26 @@ impl Client {
 }
 
 /// Where one item of a batch put comes from.
-#[derive(Clone, Copy)]
-enum Source<'a> {
-    /// Plain bytes, copied into registered scratch memory first.
-    Bytes(&'a [u8]),
+enum Source {
+    /// Plain bytes, copied into registered scratch memory when the call was made.
+    Staged(Arc<Scratch>),
     /// Registered memory: address and length.
     Registered(u64, u64),
 }
 
-impl Source<'_> {
+impl Source {
     fn len(&self) -> u64 {
         match self {
-            Source::Bytes(v) => v.len() as u64,
+            Source::Staged(scratch) => scratch.len(),
             Source::Registered(_, len) => *len,
+        }
+    }
+
+    /// Address, length, and the scratch memory to keep while transfers may touch it.
+    fn place(&self) -> (u64, u64, Option<Arc<Scratch>>) {
+        match self {
+            Source::Staged(scratch) => (scratch.addr(), scratch.len(), Some(scratch.clone())),
+            Source::Registered(addr, len) => (*addr, *len, None),
         }
     }
 }

@@ -80,6 +80,11 @@ impl Scratch {
         b.addr() + off as u64
     }
 
+    /// Length of the memory: what it was asked for.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
     fn buffer(&self) -> (&EngineBuffer, usize) {
         match &self.kind {
             Kind::Slice { buf, offset } => (buf, *offset as usize),

@@ -13,7 +13,7 @@ use super::ha::bootstrap::SnapshotChunk;
 use super::service::{Answer, Arg, Health, MasterHandler, Reply};
 use super::types::{
     ClientId, ListedObject, MountId, MountSpec, PingResult, PutConfig, ReplicaDesc, ReplicaList,
-    Stats,
+    Stats, Write,
 };
 use super::MasterClient;
 use crate::error::Result;
@@ -143,43 +143,25 @@ master_api! {
     idempotent fn ping() -> Result<PingResult>
         = |m, now, client| Ok(m.ping(client, now));
     /// See `Master::put_start`.
-    once fn put_start(key: String, size: u64, cfg: PutConfig) -> Result<Vec<ReplicaDesc>>
-        = |m, now, client| m.put_start(client, now, &key, size, &cfg);
+    once fn put_start(key: String, size: u64, cfg: PutConfig, write: Write)
+        -> Result<Vec<ReplicaDesc>>
+        = |m, now, client| m.put_start(client, now, &key, size, &cfg, write);
     /// See `Master::put_end`.
     idempotent fn put_end(key: String) -> Result<()>
         = |m, now, client| m.put_end(client, now, &key);
     /// See `Master::put_revoke`.
     once fn put_revoke(key: String) -> Result<()>
         = |m, now, client| m.put_revoke(client, now, &key);
-    /// See `Master::upsert_start`.
-    once fn upsert_start(key: String, size: u64, cfg: PutConfig) -> Result<Vec<ReplicaDesc>>
-        = |m, now, client| m.upsert_start(client, now, &key, size, &cfg);
-    /// See `Master::upsert_end`.
-    idempotent fn upsert_end(key: String) -> Result<()>
-        = |m, now, client| m.upsert_end(client, now, &key);
-    /// See `Master::upsert_revoke`.
-    once fn upsert_revoke(key: String) -> Result<()>
-        = |m, now, client| m.upsert_revoke(client, now, &key);
     /// See `Master::batch_put_start`.
-    once fn batch_put_start(items: Vec<(String, u64)>, cfg: PutConfig)
+    once fn batch_put_start(items: Vec<(String, u64)>, cfg: PutConfig, write: Write)
         -> Vec<Result<Vec<ReplicaDesc>>>
-        = |m, now, client| m.batch_put_start(client, now, &items, &cfg);
+        = |m, now, client| m.batch_put_start(client, now, &items, &cfg, write);
     /// See `Master::batch_put_end`.
     once fn batch_put_end(keys: Vec<String>) -> Vec<Result<()>>
         = |m, now, client| m.batch_put_end(client, now, &keys);
     /// See `Master::batch_put_revoke`.
     once fn batch_put_revoke(keys: Vec<String>) -> Vec<Result<()>>
         = |m, now, client| m.batch_put_revoke(client, now, &keys);
-    /// See `Master::batch_upsert_start`.
-    once fn batch_upsert_start(items: Vec<(String, u64)>, cfg: PutConfig)
-        -> Vec<Result<Vec<ReplicaDesc>>>
-        = |m, now, client| m.batch_upsert_start(client, now, &items, &cfg);
-    /// See `Master::batch_upsert_end`.
-    once fn batch_upsert_end(keys: Vec<String>) -> Vec<Result<()>>
-        = |m, now, client| m.batch_upsert_end(client, now, &keys);
-    /// See `Master::batch_upsert_revoke`.
-    once fn batch_upsert_revoke(keys: Vec<String>) -> Vec<Result<()>>
-        = |m, now, client| m.batch_upsert_revoke(client, now, &keys);
     /// See `Master::get_replica_list`.
     idempotent fn get_replica_list(key: String) -> Result<ReplicaList>
         = |m, now, _| m.get_replica_list(now, &key);

@@ -48,5 +48,5 @@ pub use self::snapshot::Snapshot;
 pub use self::space::Replica;
 pub use self::types::{
     ClientId, ListedObject, Millis, MountId, MountSpec, PingResult, PutConfig, ReplicaDesc,
-    ReplicaList, Stats,
+    ReplicaList, Stats, Write,
 };

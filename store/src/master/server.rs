@@ -644,7 +644,7 @@ mod tests {
         for i in 0..300 {
             let key = format!("object-with-a-longish-name-{i:05}");
             client
-                .put_start(&key, 4096, &PutConfig::default())
+                .put_start(&key, 4096, &PutConfig::default(), crate::master::Write::Put)
                 .await
                 .unwrap();
             client.put_end(&key).await.unwrap();

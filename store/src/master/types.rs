@@ -55,6 +55,18 @@ impl Default for PutConfig {
     }
 }
 
+/// Whether a write may replace a completed object of its key: a value in the call's options,
+/// not a separate call at every layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Write {
+    /// A new key only: a completed object of the key is `ObjectAlreadyExists`, its value
+    /// unchanged.
+    #[default]
+    Put,
+    /// A new key, or a replacement of the completed object (Mooncake's `upsert`).
+    Upsert,
+}
+
 /// Where one replica's bytes live: a range of a node's engine memory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplicaDesc {

@@ -103,11 +103,21 @@ fn mounting_a_restored_range_again_is_refused_until_remounted() {
 #[test]
 fn a_graceful_unmount_takes_no_new_replicas_and_drops_its_own_after_the_grace() {
     let mut fx = three_nodes();
-    fx.m.put_start(A, 0, "k", 100, &on(&["n1"], 1)).unwrap();
+    fx.m.put_start(A, 0, "k", 100, &on(&["n1"], 1), yuebing_store::Write::Put)
+        .unwrap();
     fx.m.put_end(A, 0, "k").unwrap();
     fx.m.unmount(A, 10, MountId(1)).unwrap();
     fx.m.unmount(A, 11, MountId(1)).expect("repeat is Ok");
-    let r = fx.m.put_start(A, 20, "new", 100, &on(&["n1"], 1)).unwrap();
+    let r =
+        fx.m.put_start(
+            A,
+            20,
+            "new",
+            100,
+            &on(&["n1"], 1),
+            yuebing_store::Write::Put,
+        )
+        .unwrap();
     assert_ne!(r[0].node, "n1");
     ping_all(&mut fx, 500);
     fx.m.handle_timeout(509);
@@ -123,12 +133,28 @@ fn a_graceful_unmount_takes_no_new_replicas_and_drops_its_own_after_the_grace() 
 #[test]
 fn an_expired_client_loses_its_space_objects_and_writes_then_must_remount() {
     let mut fx = three_nodes();
-    fx.m.put_start(B, 0, "solo", 100, &on(&["n1"], 1)).unwrap();
+    fx.m.put_start(
+        B,
+        0,
+        "solo",
+        100,
+        &on(&["n1"], 1),
+        yuebing_store::Write::Put,
+    )
+    .unwrap();
     fx.m.put_end(B, 0, "solo").unwrap();
-    fx.m.put_start(B, 0, "pair", 100, &on(&["n1", "n2"], 2))
-        .unwrap();
+    fx.m.put_start(
+        B,
+        0,
+        "pair",
+        100,
+        &on(&["n1", "n2"], 2),
+        yuebing_store::Write::Put,
+    )
+    .unwrap();
     fx.m.put_end(B, 0, "pair").unwrap();
-    fx.m.put_start(A, 0, "wip", 100, &on(&["n2"], 1)).unwrap();
+    fx.m.put_start(A, 0, "wip", 100, &on(&["n2"], 1), yuebing_store::Write::Put)
+        .unwrap();
     fx.m.get_replica_list(900, "solo").unwrap();
     fx.drain();
     // B and C keep pinging; A (node n1) goes silent.

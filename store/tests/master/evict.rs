@@ -96,9 +96,11 @@ fn pins_order_eviction_and_hard_pins_and_leases_are_never_evicted() {
         soft_pin: true,
         ..PutConfig::default()
     };
-    fx.m.put_start(A, 0, "hard", K64, &hard).unwrap();
+    fx.m.put_start(A, 0, "hard", K64, &hard, yuebing_store::Write::Put)
+        .unwrap();
     fx.m.put_end(A, 0, "hard").unwrap();
-    fx.m.put_start(A, 1, "soft", K64, &soft).unwrap();
+    fx.m.put_start(A, 1, "soft", K64, &soft, yuebing_store::Write::Put)
+        .unwrap();
     fx.m.put_end(A, 1, "soft").unwrap();
     fill(&mut fx, 13, 10);
     fx.m.handle_timeout(30);
@@ -125,11 +127,11 @@ fn nothing_evictable_means_no_available_handle() {
         fx.m.get_replica_list(100, &format!("k{i}")).unwrap();
     }
     let e =
-        fx.m.put_start(A, 150, "new", K64, &replicas(1))
+        fx.m.put_start(A, 150, "new", K64, &replicas(1), yuebing_store::Write::Put)
             .unwrap_err();
     assert_eq!(e.code(), -200);
     assert_eq!(fx.m.stats().objects, 16, "leased objects were not evicted");
-    fx.m.put_start(A, 200, "new", K64, &replicas(1))
+    fx.m.put_start(A, 200, "new", K64, &replicas(1), yuebing_store::Write::Put)
         .expect("leases over");
     fx.check();
 }

@@ -22,7 +22,7 @@ fn restarted(fx: &Fx, now: u64, len: u64) -> Master {
 }
 
 fn put(m: &mut Master, now: u64, key: &str) -> yuebing_store::Result<()> {
-    m.put_start(A, now, key, MIB, &replicas(1))?;
+    m.put_start(A, now, key, MIB, &replicas(1), yuebing_store::Write::Put)?;
     m.put_end(A, now, key)
 }
 
@@ -53,9 +53,18 @@ fn after_a_restart_an_upsert_is_not_in_place_and_holds_the_old_space() {
     let mut m = restarted(&fx, t, 2 * MIB);
     // Same size, no lease known: still not in place, new replicas while "a"'s stay held.
     let before = m.placement("a").unwrap();
-    let descs = m.upsert_start(A, t + 1, "a", MIB, &replicas(1)).unwrap();
+    let descs = m
+        .put_start(
+            A,
+            t + 1,
+            "a",
+            MIB,
+            &replicas(1),
+            yuebing_store::Write::Upsert,
+        )
+        .unwrap();
     assert_eq!(descs.len(), 1);
-    m.upsert_end(A, t + 1, "a").unwrap();
+    m.put_end(A, t + 1, "a").unwrap();
     assert_ne!(m.placement("a").unwrap(), before, "not written in place");
     // Both slots are taken now (the new "a" and the held old one): a third put fails.
     assert_eq!(put(&mut m, t + 2, "b").unwrap_err().code(), -200);

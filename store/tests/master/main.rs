@@ -70,7 +70,14 @@ impl Fx {
         size: u64,
         n: u32,
     ) -> Result<Vec<ReplicaDesc>> {
-        let r = self.m.put_start(client, now, key, size, &replicas(n))?;
+        let r = self.m.put_start(
+            client,
+            now,
+            key,
+            size,
+            &replicas(n),
+            yuebing_store::Write::Put,
+        )?;
         self.m.put_end(client, now, key)?;
         self.check();
         Ok(r)

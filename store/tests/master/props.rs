@@ -131,8 +131,15 @@ impl Run {
                 client,
             } => {
                 let c = CLIENTS[*client as usize];
-                if m.put_start(c, now, &k(key), u64::from(*size), &cfg(*n))
-                    .is_ok()
+                if m.put_start(
+                    c,
+                    now,
+                    &k(key),
+                    u64::from(*size),
+                    &cfg(*n),
+                    yuebing_store::Write::Put,
+                )
+                .is_ok()
                 {
                     m.put_end(c, now, &k(key)).unwrap();
                 }
@@ -149,6 +156,7 @@ impl Run {
                     &k(key),
                     u64::from(*size),
                     &cfg(*n),
+                    yuebing_store::Write::Put,
                 );
             }
             Op::End { key, client } => {
@@ -167,11 +175,18 @@ impl Run {
                 end,
             } => {
                 let c = CLIENTS[*client as usize];
-                if m.upsert_start(c, now, &k(key), u64::from(*size), &cfg(1))
-                    .is_ok()
+                if m.put_start(
+                    c,
+                    now,
+                    &k(key),
+                    u64::from(*size),
+                    &cfg(1),
+                    yuebing_store::Write::Upsert,
+                )
+                .is_ok()
                     && *end
                 {
-                    m.upsert_end(c, now, &k(key)).unwrap();
+                    m.put_end(c, now, &k(key)).unwrap();
                     // A new version: leases on the old one protect its (held) replicas only.
                     self.leases.remove(&k(key));
                 }

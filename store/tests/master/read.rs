@@ -93,7 +93,8 @@ fn remove_by_regex_matches_anywhere_skips_leased_and_refuses_bad_patterns() {
 #[test]
 fn remove_of_a_running_write_needs_force() {
     let mut fx = three_nodes();
-    fx.m.put_start(A, 0, "k", 100, &replicas(1)).unwrap();
+    fx.m.put_start(A, 0, "k", 100, &replicas(1), yuebing_store::Write::Put)
+        .unwrap();
     assert_eq!(fx.m.remove(1, "k", false).unwrap_err().code(), -714);
     fx.m.remove(1, "k", true).unwrap();
     assert_eq!(fx.m.put_end(A, 2, "k").unwrap_err().code(), -704);
@@ -106,7 +107,8 @@ fn exist_size_list_and_stats() {
     fx.put(A, 0, "user/1", 100, 2).unwrap();
     fx.put(A, 0, "user/2", 200, 1).unwrap();
     fx.put(A, 0, "other", 300, 1).unwrap();
-    fx.m.put_start(A, 0, "user/3", 50, &replicas(1)).unwrap();
+    fx.m.put_start(A, 0, "user/3", 50, &replicas(1), yuebing_store::Write::Put)
+        .unwrap();
     assert!(fx.m.exist("user/1").unwrap());
     assert!(!fx.m.exist("missing").unwrap());
     assert!(

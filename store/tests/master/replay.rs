@@ -9,17 +9,38 @@ fn history(fx: &mut Fx, from: u64) {
     let t = from;
     fx.put(A, t, &format!("a{t}"), 1000, 2).unwrap();
     fx.put(B, t + 1, &format!("b{t}"), 5000, 1).unwrap();
-    fx.m.put_start(C, t + 2, &format!("wip{t}"), 300, &replicas(3))
-        .unwrap();
-    fx.m.upsert_start(A, t + 3, &format!("a{t}"), 2000, &replicas(1))
-        .unwrap();
-    fx.m.upsert_end(A, t + 4, &format!("a{t}")).unwrap();
+    fx.m.put_start(
+        C,
+        t + 2,
+        &format!("wip{t}"),
+        300,
+        &replicas(3),
+        yuebing_store::Write::Put,
+    )
+    .unwrap();
+    fx.m.put_start(
+        A,
+        t + 3,
+        &format!("a{t}"),
+        2000,
+        &replicas(1),
+        yuebing_store::Write::Upsert,
+    )
+    .unwrap();
+    fx.m.put_end(A, t + 4, &format!("a{t}")).unwrap();
     let soft = PutConfig {
         soft_pin: true,
         ..PutConfig::default()
     };
-    fx.m.put_start(A, t + 5, &format!("s{t}"), 10, &soft)
-        .unwrap();
+    fx.m.put_start(
+        A,
+        t + 5,
+        &format!("s{t}"),
+        10,
+        &soft,
+        yuebing_store::Write::Put,
+    )
+    .unwrap();
     fx.m.put_end(A, t + 5, &format!("s{t}")).unwrap();
     fx.m.get_replica_list(t + 6, &format!("b{t}")).unwrap();
     fx.m.remove(t + 7, &format!("b{t}"), true).unwrap();
@@ -93,19 +114,20 @@ fn a_restored_master_serves_replicas_only_after_their_node_remounts() {
 #[test]
 fn timers_restored_from_the_log_resume_against_the_new_clock() {
     let mut fx = three_nodes();
-    fx.m.put_start(A, 1_000, "k", 100, &replicas(1)).unwrap();
+    fx.m.put_start(A, 1_000, "k", 100, &replicas(1), yuebing_store::Write::Put)
+        .unwrap();
     fx.drain();
     // Restarted 100 ms later: the put is still younger than the discard timeout (300 ms).
     let mut m = restored(&fx, None, 0, 1_100);
     assert_eq!(
-        m.put_start(B, 1_299, "k", 100, &replicas(1))
+        m.put_start(B, 1_299, "k", 100, &replicas(1), yuebing_store::Write::Put)
             .unwrap_err()
             .code(),
         -705
     );
     m.remount(B, 1_299, &[spec("n2", base("n2"), 16 * MIB)])
         .unwrap();
-    m.put_start(B, 1_300, "k", 100, &replicas(1))
+    m.put_start(B, 1_300, "k", 100, &replicas(1), yuebing_store::Write::Put)
         .expect("pre-empted after discard");
 }
 

@@ -1,19 +1,27 @@
-//! The two-phase write: put and upsert, start / end / revoke, one key or a batch.
+//! The two-phase write: start / end / revoke (a put or an upsert: [`Write`]), one key or a
+//! batch.
 
 use super::Master;
 use crate::error::{Error, Result};
 use crate::master::log::Record;
 use crate::master::object::{Pin, Replicas};
-use crate::master::types::{ClientId, Millis, PutConfig, ReplicaDesc};
+use crate::master::types::{ClientId, Millis, PutConfig, ReplicaDesc, Write};
 
 impl Master {
-    /// Starts a put: places `min(replica_num, nodes with room)` replicas on distinct nodes and
-    /// returns where to write them. The key is taken until `put_end` or `put_revoke`.
+    /// Starts a write of `key`: places `min(replica_num, nodes with room)` replicas on
+    /// distinct nodes and returns where to write them. The key is taken until `put_end` or
+    /// `put_revoke`.
     ///
-    /// Errors: `InvalidParams` (empty key, size 0, replica_num 0), `ObjectAlreadyExists` (the key
-    /// is completed, or its put is younger than the discard timeout — an older one is
-    /// pre-empted, its space held until its release time), `NoAvailableHandle` (no room even
-    /// after evicting).
+    /// [`Write::Put`] takes a new key only. [`Write::Upsert`] also replaces a completed object:
+    /// one of the same size with no read lease is overwritten in place (unreadable until the
+    /// end); otherwise new space is allocated and the old replicas stay readable until the end
+    /// (then held until their lease ends).
+    ///
+    /// Errors: `InvalidParams` (empty key, size 0, replica_num 0), `ObjectAlreadyExists` (a put
+    /// of a completed key, or a put while a write younger than the discard timeout runs — an
+    /// older one is pre-empted, its space held until its release time), `WriteInProgress` (an
+    /// upsert while such a younger write runs), `NoAvailableHandle` (no room even after
+    /// evicting).
     pub fn put_start(
         &mut self,
         client: ClientId,
@@ -21,17 +29,37 @@ impl Master {
         key: &str,
         size: u64,
         cfg: &PutConfig,
+        write: Write,
     ) -> Result<Vec<ReplicaDesc>> {
         let now = self.tick(now);
         self.check_write(key, size, cfg)?;
         let h = self.objects.hash(key);
-        if self.objects.contains_key_h(h, key) {
+        if write == Write::Put && self.objects.contains_key_h(h, key) {
             return Err(Error::ObjectAlreadyExists { key: key.into() });
         }
-        self.preempt_stale(h, key, now, false)?;
+        self.preempt_stale(h, key, now, write)?;
+        if let (Write::Upsert, Some(o)) = (write, self.objects.get_h(h, key)) {
+            // In place only where no reader can be transferring: no lease known, and not
+            // within a lease TTL of a restart or promotion (leases from before are unknown).
+            if o.size == size && !o.leased(now) && now >= self.no_reuse_until {
+                let descs = self.describe_all(&o.replicas, size);
+                let in_place = (Replicas::new(), true, true);
+                self.start(client, now, (h, key), size, in_place, cfg);
+                return Ok(descs);
+            }
+        }
         let replicas = self.allocate(now, size, cfg)?;
+        // After allocating: an eviction inside it may have taken the old object.
+        let replaces = self.objects.contains_key_h(h, key);
         let descs = self.describe_all(&replicas, size);
-        self.start(client, now, (h, key), size, (replicas, false, false), cfg);
+        self.start(
+            client,
+            now,
+            (h, key),
+            size,
+            (replicas, false, replaces),
+            cfg,
+        );
         Ok(descs)
     }
 
@@ -86,65 +114,6 @@ impl Master {
         }
     }
 
-    /// Starts an upsert: a missing key is put; a completed object of the same size with no
-    /// read lease is overwritten in place (unreadable until the end); otherwise new space is
-    /// allocated and the old replicas stay readable until the end (then held until their lease
-    /// ends).
-    ///
-    /// Errors: as `put_start`, and `WriteInProgress` while a younger write of the key runs.
-    pub fn upsert_start(
-        &mut self,
-        client: ClientId,
-        now: Millis,
-        key: &str,
-        size: u64,
-        cfg: &PutConfig,
-    ) -> Result<Vec<ReplicaDesc>> {
-        let now = self.tick(now);
-        self.check_write(key, size, cfg)?;
-        let h = self.objects.hash(key);
-        self.preempt_stale(h, key, now, true)?;
-        if let Some(o) = self.objects.get_h(h, key) {
-            // In place only where no reader can be transferring: no lease known, and not
-            // within a lease TTL of a restart or promotion (leases from before are unknown).
-            if o.size == size && !o.leased(now) && now >= self.no_reuse_until {
-                let descs = self.describe_all(&o.replicas, size);
-                self.start(
-                    client,
-                    now,
-                    (h, key),
-                    size,
-                    (Replicas::new(), true, true),
-                    cfg,
-                );
-                return Ok(descs);
-            }
-        }
-        let replicas = self.allocate(now, size, cfg)?;
-        // After allocating: an eviction inside it may have taken the old object.
-        let replaces = self.objects.contains_key_h(h, key);
-        let descs = self.describe_all(&replicas, size);
-        self.start(
-            client,
-            now,
-            (h, key),
-            size,
-            (replicas, false, replaces),
-            cfg,
-        );
-        Ok(descs)
-    }
-
-    /// Ends an upsert; the same as [`Master::put_end`].
-    pub fn upsert_end(&mut self, client: ClientId, now: Millis, key: &str) -> Result<()> {
-        self.put_end(client, now, key)
-    }
-
-    /// Revokes an upsert; the same as [`Master::put_revoke`].
-    pub fn upsert_revoke(&mut self, client: ClientId, now: Millis, key: &str) -> Result<()> {
-        self.put_revoke(client, now, key)
-    }
-
     /// `put_start` for each `(key, size)`, in order, one result each.
     pub fn batch_put_start(
         &mut self,
@@ -152,10 +121,11 @@ impl Master {
         now: Millis,
         items: &[(String, u64)],
         cfg: &PutConfig,
+        write: Write,
     ) -> Vec<Result<Vec<ReplicaDesc>>> {
         items
             .iter()
-            .map(|(k, s)| self.put_start(client, now, k, *s, cfg))
+            .map(|(k, s)| self.put_start(client, now, k, *s, cfg, write))
             .collect()
     }
 
@@ -181,44 +151,6 @@ impl Master {
             .collect()
     }
 
-    /// `upsert_start` for each `(key, size)`, in order.
-    pub fn batch_upsert_start(
-        &mut self,
-        client: ClientId,
-        now: Millis,
-        items: &[(String, u64)],
-        cfg: &PutConfig,
-    ) -> Vec<Result<Vec<ReplicaDesc>>> {
-        items
-            .iter()
-            .map(|(k, s)| self.upsert_start(client, now, k, *s, cfg))
-            .collect()
-    }
-
-    /// `upsert_end` for each key, in order.
-    pub fn batch_upsert_end(
-        &mut self,
-        client: ClientId,
-        now: Millis,
-        keys: &[String],
-    ) -> Vec<Result<()>> {
-        keys.iter()
-            .map(|k| self.upsert_end(client, now, k))
-            .collect()
-    }
-
-    /// `upsert_revoke` for each key, in order.
-    pub fn batch_upsert_revoke(
-        &mut self,
-        client: ClientId,
-        now: Millis,
-        keys: &[String],
-    ) -> Vec<Result<()>> {
-        keys.iter()
-            .map(|k| self.upsert_revoke(client, now, k))
-            .collect()
-    }
-
     fn check_write(&self, key: &str, size: u64, cfg: &PutConfig) -> Result<()> {
         self.check_key(key)?;
         crate::args::size(size)?;
@@ -231,15 +163,14 @@ impl Master {
 
     /// A write of `key` younger than the discard timeout blocks a new one; an older one is
     /// pre-empted (revoked, its space held until its release time).
-    fn preempt_stale(&mut self, h: u64, key: &str, now: Millis, upsert: bool) -> Result<()> {
+    fn preempt_stale(&mut self, h: u64, key: &str, now: Millis, write: Write) -> Result<()> {
         let Some(w) = self.writes.get_h(h, key) else {
             return Ok(());
         };
         if now < w.started.saturating_add(self.cfg.put_discard_ms) {
-            return Err(if upsert {
-                Error::WriteInProgress { key: key.into() }
-            } else {
-                Error::ObjectAlreadyExists { key: key.into() }
+            return Err(match write {
+                Write::Upsert => Error::WriteInProgress { key: key.into() },
+                Write::Put => Error::ObjectAlreadyExists { key: key.into() },
             });
         }
         self.revoke_held(now, key);

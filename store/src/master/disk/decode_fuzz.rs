@@ -232,12 +232,20 @@ fn history(ops: &[Op]) -> (Master, Vec<LogEntry>, u64) {
                     replica_num: *n,
                     ..PutConfig::default()
                 };
-                m.put_start(c, now, &key(k), *size, &cfg).map(drop)
+                m.put_start(c, now, &key(k), *size, &cfg, crate::master::Write::Put)
+                    .map(drop)
             }
             Op::End(k) => m.put_end(c, now, &key(k)),
             Op::Revoke(k) => m.put_revoke(c, now, &key(k)),
             Op::Upsert(k, size) => m
-                .upsert_start(c, now, &key(k), *size, &PutConfig::default())
+                .put_start(
+                    c,
+                    now,
+                    &key(k),
+                    *size,
+                    &PutConfig::default(),
+                    crate::master::Write::Upsert,
+                )
                 .map(drop),
             Op::Remove(k, force) => m.remove(now, &key(k), *force),
             Op::Unmount(id) => m.unmount(c, now, MountId(*id)),
