@@ -1,0 +1,247 @@
+//! Every call of the store client has each of its forms: a public method of the async
+//! `store::Client` that takes `&self` and returns a future is a call; each call must have a
+//! blocking form (`BlockingClient`), a C form (`yuebing_store_X` and `yuebing_store_X_async`
+//! in `include/yuebing.h`) and a Python form (a `Store` method in the binding and in
+//! `_native.pyi`). A call whose options carry a `Write` value also has its upsert names at the
+//! C and Python edges. The forms are read from the sources, so a call added without its forms
+//! fails here, and so does a stale entry in the table of forms not built yet.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// Forms not built yet: (call, edge). Each entry is checked to be still missing, so the table
+/// only shrinks. They come with the integrators' calls (issue 27).
+const NOT_YET: &[(&str, Edge)] = &[
+    ("put_parts", Edge::C),
+    ("locate", Edge::C),
+    ("get_or_locate", Edge::C),
+    ("read_located", Edge::C),
+    ("replicas", Edge::C),
+    ("batch_remove", Edge::C),
+    ("batch_replicas", Edge::C),
+    ("remove_by_regex", Edge::C),
+    ("health_check", Edge::C),
+    ("upsert_parts", Edge::C),
+    ("upsert_from", Edge::C),
+    ("batch_upsert", Edge::C),
+    ("batch_upsert_from", Edge::C),
+    // Python's `get` is `get_or_locate` then `read_located` into a new `bytes`.
+    ("locate", Edge::Python),
+    ("get_or_locate", Edge::Python),
+    ("read_located", Edge::Python),
+];
+
+/// The calls whose options choose put or upsert (`Options::write`): the C and Python edges
+/// also name their upsert form (`put` → `upsert`, `batch_put_from` → `batch_upsert_from`).
+const WRITES: &[&str] = &[
+    "put",
+    "put_parts",
+    "put_from",
+    "batch_put",
+    "batch_put_from",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Edge {
+    Blocking,
+    C,
+    Python,
+}
+
+fn read(path: &str) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The `pub fn`s inside `impl <ty> {` blocks of `src` (a block starts at a line `impl <ty> {`
+/// and ends at the next line `}`), each as (name, signature up to `{`, whole text up to its
+/// closing `    }`).
+fn methods(src: &str, ty: &str) -> Vec<(String, String, String)> {
+    let (mut inside, mut out) = (false, Vec::new());
+    let lines: Vec<&str> = src.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        if line.starts_with("impl ") && line.ends_with(&format!(" {ty} {{"))
+            || *line == format!("impl {ty} {{")
+        {
+            inside = true;
+        } else if *line == "}" {
+            inside = false;
+        } else if inside {
+            let t = line.trim_start();
+            let Some(rest) = t
+                .strip_prefix("pub fn ")
+                .or_else(|| t.strip_prefix("pub async fn "))
+            else {
+                continue;
+            };
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            let sig: String = lines[i..]
+                .iter()
+                .take_while(|l| !l.trim_end().ends_with('{'))
+                .chain(lines[i..].iter().find(|l| l.trim_end().ends_with('{')))
+                .map(|l| l.trim())
+                .collect::<Vec<_>>()
+                .join(" ");
+            let body = lines[i..]
+                .iter()
+                .take_while(|l| **l != "    }")
+                .copied()
+                .collect::<Vec<_>>()
+                .join("\n");
+            out.push((name, sig, body));
+        }
+    }
+    out
+}
+
+/// The store client's calls: methods on `&self` that return a future.
+fn client_calls() -> BTreeSet<String> {
+    let mut calls = BTreeSet::new();
+    for file in ["mod.rs", "ops.rs", "admin.rs", "located.rs"] {
+        let src = read(&format!("store/src/client/{file}"));
+        for (name, sig, _) in methods(&src, "Client") {
+            if sig.contains("&self") && (sig.contains("impl Future") || sig.contains("async fn")) {
+                calls.insert(name);
+            }
+        }
+    }
+    calls
+}
+
+/// Which forms each edge has, as the names it calls them by.
+fn forms(edge: Edge) -> BTreeSet<String> {
+    match edge {
+        Edge::Blocking => methods(&read("bridge/src/store.rs"), "BlockingClient")
+            .into_iter()
+            .map(|(name, _, _)| name)
+            .collect(),
+        Edge::C => {
+            let header = read("include/yuebing.h");
+            let names: BTreeSet<String> = header
+                .split("yuebing_store_")
+                .skip(1)
+                .map(|s| {
+                    s.chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect()
+                })
+                .collect();
+            // A call's C form is the blocking function and its `_async` twin.
+            names
+                .iter()
+                .filter(|n| names.contains(&format!("{n}_async")))
+                .cloned()
+                .collect()
+        }
+        Edge::Python => {
+            let stub = read("python/yuebing/_native.pyi");
+            let class = stub
+                .split("\nclass Store")
+                .nth(1)
+                .expect("_native.pyi has class Store");
+            let class = class.split("\nclass ").next().unwrap_or(class);
+            let stubbed: BTreeSet<String> = class
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix("def "))
+                .map(|s| {
+                    s.chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect()
+                })
+                .collect();
+            let binding = read("python/src/store.rs");
+            let bound: BTreeSet<String> = binding
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix("fn "))
+                .map(|s| {
+                    s.chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect()
+                })
+                .collect();
+            stubbed.intersection(&bound).cloned().collect()
+        }
+    }
+}
+
+/// The names each edge must have: every call, and at the C and Python edges the upsert names
+/// of the calls that write.
+fn wanted(edge: Edge, calls: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut want = calls.clone();
+    if edge != Edge::Blocking {
+        want.extend(WRITES.iter().map(|w| w.replacen("put", "upsert", 1)));
+    }
+    want
+}
+
+#[test]
+fn every_client_call_has_a_blocking_a_c_and_a_python_form() {
+    let calls = client_calls();
+    // The parse found the calls (a sanity check of the parser itself).
+    for call in [
+        "put",
+        "get",
+        "get_into",
+        "batch_put_from",
+        "remove_by_regex",
+        "close",
+        "health_check",
+    ] {
+        assert!(calls.contains(call), "{call} not found among {calls:?}");
+    }
+    for w in WRITES {
+        assert!(calls.contains(*w), "WRITES names {w}, which is no call");
+    }
+    let mut missing = Vec::new();
+    let mut stale = Vec::new();
+    for edge in [Edge::Blocking, Edge::C, Edge::Python] {
+        let have = forms(edge);
+        for name in wanted(edge, &calls) {
+            let excused = NOT_YET.contains(&(name.as_str(), edge));
+            match (have.contains(&name), excused) {
+                (false, false) => missing.push(format!("{edge:?} {name}")),
+                (true, true) => stale.push(format!("{edge:?} {name}")),
+                _ => {}
+            }
+        }
+    }
+    for (name, edge) in NOT_YET {
+        assert!(
+            wanted(*edge, &calls).contains(*name),
+            "NOT_YET names {edge:?} {name}, which no call needs"
+        );
+    }
+    assert!(missing.is_empty(), "calls without a form: {missing:?}");
+    assert!(
+        stale.is_empty(),
+        "built now, remove from NOT_YET: {stale:?}"
+    );
+}
+
+#[test]
+fn the_blocking_client_is_one_line_per_call() {
+    let src = read("bridge/src/store.rs");
+    let calls = client_calls();
+    for (name, _, body) in methods(&src, "BlockingClient") {
+        if !calls.contains(&name) {
+            continue;
+        }
+        assert!(
+            body.contains(&format!("self.client.{name}(")),
+            "BlockingClient::{name} does not call Client::{name}"
+        );
+        assert!(!body.contains("match "), "BlockingClient::{name} branches");
+        let code_lines = body
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .count();
+        // The signature (one line, or one per argument as rustfmt wraps it) and one statement.
+        assert!(
+            code_lines <= 10,
+            "BlockingClient::{name} is {code_lines} lines"
+        );
+    }
+}
