@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use yuebing::bench::args::BenchCommon;
+use yuebing::bench::args::{positive_size, BenchCommon};
 use yuebing::bench::{
     bridge as bridge_bench, ha as ha_bench, master as master_bench, report, rpc,
     store as store_bench, transfer,
@@ -304,7 +304,7 @@ async fn bench_store(
 ) -> Result<(), CliError> {
     let list = |s: String| -> Result<Vec<usize>, CliError> {
         s.split(',')
-            .map(|x| transfer::parse_size(x).map_err(CliError::Usage))
+            .map(|x| positive_size(x).map_err(CliError::Usage))
             .collect()
     };
     let transports = file
@@ -321,10 +321,13 @@ async fn bench_store(
     let cfg = store_bench::StoreBenchConfig {
         sizes: list(file.resolve("bench", "sizes", args.sizes, "4K,64K,1M,16M".to_string())?)?,
         batch: file.resolve("bench", "batch", args.batch, 32)?.max(1),
-        segment: list(file.resolve("bench", "segment", args.segment, "512M".to_string())?)?
-            .first()
-            .copied()
-            .unwrap_or(512 << 20),
+        segment: positive_size(&file.resolve(
+            "bench",
+            "segment",
+            args.segment,
+            "512M".to_string(),
+        )?)
+        .map_err(CliError::Usage)?,
         max_calls: file
             .resolve("bench", "max_calls", args.max_calls, 1000)?
             .max(1),
@@ -393,7 +396,7 @@ async fn bench_bridge(
         callback_threads: file
             .resolve("bench", "callback_threads", args.callback_threads, 2)?
             .max(1),
-        store_size: transfer::parse_size(&store_size).map_err(CliError::Usage)? as u64,
+        store_size: positive_size(&store_size).map_err(CliError::Usage)? as u64,
         token,
         waiters: study,
     };
@@ -519,7 +522,7 @@ async fn bench_transfer(
     let batches = file.resolve("bench", "batches", args.batches, "1,32".to_string())?;
     let cfg = transfer::TransferBenchConfig {
         op,
-        blocks: list(&blocks, transfer::parse_size)?,
+        blocks: list(&blocks, positive_size)?,
         batches: list(&batches, |b| {
             b.parse::<usize>()
                 .ok()

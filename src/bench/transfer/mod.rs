@@ -53,22 +53,6 @@ pub struct TransferBenchConfig {
     pub token: Option<yuebing_rpc::Token>,
 }
 
-/// Parses `4K`, `64KiB`, `1M`, `16MiB`, `512` into bytes.
-pub fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim().to_ascii_uppercase();
-    let t = t.trim_end_matches("IB").trim_end_matches('B');
-    let (num, mult) = match t.chars().last() {
-        Some('K') => (&t[..t.len() - 1], 1usize << 10),
-        Some('M') => (&t[..t.len() - 1], 1 << 20),
-        Some('G') => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    let n: usize = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
-    n.checked_mul(mult)
-        .filter(|&v| v > 0)
-        .ok_or_else(|| format!("size out of range: {s:?}"))
-}
-
 /// A size as the tables name it: `4KiB`, `1MiB`, `100B`.
 pub(crate) fn size_label(n: usize) -> String {
     match n {
@@ -316,13 +300,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_parse_and_print() {
-        assert_eq!(parse_size("4K").unwrap(), 4096);
-        assert_eq!(parse_size("64KiB").unwrap(), 65536);
-        assert_eq!(parse_size("1m").unwrap(), 1 << 20);
-        assert_eq!(parse_size("512").unwrap(), 512);
-        assert!(parse_size("0").is_err());
-        assert!(parse_size("x").is_err());
+    fn sizes_print() {
         assert_eq!(size_label(1 << 20), "1MiB");
         assert_eq!(size_label(4096), "4KiB");
         assert_eq!(size_label(100), "100B");
