@@ -1,4 +1,4 @@
-//! The flags every `yuebing bench …` takes.
+//! The flags every `yuebing bench …` takes, and how benches read sizes and lists.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::Args;
 use yuebing_rpc::{Size, SizeError};
 
+use crate::cli::CliError;
 use crate::config::{ConfigError, ConfigFile};
 
 /// Settings every benchmark takes.
@@ -46,6 +47,15 @@ pub fn positive_size(text: &str) -> Result<usize, String> {
             SizeError::Zero => format!("{:?}: {e}", text.trim()),
             e => e.to_string(),
         })
+}
+
+/// The comma-separated items of `text`, each trimmed and parsed by `parse` (a usage error
+/// for the first that fails).
+pub fn list<T>(text: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, CliError> {
+    text.split(',')
+        .map(|p| parse(p.trim()))
+        .collect::<Result<Vec<T>, String>>()
+        .map_err(CliError::Usage)
 }
 
 #[cfg(test)]

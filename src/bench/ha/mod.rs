@@ -26,7 +26,9 @@ use clap::Args;
 use yuebing_rpc::Token;
 
 use super::args::BenchCommon;
+use super::command::{finish, ticker};
 use super::report::Row;
+use crate::cli::{progress, CliError};
 use crate::config::{ConfigError, ConfigFile};
 
 #[cfg(feature = "etcd")]
@@ -89,6 +91,15 @@ pub struct HaBenchConfig {
 }
 
 impl BenchHaArgs {
+    /// `yuebing bench ha` with the cluster `token`: the settings ([`BenchHaArgs::resolve`]),
+    /// the run, its table.
+    pub async fn run(self, file: &ConfigFile, token: Option<Token>) -> Result<(), CliError> {
+        let cfg = self.resolve(file, token)?;
+        let bar = progress(cfg.measurements());
+        let rows = run(&cfg, ticker(&bar)).await;
+        finish("ha", &bar, rows, cfg.header(), self.common.json)
+    }
+
     /// The settings: flags, then `YUEBING_BENCH_*`, then the `[bench]` section, then the
     /// defaults.
     pub fn resolve(
