@@ -3,6 +3,14 @@
 //! elected in that cluster, found through etcd and followed as leadership changes. The latter
 //! needs the bridge's cargo feature `etcd`; without it such an address is refused with
 //! [`Error::EtcdNotBuilt`].
+//!
+//! This is the one parser of master addresses: the bridge's Rust callers, its C ABI
+//! (`yuebing_store_config.master`), Python's `Store(masters)` and the `yuebing` command line
+//! (`--master`, `YUEBING_MASTERS`, `client.masters`) all call [`Masters::parse`]. Items of a
+//! list are trimmed and empty ones skipped (`"h:1, h:2,"` is two masters); a list naming no
+//! address at all is refused. It lives here, not lower, because the `etcd://` form needs
+//! `yuebing-etcd`, which depends on `yuebing-store`: the bridge is the lowest crate that can
+//! see both forms in every build.
 
 use yuebing_rpc::Endpoint;
 use yuebing_store::ClientConfig;
@@ -122,6 +130,42 @@ mod tests {
         );
         assert_eq!(Masters::parse(" , ").unwrap_err().code(), -600);
         assert_eq!(Masters::parse("h:1,nope").unwrap_err().code(), -2012);
+    }
+
+    #[test]
+    fn empty_items_and_whitespace_are_skipped_and_an_empty_list_refused() {
+        let want: Vec<Endpoint> = vec!["h:1".parse().unwrap(), "h:2".parse().unwrap()];
+        for text in ["h:1,h:2", " h:1 ,\th:2\n", ",h:1,,h:2,", "h:1, ,h:2"] {
+            assert_eq!(
+                Masters::parse(text).unwrap(),
+                Masters::List(want.clone()),
+                "{text:?}"
+            );
+        }
+        assert_eq!(
+            "h:1".parse::<Masters>().unwrap(),
+            Masters::List(want[..1].to_vec())
+        );
+        for empty in ["", "   ", ",", " ,, "] {
+            let e = Masters::parse(empty).unwrap_err();
+            assert_eq!(e.code(), -600, "{empty:?}: {e}");
+            assert!(e.to_string().contains("names no endpoint"), "{e}");
+        }
+        // One malformed item refuses the whole list, naming it.
+        for bad in ["h:1,h", "h:1,h:x", "h:1,h:99999"] {
+            let e = Masters::parse(bad).unwrap_err();
+            assert_eq!(e.code(), -2012, "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn etcd_addresses_are_told_apart_in_any_case() {
+        for etcd in ["etcd://h:1/c", "  ETCD://h:1/c", "Etcd://"] {
+            assert!(is_etcd_address(etcd), "{etcd:?}");
+        }
+        for list in ["h:1,h:2", "etcd:/h:1/c", "etcd", "ét"] {
+            assert!(!is_etcd_address(list), "{list:?}");
+        }
     }
 
     #[cfg(not(feature = "etcd"))]

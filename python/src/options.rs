@@ -6,6 +6,7 @@ use std::time::Duration;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyString};
+use yuebing_rpc::Size;
 use yuebing_store::master::PutConfig;
 use yuebing_store::Options;
 
@@ -100,13 +101,17 @@ pub(crate) fn put(
     Ok(opts)
 }
 
-/// A size in bytes: an `int`, or text such as `"4096"`, `"64MiB"`, `"2G"`, `"512k"` (binary
-/// units: k = KiB = 1024, M, G, T; a trailing `B` or `iB` is optional). Text that is no size
-/// is `InvalidArgument`, another type `TypeError`.
+/// A size in bytes: an `int`, or text such as `"4096"`, `"64MiB"`, `"2G"`, `"512k"`, parsed as
+/// everywhere in yuebing ([`yuebing_rpc::Size`]: binary units B, K, M, G, T, each also as `Ki`,
+/// `KB`, `KiB`, in any case). Text that is no size is `InvalidArgument`, another type
+/// `TypeError`.
 pub(crate) fn size(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
     if let Ok(text) = obj.cast::<PyString>() {
-        return parse_size(text.to_str()?)
-            .ok_or_else(|| errors::invalid(obj.py(), &format!("{what}: {text:?} is not a size")));
+        return text
+            .to_str()?
+            .parse::<Size>()
+            .map(Size::bytes)
+            .map_err(|e| errors::invalid(obj.py(), &format!("{what}: {e}")));
     }
     let message = format!("{what} must be a non-negative int or a size such as \"64MiB\"");
     obj.extract::<u64>()
@@ -114,25 +119,4 @@ pub(crate) fn size(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
             true => errors::invalid(obj.py(), &message),
             false => PyTypeError::new_err(message),
         })
-}
-
-fn parse_size(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let digits = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(digits);
-    let number: u64 = number.parse().ok()?;
-    let unit = unit.trim().to_ascii_lowercase();
-    let unit = unit.strip_suffix('b').unwrap_or(&unit);
-    let unit = unit.strip_suffix('i').unwrap_or(unit);
-    let shift = match unit {
-        "" => 0,
-        "k" => 10,
-        "m" => 20,
-        "g" => 30,
-        "t" => 40,
-        _ => return None,
-    };
-    number.checked_mul(1u64 << shift)
 }

@@ -93,6 +93,14 @@ def test_store_arguments(cluster, store, key):
         yuebing.Store(cluster.address, store_size=-1)
     with invalid("store_size"):
         yuebing.Store(cluster.address, store_size="lots")
+    # Sizes are parsed as everywhere in yuebing (yuebing_rpc::Size): 2**64 bytes is out of
+    # range, a doubled suffix no unit, a fraction no size.
+    with invalid("staging_size.*out of range"):
+        yuebing.Store(cluster.address, staging_size="16777216T")
+    with invalid("staging_size.*unknown unit"):
+        yuebing.Store(cluster.address, staging_size="4KBB")
+    with invalid("store_size.*is not a size"):
+        yuebing.Store(cluster.address, store_size="1.5M")
     with invalid("timeout"):
         yuebing.Store(cluster.address, timeout=0)
     with invalid("replicas"):

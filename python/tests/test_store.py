@@ -244,7 +244,8 @@ def test_list_stats_and_remove(store, key):
 
 
 def test_a_store_with_space_of_its_own_and_close(cluster, key):
-    with yuebing.Store(cluster.address, store_size="16MiB", staging_size="4MiB") as s:
+    # Any unit spelling yuebing's sizes take, as `yuebing node --store-size` takes them.
+    with yuebing.Store(cluster.address, store_size="16 mb", staging_size="4Mi") as s:
         assert s.segment_name.startswith("127.0.0.1:")
         for i in range(8):
             s.put(f"{key}/{i}", payload(100_000, i))

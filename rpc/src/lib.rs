@@ -27,6 +27,8 @@
 //!   its members (which connection a call takes, and when it opens another), [`PoolRegistry`],
 //!   [`Balancer`], [`CallOptions`].
 //! - [`metrics`]: per-method counters and latency histograms.
+//! - [`size`]: byte sizes as people write them (`64MiB`, `2G`): [`Size`], parsed the same way
+//!   everywhere.
 //! - `token`: the cluster [`Token`] (never printed, compared in constant time).
 //! - `clock`: the time deadlines and back-offs read (tokio's clock, so tests can pause it).
 //! - `entered`: polling a call inside its pool's runtime, whoever polls it.
@@ -77,6 +79,7 @@ mod fuzz_support;
 pub mod metrics;
 mod preamble;
 pub mod server;
+pub mod size;
 mod token;
 mod transport;
 
@@ -92,4 +95,5 @@ pub use preamble::PROTOCOL_VERSION;
 pub use server::{
     CallContext, ConnInfo, HandlerFuture, RunningServer, Server, ServerConfig, ShutdownReport,
 };
+pub use size::{Size, SizeError};
 pub use token::{Token, MAX_TOKEN_LEN};

@@ -14,14 +14,54 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use clap::Args;
 use yuebing_rpc::Endpoint;
 use yuebing_store::master::{
     ClientId, Master, MasterClient, MasterConfig, MasterServerConfig, MountSpec, PutConfig,
     RunningMaster,
 };
 
+use super::args::BenchCommon;
+use super::command::{finish, ticker};
 use super::harness::{closed_loop, median_spread, Sample};
 use super::report::Row;
+use crate::cli::{progress, CliError};
+use crate::config::ConfigFile;
+
+/// Flags of `yuebing bench master`.
+#[derive(Args, Debug)]
+pub struct BenchMasterArgs {
+    /// Objects resident while measuring [default: 1000000; config: bench.objects].
+    #[arg(long, env = "YUEBING_BENCH_OBJECTS")]
+    pub objects: Option<usize>,
+    /// Concurrent callers over RPC [default: 32; config: bench.inflight].
+    #[arg(long, env = "YUEBING_BENCH_INFLIGHT")]
+    pub inflight: Option<usize>,
+    /// `--repeat`, `--duration-ms`, `--warmup-ms`, `--json`.
+    #[command(flatten)]
+    pub common: BenchCommon,
+}
+
+impl BenchMasterArgs {
+    /// `yuebing bench master`: the settings from these flags and `file`, the run, its table.
+    pub async fn run(self, file: &ConfigFile) -> Result<(), CliError> {
+        let (repeat, duration, warmup) = self.common.resolve(file)?;
+        let cfg = MasterBenchConfig {
+            objects: file.resolve("bench", "objects", self.objects, 1_000_000)?,
+            inflight: file.resolve("bench", "inflight", self.inflight, 32)?.max(1),
+            duration,
+            warmup,
+            repeat,
+        };
+        let bar = progress(2 + 3 * u64::from(cfg.repeat));
+        let rows = run(&cfg, ticker(&bar)).await;
+        let header = format!(
+            "bench master: {} objects resident, 64-byte keys, {} repetitions; core: objects/2 puts and gets each, rpc: {:?} with {} callers; medians, spread = max - min",
+            cfg.objects, cfg.repeat, cfg.duration, cfg.inflight
+        );
+        finish("master", &bar, rows, header, self.common.json)
+    }
+}
 
 /// Settings of one run.
 #[derive(Debug, Clone)]

@@ -6,16 +6,101 @@
 //! values the small operations (put_from, get_into, exist hit and miss, batch exist).
 //! `--transport shm|tcp` forces how client and node talk.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use clap::Args;
 use hdrhistogram::Histogram;
 use yuebing_engine::{EngineBuffer, EngineConfig, TransportKind};
 use yuebing_store::{Client, ClientConfig, Options};
 
+use super::args::positive_size;
+use super::command::{finish, ticker};
 use super::harness::median_spread;
 use super::report::Row;
 use super::transfer::size_label as label;
 use crate::cli::child::ChildProcess;
+use crate::cli::{progress, CliError};
+use crate::config::ConfigFile;
+
+/// Flags of `yuebing bench store`.
+#[derive(Args, Debug)]
+pub struct BenchStoreArgs {
+    /// Value sizes, comma-separated [default: 4K,64K,1M,16M; config: bench.sizes].
+    #[arg(long, env = "YUEBING_BENCH_SIZES")]
+    pub sizes: Option<String>,
+    /// Items per batch call [default: 32; config: bench.batch].
+    #[arg(long, env = "YUEBING_BENCH_BATCH")]
+    pub batch: Option<usize>,
+    /// The node's store space [default: 512M; config: bench.segment].
+    #[arg(long, env = "YUEBING_BENCH_SEGMENT")]
+    pub segment: Option<String>,
+    /// Calls per measurement, at most [default: 1000; config: bench.max_calls].
+    #[arg(long, env = "YUEBING_BENCH_MAX_CALLS")]
+    pub max_calls: Option<usize>,
+    /// Transports, comma-separated: shm, tcp [default: shm,tcp; config: bench.transports].
+    #[arg(long, env = "YUEBING_BENCH_TRANSPORT")]
+    pub transport: Option<String>,
+    /// Repetitions [default: 3; config: bench.repeat].
+    #[arg(long, env = "YUEBING_BENCH_REPEAT")]
+    pub repeat: Option<u32>,
+    /// Also write the results as JSON to this file.
+    #[arg(long, env = "YUEBING_BENCH_JSON")]
+    pub json: Option<PathBuf>,
+}
+
+impl BenchStoreArgs {
+    /// `yuebing bench store` with the cluster `token`: the settings from these flags and
+    /// `file`, the run, its table.
+    pub async fn run(
+        self,
+        file: &ConfigFile,
+        token: Option<yuebing_rpc::Token>,
+    ) -> Result<(), CliError> {
+        let list = |s: String| -> Result<Vec<usize>, CliError> {
+            s.split(',')
+                .map(|x| positive_size(x).map_err(CliError::Usage))
+                .collect()
+        };
+        let transports = file
+            .resolve("bench", "transports", self.transport, "shm,tcp".to_string())?
+            .split(',')
+            .map(|t| match t.trim() {
+                "shm" => Ok(TransportKind::Shm),
+                "tcp" => Ok(TransportKind::Tcp),
+                other => Err(CliError::Usage(format!(
+                    "unknown transport {other:?} (shm, tcp)"
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let segment = file.resolve("bench", "segment", self.segment, "512M".to_string())?;
+        let cfg = StoreBenchConfig {
+            sizes: list(file.resolve(
+                "bench",
+                "sizes",
+                self.sizes,
+                "4K,64K,1M,16M".to_string(),
+            )?)?,
+            batch: file.resolve("bench", "batch", self.batch, 32)?.max(1),
+            segment: positive_size(&segment).map_err(CliError::Usage)?,
+            max_calls: file
+                .resolve("bench", "max_calls", self.max_calls, 1000)?
+                .max(1),
+            repeat: file.resolve("bench", "repeat", self.repeat, 3)?.max(1),
+            transports,
+            token,
+        };
+        let total =
+            u64::from(cfg.repeat) * cfg.transports.len() as u64 * (cfg.sizes.len() as u64 + 1);
+        let bar = progress(total);
+        let rows = run(&cfg, ticker(&bar)).await;
+        let header = format!(
+            "bench store: one node ({} store space) + a pure client, 1 replica, one call at a time; {} repetitions, medians, spread = max - min",
+            cfg.segment, cfg.repeat
+        );
+        finish("store", &bar, rows, header, self.json)
+    }
+}
 
 /// Settings of one run.
 #[derive(Debug, Clone)]

@@ -12,8 +12,9 @@
 
 use clap::Args;
 use tokio::runtime::Handle;
+use yuebing_bridge::masters::{self, Masters};
 use yuebing_engine::{EngineConfig, TransportKind};
-use yuebing_rpc::{Endpoint, Token};
+use yuebing_rpc::Token;
 use yuebing_store::ClientConfig;
 
 use crate::config::{ConfigError, ConfigFile};
@@ -48,38 +49,10 @@ fn bad(key: &str, reason: String) -> ConfigError {
     }
 }
 
-/// Where a store client finds its masters, as `--master` names them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Masters {
-    /// Master addresses, tried in order.
-    List(Vec<Endpoint>),
-    /// `etcd://h:p[,h:p…]/CLUSTER`: the leader elected in that cluster.
-    #[cfg(feature = "etcd")]
-    Etcd(Box<yuebing_etcd::EtcdConfig>),
-}
-
-/// Whether `text` is an `etcd://` address (the scheme in any case), in every build.
-fn is_etcd_address(text: &str) -> bool {
-    const SCHEME: &str = "etcd://";
-    text.trim_start()
-        .get(..SCHEME.len())
-        .is_some_and(|s| s.eq_ignore_ascii_case(SCHEME))
-}
-
-/// Parses `--master`'s value: `h:p,h:p` or `etcd://h:p[,h:p…]/CLUSTER`.
+/// Parses `--master`'s value, `h:p,h:p` or `etcd://h:p[,h:p…]/CLUSTER`, with the one parser
+/// the bridge, its C ABI and Python use too ([`Masters::parse`]).
 pub fn parse_masters(text: &str) -> Result<Masters, ConfigError> {
-    if is_etcd_address(text) {
-        return etcd_masters(text);
-    }
-    let list = text
-        .split(',')
-        .map(|m| {
-            m.trim()
-                .parse::<Endpoint>()
-                .map_err(|e| bad("masters", format!("{m}: {e}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Masters::List(list))
+    Masters::parse(text).map_err(|e| bad("masters", e.to_string()))
 }
 
 /// Where engines publish and look up segment descriptors, as `--metadata` names it.
@@ -94,7 +67,7 @@ pub enum Metadata {
 
 /// Parses `--metadata`'s value: `p2p` or `etcd://h:p[,h:p…]/CLUSTER`.
 pub fn parse_metadata(text: &str) -> Result<Metadata, ConfigError> {
-    if is_etcd_address(text) {
+    if masters::is_etcd_address(text) {
         return etcd_metadata(text);
     }
     match text.trim() {
@@ -150,41 +123,6 @@ impl Metadata {
     }
 }
 
-#[cfg(feature = "etcd")]
-fn etcd_masters(text: &str) -> Result<Masters, ConfigError> {
-    yuebing_etcd::address::parse_master_address(text)
-        .map(|c| Masters::Etcd(Box::new(c)))
-        .map_err(|e| bad("masters", e.to_string()))
-}
-
-#[cfg(not(feature = "etcd"))]
-fn etcd_masters(text: &str) -> Result<Masters, ConfigError> {
-    Err(needs_etcd(
-        "masters",
-        text,
-        "finding the elected master through etcd",
-    ))
-}
-
-impl Masters {
-    /// Puts these masters into `cfg`: the list, or a leader source following the election
-    /// (its connection and task on `handle`'s runtime, living as long as the client does).
-    #[cfg_attr(not(feature = "etcd"), allow(unused_variables))]
-    pub async fn apply(self, cfg: &mut ClientConfig, handle: &Handle) -> Result<(), ConfigError> {
-        match self {
-            Masters::List(list) => cfg.masters = list,
-            #[cfg(feature = "etcd")]
-            Masters::Etcd(etcd) => {
-                let source = yuebing_etcd::address::leader_source(&etcd, handle)
-                    .await
-                    .map_err(|e| bad("masters", format!("etcd: {e} ({})", e.code())))?;
-                cfg.leader = Some(source);
-            }
-        }
-        Ok(())
-    }
-}
-
 impl ClientArgs {
     /// A client configuration (store size 0) from these flags, presenting the cluster `token`;
     /// an `etcd://` master address gets a leader source, an `etcd://` metadata address an
@@ -197,7 +135,10 @@ impl ClientArgs {
     ) -> Result<ClientConfig, ConfigError> {
         let mut cfg = self.resolve_local(file, token)?;
         let (masters, metadata) = (self.masters(file)?, self.metadata(file)?);
-        masters.apply(&mut cfg, handle).await?;
+        masters
+            .apply(&mut cfg, handle)
+            .await
+            .map_err(|e| bad("masters", format!("etcd: {e} ({})", e.code())))?;
         metadata.apply(&mut cfg, handle).await?;
         Ok(cfg)
     }
@@ -261,13 +202,21 @@ mod tests {
 
     #[test]
     fn master_lists_parse_and_bad_ones_are_refused() {
-        let want: Vec<Endpoint> = vec!["127.0.0.1:1".parse().unwrap(), "h:2".parse().unwrap()];
+        let want: Vec<yuebing_rpc::Endpoint> =
+            vec!["127.0.0.1:1".parse().unwrap(), "h:2".parse().unwrap()];
         assert_eq!(
             parse_masters("127.0.0.1:1, h:2").unwrap(),
+            Masters::List(want.clone())
+        );
+        // The bridge's rules: empty items are skipped, a list naming none is refused.
+        assert_eq!(
+            parse_masters(" 127.0.0.1:1,, h:2 ,").unwrap(),
             Masters::List(want)
         );
-        let err = parse_masters("127.0.0.1:1,nope").unwrap_err();
-        assert_eq!(err.path, "client.masters");
+        for bad in ["127.0.0.1:1,nope", "", " , "] {
+            let err = parse_masters(bad).unwrap_err();
+            assert_eq!(err.path, "client.masters", "{bad:?}");
+        }
     }
 
     #[cfg(feature = "etcd")]

@@ -10,12 +10,11 @@ use clap::Args;
 use futures::StreamExt;
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
-use yuebing_rpc::{Endpoint, Token};
+use yuebing_rpc::{Endpoint, Size, Token};
 use yuebing_store::master::{MasterServerConfig, PutConfig, RunningMaster};
 use yuebing_store::{Client, ClientConfig, Options};
 
 use super::child::ChildProcess;
-use crate::bench::transfer::parse_size;
 
 /// Flags of `yuebing demo`.
 #[derive(Args, Debug, Clone)]
@@ -166,6 +165,14 @@ pub(crate) fn failures(phases: &[&Phase]) -> String {
         .collect()
 }
 
+/// An object size the demo draws from (`--min`, `--max`): positive, in this machine's memory.
+fn object_size(flag: &str, text: &str) -> Result<usize, String> {
+    text.parse::<Size>()
+        .and_then(Size::positive)
+        .and_then(Size::to_usize)
+        .map_err(|e| format!("{flag}: {e}"))
+}
+
 /// The objects of one demo run: their sizes, and how to put and check them.
 pub(crate) struct Objects {
     /// Each object's size, by index.
@@ -177,7 +184,10 @@ pub(crate) struct Objects {
 impl Objects {
     /// The objects `args` asks for.
     pub(crate) fn from_args(args: &DemoArgs) -> Result<Objects, String> {
-        let (min, max) = (parse_size(&args.min)?, parse_size(&args.max)?);
+        let (min, max) = (
+            object_size("--min", &args.min)?,
+            object_size("--max", &args.max)?,
+        );
         if min > max {
             return Err(format!(
                 "--min {} is above --max {}: sizes are drawn between the two",

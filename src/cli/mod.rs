@@ -1,12 +1,14 @@
 //! Subcommands of the `yuebing` tool that live in the library (so tests and benches can reuse
 //! their settings resolution): `master`, `node`, `store …`, `demo` (and `demo --ha`),
-//! and the child processes (master, nodes) the demo and `bench store` start.
+//! and the child processes (master, nodes) the demo and `bench store` start; the error every
+//! command fails with ([`CliError`]) and its progress bar ([`progress`]).
 
 pub mod child;
 pub mod client_args;
 pub mod cluster;
 pub mod demo;
 pub mod demo_ha;
+pub mod error;
 pub mod ha;
 #[cfg(feature = "etcd")]
 pub mod local_ha;
@@ -15,7 +17,24 @@ pub mod node;
 pub mod parent;
 pub mod store;
 
+use std::io::IsTerminal;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
 use crate::config::{ConfigError, ConfigFile};
+pub use error::CliError;
+
+/// A progress bar of `total` steps on a terminal; a hidden one when stdout is not a terminal.
+pub fn progress(total: u64) -> ProgressBar {
+    if !std::io::stdout().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}") {
+        bar.set_style(style);
+    }
+    bar
+}
 
 /// Runtime worker threads from `--worker-threads` or `SECTION.worker_threads` (`None`:
 /// `default`); zero is refused.

@@ -2,10 +2,10 @@
 //! is stopped.
 
 use clap::Args;
+use yuebing_rpc::Size;
 use yuebing_store::{Client, ClientConfig};
 
 use super::client_args::ClientArgs;
-use crate::bench::transfer::parse_size;
 use crate::config::{ConfigError, ConfigFile};
 
 /// Flags of `yuebing node`.
@@ -52,10 +52,14 @@ impl NodeArgs {
         let mut cfg = self.client.resolve(file, token, handle).await?;
         let size: String =
             file.resolve("node", "store_size", self.store_size.clone(), "1G".into())?;
-        cfg.store_size = parse_size(&size).map_err(|reason| ConfigError {
-            path: "node.store_size".into(),
-            reason,
-        })? as u64;
+        cfg.store_size = size
+            .parse::<Size>()
+            .and_then(Size::positive)
+            .map_err(|e| ConfigError {
+                path: "node.store_size".into(),
+                reason: e.to_string(),
+            })?
+            .bytes();
         cfg.heartbeat = std::time::Duration::from_millis(
             file.resolve("node", "heartbeat_ms", self.heartbeat_ms, 1000)?
                 .max(1),
@@ -84,4 +88,31 @@ pub async fn run(cfg: ClientConfig) -> yuebing_store::Result<()> {
     }
     drop(client);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn store_size(text: &str) -> Result<u64, ConfigError> {
+        let args = NodeArgs {
+            store_size: Some(text.into()),
+            ..NodeArgs::default()
+        };
+        let handle = tokio::runtime::Handle::current();
+        let cfg = args.resolve(&ConfigFile::default(), None, &handle).await?;
+        Ok(cfg.store_size)
+    }
+
+    /// `--store-size` takes sizes as Python's `Store(store_size=…)` does (`1T` was refused).
+    #[tokio::test]
+    async fn store_sizes_parse_as_everywhere_and_zero_is_refused() {
+        for (text, want) in [("1G", 1 << 30), ("1T", 1 << 40), ("64 mi", 64 << 20)] {
+            assert_eq!(store_size(text).await.unwrap(), want, "{text}");
+        }
+        for bad in ["0", "1.5G", "4KBB", "16777216T"] {
+            let err = store_size(bad).await.unwrap_err();
+            assert_eq!(err.path, "node.store_size", "{bad}");
+        }
+    }
 }

@@ -17,6 +17,8 @@
 //! instead (see `waiters`): the blocking waiters compared under background load.
 //!
 //! # Layout
+//! - `args`: [`BenchBridgeArgs`], the flags, resolved into a [`BridgeBenchConfig`]; what the
+//!   command prints.
 //! - `mode`: [`Mode`], the ways of calling, and which loop drives each.
 //! - `ops`: [`Op`], and one call of each in each mode.
 //! - `load`: the closed loops (tasks, threads, callback chains) and their measurement window.
@@ -27,6 +29,7 @@
 //! - `results`: medians, the JSON rows and the human table.
 //! - `waiters`: the waiter study: blocking calls under `nice -n 19` busy loops, per waiter.
 
+mod args;
 mod c_abi;
 mod load;
 mod mode;
@@ -40,6 +43,7 @@ mod waiters;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use self::args::BenchBridgeArgs;
 use self::load::Window;
 pub use self::mode::Mode;
 pub use self::ops::Op;

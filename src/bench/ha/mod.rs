@@ -26,7 +26,9 @@ use clap::Args;
 use yuebing_rpc::Token;
 
 use super::args::BenchCommon;
+use super::command::{finish, ticker};
 use super::report::Row;
+use crate::cli::{progress, CliError};
 use crate::config::{ConfigError, ConfigFile};
 
 #[cfg(feature = "etcd")]
@@ -89,6 +91,15 @@ pub struct HaBenchConfig {
 }
 
 impl BenchHaArgs {
+    /// `yuebing bench ha` with the cluster `token`: the settings ([`BenchHaArgs::resolve`]),
+    /// the run, its table.
+    pub async fn run(self, file: &ConfigFile, token: Option<Token>) -> Result<(), CliError> {
+        let cfg = self.resolve(file, token)?;
+        let bar = progress(cfg.measurements());
+        let rows = run(&cfg, ticker(&bar)).await;
+        finish("ha", &bar, rows, cfg.header(), self.common.json)
+    }
+
     /// The settings: flags, then `YUEBING_BENCH_*`, then the `[bench]` section, then the
     /// defaults.
     pub fn resolve(
@@ -104,9 +115,13 @@ impl BenchHaArgs {
         let sizes: String = file.resolve("bench", "sizes", self.sizes.clone(), "4K,1M".into())?;
         let sizes = sizes
             .split(',')
-            .map(|s| super::transfer::parse_size(s.trim()))
+            .map(super::args::positive_size)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| bad("sizes", e))?;
+        let store_size: String =
+            file.resolve("bench", "store_size", self.store_size.clone(), "2G".into())?;
+        // Checked here, before any process starts, by the rule `yuebing node` applies to it.
+        super::args::positive_size(&store_size).map_err(|e| bad("store_size", e))?;
         let ttl_ms = file.resolve("bench", "election_ttl_ms", self.election_ttl_ms, 2000)?;
         if ttl_ms < 1000 {
             return Err(bad(
@@ -123,12 +138,7 @@ impl BenchHaArgs {
             kills: file.resolve("bench", "kills", self.kills, 5)?,
             ttl: Duration::from_millis(ttl_ms),
             lag: Duration::from_millis(file.resolve("bench", "lag_ms", self.lag_ms, 5000)?),
-            store_size: file.resolve(
-                "bench",
-                "store_size",
-                self.store_size.clone(),
-                "2G".into(),
-            )?,
+            store_size,
             token,
         })
     }

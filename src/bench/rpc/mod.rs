@@ -23,12 +23,49 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use clap::Args;
 use yuebing_rpc::{handler, Attachment, Endpoint, Pool, PoolConfig, Server, ServerConfig};
 
 use self::raw::RawClient;
 use self::service::{BenchEcho, BenchEchoClient, BenchEchoRpc, EchoImpl};
+use super::args::BenchCommon;
+use super::command::{finish, ticker};
 use super::harness::{closed_loop, median_spread, Sample};
 use super::report::Row;
+use crate::cli::{progress, CliError};
+use crate::config::ConfigFile;
+
+/// Flags of `yuebing bench rpc`.
+#[derive(Args, Debug)]
+pub struct BenchRpcArgs {
+    /// Run only the measurements whose "case / variant" label contains this text.
+    #[arg(long)]
+    pub only: Option<String>,
+    /// `--repeat`, `--duration-ms`, `--warmup-ms`, `--json`.
+    #[command(flatten)]
+    pub common: BenchCommon,
+}
+
+impl BenchRpcArgs {
+    /// `yuebing bench rpc`: the settings from these flags and `file`, the run, its table.
+    pub async fn run(self, file: &ConfigFile) -> Result<(), CliError> {
+        let (repeat, duration, warmup) = self.common.resolve(file)?;
+        let cfg = RpcBenchConfig {
+            repeat,
+            duration,
+            warmup,
+            only: self.only,
+        };
+        let per_repeat = 18;
+        let bar = progress(u64::from(cfg.repeat) * per_repeat);
+        let rows = run(&cfg, ticker(&bar)).await;
+        let header = format!(
+            "bench rpc: {} repetitions x {:?} each; medians, spread = max - min; GB/s counts payload one way",
+            cfg.repeat, cfg.duration
+        );
+        finish("rpc", &bar, rows, header, self.common.json)
+    }
+}
 
 /// Settings of one run.
 #[derive(Debug, Clone)]

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use clap::Args;
 use yuebing_engine::{
     EngineConfig, Opcode, SegmentHandle, TransferEngine, TransferRequest, TransportKind,
 };
@@ -25,8 +26,108 @@ use yuebing_engine::{
 use self::baseline::Measured;
 use self::cpu::cpu_seconds;
 use self::target::TargetProcess;
+use super::args::{list, positive_size, BenchCommon};
+use super::command::{finish, ticker};
 use super::harness::{closed_loop, median_spread};
 use super::report::Row;
+use crate::cli::{progress, CliError};
+use crate::config::{ConfigError, ConfigFile};
+
+/// Flags of `yuebing bench transfer`.
+#[derive(Args, Debug)]
+pub struct BenchTransferArgs {
+    /// write or read [default: write; config: bench.op].
+    #[arg(long, env = "YUEBING_BENCH_OP")]
+    pub op: Option<String>,
+    /// Block sizes, comma-separated [default: 4K,64K,1M,16M; config: bench.blocks].
+    #[arg(long, env = "YUEBING_BENCH_BLOCKS")]
+    pub blocks: Option<String>,
+    /// Requests per batch, comma-separated [default: 1,32; config: bench.batches].
+    #[arg(long, env = "YUEBING_BENCH_BATCHES")]
+    pub batches: Option<String>,
+    /// Concurrent initiating tasks [default: 1; config: bench.threads].
+    #[arg(long, env = "YUEBING_BENCH_THREADS")]
+    pub threads: Option<usize>,
+    /// Transports to measure, comma-separated: tcp, shm [default: tcp,shm; config:
+    /// bench.transports].
+    #[arg(long, env = "YUEBING_BENCH_TRANSPORT")]
+    pub transport: Option<String>,
+    /// Runtime worker threads of the initiator and of the target process, each. One per side
+    /// is like for like with the baselines (one thread per side) and keeps the tcp spin for a
+    /// lone request on; more oversubscribe a small box [default: 1; config:
+    /// bench.worker_threads].
+    #[arg(long, env = "YUEBING_BENCH_WORKER_THREADS")]
+    pub worker_threads: Option<usize>,
+    /// `--repeat`, `--duration-ms`, `--warmup-ms`, `--json`.
+    #[command(flatten)]
+    pub common: BenchCommon,
+}
+
+impl BenchTransferArgs {
+    /// Runtime worker threads of each side (at least 1).
+    pub fn worker_threads(&self, file: &ConfigFile) -> Result<usize, ConfigError> {
+        crate::cli::worker_threads(file, "bench", self.worker_threads, 1)
+    }
+
+    /// `yuebing bench transfer` with the cluster `token`, on a runtime of
+    /// [`BenchTransferArgs::worker_threads`] workers: the settings from these flags and
+    /// `file`, the run, its table.
+    pub async fn run(
+        self,
+        file: &ConfigFile,
+        token: Option<yuebing_rpc::Token>,
+    ) -> Result<(), CliError> {
+        let (repeat, duration, warmup) = self.common.resolve(file)?;
+        let op = match file
+            .resolve("bench", "op", self.op, "write".to_string())?
+            .as_str()
+        {
+            "write" => Opcode::Write,
+            "read" => Opcode::Read,
+            other => {
+                return Err(CliError::Usage(format!(
+                    "--op {other:?}: expected write or read"
+                )))
+            }
+        };
+        let transports =
+            file.resolve("bench", "transports", self.transport, "tcp,shm".to_string())?;
+        let transports = list(&transports, |t| match t {
+            "tcp" => Ok(TransportKind::Tcp),
+            "shm" => Ok(TransportKind::Shm),
+            other => Err(format!("--transport {other:?}: expected tcp or shm")),
+        })?;
+        let blocks = file.resolve("bench", "blocks", self.blocks, "4K,64K,1M,16M".to_string())?;
+        let batches = file.resolve("bench", "batches", self.batches, "1,32".to_string())?;
+        let cfg = TransferBenchConfig {
+            op,
+            blocks: list(&blocks, positive_size)?,
+            batches: list(&batches, |b| {
+                b.parse::<usize>()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("bad batch {b:?}"))
+            })?,
+            threads: file.resolve("bench", "threads", self.threads, 1)?.max(1),
+            // The target runs as many workers as this runtime (sized from the same setting).
+            worker_threads: tokio::runtime::Handle::current().metrics().num_workers(),
+            duration,
+            warmup,
+            repeat,
+            transports,
+            token,
+        };
+        let total = u64::from(cfg.repeat)
+            * (cfg.blocks.len() * cfg.batches.len() * (cfg.transports.len() + 1)) as u64;
+        let bar = progress(total);
+        let rows = run(&cfg, ticker(&bar)).await;
+        let header = format!(
+            "bench transfer: {} repetitions x {:?}; {} thread(s); {} runtime worker(s) per process; medians, spread = max - min; CPU = initiator + target",
+            cfg.repeat, cfg.duration, cfg.threads, cfg.worker_threads
+        );
+        finish("transfer", &bar, rows, header, self.common.json)
+    }
+}
 
 /// Settings of one run.
 #[derive(Debug, Clone)]
@@ -51,22 +152,6 @@ pub struct TransferBenchConfig {
     pub transports: Vec<TransportKind>,
     /// The cluster token of both engines.
     pub token: Option<yuebing_rpc::Token>,
-}
-
-/// Parses `4K`, `64KiB`, `1M`, `16MiB`, `512` into bytes.
-pub fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim().to_ascii_uppercase();
-    let t = t.trim_end_matches("IB").trim_end_matches('B');
-    let (num, mult) = match t.chars().last() {
-        Some('K') => (&t[..t.len() - 1], 1usize << 10),
-        Some('M') => (&t[..t.len() - 1], 1 << 20),
-        Some('G') => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    let n: usize = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
-    n.checked_mul(mult)
-        .filter(|&v| v > 0)
-        .ok_or_else(|| format!("size out of range: {s:?}"))
 }
 
 /// A size as the tables name it: `4KiB`, `1MiB`, `100B`.
@@ -316,13 +401,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_parse_and_print() {
-        assert_eq!(parse_size("4K").unwrap(), 4096);
-        assert_eq!(parse_size("64KiB").unwrap(), 65536);
-        assert_eq!(parse_size("1m").unwrap(), 1 << 20);
-        assert_eq!(parse_size("512").unwrap(), 512);
-        assert!(parse_size("0").is_err());
-        assert!(parse_size("x").is_err());
+    fn sizes_print() {
         assert_eq!(size_label(1 << 20), "1MiB");
         assert_eq!(size_label(4096), "4KiB");
         assert_eq!(size_label(100), "100B");
