@@ -50,11 +50,23 @@
 // The store's internal error.
 #define YUEBING_ERR_INTERNAL -1
 
+// The store space overlaps space already mounted on that node.
+#define YUEBING_ERR_SEGMENT_ALREADY_EXISTS -102
+
 // No room for the object on any node.
 #define YUEBING_ERR_NO_AVAILABLE_HANDLE -200
 
+// A persisted file or log entry is of another format version.
+#define YUEBING_ERR_INVALID_VERSION -300
+
 // Invalid parameters of a store call.
 #define YUEBING_ERR_INVALID_PARAMS -600
+
+// Another client started this write; only it may end or revoke it.
+#define YUEBING_ERR_ILLEGAL_CLIENT -601
+
+// The write cannot be revoked or ended in its state.
+#define YUEBING_ERR_INVALID_WRITE -700
 
 // The object's replicas are not ready yet.
 #define YUEBING_ERR_REPLICA_NOT_READY -703
@@ -77,14 +89,32 @@
 // This master is not its cluster's leader (a standby, or a leader that lost its lease).
 #define YUEBING_ERR_NOT_LEADER -1010
 
+// Reading or writing the master's data directory failed.
+#define YUEBING_ERR_IO -1103
+
+// A snapshot or log file of the master is damaged.
+#define YUEBING_ERR_CORRUPT -1500
+
 // The store call ran out of time.
 #define YUEBING_ERR_STORE_TIMEOUT -1501
 
 // An rpc call ran out of time.
 #define YUEBING_ERR_RPC_TIMEOUT -2001
 
+// A request or response is larger than the receiver accepts.
+#define YUEBING_ERR_FRAME_TOO_LARGE -2002
+
+// The server is at one of its caps; nothing was executed (retry later).
+#define YUEBING_ERR_RPC_OVERLOADED -2003
+
 // The peer refused the cluster token.
 #define YUEBING_ERR_UNAUTHENTICATED -2004
+
+// Client and server speak different protocol versions.
+#define YUEBING_ERR_RPC_VERSION_MISMATCH -2005
+
+// The server serves no service of that name.
+#define YUEBING_ERR_UNKNOWN_SERVICE -2006
 
 // A connection could not be made.
 #define YUEBING_ERR_CONNECT -2007
@@ -92,8 +122,23 @@
 // A connection was lost mid-call.
 #define YUEBING_ERR_CONNECTION_LOST -2008
 
+// The server is shutting down.
+#define YUEBING_ERR_SHUTTING_DOWN -2009
+
+// The peer sent bytes that are not yuebing-rpc.
+#define YUEBING_ERR_PROTOCOL -2010
+
+// The server's handler failed with an error that carries no code.
+#define YUEBING_ERR_SERVER -2011
+
 // An endpoint (`host:port`) could not be parsed.
 #define YUEBING_ERR_INVALID_ENDPOINT -2012
+
+// A listener could not be bound.
+#define YUEBING_ERR_BIND -2013
+
+// No endpoint is available.
+#define YUEBING_ERR_NO_ENDPOINT -2014
 
 // A token is empty, too long or not visible ASCII.
 #define YUEBING_ERR_INVALID_TOKEN -2015
@@ -101,14 +146,30 @@
 // An engine argument is invalid.
 #define YUEBING_ERR_ENGINE_INVALID_ARGUMENT -3001
 
+// More requests than the batch has room for.
+#define YUEBING_ERR_TOO_MANY_REQUESTS -3002
+
 // The address is not registered with the engine.
 #define YUEBING_ERR_ADDRESS_NOT_REGISTERED -3003
+
+// The batch still has unfinished tasks.
+#define YUEBING_ERR_BUSY -3004
 
 // The range overlaps a registered one.
 #define YUEBING_ERR_ADDRESS_OVERLAPPED -3007
 
 // No segment of that name.
+#define YUEBING_ERR_ENGINE_SEGMENT_NOT_FOUND -3203
+
+// The former name of [`YUEBING_ERR_ENGINE_SEGMENT_NOT_FOUND`], kept for source compatibility (not
+// the store's `SegmentNotFound`, −101, which has no constant: this name is taken).
 #define YUEBING_ERR_SEGMENT_NOT_FOUND -3203
+
+// The request was meant for an earlier instance of the segment (the peer restarted).
+#define YUEBING_ERR_STALE_SEGMENT -3204
+
+// Memory could not be allocated or mapped.
+#define YUEBING_ERR_OUT_OF_MEMORY -3302
 
 // A transfer ran out of time.
 #define YUEBING_ERR_TRANSFER_TIMEOUT -3500
@@ -119,11 +180,29 @@
 // No batch of that id (freed, or never allocated).
 #define YUEBING_ERR_UNKNOWN_BATCH -3502
 
+// Too many bytes are queued for one peer (retry later).
+#define YUEBING_ERR_ENGINE_OVERLOADED -3503
+
 // The range lies outside the target's registered memory.
 #define YUEBING_ERR_OUT_OF_BOUNDS -3504
 
 // The peer failed or went away.
 #define YUEBING_ERR_PEER_FAILED -3505
+
+// The receiver's notification queue is full.
+#define YUEBING_ERR_NOTIFICATION_QUEUE_FULL -3506
+
+// GPU memory was named, but the library was built without GPU support.
+#define YUEBING_ERR_GPU_NOT_BUILT -3507
+
+// A segment descriptor of another format version.
+#define YUEBING_ERR_ENGINE_VERSION_MISMATCH -3508
+
+// An operating-system call of the engine failed.
+#define YUEBING_ERR_ENGINE_IO -3509
+
+// An unregistered engine buffer was offered for registration again.
+#define YUEBING_ERR_BUFFER_RETIRED -3510
 
 // The peer does not grant this access to the range.
 #define YUEBING_ERR_ACCESS_DENIED -3511
@@ -143,6 +222,9 @@
 // The bridge was made by the parent of this forked process.
 #define YUEBING_ERR_FORKED -4005
 
+// A supplied runtime is a current-thread one; the bridge needs a multi-thread runtime.
+#define YUEBING_ERR_CURRENT_THREAD_RUNTIME -4006
+
 // The bridge could not start its threads.
 #define YUEBING_ERR_START -4007
 
@@ -159,12 +241,57 @@
 // Too many handles are live at once (about four billion).
 #define YUEBING_ERR_TOO_MANY_HANDLES -4011
 
-// A master address names an etcd cluster (`etcd://…`) but the library was built without its
-// `etcd` feature.
+// A master address names an etcd cluster (`etcd://…`) but the library was built without its `etcd`
+// feature.
 #define YUEBING_ERR_ETCD_NOT_BUILT -4012
 
 // A malformed `etcd://` master address (or other unusable etcd settings).
 #define YUEBING_ERR_ETCD_INVALID_CONFIG -5001
+
+// etcd could not be reached or dropped the connection.
+#define YUEBING_ERR_ETCD_UNAVAILABLE -5002
+
+// An etcd request got no answer within its deadline.
+#define YUEBING_ERR_ETCD_TIMEOUT -5003
+
+// etcd refused the credentials or the permission.
+#define YUEBING_ERR_ETCD_UNAUTHENTICATED -5004
+
+// etcd refused the request.
+#define YUEBING_ERR_ETCD_REJECTED -5005
+
+// An etcd lease expired or was revoked.
+#define YUEBING_ERR_ETCD_LEASE_NOT_FOUND -5006
+
+// A watch asked for history etcd has compacted away.
+#define YUEBING_ERR_ETCD_COMPACTED -5007
+
+// etcd ended a watch.
+#define YUEBING_ERR_ETCD_WATCH_CANCELED -5008
+
+// A value under yuebing's etcd keys does not decode.
+#define YUEBING_ERR_ETCD_BAD_VALUE -5009
+
+// An etcd process of the test harness failed.
+#define YUEBING_ERR_ETCD_PROCESS -5010
+
+// The etcd client failed otherwise.
+#define YUEBING_ERR_ETCD_CLIENT -5011
+
+// This master is no longer the leader.
+#define YUEBING_ERR_ETCD_DEPOSED -5012
+
+// Another appender wrote the operation log's group first.
+#define YUEBING_ERR_ETCD_LOG_CONFLICT -5013
+
+// An operation log group does not follow the last one.
+#define YUEBING_ERR_ETCD_LOG_GAP -5014
+
+// The operation log no longer holds that sequence number.
+#define YUEBING_ERR_ETCD_LOG_TRUNCATED -5015
+
+// The election lease of a candidate or leader is gone.
+#define YUEBING_ERR_ETCD_LEASE_LOST -5016
 
 // The ABI version: bumped on every incompatible change of `yuebing.h`.
 #define YUEBING_ABI_VERSION 1

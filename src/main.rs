@@ -170,6 +170,35 @@ fn main() -> ExitCode {
 
 /// Prints the error's one line and returns its exit status.
 fn fail(e: CliError) -> ExitCode {
-    eprintln!("error[{} {}]: {e}", e.name(), e.code());
+    eprintln!("{}", one_line(&e));
     ExitCode::from(e.exit_code())
+}
+
+/// The one line a failed command prints: `error[Name code]: message`.
+fn one_line(e: &CliError) -> String {
+    format!("error[{} {}]: {e}", e.name(), e.code())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_error_prints_the_name_c_and_python_give_its_code() {
+        let timeout = CliError::Store(yuebing::store::Error::Timeout);
+        assert_eq!(
+            one_line(&timeout),
+            "error[StoreTimeout -1501]: the call's deadline passed"
+        );
+        let rpc = CliError::Store(yuebing::rpc::Error::Unauthenticated.into());
+        assert_eq!(rpc.name(), "Unauthenticated");
+        let etcd = CliError::Store(yuebing::store::Error::Engine(
+            yuebing::engine::Error::Metadata {
+                code: -5002,
+                reason: "x".into(),
+                retryable: true,
+            },
+        ));
+        assert_eq!((etcd.name(), etcd.code()), ("EtcdUnavailable", -5002));
+    }
 }

@@ -1,78 +1,94 @@
 //! The one error type of yuebing-bridge and its stable codes (−4000 … −4999); an error of the
 //! store, the engine, the rpc layer or etcd that a bridged call returns keeps its own code.
 
-/// Everything a bridged call can end with besides its own success.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// A blocking call was made on a thread that must never block on the bridge: a worker of
-    /// the bridge's runtime (owned or supplied), or a thread of its callback pool. Waiting there could stall the
-    /// very threads that would finish the call. Remedy: use the callback form (`then`), or
-    /// await the async API from a task.
-    #[error("a blocking call from a bridge thread (a runtime worker or a callback) would block the bridge")]
-    WouldBlockBridge,
-    /// The bridge shut down before the call finished, or was shut down when it was made.
-    /// Remedy: make calls before shutting the bridge down.
-    #[error("the bridge is shut down")]
-    Shutdown,
-    /// The call was cancelled; its work has stopped (nothing of it touches the caller's memory
-    /// any more).
-    #[error("the call was cancelled")]
-    Canceled,
-    /// `wait_timeout` ran out: the call was cancelled, and its work has stopped. Remedy: wait
-    /// longer, or give the operation itself a deadline.
-    #[error("the call did not finish in time and was cancelled")]
-    Timeout,
-    /// The process forked since the bridge started: its runtime threads do not exist in the
-    /// child. Remedy: create a new bridge (and new clients) in the child.
-    #[error("the bridge was started by process {parent}; this is a forked child")]
-    Forked {
-        /// The process that started the bridge.
-        parent: u32,
-    },
-    /// A supplied runtime cannot host the bridge: a current-thread runtime runs only while
-    /// someone is inside its `block_on`, so calls could wait forever. Remedy: supply a
-    /// multi-thread runtime, or let the bridge own one.
-    #[error("the bridge needs a multi-thread runtime; a current-thread runtime was supplied")]
-    CurrentThreadRuntime,
-    /// The bridge's threads could not be started. Remedy: read the message (out of threads or
-    /// memory).
-    #[error("the bridge could not start: {reason}")]
-    Start {
-        /// What failed.
-        reason: String,
-    },
-    /// The operation panicked (a bug in it); the panic was caught and the bridge goes on.
-    /// Remedy: report the message.
-    #[error("the operation panicked: {message}")]
-    Panicked {
-        /// What the panic said.
-        message: String,
-    },
-    /// A master address names an etcd cluster (`etcd://h:p,h:p/CLUSTER`), but this build has
-    /// no etcd support. Remedy: build with the `etcd` feature (`cargo build --release
-    /// --features etcd`; the Python package: `maturin develop --features etcd`), which needs
-    /// protoc and libprotobuf-dev; or give the masters' own addresses.
-    #[error(
-        "master address {address:?}: finding the elected master through etcd needs a build \
-         with the `etcd` feature (`cargo build --release --features etcd`; needs protoc and \
-         libprotobuf-dev)"
-    )]
-    EtcdNotBuilt {
-        /// The address given.
-        address: String,
-    },
-    /// etcd failed: a malformed `etcd://` address, refused credentials, etcd unreachable
-    /// while authenticating; its code (−5000 … −5999) is kept.
-    #[cfg(feature = "etcd")]
-    #[error(transparent)]
-    Etcd(#[from] yuebing_etcd::Error),
-    /// The store failed the call; its code is kept.
-    #[error(transparent)]
-    Store(#[from] yuebing_store::Error),
-    /// The engine failed the call; its code is kept.
-    #[error(transparent)]
-    Engine(#[from] yuebing_engine::Error),
+use yuebing_rpc::error_table as crate_error_table;
+use yuebing_rpc::ErrorCode;
+
+crate_error_table! {
+    /// Everything a bridged call can end with besides its own success.
+    #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+    #[non_exhaustive]
+    pub enum Error {
+        /// A blocking call was made on a thread that must never block on the bridge: a worker of
+        /// the bridge's runtime (owned or supplied), or a thread of its callback pool. Waiting
+        /// there could stall the very threads that would finish the call. Remedy: use the callback
+        /// form (`then`), or await the async API from a task.
+        WouldBlockBridge = -4001, "WouldBlockBridge", retryable: false,
+            "a blocking call from a bridge thread (a runtime worker or a callback) would block \
+             the bridge";
+        /// The bridge shut down before the call finished, or was shut down when it was made.
+        /// Remedy: make calls before shutting the bridge down.
+        Shutdown = -4002, "Shutdown", retryable: false,
+            "the bridge is shut down";
+        /// The call was cancelled; its work has stopped (nothing of it touches the caller's memory
+        /// any more).
+        Canceled = -4003, "Canceled", retryable: true,
+            "the call was cancelled";
+        /// `wait_timeout` ran out: the call was cancelled, and its work has stopped. Remedy: wait
+        /// longer, or give the operation itself a deadline.
+        Timeout = -4004, "Timeout", retryable: true,
+            "the call did not finish in time and was cancelled";
+        /// The process forked since the bridge started: its runtime threads do not exist in the
+        /// child. Remedy: create a new bridge (and new clients) in the child.
+        Forked {
+            /// The process that started the bridge.
+            parent: u32,
+        } = -4005, "Forked", retryable: false,
+            "the bridge was started by process {parent}; this is a forked child";
+        /// A supplied runtime cannot host the bridge: a current-thread runtime runs only while
+        /// someone is inside its `block_on`, so calls could wait forever. Remedy: supply a
+        /// multi-thread runtime, or let the bridge own one.
+        CurrentThreadRuntime = -4006, "CurrentThreadRuntime", retryable: false,
+            "the bridge needs a multi-thread runtime; a current-thread runtime was supplied";
+        /// The bridge's threads could not be started. Remedy: read the message (out of threads or
+        /// memory).
+        Start {
+            /// What failed.
+            reason: String,
+        } = -4007, "Start", retryable: false,
+            "the bridge could not start: {reason}";
+        /// The operation panicked (a bug in it); the panic was caught and the bridge goes on.
+        /// Remedy: report the message.
+        Panicked {
+            /// What the panic said.
+            message: String,
+        } = -4008, "Panicked", retryable: false,
+            "the operation panicked: {message}";
+        /// A master address names an etcd cluster (`etcd://h:p,h:p/CLUSTER`), but this build has
+        /// no etcd support. Remedy: build with the `etcd` feature (`cargo build --release
+        /// --features etcd`; the Python package: `maturin develop --features etcd`), which needs
+        /// protoc and libprotobuf-dev; or give the masters' own addresses.
+        EtcdNotBuilt {
+            /// The address given.
+            address: String,
+        } = -4012, "EtcdNotBuilt", retryable: false,
+            "master address {address:?}: finding the elected master through etcd needs a build \
+             with the `etcd` feature (`cargo build --release --features etcd`; needs protoc and \
+             libprotobuf-dev)";
+    }
+    codes_only {
+        // The C ABI's boundary errors (see `crate::ffi::error`), which no variant carries.
+        InvalidHandle = -4009, "InvalidHandle", retryable: false;
+        InvalidArgument = -4010, "InvalidArgument", retryable: false;
+        TooManyHandles = -4011, "TooManyHandles", retryable: false;
+    }
+    wrapped {
+        /// etcd failed: a malformed `etcd://` address, refused credentials, etcd unreachable
+        /// while authenticating; its code (−5000 … −5999) is kept.
+        #[cfg(feature = "etcd")]
+        #[error(transparent)]
+        Etcd(#[from] yuebing_etcd::Error)
+            => #[cfg(feature = "etcd")] Error::Etcd(e) => e.code(), e.name(), e.is_retryable();
+        /// The store failed the call; its code is kept, and its name is the code's (also the
+        /// name of an etcd code, which the store does not know).
+        #[error(transparent)]
+        Store(#[from] yuebing_store::Error)
+            => Error::Store(e) => e.code(), code_name(e.code()), e.is_retryable();
+        /// The engine failed the call; its code is kept, and its name is the code's.
+        #[error(transparent)]
+        Engine(#[from] yuebing_engine::Error)
+            => Error::Engine(e) => e.code(), code_name(e.code()), e.is_retryable();
+    }
 }
 
 impl From<yuebing_rpc::Error> for Error {
@@ -82,66 +98,50 @@ impl From<yuebing_rpc::Error> for Error {
     }
 }
 
+/// Success: the row of code 0 (named "Ok" by the C ABI's `yuebing_error_name`).
+const OK: ErrorCode = ErrorCode::new(0, "Ok", "Ok\0", false);
+
+/// Every crate's table of codes, in the order of the code ranges (the store's, the rpc
+/// layer's, the engine's, the bridge's, etcd's): the one source of the names that
+/// [`code_name`], the C ABI's `yuebing_error_name` and the Python package's classes give.
+const TABLES: [&[ErrorCode]; 5] = [
+    yuebing_store::Error::CODES,
+    yuebing_rpc::Error::CODES,
+    yuebing_engine::Error::CODES,
+    Error::CODES,
+    crate::etcd_codes::ETCD_CODES,
+];
+
+/// Every named code of every layer with its name and whether retrying can help (success, 0,
+/// is not among them), in the order of the code ranges: for bindings that give each code a
+/// name of their own (the C header's constants, the Python package's exception classes, both
+/// checked against it by `bridge/tests/error_names.rs`), so that they cannot drift.
+pub fn code_rows() -> impl Iterator<Item = &'static ErrorCode> {
+    TABLES.into_iter().flatten()
+}
+
+/// The row of a code of any layer, or of success (0).
+pub(crate) fn code_row(code: i32) -> Option<&'static ErrorCode> {
+    if code == 0 {
+        return Some(&OK);
+    }
+    code_rows().find(|row| row.code == code)
+}
+
 /// The name of an error code of any layer ("ObjectNotFound" for −704, "RpcTimeout" for −2001,
-/// …), or "Unknown": the names that the C ABI's `yuebing_error_name` gives, from one table.
+/// …; "Ok" for 0), or "Unknown": the names that the C ABI's `yuebing_error_name` gives.
 pub fn code_name(code: i32) -> &'static str {
-    crate::ffi::error::NAMES
-        .iter()
-        .find(|(c, _)| *c == code)
-        .and_then(|(_, name)| name.to_str().ok())
-        .unwrap_or("Unknown")
+    code_row(code).map_or("Unknown", |row| row.name)
 }
 
 /// Every named error code with its name (success, 0, is not among them), in the order of the
-/// code ranges: for bindings that give each code a type of its own (the Python package's
-/// exception classes), so that they cannot drift from the codes.
+/// code ranges: [`code_rows`] without retryability, for the Python package's classes.
 pub fn code_names() -> impl Iterator<Item = (i32, &'static str)> {
-    crate::ffi::error::NAMES
-        .iter()
-        .filter(|(c, _)| *c != 0)
-        .filter_map(|(c, name)| Some((*c, name.to_str().ok()?)))
+    code_rows().map(|row| (row.code, row.name))
 }
 
 /// Result alias for yuebing-bridge.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-impl Error {
-    /// The stable numeric code: −4001 … for the bridge's own, the wrapped error's otherwise.
-    pub fn code(&self) -> i32 {
-        match self {
-            Error::WouldBlockBridge => -4001,
-            Error::Shutdown => -4002,
-            Error::Canceled => -4003,
-            Error::Timeout => -4004,
-            Error::Forked { .. } => -4005,
-            Error::CurrentThreadRuntime => -4006,
-            Error::Start { .. } => -4007,
-            Error::Panicked { .. } => -4008,
-            Error::EtcdNotBuilt { .. } => -4012,
-            #[cfg(feature = "etcd")]
-            Error::Etcd(e) => e.code(),
-            Error::Store(e) => e.code(),
-            Error::Engine(e) => e.code(),
-        }
-    }
-
-    /// The name of [`Error::code`] ("ObjectNotFound", "Canceled", …), as [`code_name`] gives it.
-    pub fn name(&self) -> &'static str {
-        code_name(self.code())
-    }
-
-    /// Whether making the call again can succeed.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            Error::Timeout | Error::Canceled => true,
-            #[cfg(feature = "etcd")]
-            Error::Etcd(e) => e.is_retryable(),
-            Error::Store(e) => e.is_retryable(),
-            Error::Engine(e) => e.is_retryable(),
-            _ => false,
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -47,7 +47,9 @@
 //! - `master`: [`BlockingMaster`], the master's `health` and `stats`.
 //! - [`masters`]: [`Masters`], where a store client finds its masters: `"h:p,h:p"`, or
 //!   `"etcd://h:p,h:p/CLUSTER"` (feature `etcd`: the elected leader, followed through etcd).
-//! - [`error`]: the [`Error`] enum, codes −4000 … −4999.
+//! - [`error`]: the [`Error`] enum, codes −4000 … −4999, and every layer's table of codes and
+//!   names.
+//! - `etcd_codes`: etcd's table of codes, also in a build without the `etcd` feature.
 //! - [`ffi`]: the C ABI (`include/yuebing.h`).
 
 mod bridge;
@@ -55,6 +57,7 @@ mod call;
 mod callbacks;
 mod engine;
 pub mod error;
+mod etcd_codes;
 pub mod ffi;
 mod master;
 pub mod masters;

@@ -8,221 +8,162 @@
 
 use std::time::Duration;
 
-/// Everything that can go wrong talking to etcd, or running it in tests.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// The settings are unusable: no endpoints, a malformed endpoint, an empty cluster name, a
-    /// TLS file that cannot be read, TLS asked of a build without it. Nothing was contacted.
-    /// Remedy: fix the settings (see [`crate::EtcdConfig`]).
-    #[error("invalid etcd settings: {reason}")]
-    InvalidConfig {
-        /// What is wrong.
-        reason: String,
-    },
-    /// etcd could not be reached or dropped the connection (refused, reset, no leader, the
-    /// keep-alive or watch stream broken). Remedy: retry; check that etcd runs and has quorum.
-    #[error("etcd unavailable: {reason}")]
-    Unavailable {
-        /// What failed.
-        reason: String,
-    },
-    /// A request got no answer within its deadline. Remedy: retry; check etcd's load and the
-    /// network, or raise `request_timeout`.
-    #[error("etcd request {op} timed out after {after:?}")]
-    Timeout {
-        /// The request.
-        op: String,
-        /// The deadline it had.
-        after: Duration,
-    },
-    /// etcd refused the credentials or the permission. Remedy: check the user, password and
-    /// its roles.
-    #[error("etcd refused access: {reason}")]
-    Unauthenticated {
-        /// etcd's message.
-        reason: String,
-    },
-    /// etcd refused the request for another reason (invalid argument, too large, a failed
-    /// precondition). Remedy: read the message.
-    #[error("etcd rejected the request: {reason}")]
-    Rejected {
-        /// etcd's status and message.
-        reason: String,
-    },
-    /// The lease expired or was revoked, and the keys attached to it are gone. Remedy: grant a
-    /// new lease and put again (the metadata store does so by itself).
-    #[error("etcd lease {lease:#x} not found (expired or revoked)")]
-    LeaseNotFound {
-        /// The lease id.
-        lease: i64,
-    },
-    /// A watch asked for history etcd has compacted away. Remedy: read the current value and
-    /// watch again from there.
-    #[error(
-        "etcd history compacted: watch from revision {requested}, compacted up to {compacted}"
-    )]
-    Compacted {
-        /// The revision asked for.
-        requested: i64,
-        /// The oldest revision etcd still has.
-        compacted: i64,
-    },
-    /// etcd ended a watch (for a reason other than compaction). Remedy: watch again.
-    #[error("etcd canceled the watch: {reason}")]
-    WatchCanceled {
-        /// etcd's reason.
-        reason: String,
-    },
-    /// A value or event under yuebing's keys does not decode (not a segment descriptor, another
-    /// format version, an unknown event type). Nothing was changed. Remedy: check what wrote
-    /// that key; run the same yuebing version everywhere.
-    #[error("undecodable etcd value at {key:?}: {reason}")]
-    BadValue {
-        /// The key.
-        key: String,
-        /// Why it does not decode.
-        reason: String,
-    },
-    /// An etcd process of the test harness could not be started, became no healthy member, or
-    /// could not be stopped (the `etcd` binary missing included). Remedy: read the message and
-    /// the member's log; run `scripts/test.sh`, which installs etcd.
-    #[error("etcd process: {reason}")]
-    Process {
-        /// What failed.
-        reason: String,
-    },
-    /// etcd-client failed in a way none of the above describes. Remedy: read the message.
-    #[error("etcd client: {reason}")]
-    Client {
-        /// What failed.
-        reason: String,
-    },
-    /// This master is no longer the leader: its election key is gone or was created again
-    /// (another create revision), so the epoch it appended under is over, and the append did
-    /// not happen. Remedy: stop accepting writes at once and campaign again as a standby.
-    #[error(
-        "deposed: election key {key:?} no longer has create revision {epoch} (now {current:?})"
-    )]
-    Deposed {
-        /// The election key the leader held.
-        key: String,
-        /// Its create revision, the leader's epoch.
-        epoch: i64,
-        /// The key's create revision now (`None`: the key is gone).
-        current: Option<i64>,
-    },
-    /// The log already holds a group starting at `seq`: another appender wrote it first, and
-    /// this append did not happen. Remedy: stop appending; re-read the log (a leader that meets
-    /// this has been replaced or has a second writer).
-    #[error("operation log conflict: a group starting at seq {seq} already exists")]
-    LogConflict {
-        /// The first sequence number of the refused group.
-        seq: u64,
-    },
-    /// A group does not start right after the last one appended: refused before anything was
-    /// sent. Remedy: a bug in the caller; append groups in order, without gaps.
-    #[error("operation log gap: the next group must start at seq {expected}, not {found}")]
-    LogGap {
-        /// The sequence number the next group must start at.
-        expected: u64,
-        /// The one it starts at.
-        found: u64,
-    },
-    /// The log no longer holds `seq`: it was truncated after a snapshot, and the oldest group
-    /// kept starts at `first`. Remedy: bootstrap from the leader's snapshot, then tail.
-    #[error("operation log truncated: seq {seq} is gone, the log starts at {first}")]
-    LogTruncated {
-        /// The sequence number asked for.
-        seq: u64,
-        /// The first sequence number still in the log.
-        first: u64,
-    },
-    /// The election lease of a candidate or leader is gone: etcd reported it expired or
-    /// revoked, or its deadline (counted from the send time of the last answered keep-alive)
-    /// passed without a renewal, so etcd may have expired it. A leader that meets this has
-    /// stepped down; a candidate did not win. The lease is never replaced. Remedy: stop serving
-    /// at once; campaign again from scratch (a new lease, a new key, a new epoch).
-    #[error("election lease {lease:#x} lost: {reason}")]
-    LeaseLost {
-        /// The lease id.
-        lease: i64,
-        /// How it was lost.
-        reason: String,
-    },
-    /// A log group could not be framed or read back (damage is the store's `Corrupt`, another
-    /// format version its `InvalidVersion`, an entry too large its `InvalidParams`). It keeps
-    /// the store's code; nothing was applied. Remedy: see the store error; a damaged log needs
-    /// the standby to bootstrap from a snapshot.
-    #[error("operation log: {0}")]
-    Log(yuebing_store::Error),
+use yuebing_rpc::error_table as crate_error_table;
+
+crate_error_table! {
+    /// Everything that can go wrong talking to etcd, or running it in tests.
+    #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+    #[non_exhaustive]
+    pub enum Error {
+        /// The settings are unusable: no endpoints, a malformed endpoint, an empty cluster name, a
+        /// TLS file that cannot be read, TLS asked of a build without it. Nothing was contacted.
+        /// Remedy: fix the settings (see [`crate::EtcdConfig`]).
+        InvalidConfig {
+            /// What is wrong.
+            reason: String,
+        } = -5001, "EtcdInvalidConfig", retryable: false,
+            "invalid etcd settings: {reason}";
+        /// etcd could not be reached or dropped the connection (refused, reset, no leader, the
+        /// keep-alive or watch stream broken). Remedy: retry; check that etcd runs and has quorum.
+        Unavailable {
+            /// What failed.
+            reason: String,
+        } = -5002, "EtcdUnavailable", retryable: true,
+            "etcd unavailable: {reason}";
+        /// A request got no answer within its deadline. Remedy: retry; check etcd's load and the
+        /// network, or raise `request_timeout`.
+        Timeout {
+            /// The request.
+            op: String,
+            /// The deadline it had.
+            after: Duration,
+        } = -5003, "EtcdTimeout", retryable: true,
+            "etcd request {op} timed out after {after:?}";
+        /// etcd refused the credentials or the permission. Remedy: check the user, password and
+        /// its roles.
+        Unauthenticated {
+            /// etcd's message.
+            reason: String,
+        } = -5004, "EtcdUnauthenticated", retryable: false,
+            "etcd refused access: {reason}";
+        /// etcd refused the request for another reason (invalid argument, too large, a failed
+        /// precondition). Remedy: read the message.
+        Rejected {
+            /// etcd's status and message.
+            reason: String,
+        } = -5005, "EtcdRejected", retryable: false,
+            "etcd rejected the request: {reason}";
+        /// The lease expired or was revoked, and the keys attached to it are gone. Remedy: grant a
+        /// new lease and put again (the metadata store does so by itself).
+        LeaseNotFound {
+            /// The lease id.
+            lease: i64,
+        } = -5006, "EtcdLeaseNotFound", retryable: false,
+            "etcd lease {lease:#x} not found (expired or revoked)";
+        /// A watch asked for history etcd has compacted away. Remedy: read the current value and
+        /// watch again from there.
+        Compacted {
+            /// The revision asked for.
+            requested: i64,
+            /// The oldest revision etcd still has.
+            compacted: i64,
+        } = -5007, "EtcdCompacted", retryable: true,
+            "etcd history compacted: watch from revision {requested}, compacted up to {compacted}";
+        /// etcd ended a watch (for a reason other than compaction). Remedy: watch again.
+        WatchCanceled {
+            /// etcd's reason.
+            reason: String,
+        } = -5008, "EtcdWatchCanceled", retryable: true,
+            "etcd canceled the watch: {reason}";
+        /// A value or event under yuebing's keys does not decode (not a segment descriptor, another
+        /// format version, an unknown event type). Nothing was changed. Remedy: check what wrote
+        /// that key; run the same yuebing version everywhere.
+        BadValue {
+            /// The key.
+            key: String,
+            /// Why it does not decode.
+            reason: String,
+        } = -5009, "EtcdBadValue", retryable: false,
+            "undecodable etcd value at {key:?}: {reason}";
+        /// An etcd process of the test harness could not be started, became no healthy member, or
+        /// could not be stopped (the `etcd` binary missing included). Remedy: read the message and
+        /// the member's log; run `scripts/test.sh`, which installs etcd.
+        Process {
+            /// What failed.
+            reason: String,
+        } = -5010, "EtcdProcess", retryable: false,
+            "etcd process: {reason}";
+        /// etcd-client failed in a way none of the above describes. Remedy: read the message.
+        Client {
+            /// What failed.
+            reason: String,
+        } = -5011, "EtcdClient", retryable: false,
+            "etcd client: {reason}";
+        /// This master is no longer the leader: its election key is gone or was created again
+        /// (another create revision), so the epoch it appended under is over, and the append did
+        /// not happen. Remedy: stop accepting writes at once and campaign again as a standby.
+        Deposed {
+            /// The election key the leader held.
+            key: String,
+            /// Its create revision, the leader's epoch.
+            epoch: i64,
+            /// The key's create revision now (`None`: the key is gone).
+            current: Option<i64>,
+        } = -5012, "EtcdDeposed", retryable: false,
+            "deposed: election key {key:?} no longer has create revision {epoch} (now {current:?})";
+        /// The log already holds a group starting at `seq`: another appender wrote it first, and
+        /// this append did not happen. Remedy: stop appending; re-read the log (a leader that meets
+        /// this has been replaced or has a second writer).
+        LogConflict {
+            /// The first sequence number of the refused group.
+            seq: u64,
+        } = -5013, "EtcdLogConflict", retryable: false,
+            "operation log conflict: a group starting at seq {seq} already exists";
+        /// A group does not start right after the last one appended: refused before anything was
+        /// sent. Remedy: a bug in the caller; append groups in order, without gaps.
+        LogGap {
+            /// The sequence number the next group must start at.
+            expected: u64,
+            /// The one it starts at.
+            found: u64,
+        } = -5014, "EtcdLogGap", retryable: false,
+            "operation log gap: the next group must start at seq {expected}, not {found}";
+        /// The log no longer holds `seq`: it was truncated after a snapshot, and the oldest group
+        /// kept starts at `first`. Remedy: bootstrap from the leader's snapshot, then tail.
+        LogTruncated {
+            /// The sequence number asked for.
+            seq: u64,
+            /// The first sequence number still in the log.
+            first: u64,
+        } = -5015, "EtcdLogTruncated", retryable: false,
+            "operation log truncated: seq {seq} is gone, the log starts at {first}";
+        /// The election lease of a candidate or leader is gone: etcd reported it expired or
+        /// revoked, or its deadline (counted from the send time of the last answered keep-alive)
+        /// passed without a renewal, so etcd may have expired it. A leader that meets this has
+        /// stepped down; a candidate did not win. The lease is never replaced. Remedy: stop serving
+        /// at once; campaign again from scratch (a new lease, a new key, a new epoch).
+        LeaseLost {
+            /// The lease id.
+            lease: i64,
+            /// How it was lost.
+            reason: String,
+        } = -5016, "EtcdLeaseLost", retryable: false,
+            "election lease {lease:#x} lost: {reason}";
+    }
+    wrapped {
+        /// A log group could not be framed or read back (damage is the store's `Corrupt`,
+        /// another format version its `InvalidVersion`, an entry too large its
+        /// `InvalidParams`). It keeps the store's code (and name); nothing was applied. Remedy:
+        /// see the store error; a damaged log needs the standby to bootstrap from a snapshot.
+        #[error("operation log: {0}")]
+        Log(yuebing_store::Error) => Error::Log(e) => e.code(), e.name(), e.is_retryable();
+    }
 }
 
 /// Result alias for yuebing-etcd.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// The stable numeric code, in −5000 … −5999.
-    pub fn code(&self) -> i32 {
-        match self {
-            Error::InvalidConfig { .. } => -5001,
-            Error::Unavailable { .. } => -5002,
-            Error::Timeout { .. } => -5003,
-            Error::Unauthenticated { .. } => -5004,
-            Error::Rejected { .. } => -5005,
-            Error::LeaseNotFound { .. } => -5006,
-            Error::Compacted { .. } => -5007,
-            Error::WatchCanceled { .. } => -5008,
-            Error::BadValue { .. } => -5009,
-            Error::Process { .. } => -5010,
-            Error::Client { .. } => -5011,
-            Error::Deposed { .. } => -5012,
-            Error::LogConflict { .. } => -5013,
-            Error::LogGap { .. } => -5014,
-            Error::LogTruncated { .. } => -5015,
-            Error::LeaseLost { .. } => -5016,
-            // A wrapped error keeps its cause's code.
-            Error::Log(e) => e.code(),
-        }
-    }
-
-    /// Whether trying again later can succeed.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            Error::Log(e) => e.is_retryable(),
-            _ => matches!(
-                self,
-                Error::Unavailable { .. }
-                    | Error::Timeout { .. }
-                    | Error::Compacted { .. }
-                    | Error::WatchCanceled { .. }
-            ),
-        }
-    }
-
-    /// The error's name, as the command line prints it (`error[Name code]`).
-    pub fn name(&self) -> &'static str {
-        match self {
-            Error::InvalidConfig { .. } => "EtcdInvalidConfig",
-            Error::Unavailable { .. } => "EtcdUnavailable",
-            Error::Timeout { .. } => "EtcdTimeout",
-            Error::Unauthenticated { .. } => "EtcdUnauthenticated",
-            Error::Rejected { .. } => "EtcdRejected",
-            Error::LeaseNotFound { .. } => "EtcdLeaseNotFound",
-            Error::Compacted { .. } => "EtcdCompacted",
-            Error::WatchCanceled { .. } => "EtcdWatchCanceled",
-            Error::BadValue { .. } => "EtcdBadValue",
-            Error::Process { .. } => "EtcdProcess",
-            Error::Client { .. } => "EtcdClient",
-            Error::Deposed { .. } => "EtcdDeposed",
-            Error::LogConflict { .. } => "EtcdLogConflict",
-            Error::LogGap { .. } => "EtcdLogGap",
-            Error::LogTruncated { .. } => "EtcdLogTruncated",
-            Error::LeaseLost { .. } => "EtcdLeaseLost",
-            Error::Log(e) => e.name(),
-        }
-    }
-
     pub(crate) fn config(reason: impl Into<String>) -> Self {
         Error::InvalidConfig {
             reason: reason.into(),
@@ -396,5 +337,19 @@ mod tests {
         )));
         let keeper = etcd_client::Error::LeaseKeepAliveError("lease not found".into());
         assert!(Error::is_lease_not_found(&keeper));
+    }
+
+    #[test]
+    fn the_table_gives_one_code_and_one_name_per_row() {
+        let table = Error::CODES;
+        let names: std::collections::HashSet<_> = table.iter().map(|r| r.name).collect();
+        assert_eq!(names.len(), table.len());
+        assert!(table.iter().all(|r| (-5999..=-5000).contains(&r.code)));
+        assert!(table.iter().all(|r| r.name.starts_with("Etcd")));
+        let timeout = Error::Timeout {
+            op: "get".into(),
+            after: Duration::from_secs(1),
+        };
+        assert_eq!((timeout.code(), timeout.name()), (-5003, "EtcdTimeout"));
     }
 }

@@ -9,133 +9,154 @@ use std::io;
 use tarpc::client::RpcError;
 use tarpc::ServerError;
 
-/// Everything that can go wrong in a yuebing-rpc call, connection or server.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// The call's deadline passed before a response arrived. The server cancels the handler when
-    /// the deadline passes there too. Remedy: give the call a longer deadline, or find out why the
-    /// server is slow (its metrics show per-method latency).
-    #[error("deadline exceeded before a response arrived")]
-    Timeout,
-    /// A request or response frame is larger than the receiver accepts. The frame was skipped and
-    /// the connection kept. Remedy: send large payloads in pieces, or raise `max_frame` on both
-    /// sides (the server announces its limit in the preamble reply; a server's limit is also
-    /// capped by its `max_in_flight_bytes`, since a larger frame could never be admitted).
-    #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
-    FrameTooLarge {
-        /// Size of the refused frame (body plus attachment), in bytes.
-        len: u64,
-        /// The receiver's limit, in bytes.
-        max: u64,
-    },
-    /// The server is at one of its caps (connections, in-flight requests per connection, in-flight
-    /// bytes) and its wait queue is full or the wait ran out. Nothing was executed. Remedy: retry
-    /// after a back-off, spread load over more servers, or raise the caps.
-    #[error("server overloaded: {reason}")]
-    Overloaded {
-        /// Which cap was hit.
-        reason: String,
-    },
-    /// The cluster token was missing or wrong. Remedy: configure the same token on client and
-    /// server (`YUEBING_TOKEN`).
-    #[error("unauthenticated: missing or wrong cluster token")]
-    Unauthenticated,
-    /// Client and server speak different protocol versions. Remedy: run the same yuebing version
-    /// on both sides.
-    #[error("protocol version mismatch: we speak {ours}, the peer speaks {theirs}")]
-    VersionMismatch {
-        /// The version this side speaks.
-        ours: u16,
-        /// The version the peer speaks.
-        theirs: u16,
-    },
-    /// The server serves no service of that name on this listener. Remedy: check the endpoint and
-    /// the service name the client was built for.
-    #[error("unknown service {name:?}")]
-    UnknownService {
-        /// The requested service name.
-        name: String,
-    },
-    /// No connection could be opened to the endpoint (refused, unreachable, preamble timed out).
-    /// The request never left this process, so it may go to another endpoint. Remedy: check that
-    /// the server runs and listens where the client looks.
-    #[error("cannot connect to {endpoint}: {reason}")]
-    Connect {
-        /// The endpoint that could not be reached.
-        endpoint: String,
-        /// What the operating system or the handshake said.
-        reason: String,
-    },
-    /// The connection broke while a call was in flight; the request may or may not have been
-    /// executed. Only idempotent calls are resent. Remedy: none needed for idempotent calls; for
-    /// others, check with the server whether the effect happened.
-    #[error("connection lost: {reason}")]
-    ConnectionLost {
-        /// What broke.
-        reason: String,
-    },
-    /// The server is shutting down and takes no new requests. Remedy: retry on another server or
-    /// after it restarts.
-    #[error("server is shutting down")]
-    ShuttingDown,
-    /// The peer sent bytes that are not yuebing-rpc (bad magic, malformed frame or body), or
-    /// sent a frame header and did not send the rest of the frame within the server's
-    /// `payload_timeout`. The connection was closed. Remedy: check that both sides are yuebing
-    /// and the port is right; for a timeout, find out why the peer stalls, or raise
-    /// `ServerConfig::payload_timeout` for a slow link.
-    #[error("protocol error: {reason}")]
-    Protocol {
-        /// What was malformed.
-        reason: String,
-    },
-    /// The server's handler failed or was aborted with an error that carries no yuebing code.
-    /// Remedy: read the message; it comes from the service implementation.
-    #[error("server error: {message}")]
-    Server {
-        /// The server's description.
-        message: String,
-    },
-    /// An endpoint string could not be parsed. Remedy: use `host:port`, `tcp://host:port` or
-    /// `unix:///path/to.sock`.
-    #[error("invalid endpoint {input:?}: {reason}")]
-    InvalidEndpoint {
-        /// The string that was given.
-        input: String,
-        /// Why it was refused.
-        reason: String,
-    },
-    /// A listener could not be bound. Remedy: pick a free port (0 for any) or another path.
-    #[error("cannot bind {addr}: {reason}")]
-    Bind {
-        /// The address or path.
-        addr: String,
-        /// What the operating system said.
-        reason: String,
-    },
-    /// A load balancer was built over an empty list, or every endpoint is failing. Remedy: give it
-    /// at least one reachable endpoint.
-    #[error("no endpoint available: {reason}")]
-    NoEndpoint {
-        /// Why none could be used.
-        reason: String,
-    },
-    /// A cluster token that cannot be used: empty, too long, holding spaces or control
-    /// characters, or a token file that cannot be read. Remedy: use 1 to 1024 visible ASCII
-    /// characters (the message never repeats the token).
-    #[error("invalid cluster token: {reason}")]
-    InvalidToken {
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// An error code from a peer that this version does not know. Remedy: upgrade this side.
-    #[error("remote error {code}: {message}")]
-    Remote {
-        /// The numeric code as sent.
-        code: i32,
-        /// The peer's message.
-        message: String,
-    },
+crate::error_table! {
+    wire: WireParts;
+    /// Everything that can go wrong in a yuebing-rpc call, connection or server.
+    #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+    #[non_exhaustive]
+    pub enum Error {
+        /// The call's deadline passed before a response arrived. The server cancels the handler
+        /// when the deadline passes there too. Remedy: give the call a longer deadline, or find
+        /// out why the server is slow (its metrics show per-method latency).
+        Timeout = -2001, "RpcTimeout", retryable: false,
+            "deadline exceeded before a response arrived"
+            => wire |_w| Some(Error::Timeout);
+        /// A request or response frame is larger than the receiver accepts. The frame was
+        /// skipped and the connection kept. Remedy: send large payloads in pieces, or raise
+        /// `max_frame` on both sides (the server announces its limit in the preamble reply; a
+        /// server's limit is also capped by its `max_in_flight_bytes`, since a larger frame could
+        /// never be admitted).
+        FrameTooLarge {
+            /// Size of the refused frame (body plus attachment), in bytes.
+            len: u64,
+            /// The receiver's limit, in bytes.
+            max: u64,
+        } = -2002, "FrameTooLarge", retryable: false,
+            "frame of {len} bytes exceeds the limit of {max} bytes"
+            => wire |w| Some(Error::FrameTooLarge { len: w.a, max: w.b });
+        /// The server is at one of its caps (connections, in-flight requests per connection,
+        /// in-flight bytes) and its wait queue is full or the wait ran out. Nothing was executed.
+        /// Remedy: retry after a back-off, spread load over more servers, or raise the caps.
+        Overloaded {
+            /// Which cap was hit.
+            reason: String,
+        } = -2003, "RpcOverloaded", retryable: true, "server overloaded: {reason}"
+            => wire |w| Some(Error::Overloaded { reason: w.message.clone() });
+        /// The cluster token was missing or wrong. Remedy: configure the same token on client
+        /// and server (`YUEBING_TOKEN`).
+        Unauthenticated = -2004, "Unauthenticated", retryable: false,
+            "unauthenticated: missing or wrong cluster token"
+            => wire |_w| Some(Error::Unauthenticated);
+        /// Client and server speak different protocol versions. Remedy: run the same yuebing
+        /// version on both sides.
+        VersionMismatch {
+            /// The version this side speaks.
+            ours: u16,
+            /// The version the peer speaks.
+            theirs: u16,
+        } = -2005, "RpcVersionMismatch", retryable: false,
+            "protocol version mismatch: we speak {ours}, the peer speaks {theirs}"
+            => wire |w| Some(Error::VersionMismatch {
+                ours: u16::try_from(w.a).ok()?,
+                theirs: u16::try_from(w.b).ok()?,
+            });
+        /// The server serves no service of that name on this listener. Remedy: check the
+        /// endpoint and the service name the client was built for.
+        UnknownService {
+            /// The requested service name.
+            name: String,
+        } = -2006, "UnknownService", retryable: false, "unknown service {name:?}"
+            => wire |w| Some(Error::UnknownService { name: w.message.clone() });
+        /// No connection could be opened to the endpoint (refused, unreachable, preamble timed
+        /// out). The request never left this process, so it may go to another endpoint. Remedy:
+        /// check that the server runs and listens where the client looks.
+        Connect {
+            /// The endpoint that could not be reached.
+            endpoint: String,
+            /// What the operating system or the handshake said.
+            reason: String,
+        } = -2007, "Connect", retryable: true, "cannot connect to {endpoint}: {reason}";
+        /// The connection broke while a call was in flight; the request may or may not have been
+        /// executed. Only idempotent calls are resent (retryable holds only for those; the pool
+        /// applies that rule itself). Remedy: none needed for idempotent calls; for others,
+        /// check with the server whether the effect happened.
+        ConnectionLost {
+            /// What broke.
+            reason: String,
+        } = -2008, "ConnectionLost", retryable: true, "connection lost: {reason}";
+        /// The server is shutting down and takes no new requests. Remedy: retry on another
+        /// server or after it restarts.
+        ShuttingDown = -2009, "ShuttingDown", retryable: true, "server is shutting down"
+            => wire |_w| Some(Error::ShuttingDown);
+        /// The peer sent bytes that are not yuebing-rpc (bad magic, malformed frame or body), or
+        /// sent a frame header and did not send the rest of the frame within the server's
+        /// `payload_timeout`. The connection was closed. Remedy: check that both sides are
+        /// yuebing and the port is right; for a timeout, find out why the peer stalls, or raise
+        /// `ServerConfig::payload_timeout` for a slow link.
+        Protocol {
+            /// What was malformed.
+            reason: String,
+        } = -2010, "Protocol", retryable: false, "protocol error: {reason}"
+            => wire |w| Some(Error::Protocol { reason: w.message.clone() });
+        /// The server's handler failed or was aborted with an error that carries no yuebing
+        /// code. Remedy: read the message; it comes from the service implementation.
+        Server {
+            /// The server's description.
+            message: String,
+        } = -2011, "Server", retryable: false, "server error: {message}"
+            => wire |w| Some(Error::Server { message: w.message.clone() });
+        /// An endpoint string could not be parsed. Remedy: use `host:port`, `tcp://host:port` or
+        /// `unix:///path/to.sock`.
+        InvalidEndpoint {
+            /// The string that was given.
+            input: String,
+            /// Why it was refused.
+            reason: String,
+        } = -2012, "InvalidEndpoint", retryable: false, "invalid endpoint {input:?}: {reason}";
+        /// A listener could not be bound. Remedy: pick a free port (0 for any) or another path.
+        Bind {
+            /// The address or path.
+            addr: String,
+            /// What the operating system said.
+            reason: String,
+        } = -2013, "Bind", retryable: false, "cannot bind {addr}: {reason}";
+        /// A load balancer was built over an empty list, or every endpoint is failing. Remedy:
+        /// give it at least one reachable endpoint.
+        NoEndpoint {
+            /// Why none could be used.
+            reason: String,
+        } = -2014, "NoEndpoint", retryable: true, "no endpoint available: {reason}";
+        /// A cluster token that cannot be used: empty, too long, holding spaces or control
+        /// characters, or a token file that cannot be read. Remedy: use 1 to 1024 visible ASCII
+        /// characters (the message never repeats the token).
+        InvalidToken {
+            /// What is wrong with it.
+            reason: String,
+        } = -2015, "InvalidToken", retryable: false, "invalid cluster token: {reason}";
+    }
+    wrapped {
+        /// An error code from a peer that this version does not know (or cannot rebuild); its
+        /// name is the code's where this version has one. Remedy: upgrade this side.
+        #[error("remote error {code}: {message}")]
+        Remote {
+            /// The numeric code as sent.
+            code: i32,
+            /// The peer's message.
+            message: String,
+        } => Error::Remote { code, .. } => *code, code_name(*code), false;
+    }
+}
+
+/// The parts of an error on the wire besides its code: two numbers and a message.
+pub(crate) struct WireParts {
+    a: u64,
+    b: u64,
+    message: String,
+}
+
+/// The name of an rpc code ("RpcTimeout"), or "Unknown".
+fn code_name(code: i32) -> &'static str {
+    Error::own_code_row(code).map_or("Unknown", |row| row.name)
 }
 
 /// Result alias for yuebing-rpc.
@@ -144,42 +165,6 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 const WIRE_PREFIX: &str = "yuebing-rpc";
 
 impl Error {
-    /// The stable numeric code of this error (rpc range −2000 … −2999).
-    pub fn code(&self) -> i32 {
-        match self {
-            Error::Timeout => -2001,
-            Error::FrameTooLarge { .. } => -2002,
-            Error::Overloaded { .. } => -2003,
-            Error::Unauthenticated => -2004,
-            Error::VersionMismatch { .. } => -2005,
-            Error::UnknownService { .. } => -2006,
-            Error::Connect { .. } => -2007,
-            Error::ConnectionLost { .. } => -2008,
-            Error::ShuttingDown => -2009,
-            Error::Protocol { .. } => -2010,
-            Error::Server { .. } => -2011,
-            Error::InvalidEndpoint { .. } => -2012,
-            Error::Bind { .. } => -2013,
-            Error::NoEndpoint { .. } => -2014,
-            Error::InvalidToken { .. } => -2015,
-            Error::Remote { code, .. } => *code,
-        }
-    }
-
-    /// Whether sending the request again (after a back-off) can succeed. For
-    /// [`Error::ConnectionLost`] this holds only for idempotent requests; the pool applies that
-    /// rule itself.
-    pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Error::Overloaded { .. }
-                | Error::Connect { .. }
-                | Error::ConnectionLost { .. }
-                | Error::ShuttingDown
-                | Error::NoEndpoint { .. }
-        )
-    }
-
     /// Whether this error proves the request was not executed by any server (it was refused
     /// before its handler ran, or never sent), so that sending it again, even to another
     /// endpoint, cannot execute it twice.
@@ -230,22 +215,18 @@ impl Error {
         let code: i32 = parts.next()?.parse().ok()?;
         let a: u64 = parts.next()?.parse().ok()?;
         let b: u64 = parts.next()?.parse().ok()?;
-        let message = parts.next()?.to_string();
-        Some(match code {
-            -2001 => Error::Timeout,
-            -2002 => Error::FrameTooLarge { len: a, max: b },
-            -2003 => Error::Overloaded { reason: message },
-            -2004 => Error::Unauthenticated,
-            -2005 => Error::VersionMismatch {
-                ours: u16::try_from(a).ok()?,
-                theirs: u16::try_from(b).ok()?,
-            },
-            -2006 => Error::UnknownService { name: message },
-            -2009 => Error::ShuttingDown,
-            -2010 => Error::Protocol { reason: message },
-            -2011 => Error::Server { message },
-            code => Error::Remote { code, message },
-        })
+        let parts = WireParts {
+            a,
+            b,
+            message: parts.next()?.to_string(),
+        };
+        match Self::decode_wire(code, &parts) {
+            Some(decoded) => decoded,
+            None => Some(Error::Remote {
+                code,
+                message: parts.message,
+            }),
+        }
     }
 
     /// Maps a tarpc client error. `Shutdown` and channel errors mean the connection broke while the
@@ -364,5 +345,39 @@ mod tests {
         assert!(!Error::Timeout.is_retryable());
         assert!(!Error::FrameTooLarge { len: 1, max: 0 }.is_retryable());
         assert!(!Error::Unauthenticated.is_retryable());
+    }
+
+    #[test]
+    fn the_table_gives_one_code_and_one_name_per_row() {
+        let table = Error::CODES;
+        let codes: std::collections::HashSet<_> = table.iter().map(|r| r.code).collect();
+        let names: std::collections::HashSet<_> = table.iter().map(|r| r.name).collect();
+        assert_eq!((codes.len(), names.len()), (table.len(), table.len()));
+        for row in table {
+            assert!((-2999..=-2000).contains(&row.code), "{row:?}");
+            assert_eq!(row.c_name.to_str(), Ok(row.name));
+        }
+        assert_eq!(
+            (Error::Timeout.code(), Error::Timeout.name()),
+            (-2001, "RpcTimeout")
+        );
+        let overloaded = Error::Overloaded { reason: "x".into() };
+        assert_eq!(
+            Error::own_code_row(-2003).map(|r| r.name),
+            Some(overloaded.name())
+        );
+        let remote = |code| Error::Remote {
+            code,
+            message: String::new(),
+        };
+        assert_eq!(
+            (remote(-2007).name(), remote(-2007).code()),
+            ("Connect", -2007)
+        );
+        assert_eq!(remote(-2999).name(), "Unknown");
+        assert!(
+            !remote(-2007).is_retryable(),
+            "a code not rebuilt is not retried"
+        );
     }
 }

@@ -15,6 +15,8 @@
 //!
 //! # Layout
 //! - [`error`]: the [`Error`] enum, codes −2000 … −2999, wire encoding.
+//! - `error_table`: the [`error_table!`] macro every crate declares its errors with, one row
+//!   per code, and the table's row, [`ErrorCode`].
 //! - `frame`: the fixed frame header (pure).
 //! - `preamble`: the connection preamble and its reply.
 //! - [`attachment`]: out-of-band payloads.
@@ -73,6 +75,7 @@ mod entered;
 pub use clock::{after as deadline_after, FARTHEST as FARTHEST_DEADLINE};
 pub use entered::in_runtime;
 pub mod error;
+mod error_table;
 mod frame;
 #[cfg(test)]
 mod fuzz_support;
@@ -90,6 +93,7 @@ pub use client::{
 };
 pub use endpoint::Endpoint;
 pub use error::{Error, Result};
+pub use error_table::ErrorCode;
 pub use metrics::{MethodMetrics, Metrics};
 pub use preamble::PROTOCOL_VERSION;
 pub use server::{

@@ -37,7 +37,8 @@ pub enum CliError {
 }
 
 impl CliError {
-    /// The name printed with the error.
+    /// The name printed with the error: a store error's is its code's, the same name the C ABI
+    /// and the Python package give (from the crates' tables, `yuebing::bridge::error`).
     pub fn name(&self) -> &'static str {
         match self {
             CliError::Config(_) => "ConfigError",
@@ -45,7 +46,7 @@ impl CliError {
             CliError::Usage(_) => "UsageError",
             CliError::Demo(_) => "DemoFailed",
             CliError::Output { .. } => "OutputError",
-            CliError::Store(e) => e.name(),
+            CliError::Store(e) => crate::bridge::error::code_name(e.code()),
             CliError::Internal(_) => "InternalError",
         }
     }

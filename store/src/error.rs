@@ -4,156 +4,188 @@
 //! (`OBJECT_NOT_FOUND` −704, `OBJECT_ALREADY_EXISTS` −705, `OBJECT_HAS_LEASE` −706, …); yuebing's
 //! own start at −1500. An rpc error wrapped here keeps its rpc code.
 
-/// Everything that can go wrong in the store.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// A bug or broken invariant inside the store. Remedy: report it with the message.
-    #[error("internal error: {reason}")]
-    Internal {
-        /// What went wrong.
-        reason: String,
-    },
-    /// No mounted store space has that id. Remedy: mount it first, or use the id `mount` returned.
-    #[error("store space {mount} not found")]
-    SegmentNotFound {
-        /// The mount id.
-        mount: u32,
-    },
-    /// The store space overlaps space already mounted on that node. Remedy: mount disjoint ranges.
-    #[error("store space {node}@{base:#x}+{len} overlaps a mounted range")]
-    SegmentAlreadyExists {
-        /// The node.
-        node: String,
-        /// Start of the refused range.
-        base: u64,
-        /// Its length.
-        len: u64,
-    },
-    /// No node has room for a replica, even after evicting. Remedy: add store space, remove
-    /// objects, or put smaller values.
-    #[error("no store space for {size} bytes")]
-    NoAvailableHandle {
-        /// Bytes asked for.
-        size: u64,
-    },
-    /// A persisted file or log entry is of another format version. Remedy: run a yuebing that
-    /// reads it, or start with an empty `--data-dir`.
-    #[error("unsupported format version {found} (this build reads {supported})")]
-    InvalidVersion {
-        /// The version found.
-        found: u32,
-        /// The version this build reads.
-        supported: u32,
-    },
-    /// A parameter is out of its domain (size 0, empty or oversized key, replica count 0, …).
-    /// Nothing was changed. Remedy: fix the call.
-    #[error("invalid parameters: {reason}")]
-    InvalidParams {
-        /// What was wrong.
-        reason: String,
-    },
-    /// Another client started this write; only it may end or revoke it.
-    #[error("client is not the writer of {key:?}")]
-    IllegalClient {
-        /// The key.
-        key: String,
-    },
-    /// The write cannot be revoked or ended in its state (e.g. revoking a completed object).
-    #[error("invalid write on {key:?}: {reason}")]
-    InvalidWrite {
-        /// The key.
-        key: String,
-        /// Why.
-        reason: String,
-    },
-    /// The object exists but has no readable replica yet (its put has not ended, or its nodes
-    /// have not remounted after a master restart). Remedy: retry later.
-    #[error("replica of {key:?} is not ready")]
-    ReplicaNotReady {
-        /// The key.
-        key: String,
-    },
-    /// No object has that key. Remedy: check the key; it may have been removed or evicted.
-    #[error("object {key:?} not found")]
-    ObjectNotFound {
-        /// The key.
-        key: String,
-    },
-    /// The key is taken by a completed object or by a put younger than the discard timeout.
-    /// The existing value is unchanged. Remedy: `remove` or `upsert` it, or use another key.
-    #[error("object {key:?} already exists")]
-    ObjectAlreadyExists {
-        /// The key.
-        key: String,
-    },
-    /// A reader holds a lease on the object, so it may not be removed without force.
-    /// Remedy: retry after the lease, or remove with force.
-    #[error("object {key:?} has a read lease")]
-    ObjectHasLease {
-        /// The key.
-        key: String,
-    },
-    /// The read lease ran out before the transfer finished; the bytes read may belong to a newer
-    /// object. Remedy: read again.
-    #[error("lease on {key:?} expired before the transfer completed")]
-    LeaseExpired {
-        /// The key.
-        key: String,
-    },
-    /// A write (put or upsert) of the object is in progress. Remedy: wait for it to end, or
-    /// force the removal.
-    #[error("a write of {key:?} is in progress")]
-    WriteInProgress {
-        /// The key.
-        key: String,
-    },
-    /// Reading or writing the master's data directory failed. Remedy: read the message (disk
-    /// full, permissions).
-    #[error("i/o error on {path}: {reason}")]
-    Io {
-        /// The file.
-        path: String,
-        /// What failed.
-        reason: String,
-    },
-    /// A snapshot or log file is damaged beyond its last complete entry. Remedy: restore the
-    /// data directory from a backup or move it aside.
-    #[error("corrupt {path}: {reason}")]
-    Corrupt {
-        /// The file.
-        path: String,
-        /// What was found.
-        reason: String,
-    },
-    /// This master is not its cluster's leader (a standby, a leader that lost or may have lost
-    /// its etcd lease, or one still catching up after it won): it serves neither reads nor
-    /// writes. Mooncake's UNAVAILABLE_IN_CURRENT_STATUS. Remedy: call the leader (`leader`
-    /// names it when this master knows it; clients that follow etcd re-target by themselves).
-    #[error("this master is not the leader{}", leader.as_deref().map(|l| format!(" (the leader is {l})")).unwrap_or_default())]
-    NotLeader {
-        /// The leader's rpc address, if known.
-        leader: Option<String>,
-    },
-    /// The call's deadline passed before it finished. Remedy: raise the deadline, or check the
-    /// master and the nodes holding the object.
-    #[error("the call's deadline passed")]
-    Timeout,
-    /// A transfer failed in the Transfer Engine; the engine's code is kept.
-    #[error(transparent)]
-    Engine(#[from] yuebing_engine::Error),
-    /// An error the master reported that this side cannot rebuild field by field; its code and
-    /// message are kept.
-    #[error("{message}")]
-    Remote {
-        /// The code the master sent.
-        code: i32,
-        /// Its message.
-        message: String,
-    },
-    /// The control plane failed; the rpc code is kept. (An rpc deadline is [`Error::Timeout`].)
-    #[error(transparent)]
-    Rpc(yuebing_rpc::Error),
+use yuebing_rpc::error_table as crate_error_table;
+
+crate_error_table! {
+    wire: WireError;
+    /// Everything that can go wrong in the store.
+    #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+    #[non_exhaustive]
+    pub enum Error {
+        /// A bug or broken invariant inside the store. Remedy: report it with the message.
+        Internal {
+            /// What went wrong.
+            reason: String,
+        } = -1, "Internal", retryable: false,
+            "internal error: {reason}"
+            => wire |w| Some(Error::Internal { reason: w.detail.clone() });
+        /// No mounted store space has that id. Remedy: mount it first, or use the id `mount`
+        /// returned.
+        SegmentNotFound {
+            /// The mount id.
+            mount: u32,
+        } = -101, "SegmentNotFound", retryable: false,
+            "store space {mount} not found"
+            => wire |w| Some(Error::SegmentNotFound { mount: w.detail.parse().ok()? });
+        /// The store space overlaps space already mounted on that node. Remedy: mount disjoint
+        /// ranges.
+        SegmentAlreadyExists {
+            /// The node.
+            node: String,
+            /// Start of the refused range.
+            base: u64,
+            /// Its length.
+            len: u64,
+        } = -102, "SegmentAlreadyExists", retryable: false,
+            "store space {node}@{base:#x}+{len} overlaps a mounted range";
+        /// No node has room for a replica, even after evicting. Remedy: add store space, remove
+        /// objects, or put smaller values.
+        NoAvailableHandle {
+            /// Bytes asked for.
+            size: u64,
+        } = -200, "NoAvailableHandle", retryable: true,
+            "no store space for {size} bytes"
+            => wire |w| Some(Error::NoAvailableHandle {
+                size: w.detail.parse().unwrap_or(0),
+            });
+        /// A persisted file or log entry is of another format version. Remedy: run a yuebing that
+        /// reads it, or start with an empty `--data-dir`.
+        InvalidVersion {
+            /// The version found.
+            found: u32,
+            /// The version this build reads.
+            supported: u32,
+        } = -300, "InvalidVersion", retryable: false,
+            "unsupported format version {found} (this build reads {supported})";
+        /// A parameter is out of its domain (size 0, empty or oversized key, replica count 0, …).
+        /// Nothing was changed. Remedy: fix the call.
+        InvalidParams {
+            /// What was wrong.
+            reason: String,
+        } = -600, "InvalidParams", retryable: false,
+            "invalid parameters: {reason}"
+            => wire |w| Some(Error::InvalidParams { reason: w.detail.clone() });
+        /// Another client started this write; only it may end or revoke it.
+        IllegalClient {
+            /// The key.
+            key: String,
+        } = -601, "IllegalClient", retryable: false,
+            "client is not the writer of {key:?}"
+            => wire |w| Some(Error::IllegalClient { key: w.detail.clone() });
+        /// The write cannot be revoked or ended in its state (e.g. revoking a completed object).
+        InvalidWrite {
+            /// The key.
+            key: String,
+            /// Why.
+            reason: String,
+        } = -700, "InvalidWrite", retryable: false,
+            "invalid write on {key:?}: {reason}"
+            => wire |w| Some(Error::InvalidWrite {
+                key: w.detail.clone(),
+                reason: w.message.clone(),
+            });
+        /// The object exists but has no readable replica yet (its put has not ended, or its nodes
+        /// have not remounted after a master restart). Remedy: retry later.
+        ReplicaNotReady {
+            /// The key.
+            key: String,
+        } = -703, "ReplicaNotReady", retryable: true,
+            "replica of {key:?} is not ready"
+            => wire |w| Some(Error::ReplicaNotReady { key: w.detail.clone() });
+        /// No object has that key. Remedy: check the key; it may have been removed or evicted.
+        ObjectNotFound {
+            /// The key.
+            key: String,
+        } = -704, "ObjectNotFound", retryable: false,
+            "object {key:?} not found"
+            => wire |w| Some(Error::ObjectNotFound { key: w.detail.clone() });
+        /// The key is taken by a completed object or by a put younger than the discard timeout.
+        /// The existing value is unchanged. Remedy: `remove` or `upsert` it, or use another key.
+        ObjectAlreadyExists {
+            /// The key.
+            key: String,
+        } = -705, "ObjectAlreadyExists", retryable: false,
+            "object {key:?} already exists"
+            => wire |w| Some(Error::ObjectAlreadyExists { key: w.detail.clone() });
+        /// A reader holds a lease on the object, so it may not be removed without force.
+        /// Remedy: retry after the lease, or remove with force.
+        ObjectHasLease {
+            /// The key.
+            key: String,
+        } = -706, "ObjectHasLease", retryable: true,
+            "object {key:?} has a read lease"
+            => wire |w| Some(Error::ObjectHasLease { key: w.detail.clone() });
+        /// The read lease ran out before the transfer finished; the bytes read may belong to a
+        /// newer object. Remedy: read again.
+        LeaseExpired {
+            /// The key.
+            key: String,
+        } = -707, "LeaseExpired", retryable: true,
+            "lease on {key:?} expired before the transfer completed"
+            => wire |w| Some(Error::LeaseExpired { key: w.detail.clone() });
+        /// A write (put or upsert) of the object is in progress. Remedy: wait for it to end, or
+        /// force the removal.
+        WriteInProgress {
+            /// The key.
+            key: String,
+        } = -714, "WriteInProgress", retryable: true,
+            "a write of {key:?} is in progress"
+            => wire |w| Some(Error::WriteInProgress { key: w.detail.clone() });
+        /// Reading or writing the master's data directory failed. Remedy: read the message (disk
+        /// full, permissions).
+        Io {
+            /// The file.
+            path: String,
+            /// What failed.
+            reason: String,
+        } = -1103, "Io", retryable: false,
+            "i/o error on {path}: {reason}";
+        /// A snapshot or log file is damaged beyond its last complete entry. Remedy: restore the
+        /// data directory from a backup or move it aside.
+        Corrupt {
+            /// The file.
+            path: String,
+            /// What was found.
+            reason: String,
+        } = -1500, "Corrupt", retryable: false,
+            "corrupt {path}: {reason}";
+        /// This master is not its cluster's leader (a standby, a leader that lost or may have lost
+        /// its etcd lease, or one still catching up after it won): it serves neither reads nor
+        /// writes. Mooncake's UNAVAILABLE_IN_CURRENT_STATUS. Remedy: call the leader (`leader`
+        /// names it when this master knows it; clients that follow etcd re-target by themselves).
+        NotLeader {
+            /// The leader's rpc address, if known.
+            leader: Option<String>,
+        } = -1010, "NotLeader", retryable: true,
+            "this master is not the leader{}",
+            leader.as_deref().map(|l| format!(" (the leader is {l})")).unwrap_or_default()
+            => wire |w| Some(Error::NotLeader {
+                leader: Some(w.detail.clone()).filter(|l| !l.is_empty()),
+            });
+        /// The call's deadline passed before it finished. Remedy: raise the deadline, or check the
+        /// master and the nodes holding the object.
+        Timeout = -1501, "StoreTimeout", retryable: true,
+            "the call's deadline passed";
+    }
+    wrapped {
+        /// A transfer failed in the Transfer Engine; the engine's code is kept.
+        #[error(transparent)]
+        Engine(#[from] yuebing_engine::Error)
+            => Error::Engine(e) => e.code(), e.name(), e.is_retryable();
+        /// An error the master reported that this side cannot rebuild field by field; its code
+        /// and message are kept, and its name and retryability are its code's.
+        #[error("{message}")]
+        Remote {
+            /// The code the master sent.
+            code: i32,
+            /// Its message.
+            message: String,
+        } => Error::Remote { code, .. } => *code, code_name(*code), code_retryable(*code);
+        /// The control plane failed; the rpc code is kept. (An rpc deadline is
+        /// [`Error::Timeout`].)
+        #[error(transparent)]
+        Rpc(yuebing_rpc::Error) => Error::Rpc(e) => e.code(), e.name(), e.is_retryable();
+    }
 }
 
 impl From<yuebing_rpc::Error> for Error {
@@ -177,81 +209,24 @@ pub struct WireError {
     pub detail: String,
 }
 
+/// The name of a code of the store, the engine or the rpc layer ("ObjectNotFound"), or
+/// "Unknown".
+fn code_name(code: i32) -> &'static str {
+    Error::own_code_row(code)
+        .or_else(|| yuebing_rpc::ErrorCode::find(yuebing_engine::Error::CODES, code))
+        .or_else(|| yuebing_rpc::ErrorCode::find(yuebing_rpc::Error::CODES, code))
+        .map_or("Unknown", |row| row.name)
+}
+
+/// Whether a store code sent by the master is one that retrying can help.
+fn code_retryable(code: i32) -> bool {
+    Error::own_code_row(code).is_some_and(|row| row.retryable)
+}
+
 /// Result alias for yuebing-store.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// The stable numeric code (store range, or the rpc code of a wrapped rpc error).
-    pub fn code(&self) -> i32 {
-        match self {
-            Error::Internal { .. } => -1,
-            Error::SegmentNotFound { .. } => -101,
-            Error::SegmentAlreadyExists { .. } => -102,
-            Error::NoAvailableHandle { .. } => -200,
-            Error::InvalidVersion { .. } => -300,
-            Error::InvalidParams { .. } => -600,
-            Error::IllegalClient { .. } => -601,
-            Error::InvalidWrite { .. } => -700,
-            Error::ReplicaNotReady { .. } => -703,
-            Error::ObjectNotFound { .. } => -704,
-            Error::ObjectAlreadyExists { .. } => -705,
-            Error::ObjectHasLease { .. } => -706,
-            Error::LeaseExpired { .. } => -707,
-            Error::WriteInProgress { .. } => -714,
-            Error::Io { .. } => -1103,
-            Error::NotLeader { .. } => -1010,
-            Error::Corrupt { .. } => -1500,
-            Error::Timeout => -1501,
-            Error::Engine(e) => e.code(),
-            Error::Remote { code, .. } => *code,
-            Error::Rpc(e) => e.code(),
-        }
-    }
-
-    /// Whether trying the same call again later can succeed.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            Error::NoAvailableHandle { .. }
-            | Error::ReplicaNotReady { .. }
-            | Error::ObjectHasLease { .. }
-            | Error::LeaseExpired { .. }
-            | Error::WriteInProgress { .. }
-            | Error::NotLeader { .. }
-            | Error::Timeout => true,
-            Error::Engine(e) => e.is_retryable(),
-            Error::Remote { code, .. } => matches!(code, -200 | -703 | -706 | -707 | -714 | -1010),
-            Error::Rpc(e) => e.is_retryable(),
-            _ => false,
-        }
-    }
-
-    /// The error's name as printed by the command line (`error[Name code]`).
-    pub fn name(&self) -> &'static str {
-        match self {
-            Error::Internal { .. } => "Internal",
-            Error::SegmentNotFound { .. } => "SegmentNotFound",
-            Error::SegmentAlreadyExists { .. } => "SegmentAlreadyExists",
-            Error::NoAvailableHandle { .. } => "NoAvailableHandle",
-            Error::InvalidVersion { .. } => "InvalidVersion",
-            Error::InvalidParams { .. } => "InvalidParams",
-            Error::IllegalClient { .. } => "IllegalClient",
-            Error::InvalidWrite { .. } => "InvalidWrite",
-            Error::ReplicaNotReady { .. } => "ReplicaNotReady",
-            Error::ObjectNotFound { .. } => "ObjectNotFound",
-            Error::ObjectAlreadyExists { .. } => "ObjectAlreadyExists",
-            Error::ObjectHasLease { .. } => "ObjectHasLease",
-            Error::LeaseExpired { .. } => "LeaseExpired",
-            Error::WriteInProgress { .. } => "WriteInProgress",
-            Error::Io { .. } => "Io",
-            Error::NotLeader { .. } => "NotLeader",
-            Error::Corrupt { .. } => "Corrupt",
-            Error::Timeout => "Timeout",
-            Error::Engine(_) => "Transfer",
-            Error::Remote { .. } => "Remote",
-            Error::Rpc(_) => "Rpc",
-        }
-    }
-
     /// Encodes this error for the wire.
     pub fn to_wire(&self) -> WireError {
         let detail = match self {
@@ -279,36 +254,10 @@ impl Error {
     /// Rebuilds an error from the wire: the same variant where its fields travel, else
     /// [`Error::Remote`] with the same code.
     pub fn from_wire(w: WireError) -> Error {
-        let key = || w.detail.clone();
-        match w.code {
-            -1 => Error::Internal { reason: key() },
-            -101 => match w.detail.parse() {
-                Ok(mount) => Error::SegmentNotFound { mount },
-                Err(_) => Error::Remote {
-                    code: w.code,
-                    message: w.message,
-                },
-            },
-            -200 => Error::NoAvailableHandle {
-                size: w.detail.parse().unwrap_or(0),
-            },
-            -600 => Error::InvalidParams { reason: key() },
-            -601 => Error::IllegalClient { key: key() },
-            -700 => Error::InvalidWrite {
-                key: key(),
-                reason: w.message,
-            },
-            -703 => Error::ReplicaNotReady { key: key() },
-            -704 => Error::ObjectNotFound { key: key() },
-            -705 => Error::ObjectAlreadyExists { key: key() },
-            -706 => Error::ObjectHasLease { key: key() },
-            -707 => Error::LeaseExpired { key: key() },
-            -714 => Error::WriteInProgress { key: key() },
-            -1010 => Error::NotLeader {
-                leader: Some(key()).filter(|l| !l.is_empty()),
-            },
-            code => Error::Remote {
-                code,
+        match Error::decode_wire(w.code, &w) {
+            Some(Some(e)) => e,
+            _ => Error::Remote {
+                code: w.code,
                 message: w.message,
             },
         }
@@ -368,5 +317,44 @@ mod tests {
         };
         let back = Error::from_wire(io.to_wire());
         assert_eq!((back.code(), back.to_string()), (io.code(), io.to_string()));
+    }
+
+    #[test]
+    fn the_table_gives_one_code_and_one_name_per_row() {
+        let table = Error::CODES;
+        let codes: std::collections::HashSet<_> = table.iter().map(|r| r.code).collect();
+        let names: std::collections::HashSet<_> = table.iter().map(|r| r.name).collect();
+        assert_eq!((codes.len(), names.len()), (table.len(), table.len()));
+        assert!(table.iter().all(|r| (-1999..=-1).contains(&r.code)));
+    }
+
+    #[test]
+    fn a_store_timeout_is_named_store_timeout_as_in_c_and_python() {
+        assert_eq!(
+            (Error::Timeout.code(), Error::Timeout.name()),
+            (-1501, "StoreTimeout")
+        );
+        assert!(Error::Timeout.is_retryable());
+    }
+
+    #[test]
+    fn wrapped_and_remote_errors_go_by_their_codes_name() {
+        let rpc = Error::Rpc(yuebing_rpc::Error::Unauthenticated);
+        assert_eq!((rpc.code(), rpc.name()), (-2004, "Unauthenticated"));
+        let engine = Error::Engine(yuebing_engine::Error::Canceled);
+        assert_eq!((engine.code(), engine.name()), (-3501, "TransferCanceled"));
+        let remote = |code| Error::Remote {
+            code,
+            message: String::new(),
+        };
+        assert_eq!(remote(-1103).name(), "Io");
+        assert_eq!(remote(-2003).name(), "RpcOverloaded");
+        assert_eq!(remote(-3504).name(), "OutOfBounds");
+        assert_eq!(remote(-1999).name(), "Unknown");
+        for code in [-200, -703, -706, -707, -714, -1010] {
+            assert!(remote(code).is_retryable(), "{code}");
+        }
+        assert!(!remote(-1103).is_retryable());
+        assert!(!remote(-2003).is_retryable(), "only store codes say so");
     }
 }

@@ -9,10 +9,18 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 pub const YUEBING_OK: i32 = 0;
 /// The store's internal error.
 pub const YUEBING_ERR_INTERNAL: i32 = -1;
+/// The store space overlaps space already mounted on that node.
+pub const YUEBING_ERR_SEGMENT_ALREADY_EXISTS: i32 = -102;
 /// No room for the object on any node.
 pub const YUEBING_ERR_NO_AVAILABLE_HANDLE: i32 = -200;
+/// A persisted file or log entry is of another format version.
+pub const YUEBING_ERR_INVALID_VERSION: i32 = -300;
 /// Invalid parameters of a store call.
 pub const YUEBING_ERR_INVALID_PARAMS: i32 = -600;
+/// Another client started this write; only it may end or revoke it.
+pub const YUEBING_ERR_ILLEGAL_CLIENT: i32 = -601;
+/// The write cannot be revoked or ended in its state.
+pub const YUEBING_ERR_INVALID_WRITE: i32 = -700;
 /// The object's replicas are not ready yet.
 pub const YUEBING_ERR_REPLICA_NOT_READY: i32 = -703;
 /// No object under the key.
@@ -27,38 +35,83 @@ pub const YUEBING_ERR_LEASE_EXPIRED: i32 = -707;
 pub const YUEBING_ERR_WRITE_IN_PROGRESS: i32 = -714;
 /// This master is not its cluster's leader (a standby, or a leader that lost its lease).
 pub const YUEBING_ERR_NOT_LEADER: i32 = -1010;
+/// Reading or writing the master's data directory failed.
+pub const YUEBING_ERR_IO: i32 = -1103;
+/// A snapshot or log file of the master is damaged.
+pub const YUEBING_ERR_CORRUPT: i32 = -1500;
 /// The store call ran out of time.
 pub const YUEBING_ERR_STORE_TIMEOUT: i32 = -1501;
 /// An rpc call ran out of time.
 pub const YUEBING_ERR_RPC_TIMEOUT: i32 = -2001;
+/// A request or response is larger than the receiver accepts.
+pub const YUEBING_ERR_FRAME_TOO_LARGE: i32 = -2002;
+/// The server is at one of its caps; nothing was executed (retry later).
+pub const YUEBING_ERR_RPC_OVERLOADED: i32 = -2003;
 /// The peer refused the cluster token.
 pub const YUEBING_ERR_UNAUTHENTICATED: i32 = -2004;
+/// Client and server speak different protocol versions.
+pub const YUEBING_ERR_RPC_VERSION_MISMATCH: i32 = -2005;
+/// The server serves no service of that name.
+pub const YUEBING_ERR_UNKNOWN_SERVICE: i32 = -2006;
 /// A connection could not be made.
 pub const YUEBING_ERR_CONNECT: i32 = -2007;
 /// A connection was lost mid-call.
 pub const YUEBING_ERR_CONNECTION_LOST: i32 = -2008;
+/// The server is shutting down.
+pub const YUEBING_ERR_SHUTTING_DOWN: i32 = -2009;
+/// The peer sent bytes that are not yuebing-rpc.
+pub const YUEBING_ERR_PROTOCOL: i32 = -2010;
+/// The server's handler failed with an error that carries no code.
+pub const YUEBING_ERR_SERVER: i32 = -2011;
 /// An endpoint (`host:port`) could not be parsed.
 pub const YUEBING_ERR_INVALID_ENDPOINT: i32 = -2012;
+/// A listener could not be bound.
+pub const YUEBING_ERR_BIND: i32 = -2013;
+/// No endpoint is available.
+pub const YUEBING_ERR_NO_ENDPOINT: i32 = -2014;
 /// A token is empty, too long or not visible ASCII.
 pub const YUEBING_ERR_INVALID_TOKEN: i32 = -2015;
 /// An engine argument is invalid.
 pub const YUEBING_ERR_ENGINE_INVALID_ARGUMENT: i32 = -3001;
+/// More requests than the batch has room for.
+pub const YUEBING_ERR_TOO_MANY_REQUESTS: i32 = -3002;
 /// The address is not registered with the engine.
 pub const YUEBING_ERR_ADDRESS_NOT_REGISTERED: i32 = -3003;
+/// The batch still has unfinished tasks.
+pub const YUEBING_ERR_BUSY: i32 = -3004;
 /// The range overlaps a registered one.
 pub const YUEBING_ERR_ADDRESS_OVERLAPPED: i32 = -3007;
 /// No segment of that name.
+pub const YUEBING_ERR_ENGINE_SEGMENT_NOT_FOUND: i32 = -3203;
+/// The former name of [`YUEBING_ERR_ENGINE_SEGMENT_NOT_FOUND`], kept for source compatibility (not
+/// the store's `SegmentNotFound`, −101, which has no constant: this name is taken).
 pub const YUEBING_ERR_SEGMENT_NOT_FOUND: i32 = -3203;
+/// The request was meant for an earlier instance of the segment (the peer restarted).
+pub const YUEBING_ERR_STALE_SEGMENT: i32 = -3204;
+/// Memory could not be allocated or mapped.
+pub const YUEBING_ERR_OUT_OF_MEMORY: i32 = -3302;
 /// A transfer ran out of time.
 pub const YUEBING_ERR_TRANSFER_TIMEOUT: i32 = -3500;
 /// A transfer was cancelled.
 pub const YUEBING_ERR_TRANSFER_CANCELED: i32 = -3501;
 /// No batch of that id (freed, or never allocated).
 pub const YUEBING_ERR_UNKNOWN_BATCH: i32 = -3502;
+/// Too many bytes are queued for one peer (retry later).
+pub const YUEBING_ERR_ENGINE_OVERLOADED: i32 = -3503;
 /// The range lies outside the target's registered memory.
 pub const YUEBING_ERR_OUT_OF_BOUNDS: i32 = -3504;
 /// The peer failed or went away.
 pub const YUEBING_ERR_PEER_FAILED: i32 = -3505;
+/// The receiver's notification queue is full.
+pub const YUEBING_ERR_NOTIFICATION_QUEUE_FULL: i32 = -3506;
+/// GPU memory was named, but the library was built without GPU support.
+pub const YUEBING_ERR_GPU_NOT_BUILT: i32 = -3507;
+/// A segment descriptor of another format version.
+pub const YUEBING_ERR_ENGINE_VERSION_MISMATCH: i32 = -3508;
+/// An operating-system call of the engine failed.
+pub const YUEBING_ERR_ENGINE_IO: i32 = -3509;
+/// An unregistered engine buffer was offered for registration again.
+pub const YUEBING_ERR_BUFFER_RETIRED: i32 = -3510;
 /// The peer does not grant this access to the range.
 pub const YUEBING_ERR_ACCESS_DENIED: i32 = -3511;
 /// A blocking call (or a destroy) from a bridge thread, e.g. inside a callback.
@@ -71,6 +124,8 @@ pub const YUEBING_ERR_CANCELED: i32 = -4003;
 pub const YUEBING_ERR_TIMEOUT: i32 = -4004;
 /// The bridge was made by the parent of this forked process.
 pub const YUEBING_ERR_FORKED: i32 = -4005;
+/// A supplied runtime is a current-thread one; the bridge needs a multi-thread runtime.
+pub const YUEBING_ERR_CURRENT_THREAD_RUNTIME: i32 = -4006;
 /// The bridge could not start its threads.
 pub const YUEBING_ERR_START: i32 = -4007;
 /// An operation panicked (a bug in yuebing); the bridge goes on.
@@ -80,14 +135,43 @@ pub const YUEBING_ERR_INVALID_HANDLE: i32 = -4009;
 /// An argument is invalid: a null pointer where one is needed, a null buffer with a non-zero
 /// length, a length that overflows, an unknown flag or enum value, text that is not UTF-8.
 pub const YUEBING_ERR_INVALID_ARGUMENT: i32 = -4010;
-
 /// Too many handles are live at once (about four billion).
 pub const YUEBING_ERR_TOO_MANY_HANDLES: i32 = -4011;
-/// A master address names an etcd cluster (`etcd://…`) but the library was built without its
-/// `etcd` feature.
+/// A master address names an etcd cluster (`etcd://…`) but the library was built without its `etcd`
+/// feature.
 pub const YUEBING_ERR_ETCD_NOT_BUILT: i32 = -4012;
 /// A malformed `etcd://` master address (or other unusable etcd settings).
 pub const YUEBING_ERR_ETCD_INVALID_CONFIG: i32 = -5001;
+/// etcd could not be reached or dropped the connection.
+pub const YUEBING_ERR_ETCD_UNAVAILABLE: i32 = -5002;
+/// An etcd request got no answer within its deadline.
+pub const YUEBING_ERR_ETCD_TIMEOUT: i32 = -5003;
+/// etcd refused the credentials or the permission.
+pub const YUEBING_ERR_ETCD_UNAUTHENTICATED: i32 = -5004;
+/// etcd refused the request.
+pub const YUEBING_ERR_ETCD_REJECTED: i32 = -5005;
+/// An etcd lease expired or was revoked.
+pub const YUEBING_ERR_ETCD_LEASE_NOT_FOUND: i32 = -5006;
+/// A watch asked for history etcd has compacted away.
+pub const YUEBING_ERR_ETCD_COMPACTED: i32 = -5007;
+/// etcd ended a watch.
+pub const YUEBING_ERR_ETCD_WATCH_CANCELED: i32 = -5008;
+/// A value under yuebing's etcd keys does not decode.
+pub const YUEBING_ERR_ETCD_BAD_VALUE: i32 = -5009;
+/// An etcd process of the test harness failed.
+pub const YUEBING_ERR_ETCD_PROCESS: i32 = -5010;
+/// The etcd client failed otherwise.
+pub const YUEBING_ERR_ETCD_CLIENT: i32 = -5011;
+/// This master is no longer the leader.
+pub const YUEBING_ERR_ETCD_DEPOSED: i32 = -5012;
+/// Another appender wrote the operation log's group first.
+pub const YUEBING_ERR_ETCD_LOG_CONFLICT: i32 = -5013;
+/// An operation log group does not follow the last one.
+pub const YUEBING_ERR_ETCD_LOG_GAP: i32 = -5014;
+/// The operation log no longer holds that sequence number.
+pub const YUEBING_ERR_ETCD_LOG_TRUNCATED: i32 = -5015;
+/// The election lease of a candidate or leader is gone.
+pub const YUEBING_ERR_ETCD_LEASE_LOST: i32 = -5016;
 
 /// The ABI version: bumped on every incompatible change of `yuebing.h`.
 pub const YUEBING_ABI_VERSION: u32 = 1;
@@ -217,103 +301,10 @@ pub extern "C" fn yuebing_error_name(code: i32) -> *const c_char {
     name_of(code).as_ptr()
 }
 
-/// Every named code and its name, in the order of the code ranges (the store's, the rpc
-/// layer's, the engine's, the bridge's, etcd's): the one table behind [`yuebing_error_name`] and
-/// [`crate::error::code_name`].
-pub(crate) const NAMES: &[(i32, &std::ffi::CStr)] = &[
-    (YUEBING_OK, c"Ok"),
-    (YUEBING_ERR_INTERNAL, c"Internal"),
-    (-101, c"SegmentNotFound"),
-    (-102, c"SegmentAlreadyExists"),
-    (YUEBING_ERR_NO_AVAILABLE_HANDLE, c"NoAvailableHandle"),
-    (-300, c"InvalidVersion"),
-    (YUEBING_ERR_INVALID_PARAMS, c"InvalidParams"),
-    (-601, c"IllegalClient"),
-    (-700, c"InvalidWrite"),
-    (YUEBING_ERR_REPLICA_NOT_READY, c"ReplicaNotReady"),
-    (YUEBING_ERR_OBJECT_NOT_FOUND, c"ObjectNotFound"),
-    (YUEBING_ERR_OBJECT_ALREADY_EXISTS, c"ObjectAlreadyExists"),
-    (YUEBING_ERR_OBJECT_HAS_LEASE, c"ObjectHasLease"),
-    (YUEBING_ERR_LEASE_EXPIRED, c"LeaseExpired"),
-    (YUEBING_ERR_WRITE_IN_PROGRESS, c"WriteInProgress"),
-    (YUEBING_ERR_NOT_LEADER, c"NotLeader"),
-    (-1103, c"Io"),
-    (-1500, c"Corrupt"),
-    (YUEBING_ERR_STORE_TIMEOUT, c"StoreTimeout"),
-    (YUEBING_ERR_RPC_TIMEOUT, c"RpcTimeout"),
-    (-2002, c"FrameTooLarge"),
-    (-2003, c"RpcOverloaded"),
-    (YUEBING_ERR_UNAUTHENTICATED, c"Unauthenticated"),
-    (-2005, c"RpcVersionMismatch"),
-    (-2006, c"UnknownService"),
-    (YUEBING_ERR_CONNECT, c"Connect"),
-    (YUEBING_ERR_CONNECTION_LOST, c"ConnectionLost"),
-    (-2009, c"ShuttingDown"),
-    (-2010, c"Protocol"),
-    (-2011, c"Server"),
-    (YUEBING_ERR_INVALID_ENDPOINT, c"InvalidEndpoint"),
-    (-2013, c"Bind"),
-    (-2014, c"NoEndpoint"),
-    (YUEBING_ERR_INVALID_TOKEN, c"InvalidToken"),
-    (
-        YUEBING_ERR_ENGINE_INVALID_ARGUMENT,
-        c"EngineInvalidArgument",
-    ),
-    (-3002, c"TooManyRequests"),
-    (YUEBING_ERR_ADDRESS_NOT_REGISTERED, c"AddressNotRegistered"),
-    (-3004, c"Busy"),
-    (YUEBING_ERR_ADDRESS_OVERLAPPED, c"AddressOverlapped"),
-    (YUEBING_ERR_SEGMENT_NOT_FOUND, c"EngineSegmentNotFound"),
-    (-3204, c"StaleSegment"),
-    (-3302, c"OutOfMemory"),
-    (YUEBING_ERR_TRANSFER_TIMEOUT, c"TransferTimeout"),
-    (YUEBING_ERR_TRANSFER_CANCELED, c"TransferCanceled"),
-    (YUEBING_ERR_UNKNOWN_BATCH, c"UnknownBatch"),
-    (-3503, c"EngineOverloaded"),
-    (YUEBING_ERR_OUT_OF_BOUNDS, c"OutOfBounds"),
-    (YUEBING_ERR_PEER_FAILED, c"PeerFailed"),
-    (-3506, c"NotificationQueueFull"),
-    (-3507, c"GpuNotBuilt"),
-    (-3508, c"EngineVersionMismatch"),
-    (-3509, c"EngineIo"),
-    (-3510, c"BufferRetired"),
-    (YUEBING_ERR_ACCESS_DENIED, c"AccessDenied"),
-    (YUEBING_ERR_WOULD_BLOCK_BRIDGE, c"WouldBlockBridge"),
-    (YUEBING_ERR_SHUTDOWN, c"Shutdown"),
-    (YUEBING_ERR_CANCELED, c"Canceled"),
-    (YUEBING_ERR_TIMEOUT, c"Timeout"),
-    (YUEBING_ERR_FORKED, c"Forked"),
-    (-4006, c"CurrentThreadRuntime"),
-    (YUEBING_ERR_START, c"Start"),
-    (YUEBING_ERR_PANICKED, c"Panicked"),
-    (YUEBING_ERR_INVALID_HANDLE, c"InvalidHandle"),
-    (YUEBING_ERR_INVALID_ARGUMENT, c"InvalidArgument"),
-    (YUEBING_ERR_TOO_MANY_HANDLES, c"TooManyHandles"),
-    (YUEBING_ERR_ETCD_NOT_BUILT, c"EtcdNotBuilt"),
-    // etcd's codes (yuebing-etcd), for `etcd://` master addresses.
-    (YUEBING_ERR_ETCD_INVALID_CONFIG, c"EtcdInvalidConfig"),
-    (-5002, c"EtcdUnavailable"),
-    (-5003, c"EtcdTimeout"),
-    (-5004, c"EtcdUnauthenticated"),
-    (-5005, c"EtcdRejected"),
-    (-5006, c"EtcdLeaseNotFound"),
-    (-5007, c"EtcdCompacted"),
-    (-5008, c"EtcdWatchCanceled"),
-    (-5009, c"EtcdBadValue"),
-    (-5010, c"EtcdProcess"),
-    (-5011, c"EtcdClient"),
-    (-5012, c"EtcdDeposed"),
-    (-5013, c"EtcdLogConflict"),
-    (-5014, c"EtcdLogGap"),
-    (-5015, c"EtcdLogTruncated"),
-    (-5016, c"EtcdLeaseLost"),
-];
-
+/// The name of `code` as a C string: its row's in the crates' tables of codes (see
+/// [`crate::error::code_rows`]), or "Unknown".
 fn name_of(code: i32) -> &'static std::ffi::CStr {
-    NAMES
-        .iter()
-        .find(|(c, _)| *c == code)
-        .map_or(c"Unknown", |(_, name)| name)
+    crate::error::code_row(code).map_or(c"Unknown", |row| row.c_name)
 }
 
 #[cfg(test)]

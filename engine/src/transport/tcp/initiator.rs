@@ -647,15 +647,6 @@ async fn read_payload(rd: &mut BufReader<OwnedReadHalf>, p: &Pending) -> Result<
 
 /// The error a target's status code stands for. `extra` is the target's instance id.
 fn status_error(status: i32, extra: u64) -> Error {
-    match status {
-        -3204 => Error::StaleSegment {
-            segment: String::new(),
-            expected: 0,
-            actual: extra,
-        },
-        -3504 => Error::OutOfBounds { addr: 0, len: 0 },
-        -3511 => Error::AccessDenied { addr: 0, len: 0 },
-        -3001 => Error::invalid("refused by the target"),
-        code => failed(format!("target answered error {code}")),
-    }
+    Error::from_target_status(status, extra)
+        .unwrap_or_else(|| failed(format!("target answered error {status}")))
 }
