@@ -266,7 +266,7 @@ async fn a_stopped_replica_holder_costs_at_most_the_deadline_then_is_avoided() {
         .await
     {
         Ok(got) => assert_eq!(got, v, "served by the other replica"),
-        Err(e) => assert_eq!(e.name(), "Timeout", "{e}"),
+        Err(e) => assert_eq!((e.name(), e.code()), ("StoreTimeout", -1501), "{e}"),
     }
     assert!(
         started.elapsed() < Duration::from_secs(2),
@@ -295,7 +295,7 @@ async fn a_stopped_master_costs_at_most_the_deadline_then_answers_again() {
         .unwrap_err();
     let took = started.elapsed();
     master.signal(libc::SIGCONT);
-    assert_eq!(err.name(), "Timeout", "{err}");
+    assert_eq!((err.name(), err.code()), ("StoreTimeout", -1501), "{err}");
     assert!(
         took >= Duration::from_millis(150),
         "gave up early: {took:?}"
