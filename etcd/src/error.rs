@@ -341,11 +341,8 @@ mod tests {
 
     #[test]
     fn the_table_gives_one_code_and_one_name_per_row() {
-        let table = Error::CODES;
-        let names: std::collections::HashSet<_> = table.iter().map(|r| r.name).collect();
-        assert_eq!(names.len(), table.len());
-        assert!(table.iter().all(|r| (-5999..=-5000).contains(&r.code)));
-        assert!(table.iter().all(|r| r.name.starts_with("Etcd")));
+        yuebing_rpc::ErrorCode::check_table(Error::CODES, -5999..=-5000).unwrap();
+        assert!(Error::CODES.iter().all(|r| r.name.starts_with("Etcd")));
         let timeout = Error::Timeout {
             op: "get".into(),
             after: Duration::from_secs(1),

@@ -45,6 +45,30 @@ impl ErrorCode {
     pub fn find(table: &'static [ErrorCode], code: i32) -> Option<&'static ErrorCode> {
         table.iter().find(|row| row.code == code)
     }
+
+    /// Whether `table` is one crate's table as every layer expects it: each code in `codes`
+    /// (the crate's block) and each code and each name on one row only, the C name spelling
+    /// the same name. Each crate's tests check its own table with it.
+    pub fn check_table(
+        table: &[ErrorCode],
+        codes: std::ops::RangeInclusive<i32>,
+    ) -> Result<(), String> {
+        for (i, row) in table.iter().enumerate() {
+            if !codes.contains(&row.code) {
+                return Err(format!("{row:?}: code outside {codes:?}"));
+            }
+            if row.c_name.to_str() != Ok(row.name) {
+                return Err(format!("{row:?}: the C name spells another name"));
+            }
+            if let Some(twin) = table[..i]
+                .iter()
+                .find(|t| t.code == row.code || t.name == row.name)
+            {
+                return Err(format!("{row:?} and {twin:?} share a code or a name"));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Declares a crate's error enum and its table of codes.
@@ -201,4 +225,26 @@ macro_rules! error_table {
             }
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorCode;
+
+    const fn row(code: i32, name: &'static str, name_nul: &'static str) -> ErrorCode {
+        ErrorCode::new(code, name, name_nul, false)
+    }
+
+    #[test]
+    fn a_table_with_a_shared_code_or_name_or_a_stray_code_is_refused() {
+        let good = [row(-10, "A", "A\0"), row(-11, "B", "B\0")];
+        assert_eq!(ErrorCode::check_table(&good, -19..=-10), Ok(()));
+        let same_code = [row(-10, "A", "A\0"), row(-10, "B", "B\0")];
+        let same_name = [row(-10, "A", "A\0"), row(-11, "A", "A\0")];
+        let stray = [row(-10, "A", "A\0"), row(-20, "B", "B\0")];
+        let spelled = [row(-10, "A", "B\0")];
+        for bad in [&same_code[..], &same_name, &stray, &spelled] {
+            assert!(ErrorCode::check_table(bad, -19..=-10).is_err(), "{bad:?}");
+        }
+    }
 }

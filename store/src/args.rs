@@ -4,7 +4,7 @@
 //! [`Error::InvalidParams`] (-600) naming the argument, the same on either side.
 
 use crate::error::{Error, Result};
-use crate::master::PutConfig;
+use crate::master::types::PutConfig;
 
 /// A key: not empty. (The master also bounds its length, by its own configuration.)
 pub fn key(key: &str) -> Result<()> {

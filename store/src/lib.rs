@@ -22,3 +22,36 @@ pub mod master;
 pub use client::{Client, ClientConfig, ClientHealth, Fetched, Located, Options};
 pub use error::{Error, Result, WireError};
 pub use master::Write;
+
+/// Compile-time checks: the master, its client and the store client are shared freely between
+/// threads, and the futures of their public methods may be spawned anywhere.
+#[allow(dead_code)]
+fn _store_types_are_send_sync_and_their_futures_send(
+    m: master::RunningMaster,
+    c: &Client,
+    mc: &master::MasterClient,
+    ep: &yuebing_rpc::Endpoint,
+) {
+    use master::{MasterClient, MasterServerConfig, RunningMaster};
+    use tokio::runtime::Handle;
+    fn send_sync<T: Send + Sync + 'static>() {}
+    fn send<T: Send>(_: &T) {}
+    send_sync::<RunningMaster>();
+    send_sync::<Client>();
+    send_sync::<MasterClient>();
+    let cfg = MasterServerConfig::default();
+    send(&RunningMaster::start(cfg.clone(), ep));
+    send(&RunningMaster::start_on(cfg, ep, Handle::current()));
+    let client_cfg = ClientConfig::default();
+    send(&Client::start(client_cfg.clone()));
+    send(&Client::start_on(client_cfg, Handle::current()));
+    let opts = Options::default();
+    send(&c.put("k", b"v", &opts));
+    send(&c.get("k", &opts));
+    send(&c.get_into("k", 0, 1, &opts));
+    send(&c.put_from("k", 0, 1, &opts));
+    send(&c.exist("k", &opts));
+    send(&c.batch_get(&["k"], &opts));
+    send(&mc.exist("k"));
+    send(&m.shutdown(std::time::Duration::ZERO));
+}

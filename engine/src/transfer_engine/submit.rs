@@ -22,6 +22,18 @@ use crate::transport::{Job, Transport};
 /// [`TransferEngine::submit`]); about 30 µs of copying at memcpy speed.
 const INLINE_BYTES: u64 = 256 << 10;
 
+/// One request, checked and resolved.
+struct Planned {
+    job: Job,
+    transport: Arc<dyn Transport>,
+    /// The initiator's own check failed: the task fails without sending anything (after one
+    /// refresh of the descriptor, for a range outside a peer's cached one).
+    early: Option<Error>,
+    target: SegmentHandle,
+    /// The transport the request forced, if any.
+    forced: Option<TransportKind>,
+}
+
 impl TransferEngine {
     /// A new batch with room for `capacity` requests.
     pub fn allocate_batch(&self, capacity: usize) -> Result<BatchId, Error> {
@@ -271,21 +283,7 @@ impl TransferEngine {
         self.transfer(TransferRequest::read(source, target, target_offset, length))
             .await
     }
-}
 
-/// One request, checked and resolved.
-struct Planned {
-    job: Job,
-    transport: Arc<dyn Transport>,
-    /// The initiator's own check failed: the task fails without sending anything (after one
-    /// refresh of the descriptor, for a range outside a peer's cached one).
-    early: Option<Error>,
-    target: SegmentHandle,
-    /// The transport the request forced, if any.
-    forced: Option<TransportKind>,
-}
-
-impl TransferEngine {
     /// Moves one planned request's bytes, bounded by its deadline; a task that found its peer
     /// restarted refreshes the segment first (see [`Self::refresh_if_restarted`]).
     async fn execute(&self, mut p: Planned) -> Result<(), Error> {

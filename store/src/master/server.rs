@@ -545,40 +545,6 @@ impl RunningMaster {
     }
 }
 
-/// Compile-time checks: the master, its client and the store client are shared freely between
-/// threads, and the futures of their public methods may be spawned anywhere.
-#[allow(dead_code)]
-fn _store_types_are_send_sync_and_their_futures_send(
-    m: RunningMaster,
-    c: &crate::client::Client,
-    mc: &crate::master::MasterClient,
-    ep: &Endpoint,
-) {
-    fn send_sync<T: Send + Sync + 'static>() {}
-    fn send<T: Send>(_: &T) {}
-    send_sync::<RunningMaster>();
-    send_sync::<crate::client::Client>();
-    send_sync::<crate::master::MasterClient>();
-    let cfg = MasterServerConfig::default();
-    send(&RunningMaster::start(cfg.clone(), ep));
-    send(&RunningMaster::start_on(cfg, ep, Handle::current()));
-    let client_cfg = crate::client::ClientConfig::default();
-    send(&crate::client::Client::start(client_cfg.clone()));
-    send(&crate::client::Client::start_on(
-        client_cfg,
-        Handle::current(),
-    ));
-    let opts = crate::client::Options::default();
-    send(&c.put("k", b"v", &opts));
-    send(&c.get("k", &opts));
-    send(&c.get_into("k", 0, 1, &opts));
-    send(&c.put_from("k", 0, 1, &opts));
-    send(&c.exist("k", &opts));
-    send(&c.batch_get(&["k"], &opts));
-    send(&mc.exist("k"));
-    send(&m.shutdown(Duration::ZERO));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
