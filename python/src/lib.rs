@@ -17,11 +17,10 @@
 //!   `pin_table`, its pure core (the table of pins, the waiters, what a call takes now).
 //! - `options`: per-call settings from keyword arguments.
 //! - `store` and `store_batch`: the `Store` class (one key; batches and the whole store).
-//! - `engine`, `engine_batch`: the `Engine` class and its `Buffer`s; batches of transfers.
+//! - `engine`: the `Engine` class, its batches of transfers and its `Buffer`s.
 //! - `types`: the small result classes (`ObjectInfo`, `Replicas`, `BatchStatus`, `TaskStatus`).
 
 mod engine;
-mod engine_batch;
 mod errors;
 mod memory;
 mod options;
