@@ -63,5 +63,6 @@ pub use memory::{
 pub use metadata::{MetadataStore, P2pMetadata};
 pub use request::{Opcode, SegmentHandle, TransferRequest, TransportKind};
 pub use segment::{BufferDesc, SegmentDescriptor};
-pub use transfer_engine::{EngineConfig, Notification, TransferEngine, MAX_NOTIFY_MESSAGE};
+pub use service::Notification;
+pub use transfer_engine::{EngineConfig, TransferEngine, MAX_NOTIFY_MESSAGE};
 pub use transport::{Job, TcpConfig, Transport};

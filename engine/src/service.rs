@@ -6,7 +6,6 @@ use tarpc::context::Context;
 
 use crate::error::Error;
 use crate::segment::SegmentDescriptor;
-use crate::transfer_engine::Notification;
 
 /// The service name in the rpc preamble.
 pub const SERVICE: &str = "engine";
@@ -24,6 +23,15 @@ pub trait EngineControl {
 yuebing_rpc::client!(
     /// The engine control client as the rpc pools make it.
     pub type EngineControlRpc = EngineControlClient: EngineControlRequest => EngineControlResponse);
+
+/// A notification received from a peer (its `notify` call).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notification {
+    /// The sending segment's name.
+    pub from: String,
+    /// The message.
+    pub message: Vec<u8>,
+}
 
 /// What the control service asks of the engine it serves.
 pub(crate) trait ControlHandler: Send + Sync {

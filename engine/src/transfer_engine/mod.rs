@@ -15,7 +15,7 @@ use yuebing_rpc::{handler, Endpoint, PoolRegistry, RunningServer, Server, Server
 
 pub use self::config::EngineConfig;
 use self::notify::NotificationQueue;
-pub use self::notify::{Notification, MAX_NOTIFY_MESSAGE};
+pub use self::notify::MAX_NOTIFY_MESSAGE;
 use self::peers::PeerWatches;
 use self::publish::Publisher;
 
@@ -26,7 +26,9 @@ use crate::memory::{EngineBuffer, MemoryRegistry, Region, RemoteAccess};
 use crate::metadata::{MetadataStore, P2pMetadata};
 use crate::request::{SegmentHandle, TransportKind};
 use crate::segment::{BufferDesc, SegmentDescriptor};
-use crate::service::{ControlHandler, ControlServer, EngineControl, EngineControlRpc, SERVICE};
+use crate::service::{
+    ControlHandler, ControlServer, EngineControl, EngineControlRpc, Notification, SERVICE,
+};
 use crate::transport::{LocalTransport, ShmTransport, TcpTransport, Transport};
 
 /// The handle of the engine's own segment.

@@ -12,18 +12,10 @@ use crate::batch::driver::NotifyState;
 use crate::batch::{BatchId, TaskState};
 use crate::error::Error;
 use crate::request::{SegmentHandle, TransferRequest};
+use crate::service::Notification;
 
 /// Largest notification message, in bytes.
 pub const MAX_NOTIFY_MESSAGE: usize = 4096;
-
-/// A notification received from a peer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Notification {
-    /// The sending segment's name.
-    pub from: String,
-    /// The message.
-    pub message: Vec<u8>,
-}
 
 /// Received notifications, bounded.
 #[derive(Debug)]
@@ -162,7 +154,7 @@ impl TransferEngine {
             return self
                 .inner
                 .notifications
-                .push(super::Notification { from, message });
+                .push(Notification { from, message });
         }
         let target = self.segment_descriptor(segment)?;
         let control = self.inner.control.as_ref().ok_or_else(|| {
