@@ -1,4 +1,16 @@
 //! The engine facade: memory, segments, batches, and the transports behind them.
+//!
+//! # Layout
+//! `TransferEngine`'s methods live with the concept they belong to; each file holds that
+//! concept's state and the facade's methods over it:
+//! - this file: building and starting an engine, its own segment, opening and refreshing peer
+//!   segments, memory (allocate, unregister) and the transports;
+//! - `config`: [`EngineConfig`], the settings;
+//! - `submit`: batches — plan, submit, wait, status, cancel, free — and the one-request
+//!   conveniences;
+//! - `notify`: notifications, sent once a batch completed and received into a bounded queue;
+//! - `publish`: the engine's descriptor in a metadata store that stores descriptors;
+//! - `peers`: watching the descriptors of open peer segments, where the store can watch.
 
 mod config;
 mod notify;
