@@ -87,13 +87,16 @@ impl BlockingClient {
         self.bridge.call(call)
     }
 
-    /// Runs a call of the async client and blocks until it ends, unless this thread must not
-    /// block on the bridge ([`Bridge::block_on`]).
-    fn wait<T: Send + 'static>(
-        &self,
-        call: impl Future<Output = yuebing_store::Result<T>> + Send + 'static,
-    ) -> Result<T> {
-        self.bridge.block_on(call)
+    /// Makes a call of the async client with `start` and blocks until it ends, unless this
+    /// thread must not block on the bridge or this is a forked child ([`Bridge::block_on`]):
+    /// then the call is not even made. Making it is not free of effects: a put copies its
+    /// value into the client's staging memory, which a forked child shares with its parent.
+    fn wait<T: Send + 'static, F>(&self, start: impl FnOnce() -> F) -> Result<T>
+    where
+        F: Future<Output = yuebing_store::Result<T>> + Send + 'static,
+    {
+        self.bridge.may_block()?;
+        self.bridge.block_on(start())
     }
 
     /// See [`Client::put`].
@@ -103,7 +106,7 @@ impl BlockingClient {
         value: &[u8],
         opts: impl Into<Options>,
     ) -> Result<()> {
-        self.wait(self.client.put(key, value, opts))
+        self.wait(|| self.client.put(key, value, opts))
     }
 
     /// See [`Client::put_parts`].
@@ -113,7 +116,7 @@ impl BlockingClient {
         parts: &[&[u8]],
         opts: impl Into<Options>,
     ) -> Result<()> {
-        self.wait(self.client.put_parts(key, parts, opts))
+        self.wait(|| self.client.put_parts(key, parts, opts))
     }
 
     /// See [`Client::put_from`].
@@ -124,12 +127,12 @@ impl BlockingClient {
         len: u64,
         opts: impl Into<Options>,
     ) -> Result<()> {
-        self.wait(self.client.put_from(key, addr, len, opts))
+        self.wait(|| self.client.put_from(key, addr, len, opts))
     }
 
     /// See [`Client::get`].
     pub fn get(&self, key: impl Into<String>, opts: impl Into<Options>) -> Result<Vec<u8>> {
-        self.wait(self.client.get(key, opts))
+        self.wait(|| self.client.get(key, opts))
     }
 
     /// See [`Client::get_into`].
@@ -140,12 +143,12 @@ impl BlockingClient {
         len: u64,
         opts: impl Into<Options>,
     ) -> Result<u64> {
-        self.wait(self.client.get_into(key, addr, len, opts))
+        self.wait(|| self.client.get_into(key, addr, len, opts))
     }
 
     /// See [`Client::locate`].
     pub fn locate(&self, key: impl Into<String>, opts: impl Into<Options>) -> Result<Located> {
-        self.wait(self.client.locate(key, opts))
+        self.wait(|| self.client.locate(key, opts))
     }
 
     /// See [`Client::get_or_locate`].
@@ -155,7 +158,7 @@ impl BlockingClient {
         inline_max: u64,
         opts: impl Into<Options>,
     ) -> Result<Fetched> {
-        self.wait(self.client.get_or_locate(key, inline_max, opts))
+        self.wait(|| self.client.get_or_locate(key, inline_max, opts))
     }
 
     /// See [`Client::read_located`].
@@ -166,17 +169,17 @@ impl BlockingClient {
         len: u64,
         opts: impl Into<Options>,
     ) -> Result<u64> {
-        self.wait(self.client.read_located(found, addr, len, opts))
+        self.wait(|| self.client.read_located(found, addr, len, opts))
     }
 
     /// See [`Client::exist`].
     pub fn exist(&self, key: impl Into<String>, opts: impl Into<Options>) -> Result<bool> {
-        self.wait(self.client.exist(key, opts))
+        self.wait(|| self.client.exist(key, opts))
     }
 
     /// See [`Client::get_size`].
     pub fn get_size(&self, key: impl Into<String>, opts: impl Into<Options>) -> Result<u64> {
-        self.wait(self.client.get_size(key, opts))
+        self.wait(|| self.client.get_size(key, opts))
     }
 
     /// See [`Client::remove`].
@@ -186,7 +189,7 @@ impl BlockingClient {
         force: bool,
         opts: impl Into<Options>,
     ) -> Result<()> {
-        self.wait(self.client.remove(key, force, opts))
+        self.wait(|| self.client.remove(key, force, opts))
     }
 
     /// See [`Client::replicas`].
@@ -195,7 +198,7 @@ impl BlockingClient {
         key: impl Into<String>,
         opts: impl Into<Options>,
     ) -> Result<ReplicaList> {
-        self.wait(self.client.replicas(key, opts))
+        self.wait(|| self.client.replicas(key, opts))
     }
 
     /// See [`Client::batch_put`].
@@ -204,7 +207,7 @@ impl BlockingClient {
         items: &[(K, &[u8])],
         opts: impl Into<Options>,
     ) -> Result<Each<()>> {
-        self.wait(self.client.batch_put(items, opts))
+        self.wait(|| self.client.batch_put(items, opts))
     }
 
     /// See [`Client::batch_put_from`].
@@ -213,7 +216,7 @@ impl BlockingClient {
         items: &[(K, u64, u64)],
         opts: impl Into<Options>,
     ) -> Result<Each<()>> {
-        self.wait(self.client.batch_put_from(items, opts))
+        self.wait(|| self.client.batch_put_from(items, opts))
     }
 
     /// See [`Client::batch_get`].
@@ -222,7 +225,7 @@ impl BlockingClient {
         keys: &[K],
         opts: impl Into<Options>,
     ) -> Result<Each<Vec<u8>>> {
-        self.wait(self.client.batch_get(keys, opts))
+        self.wait(|| self.client.batch_get(keys, opts))
     }
 
     /// See [`Client::batch_get_into`].
@@ -231,7 +234,7 @@ impl BlockingClient {
         items: &[(K, u64, u64)],
         opts: impl Into<Options>,
     ) -> Result<Each<u64>> {
-        self.wait(self.client.batch_get_into(items, opts))
+        self.wait(|| self.client.batch_get_into(items, opts))
     }
 
     /// See [`Client::batch_exist`].
@@ -240,7 +243,7 @@ impl BlockingClient {
         keys: &[K],
         opts: impl Into<Options>,
     ) -> Result<Each<bool>> {
-        self.wait(self.client.batch_exist(keys, opts))
+        self.wait(|| self.client.batch_exist(keys, opts))
     }
 
     /// See [`Client::batch_remove`].
@@ -250,7 +253,7 @@ impl BlockingClient {
         force: bool,
         opts: impl Into<Options>,
     ) -> Result<Each<()>> {
-        self.wait(self.client.batch_remove(keys, force, opts))
+        self.wait(|| self.client.batch_remove(keys, force, opts))
     }
 
     /// See [`Client::batch_replicas`].
@@ -259,12 +262,12 @@ impl BlockingClient {
         keys: &[K],
         opts: impl Into<Options>,
     ) -> Result<Each<ReplicaList>> {
-        self.wait(self.client.batch_replicas(keys, opts))
+        self.wait(|| self.client.batch_replicas(keys, opts))
     }
 
     /// See [`Client::remove_all`].
     pub fn remove_all(&self, force: bool, opts: impl Into<Options>) -> Result<u64> {
-        self.wait(self.client.remove_all(force, opts))
+        self.wait(|| self.client.remove_all(force, opts))
     }
 
     /// See [`Client::remove_by_regex`].
@@ -274,7 +277,7 @@ impl BlockingClient {
         force: bool,
         opts: impl Into<Options>,
     ) -> Result<u64> {
-        self.wait(self.client.remove_by_regex(pattern, force, opts))
+        self.wait(|| self.client.remove_by_regex(pattern, force, opts))
     }
 
     /// See [`Client::list`].
@@ -284,24 +287,27 @@ impl BlockingClient {
         limit: u64,
         opts: impl Into<Options>,
     ) -> Result<Vec<ListedObject>> {
-        self.wait(self.client.list(prefix, limit, opts))
+        self.wait(|| self.client.list(prefix, limit, opts))
     }
 
     /// See [`Client::stats`].
     pub fn stats(&self, opts: impl Into<Options>) -> Result<Stats> {
-        self.wait(self.client.stats(opts))
+        self.wait(|| self.client.stats(opts))
     }
 
     /// See [`Client::health_check`]; an error only when the bridge itself cannot run the
     /// check (shut down, a forked child, a bridge thread).
     pub fn health_check(&self, opts: impl Into<Options>) -> Result<ClientHealth> {
-        let check = self.client.health_check(opts);
-        self.wait(async move { Ok(check.await) })
+        let check = || {
+            let check = self.client.health_check(opts);
+            async move { Ok(check.await) }
+        };
+        self.wait(check)
     }
 
     /// See [`Client::close`].
     pub fn close(&self, opts: impl Into<Options>) -> Result<()> {
-        self.wait(self.client.close(opts))
+        self.wait(|| self.client.close(opts))
     }
 
     /// See [`Client::hostname`].

@@ -19,8 +19,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use crate::error::Error;
 use crate::token::{Token, MAX_TOKEN_LEN};
 
-/// The protocol version this build speaks.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// The protocol version this build speaks; a peer of another version is refused at the
+/// preamble (`VersionMismatch`).
+///
+/// - 2: the store master's calls renumbered (put and upsert one call each, with the write
+///   mode as an argument; the calls outside the table first).
+/// - 1: the first.
+pub const PROTOCOL_VERSION: u16 = 2;
 const MAGIC: [u8; 8] = *b"YUEBING\0";
 const HELLO_FIXED: usize = 8 + 2 + 8 + 2 + 2;
 const REPLY_FIXED: usize = 8 + 2 + 4 + 8 + 2;

@@ -69,9 +69,12 @@ async fn health_check_tells_healthy_unreachable_and_closed_apart() {
     master.shutdown(Duration::from_secs(1)).await;
     let h = c.health_check(&opts).await;
     assert_eq!((h, h.code()), (ClientHealth::MasterUnreachable, 2));
+    // A check made before `close` and awaited after it sees the client closed.
+    let early = c.health_check(&opts);
     c.close(&Options::deadline(Duration::from_millis(200)))
         .await
         .ok();
+    assert_eq!(early.await, ClientHealth::Closed);
     let h = c.health_check(&opts).await;
     assert_eq!((h, h.code()), (ClientHealth::Closed, 1));
 }

@@ -193,7 +193,10 @@ pub unsafe extern "C" fn yuebing_list_free(list: *mut yuebing_list) {
     unsafe { raw::free_list(list) }
 }
 
-/// The client and the call's options of a store call.
+/// The client and the call's options of a store call, once calls can be made on its bridge:
+/// a forked child is refused here (`YUEBING_ERR_FORKED`), before the call is made, because
+/// making it is not free of effects (a put copies its value into the client's staging memory,
+/// which the child shares with its parent).
 ///
 /// # Safety
 /// `opts` is NULL or readable.
@@ -202,6 +205,7 @@ pub(crate) unsafe fn target(
     opts: *const yuebing_options,
 ) -> FfiResult<(BlockingClient, Options)> {
     let (client, _) = handles::store(store)?;
+    client.bridge().usable()?;
     // SAFETY: forwarded.
     Ok((client, unsafe { options(opts) }?))
 }

@@ -143,10 +143,12 @@ impl Client {
         &self,
         opts: impl Into<Options>,
     ) -> impl Future<Output = ClientHealth> + Send + 'static {
-        let closed = self.inner.closed.load(Ordering::Acquire);
+        let inner = self.inner.clone();
         let health = self.master_call(opts, |m| async move { m.health().await });
         async move {
-            if closed {
+            // Read when the check runs: a check made before `close` and awaited after it says
+            // Closed.
+            if inner.closed.load(Ordering::Acquire) {
                 return ClientHealth::Closed;
             }
             match health.await {

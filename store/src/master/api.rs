@@ -37,16 +37,18 @@ macro_rules! master_api {
         /// The master's calls. Client ids are `u128` (see [`ClientId`]).
         #[tarpc::service]
         pub trait MasterService {
-            $(
-                $(#[doc = $doc])*
-                async fn $name(client: u128, $($arg: $ty),*) -> <$ret as Answer>::Wire;
-            )*
+            // The two calls outside the table come first, so that a new row, appended at the
+            // end, renumbers none (see `WIRE_ORDER`).
             /// Readiness check.
             async fn health() -> Health;
             /// A piece of the snapshot this master offers to standbys (see
             /// [`bootstrap`](super::ha::bootstrap)); not gated: an offered snapshot is a durable
             /// prefix of the log.
             async fn snapshot_chunk(seq: u64, offset: u64, max_len: u64) -> Reply<SnapshotChunk>;
+            $(
+                $(#[doc = $doc])*
+                async fn $name(client: u128, $($arg: $ty),*) -> <$ret as Answer>::Wire;
+            )*
         }
 
         impl MasterService for MasterHandler {
@@ -115,6 +117,12 @@ macro_rules! master_api {
             )*
             calls
         }
+
+        /// Every call in the order of the service's request enum: a request goes on the wire
+        /// as its index in this list (bincode's enum tag), so the list only ever grows at the
+        /// end, unless `yuebing_rpc::PROTOCOL_VERSION` changes with it.
+        #[cfg(test)]
+        pub(crate) const WIRE_ORDER: &[&str] = &["health", "snapshot_chunk", $(stringify!($name),)*];
     };
 }
 
@@ -199,6 +207,42 @@ master_api! {
 
 #[cfg(test)]
 mod tests {
+    /// The master's request enum as protocol version 2 numbers it. A new call is a new row at
+    /// the end of the table, and a new name at the end of this list. Removing or reordering a
+    /// call, or changing its arguments, changes what the calls after it mean to a peer of the
+    /// other order (it would decode them as other calls): bump `yuebing_rpc::PROTOCOL_VERSION`
+    /// and write the new order here.
+    #[test]
+    fn the_calls_keep_their_wire_numbers() {
+        assert_eq!(yuebing_rpc::PROTOCOL_VERSION, 2);
+        let expected: &[&str] = &[
+            "health",
+            "snapshot_chunk",
+            "mount",
+            "remount",
+            "unmount",
+            "ping",
+            "put_start",
+            "put_end",
+            "put_revoke",
+            "batch_put_start",
+            "batch_put_end",
+            "batch_put_revoke",
+            "get_replica_list",
+            "batch_get_replica_list",
+            "exist",
+            "batch_exist",
+            "get_size",
+            "remove",
+            "batch_remove",
+            "remove_by_regex",
+            "remove_all",
+            "list",
+            "stats",
+        ];
+        assert_eq!(super::WIRE_ORDER, expected);
+    }
+
     #[test]
     fn reads_pings_and_ends_may_be_sent_again_and_mutations_not() {
         let calls = super::idempotent_calls();
