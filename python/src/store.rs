@@ -68,15 +68,21 @@ impl Store {
         Ok(self.pins.get(py)?)
     }
 
-    /// Runs `call` on the store's client and waits for it with the GIL released (see
-    /// [`wait`]).
-    pub(crate) fn run<T, F>(&self, py: Python<'_>, call: impl FnOnce(&Client) -> F) -> PyResult<T>
+    /// Makes `call` on the store's client and waits for it, both with the GIL released (see
+    /// [`wait`]): making a put copies its value into staging memory, and may register a
+    /// temporary buffer when staging is full.
+    pub(crate) fn run<T, F>(
+        &self,
+        py: Python<'_>,
+        call: impl FnOnce(&Client) -> F + Send,
+    ) -> PyResult<T>
     where
         T: Send + 'static,
         F: std::future::Future<Output = yuebing_store::Result<T>> + Send + 'static,
     {
         let client = self.client(py)?;
-        wait(py, client.call(call(client.client())))
+        let started = py.detach(|| client.call(call(client.client())));
+        wait(py, started)
     }
 
     /// The options of a put with these keyword arguments.

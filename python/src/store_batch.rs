@@ -212,7 +212,9 @@ pub(crate) fn batch_put(
         .map(|(i, (k, v))| Ok((k, copy_of(v, &format!("values[{i}]"))?)))
         .collect::<PyResult<Vec<_>>>()?;
     let items: Vec<(&str, &[u8])> = items.iter().map(|(k, v)| (k.as_str(), &v[..])).collect();
-    let each = wait(py, client.call(client.client().batch_put(&items, opts)))?;
+    // Staging the values (making the call) runs with the GIL released, as the wait does.
+    let started = py.detach(|| client.call(client.client().batch_put(&items, opts)));
+    let each = wait(py, started)?;
     errors::items(py, each, |py, ()| Ok(py.None()))
 }
 
