@@ -8,13 +8,13 @@
 
 mod common;
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::time::Duration;
 
 use yuebing_bridge::ffi::error::YUEBING_ERR_FORKED;
 use yuebing_bridge::ffi::store_api::yuebing_buf_free;
 use yuebing_bridge::ffi::store_ops::{yuebing_store_get, yuebing_store_put};
-use yuebing_bridge::ffi::types::yuebing_buf;
+use yuebing_bridge::ffi::types::{yuebing_buf, yuebing_store_t};
 use yuebing_bridge::{BlockingClient, Bridge, BridgeConfig};
 use yuebing_store::{ClientConfig, Options};
 
@@ -56,6 +56,21 @@ fn memfd_memory_holds(needle: &[u8]) -> bool {
     false
 }
 
+/// `yuebing_store_put` of `value` under `key`, with the default options.
+fn c_put(store: yuebing_store_t, key: &CStr, value: &[u8]) -> i32 {
+    // SAFETY: a valid handle, key and value; NULL options and error are allowed.
+    unsafe {
+        yuebing_store_put(
+            store,
+            key.as_ptr(),
+            value.as_ptr(),
+            value.len(),
+            std::ptr::null(),
+            std::ptr::null_mut(),
+        )
+    }
+}
+
 #[test]
 fn a_forked_childs_put_writes_nothing_into_the_parents_staging() {
     let cluster = common::Cluster::start();
@@ -78,17 +93,7 @@ fn a_forked_childs_put_writes_nothing_into_the_parents_staging() {
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
-        // SAFETY: a valid handle, key and value; NULL options and error are allowed.
-        let rc = unsafe {
-            yuebing_store_put(
-                c_store,
-                key.as_ptr(),
-                c_value.as_ptr(),
-                c_value.len(),
-                std::ptr::null(),
-                std::ptr::null_mut(),
-            )
-        };
+        let rc = c_put(c_store, &key, &c_value);
         let rust = client.put("from-rust", &rust_value, &opts);
         let refused = rc == YUEBING_ERR_FORKED && rust.is_err_and(|e| e.code() == -4005);
         // SAFETY: `_exit` ends the child at once, as a forked child of a threaded process must.
@@ -113,17 +118,7 @@ fn a_forked_childs_put_writes_nothing_into_the_parents_staging() {
     // The parent's clients are untouched: its own puts and gets still round-trip.
     client.put("parent", &rust_value, &opts).unwrap();
     assert_eq!(client.get("parent", &opts).unwrap(), rust_value);
-    // SAFETY: valid handle, key and value; NULL options and error.
-    let rc = unsafe {
-        yuebing_store_put(
-            c_store,
-            key.as_ptr(),
-            c_value.as_ptr(),
-            c_value.len(),
-            std::ptr::null(),
-            std::ptr::null_mut(),
-        )
-    };
+    let rc = c_put(c_store, &key, &c_value);
     assert_eq!(rc, 0, "{}", common::last());
     let mut buf = yuebing_buf {
         data: std::ptr::null_mut(),
