@@ -1038,6 +1038,36 @@ int32_t yuebing_store_batch_put_async(yuebing_store_t store,
                                       yuebing_call_t *call_out,
                                       yuebing_error *err);
 
+// `yuebing_store_batch_put`, replacing existing values.
+//
+// # Safety
+// As `yuebing_store_batch_put`.
+int32_t yuebing_store_batch_upsert(yuebing_store_t store,
+                                   const char *const *keys,
+                                   const uint8_t *const *values,
+                                   const size_t *lens,
+                                   size_t n,
+                                   const yuebing_options *opts,
+                                   int32_t *codes_out,
+                                   yuebing_error *err);
+
+// `yuebing_store_batch_upsert` in callback form (`values` in the callback are 0). Returns 0
+// and then calls `cb` exactly once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_batch_put`; `user_data` usable on the callback thread; `call_out` NULL
+// or writable.
+int32_t yuebing_store_batch_upsert_async(yuebing_store_t store,
+                                         const char *const *keys,
+                                         const uint8_t *const *values,
+                                         const size_t *lens,
+                                         size_t n,
+                                         const yuebing_options *opts,
+                                         yuebing_each_cb cb,
+                                         void *user_data,
+                                         yuebing_call_t *call_out,
+                                         yuebing_error *err);
+
 // Stores `n` ranges of registered memory (`addrs[i]`, `lens[i]`) under `keys[i]` without a
 // copy (the memory is read until the call ends); item i's code goes to `codes_out[i]`.
 //
@@ -1069,6 +1099,36 @@ int32_t yuebing_store_batch_put_from_async(yuebing_store_t store,
                                            void *user_data,
                                            yuebing_call_t *call_out,
                                            yuebing_error *err);
+
+// `yuebing_store_batch_put_from`, replacing existing values.
+//
+// # Safety
+// As `yuebing_store_batch_put_from`.
+int32_t yuebing_store_batch_upsert_from(yuebing_store_t store,
+                                        const char *const *keys,
+                                        const uint64_t *addrs,
+                                        const uint64_t *lens,
+                                        size_t n,
+                                        const yuebing_options *opts,
+                                        int32_t *codes_out,
+                                        yuebing_error *err);
+
+// `yuebing_store_batch_upsert_from` in callback form. Returns 0 and then calls `cb` exactly
+// once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_batch_put_from`; `user_data` usable on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_batch_upsert_from_async(yuebing_store_t store,
+                                              const char *const *keys,
+                                              const uint64_t *addrs,
+                                              const uint64_t *lens,
+                                              size_t n,
+                                              const yuebing_options *opts,
+                                              yuebing_each_cb cb,
+                                              void *user_data,
+                                              yuebing_call_t *call_out,
+                                              yuebing_error *err);
 
 // Reads `keys[i]` into registered memory (`addrs[i]`, `lens[i]`) without a copy; item i's
 // code goes to `codes_out[i]` and its size to `sizes_out[i]` (NULL: not wanted). The memory
@@ -1252,6 +1312,99 @@ int32_t yuebing_store_put_from_async(yuebing_store_t store,
                                      void *user_data,
                                      yuebing_call_t *call_out,
                                      yuebing_error *err);
+
+// Stores `len` bytes of memory registered with the client's engine under `key`, without a
+// copy, replacing an existing value; the memory is read until the call ends.
+//
+// # Safety
+// Every pointer as `yuebing.h` says: strings NUL-terminated, `opts` NULL or readable, `err`
+// NULL or writable.
+int32_t yuebing_store_upsert_from(yuebing_store_t store,
+                                  const char *key,
+                                  uint64_t addr,
+                                  uint64_t len,
+                                  const yuebing_options *opts,
+                                  yuebing_error *err);
+
+// `yuebing_store_upsert_from` in callback form: returns 0 and then calls `cb` exactly once
+// (on a bridge thread), or returns an error and never calls it. With `call_out`, a call
+// handle to cancel it is written there.
+//
+// # Safety
+// As `yuebing_store_upsert_from`; `user_data` may be used on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_upsert_from_async(yuebing_store_t store,
+                                        const char *key,
+                                        uint64_t addr,
+                                        uint64_t len,
+                                        const yuebing_options *opts,
+                                        yuebing_done_cb cb,
+                                        void *user_data,
+                                        yuebing_call_t *call_out,
+                                        yuebing_error *err);
+
+// Stores the concatenation of `n` parts (`parts[i]` of `lens[i]` bytes, copied once before
+// the function returns) under `key`: a value gathered from buffers that are not contiguous.
+// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists.
+//
+// # Safety
+// `key` NUL-terminated; `parts` and `lens` valid for `n` elements, each part for its length;
+// `opts` NULL or readable; `err` NULL or writable.
+int32_t yuebing_store_put_parts(yuebing_store_t store,
+                                const char *key,
+                                const uint8_t *const *parts,
+                                const size_t *lens,
+                                size_t n,
+                                const yuebing_options *opts,
+                                yuebing_error *err);
+
+// `yuebing_store_put_parts` in callback form: returns 0 and then calls `cb` exactly once
+// (on a bridge thread), or returns an error and never calls it. With `call_out`, a call
+// handle to cancel it is written there.
+//
+// # Safety
+// As `yuebing_store_put_parts`; `user_data` may be used on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_put_parts_async(yuebing_store_t store,
+                                      const char *key,
+                                      const uint8_t *const *parts,
+                                      const size_t *lens,
+                                      size_t n,
+                                      const yuebing_options *opts,
+                                      yuebing_done_cb cb,
+                                      void *user_data,
+                                      yuebing_call_t *call_out,
+                                      yuebing_error *err);
+
+// `yuebing_store_put_parts`, replacing an existing value.
+//
+// # Safety
+// As `yuebing_store_put_parts`.
+int32_t yuebing_store_upsert_parts(yuebing_store_t store,
+                                   const char *key,
+                                   const uint8_t *const *parts,
+                                   const size_t *lens,
+                                   size_t n,
+                                   const yuebing_options *opts,
+                                   yuebing_error *err);
+
+// `yuebing_store_upsert_parts` in callback form: returns 0 and then calls `cb` exactly once
+// (on a bridge thread), or returns an error and never calls it. With `call_out`, a call
+// handle to cancel it is written there.
+//
+// # Safety
+// As `yuebing_store_put_parts`; `user_data` may be used on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_upsert_parts_async(yuebing_store_t store,
+                                         const char *key,
+                                         const uint8_t *const *parts,
+                                         const size_t *lens,
+                                         size_t n,
+                                         const yuebing_options *opts,
+                                         yuebing_done_cb cb,
+                                         void *user_data,
+                                         yuebing_call_t *call_out,
+                                         yuebing_error *err);
 
 // The value of `key`: the blocking form hands it over in `out` (free it with
 // `yuebing_buf_free`); the callback form lends it to the callback.

@@ -12,7 +12,6 @@ use std::path::Path;
 /// Forms not built yet: (call, edge). Each entry is checked to be still missing, so the table
 /// only shrinks. They come with the integrators' calls (issue 27).
 const NOT_YET: &[(&str, Edge)] = &[
-    ("put_parts", Edge::C),
     ("locate", Edge::C),
     ("get_or_locate", Edge::C),
     ("read_located", Edge::C),
@@ -21,10 +20,6 @@ const NOT_YET: &[(&str, Edge)] = &[
     ("batch_replicas", Edge::C),
     ("remove_by_regex", Edge::C),
     ("health_check", Edge::C),
-    ("upsert_parts", Edge::C),
-    ("upsert_from", Edge::C),
-    ("batch_upsert", Edge::C),
-    ("batch_upsert_from", Edge::C),
     // Python's `get` is `get_or_locate` then `read_located` into a new `bytes`.
     ("locate", Edge::Python),
     ("get_or_locate", Edge::Python),

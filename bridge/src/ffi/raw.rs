@@ -213,6 +213,27 @@ pub(crate) unsafe fn free_list(list: *mut yuebing_list) {
     };
 }
 
+/// Copies `n` byte buffers (`ptrs[i]` of `lens[i]` bytes) into new vectors, each as [`bytes`]
+/// does; `what` names the array of pointers and one of its buffers in errors.
+///
+/// # Safety
+/// `ptrs` and `lens` are NULL (then `n` must be 0) or valid for `n` elements, and each
+/// `ptrs[i]` NULL (then `lens[i]` must be 0) or valid for `lens[i]` bytes, during the call.
+pub(crate) unsafe fn buffers(
+    ptrs: *const *const u8,
+    lens: *const usize,
+    n: usize,
+    (what, one): (&str, &str),
+) -> FfiResult<Vec<Vec<u8>>> {
+    // SAFETY: both arrays valid for `n` elements (the caller's promise, checked there).
+    let (ptrs, lens) = unsafe { (array(ptrs, n, what)?, array(lens, n, "lens")?) };
+    ptrs.into_iter()
+        .zip(lens)
+        // SAFETY: each buffer valid for its length (the caller's promise, checked there).
+        .map(|(p, len)| unsafe { bytes(p, len, one) })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,6 +270,26 @@ mod tests {
             free_list(&mut l);
             assert!(l.items.is_null());
             free_list(&mut l);
+        }
+    }
+
+    #[test]
+    fn buffers_are_copied_and_a_null_one_with_a_length_refused() {
+        let (a, b) = (b"ab".as_slice(), b"cde".as_slice());
+        let ptrs = [a.as_ptr(), b.as_ptr()];
+        let lens = [2usize, 3];
+        // SAFETY: both arrays hold 2 elements, each buffer its length; the failing cases are
+        // refused before any is read.
+        unsafe {
+            let got = buffers(ptrs.as_ptr(), lens.as_ptr(), 2, ("parts", "a part")).unwrap();
+            assert_eq!(got, [b"ab".to_vec(), b"cde".to_vec()]);
+            let holes = [a.as_ptr(), std::ptr::null()];
+            let e = buffers(holes.as_ptr(), lens.as_ptr(), 2, ("parts", "a part")).unwrap_err();
+            assert!(e.message.contains("a part"), "{}", e.message);
+            assert!(buffers(std::ptr::null(), lens.as_ptr(), 2, ("parts", "a part")).is_err());
+            assert!(buffers(std::ptr::null(), std::ptr::null(), 0, ("p", "a"))
+                .unwrap()
+                .is_empty());
         }
     }
 

@@ -12,6 +12,7 @@ use super::raw;
 use super::store_api::target;
 use super::store_ops::check_range;
 use super::types::*;
+use yuebing_store::Write;
 
 /// `n` keys.
 ///
@@ -131,6 +132,7 @@ fn identity(v: u64) -> u64 {
     v
 }
 
+/// `batch_put`, `batch_upsert`: the values are copied before the function returns.
 unsafe fn batch_put_op(
     store: yuebing_store_t,
     k: *const *const c_char,
@@ -138,26 +140,25 @@ unsafe fn batch_put_op(
     lens: *const usize,
     n: usize,
     opts: *const yuebing_options,
+    write: Write,
 ) -> FfiResult<Op<Each<()>>> {
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
     // SAFETY: forwarded contract.
-    let (k, ptrs, lens) = unsafe {
+    let (k, values) = unsafe {
         (
             keys(k, n)?,
-            raw::array(values, n, "values")?,
-            raw::array(lens, n, "lens")?,
+            raw::buffers(values, lens, n, ("values", "a value"))?,
         )
     };
-    let mut items = Vec::with_capacity(n);
-    for ((key, p), len) in k.into_iter().zip(ptrs).zip(lens) {
-        // SAFETY: each value valid for its length (the caller's promise).
-        items.push((key, unsafe { raw::bytes(p, len, "a value") }?));
-    }
-    let items: Vec<(&str, &[u8])> = items.iter().map(|(k, v)| (k.as_str(), &v[..])).collect();
+    let items: Vec<(&str, &[u8])> = k
+        .iter()
+        .zip(&values)
+        .map(|(k, v)| (k.as_str(), &v[..]))
+        .collect();
     Ok(Op::new(
         client.bridge(),
-        client.client().batch_put(&items, opts),
+        client.client().batch_put(&items, opts.with_write(write)),
     ))
 }
 
@@ -180,7 +181,7 @@ pub unsafe extern "C" fn yuebing_store_batch_put(
 ) -> i32 {
     entry(err, || {
         // SAFETY: forwarded contract.
-        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts) }?;
+        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts, Write::Put) }?;
         wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
     })
 }
@@ -207,11 +208,61 @@ pub unsafe extern "C" fn yuebing_store_batch_put_async(
     entry(err, || {
         required(cb)?;
         // SAFETY: forwarded contract.
-        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts) }?;
+        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts, Write::Put) }?;
         then_each(op, n, cb, user_data, call_out, nothing)
     })
 }
 
+/// `yuebing_store_batch_put`, replacing existing values.
+///
+/// # Safety
+/// As `yuebing_store_batch_put`.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_upsert(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    values: *const *const u8,
+    lens: *const usize,
+    n: usize,
+    opts: *const yuebing_options,
+    codes_out: *mut i32,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts, Write::Upsert) }?;
+        wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
+    })
+}
+
+/// `yuebing_store_batch_upsert` in callback form (`values` in the callback are 0). Returns 0
+/// and then calls `cb` exactly once, or returns an error and never calls it.
+///
+/// # Safety
+/// As `yuebing_store_batch_put`; `user_data` usable on the callback thread; `call_out` NULL
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_upsert_async(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    values: *const *const u8,
+    lens: *const usize,
+    n: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_each_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        required(cb)?;
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts, Write::Upsert) }?;
+        then_each(op, n, cb, user_data, call_out, nothing)
+    })
+}
+
+/// `batch_put_from`, `batch_upsert_from`: registered memory, read until the call ends.
 unsafe fn batch_put_from_op(
     store: yuebing_store_t,
     k: *const *const c_char,
@@ -219,6 +270,7 @@ unsafe fn batch_put_from_op(
     lens: *const u64,
     n: usize,
     opts: *const yuebing_options,
+    write: Write,
 ) -> FfiResult<Op<Each<()>>> {
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
@@ -226,7 +278,9 @@ unsafe fn batch_put_from_op(
     let items = unsafe { c_ranges(k, addrs, lens, n) }?;
     Ok(Op::new(
         client.bridge(),
-        client.client().batch_put_from(&items, opts),
+        client
+            .client()
+            .batch_put_from(&items, opts.with_write(write)),
     ))
 }
 
@@ -249,7 +303,7 @@ pub unsafe extern "C" fn yuebing_store_batch_put_from(
 ) -> i32 {
     entry(err, || {
         // SAFETY: forwarded contract.
-        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts) }?;
+        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts, Write::Put) }?;
         wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
     })
 }
@@ -276,7 +330,56 @@ pub unsafe extern "C" fn yuebing_store_batch_put_from_async(
     entry(err, || {
         required(cb)?;
         // SAFETY: forwarded contract.
-        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts) }?;
+        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts, Write::Put) }?;
+        then_each(op, n, cb, user_data, call_out, nothing)
+    })
+}
+
+/// `yuebing_store_batch_put_from`, replacing existing values.
+///
+/// # Safety
+/// As `yuebing_store_batch_put_from`.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_upsert_from(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    addrs: *const u64,
+    lens: *const u64,
+    n: usize,
+    opts: *const yuebing_options,
+    codes_out: *mut i32,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts, Write::Upsert) }?;
+        wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
+    })
+}
+
+/// `yuebing_store_batch_upsert_from` in callback form. Returns 0 and then calls `cb` exactly
+/// once, or returns an error and never calls it.
+///
+/// # Safety
+/// As `yuebing_store_batch_put_from`; `user_data` usable on the callback thread; `call_out`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_upsert_from_async(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    addrs: *const u64,
+    lens: *const u64,
+    n: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_each_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        required(cb)?;
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts, Write::Upsert) }?;
         then_each(op, n, cb, user_data, call_out, nothing)
     })
 }
