@@ -329,6 +329,16 @@
 // A put's object is never evicted.
 #define YUEBING_OPT_HARD_PIN 2
 
+// `yuebing_store_health_check`: the client is open, and its master answers and is ready.
+#define YUEBING_CLIENT_HEALTHY 0
+
+// `yuebing_store_health_check`: `yuebing_store_close` was called.
+#define YUEBING_CLIENT_CLOSED 1
+
+// `yuebing_store_health_check`: no master answered (or none was ready) within the call's
+// deadline.
+#define YUEBING_CLIENT_MASTER_UNREACHABLE 2
+
 // A task or batch waits to start.
 #define YUEBING_TASK_WAITING 0
 
@@ -431,7 +441,8 @@ typedef struct {
   uint32_t flags;
 } yuebing_engine_config;
 
-// A callback with one number: a size, a count, a segment, or 0/1 for whether a key exists.
+// A callback with one number: a size, a count, a segment, a `YUEBING_CLIENT_*` health, or 0/1
+// for whether a key exists.
 typedef void (*yuebing_u64_cb)(void *user_data,
                                int32_t code,
                                const char *message,
@@ -1193,6 +1204,36 @@ int32_t yuebing_store_batch_exist_async(yuebing_store_t store,
                                         yuebing_call_t *call_out,
                                         yuebing_error *err);
 
+// Removes each of `n` keys (`force` 1: even those readers hold leases on; 0 or 1): item i's
+// code goes to `codes_out[i]`.
+//
+// # Safety
+// `keys` valid for `n` NUL-terminated keys; `codes_out` writable for `n`; `opts` NULL or
+// readable; `err` NULL or writable.
+int32_t yuebing_store_batch_remove(yuebing_store_t store,
+                                   const char *const *keys,
+                                   size_t n,
+                                   uint32_t force,
+                                   const yuebing_options *opts,
+                                   int32_t *codes_out,
+                                   yuebing_error *err);
+
+// `yuebing_store_batch_remove` in callback form (`values` are 0). Returns 0 and then calls
+// `cb` exactly once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_batch_remove`; `user_data` usable on the callback thread; `call_out` NULL
+// or writable.
+int32_t yuebing_store_batch_remove_async(yuebing_store_t store,
+                                         const char *const *keys,
+                                         size_t n,
+                                         uint32_t force,
+                                         const yuebing_options *opts,
+                                         yuebing_each_cb cb,
+                                         void *user_data,
+                                         yuebing_call_t *call_out,
+                                         yuebing_error *err);
+
 // The values of `n` keys: item i's code goes to `codes_out[i]` and its bytes to
 // `values_out[i]` (free each with `yuebing_buf_free`; a failed item's is empty).
 //
@@ -1598,6 +1639,63 @@ int32_t yuebing_store_remove_all_async(yuebing_store_t store,
                                        void *user_data,
                                        yuebing_call_t *call_out,
                                        yuebing_error *err);
+
+// Removes every object whose key the regular expression `pattern` matches somewhere (anchor
+// it with `^…$` for whole keys; `force` 1: leased ones too; 0 or 1); how many goes to `out`
+// (NULL: not wanted). A bad pattern is `YUEBING_ERR_INVALID_PARAMS` and removes nothing.
+//
+// # Safety
+// `pattern` NUL-terminated; `opts` NULL or readable; `out` NULL or writable; `err` NULL or
+// writable.
+int32_t yuebing_store_remove_by_regex(yuebing_store_t store,
+                                      const char *pattern,
+                                      uint32_t force,
+                                      const yuebing_options *opts,
+                                      uint64_t *out,
+                                      yuebing_error *err);
+
+// `yuebing_store_remove_by_regex` in callback form (the value is how many were removed).
+// Returns 0 and then calls `cb` exactly once (on a bridge thread), or returns an error and
+// never calls it. With `call_out`, a call handle to cancel it is written there.
+//
+// # Safety
+// As `yuebing_store_remove_by_regex`; `user_data` may be used on the callback thread;
+// `call_out` NULL or writable.
+int32_t yuebing_store_remove_by_regex_async(yuebing_store_t store,
+                                            const char *pattern,
+                                            uint32_t force,
+                                            const yuebing_options *opts,
+                                            yuebing_u64_cb cb,
+                                            void *user_data,
+                                            yuebing_call_t *call_out,
+                                            yuebing_error *err);
+
+// Whether this client can serve calls, in `out`: `YUEBING_CLIENT_HEALTHY` (its master
+// answers and is ready), `YUEBING_CLIENT_CLOSED` (after `yuebing_store_close`) or
+// `YUEBING_CLIENT_MASTER_UNREACHABLE` (no master answered, or none was ready, within the
+// call's deadline): Mooncake's `health_check` numbers. The function fails only for bad
+// arguments or a bridge that cannot run the check.
+//
+// # Safety
+// `opts` NULL or readable; `out` NULL or writable; `err` NULL or writable.
+int32_t yuebing_store_health_check(yuebing_store_t store,
+                                   const yuebing_options *opts,
+                                   uint64_t *out,
+                                   yuebing_error *err);
+
+// `yuebing_store_health_check` in callback form (the value is a `YUEBING_CLIENT_*`). Returns
+// 0 and then calls `cb` exactly once (on a bridge thread), or returns an error and never calls
+// it. With `call_out`, a call handle to cancel it is written there.
+//
+// # Safety
+// As `yuebing_store_health_check`; `user_data` may be used on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_health_check_async(yuebing_store_t store,
+                                         const yuebing_options *opts,
+                                         yuebing_u64_cb cb,
+                                         void *user_data,
+                                         yuebing_call_t *call_out,
+                                         yuebing_error *err);
 
 // Leaves the cluster gracefully: the master places nothing new on this client, and its
 // memory is unmounted.

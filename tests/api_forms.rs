@@ -16,10 +16,7 @@ const NOT_YET: &[(&str, Edge)] = &[
     ("get_or_locate", Edge::C),
     ("read_located", Edge::C),
     ("replicas", Edge::C),
-    ("batch_remove", Edge::C),
     ("batch_replicas", Edge::C),
-    ("remove_by_regex", Edge::C),
-    ("health_check", Edge::C),
     // Python's `get` is `get_or_locate` then `read_located` into a new `bytes`.
     ("locate", Edge::Python),
     ("get_or_locate", Edge::Python),

@@ -10,7 +10,7 @@ use super::deliver::{required, Op, UserData};
 use super::error::{entry, yuebing_error, FfiResult};
 use super::raw;
 use super::store_api::target;
-use super::store_ops::check_range;
+use super::store_ops::{check_range, switch};
 use super::types::*;
 use yuebing_store::Write;
 
@@ -516,6 +516,73 @@ pub unsafe extern "C" fn yuebing_store_batch_exist_async(
         // SAFETY: forwarded contract.
         let op = unsafe { batch_exist_op(store, keys, n, opts) }?;
         then_each(op, n, cb, user_data, call_out, u64::from)
+    })
+}
+
+/// `batch_remove`.
+unsafe fn batch_remove_op(
+    store: yuebing_store_t,
+    k: *const *const c_char,
+    n: usize,
+    force: u32,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<Each<()>>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let (k, force) = (unsafe { keys(k, n) }?, switch(force, "force")?);
+    Ok(Op::new(
+        client.bridge(),
+        client.client().batch_remove(&k, force, opts),
+    ))
+}
+
+/// Removes each of `n` keys (`force` 1: even those readers hold leases on; 0 or 1): item i's
+/// code goes to `codes_out[i]`.
+///
+/// # Safety
+/// `keys` valid for `n` NUL-terminated keys; `codes_out` writable for `n`; `opts` NULL or
+/// readable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_remove(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    n: usize,
+    force: u32,
+    opts: *const yuebing_options,
+    codes_out: *mut i32,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_remove_op(store, keys, n, force, opts) }?;
+        wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
+    })
+}
+
+/// `yuebing_store_batch_remove` in callback form (`values` are 0). Returns 0 and then calls
+/// `cb` exactly once, or returns an error and never calls it.
+///
+/// # Safety
+/// As `yuebing_store_batch_remove`; `user_data` usable on the callback thread; `call_out` NULL
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_remove_async(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    n: usize,
+    force: u32,
+    opts: *const yuebing_options,
+    cb: yuebing_each_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        required(cb)?;
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_remove_op(store, keys, n, force, opts) }?;
+        then_each(op, n, cb, user_data, call_out, nothing)
     })
 }
 

@@ -142,6 +142,14 @@ pub struct yuebing_list {
     pub len: usize,
 }
 
+/// `yuebing_store_health_check`: the client is open, and its master answers and is ready.
+pub const YUEBING_CLIENT_HEALTHY: u64 = 0;
+/// `yuebing_store_health_check`: `yuebing_store_close` was called.
+pub const YUEBING_CLIENT_CLOSED: u64 = 1;
+/// `yuebing_store_health_check`: no master answered (or none was ready) within the call's
+/// deadline.
+pub const YUEBING_CLIENT_MASTER_UNREACHABLE: u64 = 2;
+
 /// The master's counts.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -232,7 +240,8 @@ pub struct yuebing_request {
 pub type yuebing_done_cb =
     Option<unsafe extern "C" fn(user_data: *mut c_void, code: i32, message: *const c_char)>;
 
-/// A callback with one number: a size, a count, a segment, or 0/1 for whether a key exists.
+/// A callback with one number: a size, a count, a segment, a `YUEBING_CLIENT_*` health, or 0/1
+/// for whether a key exists.
 pub type yuebing_u64_cb = Option<
     unsafe extern "C" fn(user_data: *mut c_void, code: i32, message: *const c_char, value: u64),
 >;
