@@ -30,7 +30,8 @@
  *   library (no C++ exceptions, no longjmp across it).
  * - After yuebing_bridge_destroy() returns, no callback of that bridge runs, so user_data may
  *   be freed. Destroying a store, engine or master handle does not wait for its calls in flight.
- * - Bytes and listings handed over are freed with yuebing_buf_free() and yuebing_list_free().
+ * - Bytes and listings handed over are freed with yuebing_buf_free() and yuebing_list_free();
+ *   locations with yuebing_location_free().
  * - A forked child cannot use its parent's bridge (YUEBING_ERR_FORKED): create a new one. Fork
  *   only while no other thread is inside a yuebing call (as with any library that takes locks).
  */
@@ -587,6 +588,32 @@ typedef void (*yuebing_each_bytes_cb)(void *user_data,
                                       size_t n,
                                       const int32_t *codes,
                                       const yuebing_bytes *values);
+
+// An object found by `yuebing_store_locate` or `yuebing_store_get_or_locate`: its size and
+// where its replicas are, under the read lease that lookup took (the master's answer, not
+// the bytes). Read it with `yuebing_store_read_located` before the lease ends (else
+// `YUEBING_ERR_LEASE_EXPIRED`), as often as wanted; its size is `yuebing_location_size`.
+// Yours once handed over: release it with `yuebing_location_free` (reads in flight end
+// normally).
+typedef uint64_t yuebing_location_t;
+
+// A callback with a location (0 when `code` != 0): it is the callback's, to read with
+// `yuebing_store_read_located` and release with `yuebing_location_free`.
+typedef void (*yuebing_location_cb)(void *user_data,
+                                    int32_t code,
+                                    const char *message,
+                                    yuebing_location_t location);
+
+// A callback of `yuebing_store_get_or_locate`: a small object's value (`data`, `len` bytes,
+// valid only until it returns) with `location` 0, or a larger object's location (the
+// callback's to read and release, as a `yuebing_location_cb`'s) with no data. Both 0 when
+// `code` != 0.
+typedef void (*yuebing_fetched_cb)(void *user_data,
+                                   int32_t code,
+                                   const char *message,
+                                   const uint8_t *data,
+                                   size_t len,
+                                   yuebing_location_t location);
 
 // A callback with bytes, valid only until it returns (copy what you keep).
 typedef void (*yuebing_bytes_cb)(void *user_data,
@@ -1262,6 +1289,120 @@ int32_t yuebing_store_batch_get_async(yuebing_store_t store,
                                       void *user_data,
                                       yuebing_call_t *call_out,
                                       yuebing_error *err);
+
+// Finds `key` and takes its read lease (as a get does: until it ends, a remove without
+// `force` is `YUEBING_ERR_OBJECT_HAS_LEASE`), without reading it; its location goes to `out`
+// (yours: release it with `yuebing_location_free`). Read it with `yuebing_store_read_located`
+// into memory of `yuebing_location_size` bytes.
+//
+// # Safety
+// `key` NUL-terminated; `opts` NULL or readable; `out` writable; `err` NULL or writable.
+int32_t yuebing_store_locate(yuebing_store_t store,
+                             const char *key,
+                             const yuebing_options *opts,
+                             yuebing_location_t *out,
+                             yuebing_error *err);
+
+// `yuebing_store_locate` in callback form: the location is the callback's (0 on failure).
+// Returns 0 and then calls `cb` exactly once (on a bridge thread), or returns an error and
+// never calls it. With `call_out`, a call handle to cancel it is written there.
+//
+// # Safety
+// As `yuebing_store_locate`; `user_data` may be used on the callback thread; `call_out` NULL
+// or writable.
+int32_t yuebing_store_locate_async(yuebing_store_t store,
+                                   const char *key,
+                                   const yuebing_options *opts,
+                                   yuebing_location_cb cb,
+                                   void *user_data,
+                                   yuebing_call_t *call_out,
+                                   yuebing_error *err);
+
+// The value of `key` when it has at most `inline_max` bytes, else where it is: a small value
+// goes to `value_out` (free it with `yuebing_buf_free`) with 0 in `location_out`; a larger
+// object is not read, its location goes to `location_out` (yours, as `yuebing_store_locate`
+// gives it) and an empty buffer to `value_out`. One round trip either way, and no copy of a
+// large value: read it with `yuebing_store_read_located` into memory sized for it.
+//
+// # Safety
+// `key` NUL-terminated; `opts` NULL or readable; `value_out` and `location_out` writable;
+// `err` NULL or writable.
+int32_t yuebing_store_get_or_locate(yuebing_store_t store,
+                                    const char *key,
+                                    uint64_t inline_max,
+                                    const yuebing_options *opts,
+                                    yuebing_buf *value_out,
+                                    yuebing_location_t *location_out,
+                                    yuebing_error *err);
+
+// `yuebing_store_get_or_locate` in callback form: a small value is lent to the callback
+// (`location` 0), a larger object's location is the callback's (no data). Returns 0 and then
+// calls `cb` exactly once (on a bridge thread), or returns an error and never calls it. With
+// `call_out`, a call handle to cancel it is written there.
+//
+// # Safety
+// As `yuebing_store_get_or_locate`; `user_data` may be used on the callback thread;
+// `call_out` NULL or writable.
+int32_t yuebing_store_get_or_locate_async(yuebing_store_t store,
+                                          const char *key,
+                                          uint64_t inline_max,
+                                          const yuebing_options *opts,
+                                          yuebing_fetched_cb cb,
+                                          void *user_data,
+                                          yuebing_call_t *call_out,
+                                          yuebing_error *err);
+
+// Reads a located object into `len` bytes of memory registered with the client's engine (at
+// `addr`), without a copy; its size goes to `out` (NULL: not wanted). A buffer smaller than
+// the object is `YUEBING_ERR_INVALID_PARAMS` and nothing is written; a read that cannot end
+// inside the location's lease is `YUEBING_ERR_LEASE_EXPIRED` (locate it again). It ends by
+// `opts`' deadline and by that of the call that located it. The memory is written until the
+// call ends. The location stays valid: read it again, or free it.
+//
+// # Safety
+// `opts` NULL or readable; `out` NULL or writable; `err` NULL or writable.
+int32_t yuebing_store_read_located(yuebing_store_t store,
+                                   yuebing_location_t location,
+                                   uint64_t addr,
+                                   uint64_t len,
+                                   const yuebing_options *opts,
+                                   uint64_t *out,
+                                   yuebing_error *err);
+
+// `yuebing_store_read_located` in callback form (the value is the size): the memory is
+// written until the callback runs. Returns 0 and then calls `cb` exactly once (on a bridge
+// thread), or returns an error and never calls it. With `call_out`, a call handle to cancel
+// it is written there.
+//
+// # Safety
+// As `yuebing_store_read_located`; `user_data` may be used on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_read_located_async(yuebing_store_t store,
+                                         yuebing_location_t location,
+                                         uint64_t addr,
+                                         uint64_t len,
+                                         const yuebing_options *opts,
+                                         yuebing_u64_cb cb,
+                                         void *user_data,
+                                         yuebing_call_t *call_out,
+                                         yuebing_error *err);
+
+// The size in bytes of a located object in `out`: the room `yuebing_store_read_located`
+// needs.
+//
+// # Safety
+// `out` writable; `err` NULL or writable.
+int32_t yuebing_location_size(yuebing_location_t location,
+                              uint64_t *out,
+                              yuebing_error *err);
+
+// Releases a location (reads of it in flight end normally); a location freed already, 0,
+// or a handle of another kind is `YUEBING_ERR_INVALID_HANDLE`.
+//
+// # Safety
+// `err` is NULL or writable.
+int32_t yuebing_location_free(yuebing_location_t location,
+                              yuebing_error *err);
 
 // Stores `len` bytes at `data` under `key` (copied before the function returns);
 // `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists.

@@ -6,6 +6,8 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use yuebing_store::Located;
+
 use crate::{BlockingClient, BlockingMaster, Bridge, Canceller};
 
 use super::engine_api::EngineObject;
@@ -20,6 +22,7 @@ pub(crate) enum Kind {
     Batch = 4,
     Call = 5,
     Master = 6,
+    Location = 7,
 }
 
 /// An engine's batch, with the engine it belongs to.
@@ -38,6 +41,8 @@ pub(crate) enum Object {
     Batch(BatchObject),
     Call(Canceller),
     Master(BlockingMaster),
+    /// An object a store client located (`yuebing_store_locate`), with its read lease.
+    Location(Arc<Located>),
 }
 
 impl Object {
@@ -49,6 +54,7 @@ impl Object {
             Object::Batch(_) => Kind::Batch,
             Object::Call(_) => Kind::Call,
             Object::Master(_) => Kind::Master,
+            Object::Location(_) => Kind::Location,
         }
     }
 }
@@ -169,6 +175,8 @@ lookups! {
     call: Call -> Canceller;
     /// A master connection.
     master: Master -> BlockingMaster;
+    /// A located object.
+    location: Location -> Arc<Located>;
 }
 
 /// The store client and its engine's object.

@@ -31,7 +31,7 @@
 //!   address (`get_into`, `put_from`, transfers) must be registered with the engine and is
 //!   touched until the call ends — its blocking form returns or its callback runs.
 //! - Bytes and listings the library hands over are freed with `yuebing_buf_free` and
-//!   `yuebing_list_free`.
+//!   `yuebing_list_free`; a location handle with `yuebing_location_free`.
 
 #![allow(non_camel_case_types)]
 
@@ -45,6 +45,7 @@ pub mod master_api;
 mod raw;
 pub mod store_api;
 pub mod store_batch;
+pub mod store_located;
 pub mod store_ops;
 pub mod store_whole;
 pub mod types;

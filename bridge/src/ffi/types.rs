@@ -15,6 +15,13 @@ pub type yuebing_batch_t = u64;
 pub type yuebing_call_t = u64;
 /// A connection to a master, for `health` and `stats`.
 pub type yuebing_master_t = u64;
+/// An object found by `yuebing_store_locate` or `yuebing_store_get_or_locate`: its size and
+/// where its replicas are, under the read lease that lookup took (the master's answer, not
+/// the bytes). Read it with `yuebing_store_read_located` before the lease ends (else
+/// `YUEBING_ERR_LEASE_EXPIRED`), as often as wanted; its size is `yuebing_location_size`.
+/// Yours once handed over: release it with `yuebing_location_free` (reads in flight end
+/// normally).
+pub type yuebing_location_t = u64;
 
 /// How a bridge is built; a field left 0 takes its default.
 #[repr(C)]
@@ -281,6 +288,32 @@ pub type yuebing_each_bytes_cb = Option<
         n: usize,
         codes: *const i32,
         values: *const yuebing_bytes,
+    ),
+>;
+
+/// A callback with a location (0 when `code` != 0): it is the callback's, to read with
+/// `yuebing_store_read_located` and release with `yuebing_location_free`.
+pub type yuebing_location_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        code: i32,
+        message: *const c_char,
+        location: yuebing_location_t,
+    ),
+>;
+
+/// A callback of `yuebing_store_get_or_locate`: a small object's value (`data`, `len` bytes,
+/// valid only until it returns) with `location` 0, or a larger object's location (the
+/// callback's to read and release, as a `yuebing_location_cb`'s) with no data. Both 0 when
+/// `code` != 0.
+pub type yuebing_fetched_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        code: i32,
+        message: *const c_char,
+        data: *const u8,
+        len: usize,
+        location: yuebing_location_t,
     ),
 >;
 
