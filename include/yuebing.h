@@ -30,8 +30,8 @@
  *   library (no C++ exceptions, no longjmp across it).
  * - After yuebing_bridge_destroy() returns, no callback of that bridge runs, so user_data may
  *   be freed. Destroying a store, engine or master handle does not wait for its calls in flight.
- * - Bytes and listings handed over are freed with yuebing_buf_free() and yuebing_list_free();
- *   locations with yuebing_location_free().
+ * - Bytes, listings and replicas handed over are freed with yuebing_buf_free(),
+ *   yuebing_list_free() and yuebing_replicas_free(); locations with yuebing_location_free().
  * - A forked child cannot use its parent's bridge (YUEBING_ERR_FORKED): create a new one. Fork
  *   only while no other thread is inside a yuebing call (as with any library that takes locks).
  */
@@ -614,6 +614,49 @@ typedef void (*yuebing_fetched_cb)(void *user_data,
                                    const uint8_t *data,
                                    size_t len,
                                    yuebing_location_t location);
+
+// One replica of an object.
+typedef struct {
+  // The node's segment name, NUL-terminated (owned by the `yuebing_replicas` it is in: do
+  // not change or free it).
+  const char *node;
+  // The object's address in that node's segment.
+  uint64_t addr;
+  // Its length in bytes (the object's size).
+  uint64_t len;
+} yuebing_replica;
+
+// Where an object's replicas are (`yuebing_store_replicas`). Handed over, it is the caller's:
+// free it with `yuebing_replicas_free`, passing the struct back unchanged (a zeroed one is
+// empty and may be freed too); lent to a callback, it is valid only until the callback
+// returns.
+typedef struct {
+  // The object's size in bytes.
+  uint64_t size;
+  // How long the read lease the lookup took lasts, in milliseconds from when it was sent.
+  uint64_t lease_ms;
+  // The readable replicas, in placement order (NULL when there are none).
+  yuebing_replica *items;
+  // How many.
+  size_t len;
+} yuebing_replicas;
+
+// A callback with where an object's replicas are, valid only until it returns (NULL when
+// `code` != 0).
+typedef void (*yuebing_replicas_cb)(void *user_data,
+                                    int32_t code,
+                                    const char *message,
+                                    const yuebing_replicas *replicas);
+
+// A callback of a batch of replica lookups: `codes[i]` is item i's code and `values[i]`
+// where it is (empty when it failed). Arrays of `n`, valid only until it returns; NULL when
+// the call itself failed (`code` != 0).
+typedef void (*yuebing_each_replicas_cb)(void *user_data,
+                                         int32_t code,
+                                         const char *message,
+                                         size_t n,
+                                         const int32_t *codes,
+                                         const yuebing_replicas *values);
 
 // A callback with bytes, valid only until it returns (copy what you keep).
 typedef void (*yuebing_bytes_cb)(void *user_data,
@@ -1403,6 +1446,71 @@ int32_t yuebing_location_size(yuebing_location_t location,
 // `err` is NULL or writable.
 int32_t yuebing_location_free(yuebing_location_t location,
                               yuebing_error *err);
+
+// Where `key`'s replicas are and its size, in `out` (yours: free it with
+// `yuebing_replicas_free`). The master grants a read lease with the answer, as a get does
+// (Mooncake's `get_replica_desc`).
+//
+// # Safety
+// `key` NUL-terminated; `opts` NULL or readable; `out` writable; `err` NULL or writable.
+int32_t yuebing_store_replicas(yuebing_store_t store,
+                               const char *key,
+                               const yuebing_options *opts,
+                               yuebing_replicas *out,
+                               yuebing_error *err);
+
+// `yuebing_store_replicas` in callback form: the replicas are lent to the callback (NULL on
+// failure). Returns 0 and then calls `cb` exactly once (on a bridge thread), or returns an
+// error and never calls it. With `call_out`, a call handle to cancel it is written there.
+//
+// # Safety
+// As `yuebing_store_replicas`; `user_data` may be used on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_replicas_async(yuebing_store_t store,
+                                     const char *key,
+                                     const yuebing_options *opts,
+                                     yuebing_replicas_cb cb,
+                                     void *user_data,
+                                     yuebing_call_t *call_out,
+                                     yuebing_error *err);
+
+// Frees replicas handed over by `yuebing_store_replicas` or `yuebing_store_batch_replicas`
+// and empties them; NULL or an empty (zeroed) one is a no-op.
+//
+// # Safety
+// `replicas` is NULL or a `yuebing_replicas` filled by this library (or zeroed), not freed
+// since.
+void yuebing_replicas_free(yuebing_replicas *replicas);
+
+// `yuebing_store_replicas` of `n` keys: item i's code goes to `codes_out[i]` and where it
+// is to `replicas_out[i]` (free each with `yuebing_replicas_free`; a failed item's is
+// empty).
+//
+// # Safety
+// `keys` valid for `n` NUL-terminated keys; `codes_out` and `replicas_out` writable for `n`;
+// `opts` NULL or readable; `err` NULL or writable.
+int32_t yuebing_store_batch_replicas(yuebing_store_t store,
+                                     const char *const *keys,
+                                     size_t n,
+                                     const yuebing_options *opts,
+                                     int32_t *codes_out,
+                                     yuebing_replicas *replicas_out,
+                                     yuebing_error *err);
+
+// `yuebing_store_batch_replicas` in callback form: the replicas are lent to the callback.
+// Returns 0 and then calls `cb` exactly once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_batch_replicas`; `user_data` usable on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_batch_replicas_async(yuebing_store_t store,
+                                           const char *const *keys,
+                                           size_t n,
+                                           const yuebing_options *opts,
+                                           yuebing_each_replicas_cb cb,
+                                           void *user_data,
+                                           yuebing_call_t *call_out,
+                                           yuebing_error *err);
 
 // Stores `len` bytes at `data` under `key` (copied before the function returns);
 // `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists.

@@ -12,8 +12,6 @@ use std::path::Path;
 /// Forms not built yet: (call, edge). Each entry is checked to be still missing, so the table
 /// only shrinks. They come with the integrators' calls (issue 27).
 const NOT_YET: &[(&str, Edge)] = &[
-    ("replicas", Edge::C),
-    ("batch_replicas", Edge::C),
     // Python's `get` is `get_or_locate` then `read_located` into a new `bytes`.
     ("locate", Edge::Python),
     ("get_or_locate", Edge::Python),

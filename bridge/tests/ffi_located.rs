@@ -1,12 +1,13 @@
 //! The C forms of the calls that say where objects are: `locate`, `get_or_locate` and
 //! `read_located` with their location handle (checked like every handle: a freed, NULL or
-//! wrong-kind one is an error code), each blocking and in callback form, against a master in
-//! this process.
+//! wrong-kind one is an error code), and `replicas` and `batch_replicas` with their structs,
+//! each blocking and in callback form, against a master in this process.
 
 mod common;
 
-use std::ffi::{c_char, c_void, CString};
+use std::ffi::{c_char, c_void, CStr, CString};
 
+use yuebing_bridge::ffi::engine_api::yuebing_engine_name;
 use yuebing_bridge::ffi::error::*;
 use yuebing_bridge::ffi::store_api::*;
 use yuebing_bridge::ffi::store_located::*;
@@ -15,7 +16,7 @@ use yuebing_bridge::ffi::types::*;
 
 use common::{
     c_keys, copied, last, new_bridge, nul, on_number, outcome, put, send, Cluster, Registered,
-    NO_CALL,
+    NO_CALL, NO_OPTS,
 };
 
 const INV: i32 = YUEBING_ERR_INVALID_ARGUMENT;
@@ -391,5 +392,197 @@ fn get_or_locate_gives_small_values_inline_and_locates_large_ones() {
         );
         assert_eq!(rc, INV);
         assert!(value.data.is_null() && location == 0);
+    }
+}
+
+/// Where an object's replicas are, copied out of the C struct: size, lease, and each
+/// replica's node, address and length.
+type Where = (u64, u64, Vec<(String, u64, u64)>);
+
+/// # Safety
+/// `r` is a `yuebing_replicas` the library filled, not freed.
+unsafe fn where_of(r: &yuebing_replicas) -> Where {
+    // SAFETY: `items` holds `len` replicas, each node NUL-terminated (the caller's promise).
+    let replicas = (0..r.len)
+        .map(|i| unsafe {
+            let item = &*r.items.add(i);
+            let node = CStr::from_ptr(item.node).to_str().unwrap().to_string();
+            (node, item.addr, item.len)
+        })
+        .collect();
+    (r.size, r.lease_ms, replicas)
+}
+
+unsafe extern "C" fn on_replicas(
+    ud: *mut c_void,
+    code: i32,
+    _: *const c_char,
+    r: *const yuebing_replicas,
+) {
+    // SAFETY: `r` is NULL or valid until this returns; `ud` is the `user_data` of an
+    // `outcome` of `Option<Where>`.
+    unsafe { send(ud, code, r.as_ref().map(|r| where_of(r))) }
+}
+
+unsafe extern "C" fn on_each_replicas(
+    ud: *mut c_void,
+    code: i32,
+    _: *const c_char,
+    n: usize,
+    codes: *const i32,
+    values: *const yuebing_replicas,
+) {
+    // SAFETY: both arrays hold `n` elements or are NULL, valid until this returns; `ud` is
+    // the `user_data` of an `outcome` of `(Vec<i32>, Vec<Where>)`.
+    unsafe {
+        let wheres: Vec<Where> = (0..n).map(|i| where_of(&*values.add(i))).collect();
+        send(ud, code, (copied(codes, n), wheres))
+    }
+}
+
+/// A `yuebing_replicas` for an output, with marks a write would change.
+fn unwritten() -> yuebing_replicas {
+    yuebing_replicas {
+        size: 9,
+        lease_ms: 9,
+        items: std::ptr::null_mut(),
+        len: 0,
+    }
+}
+
+/// `yuebing_store_replicas` of `key`: where it is (the struct freed), or the code (the output
+/// left alone).
+///
+/// # Safety
+/// `key` is NULL or NUL-terminated.
+unsafe fn replicas(store: yuebing_store_t, key: *const c_char) -> Result<Where, i32> {
+    let mut out = unwritten();
+    // SAFETY: forwarded; a valid output, freed once (a second free is a no-op).
+    unsafe {
+        match yuebing_store_replicas(store, key, std::ptr::null(), &mut out, nul()) {
+            0 => {
+                let w = where_of(&out);
+                yuebing_replicas_free(&mut out);
+                assert!(out.items.is_null() && out.len == 0, "freed and emptied");
+                yuebing_replicas_free(&mut out);
+                Ok(w)
+            }
+            code => {
+                assert_eq!((out.size, out.len), (9, 0), "a failure wrote its output");
+                Err(code)
+            }
+        }
+    }
+}
+
+/// `yuebing_store_batch_replicas` of `n` keys: each key's code and where it is (the structs
+/// freed), or the code.
+///
+/// # Safety
+/// `keys` is NULL or valid for `n` NUL-terminated keys.
+unsafe fn batch_replicas(
+    store: yuebing_store_t,
+    (keys, n): (*const *const c_char, usize),
+) -> Result<Vec<(i32, Where)>, i32> {
+    let mut codes = vec![9i32; n];
+    let mut each: Vec<yuebing_replicas> = (0..n).map(|_| unwritten()).collect();
+    let (c, e) = (codes.as_mut_ptr(), each.as_mut_ptr());
+    // SAFETY: forwarded; both outputs have room for `n`; each struct is freed once.
+    unsafe {
+        match yuebing_store_batch_replicas(store, keys, n, std::ptr::null(), c, e, nul()) {
+            0 => Ok(codes
+                .into_iter()
+                .zip(&mut each)
+                .map(|(code, r)| {
+                    let w = where_of(r);
+                    yuebing_replicas_free(r);
+                    (code, w)
+                })
+                .collect()),
+            code => Err(code),
+        }
+    }
+}
+
+#[test]
+fn replicas_and_batch_replicas_say_where_objects_are() {
+    let cluster = Cluster::start();
+    let store = cluster.store(new_bridge());
+    put(store, "rep/k", b"ten bytes!");
+    let (_keys, k) = c_keys(&["rep/k", "rep/missing"]);
+    // The only node is the client itself: its engine's name.
+    let mut engine = 0;
+    let mut name = [0 as c_char; 256];
+    let mut name_len = 0usize;
+    // SAFETY: valid outputs.
+    let node = unsafe {
+        assert_eq!(yuebing_store_engine(store, &mut engine, nul()), 0);
+        assert_eq!(
+            yuebing_engine_name(engine, name.as_mut_ptr(), 256, &mut name_len, nul()),
+            0
+        );
+        CStr::from_ptr(name.as_ptr()).to_str().unwrap().to_string()
+    };
+    // SAFETY: valid keys, or NULL where the library must check it; the outcomes are awaited
+    // while their `user_data` live.
+    unsafe {
+        let (size, lease_ms, where_) = replicas(store, k[0]).unwrap();
+        assert_eq!((size, lease_ms > 0, where_.len()), (10, true, 1));
+        assert_eq!((&where_[0].0, where_[0].2), (&node, 10));
+        assert_eq!(replicas(store, k[1]), Err(MISSING));
+        assert_eq!(replicas(store, std::ptr::null()), Err(INV));
+        assert_eq!(replicas(0, k[0]), Err(HANDLE));
+        assert_eq!(
+            yuebing_store_replicas(store, k[0], std::ptr::null(), std::ptr::null_mut(), nul()),
+            INV
+        );
+        let mut zeroed = unwritten();
+        yuebing_replicas_free(&mut zeroed);
+        yuebing_replicas_free(std::ptr::null_mut());
+
+        // The callback form lends the same answer.
+        let lent = |key, cb| {
+            outcome(|ud| {
+                yuebing_store_replicas_async(store, key, std::ptr::null(), cb, ud, NO_CALL, nul())
+            })
+        };
+        let (code, answer): (i32, Option<Where>) = lent(k[0], Some(on_replicas)).unwrap();
+        let (lent_size, _, lent_where) = answer.unwrap();
+        assert_eq!((code, lent_size, &lent_where), (0, 10, &where_));
+        assert_eq!(lent(k[1], Some(on_replicas)), Ok((MISSING, None)));
+        assert_eq!(lent(k[0], None), Err(INV));
+
+        // A batch: a code and replicas per key, a missing key's empty.
+        let each = batch_replicas(store, (k.as_ptr(), 2)).unwrap();
+        assert_eq!((each[0].0, &each[0].1 .2), (0, &where_));
+        assert_eq!(each[1], (MISSING, (0, 0, Vec::new())));
+        assert_eq!(batch_replicas(store, (std::ptr::null(), 2)), Err(INV));
+        assert_eq!(batch_replicas(0, (k.as_ptr(), 2)), Err(HANDLE));
+        let mut codes = [9i32; 2];
+        let rc = yuebing_store_batch_replicas(
+            store,
+            k.as_ptr(),
+            2,
+            std::ptr::null(),
+            codes.as_mut_ptr(),
+            std::ptr::null_mut(),
+            nul(),
+        );
+        assert_eq!((rc, codes), (INV, [9, 9]));
+        let kp = k.as_ptr();
+        let batch_lent = |cb| {
+            outcome(|ud| {
+                yuebing_store_batch_replicas_async(store, kp, 2, NO_OPTS, cb, ud, NO_CALL, nul())
+            })
+        };
+        let (code, (codes, wheres)): (i32, (Vec<i32>, Vec<Where>)) =
+            batch_lent(Some(on_each_replicas)).unwrap();
+        assert_eq!((code, codes), (0, vec![0, MISSING]));
+        assert_eq!((wheres[0].0, &wheres[0].2), (10, &where_));
+        assert_eq!(wheres[1], (0, 0, Vec::new()));
+        assert_eq!(
+            batch_lent(None).map(|_: (i32, (Vec<i32>, Vec<Where>))| ()),
+            Err(INV)
+        );
     }
 }

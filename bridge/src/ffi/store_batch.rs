@@ -3,6 +3,9 @@
 //! ran; `codes[i]` says how item i fared.
 
 use std::ffi::{c_char, c_void};
+use std::future::Future;
+
+use yuebing_store::{Client, Options};
 
 use crate::Each;
 
@@ -25,6 +28,28 @@ unsafe fn keys(keys: *const *const c_char, n: usize) -> FfiResult<Vec<String>> {
     ptrs.into_iter()
         .map(|p| unsafe { raw::text(p, "a key") })
         .collect()
+}
+
+/// A store call on `n` keys: decodes the handle, the options and the keys, then makes the
+/// future of `call` (the one `Client` method) into an [`Op`].
+///
+/// # Safety
+/// `k` valid for `n` pointers, each NUL-terminated; `opts` NULL or readable.
+pub(crate) unsafe fn keys_op<T, F>(
+    store: yuebing_store_t,
+    (k, n): (*const *const c_char, usize),
+    opts: *const yuebing_options,
+    call: impl FnOnce(&Client, Vec<String>, Options) -> F,
+) -> FfiResult<Op<Each<T>>>
+where
+    T: Send + 'static,
+    F: Future<Output = yuebing_store::Result<Each<T>>> + Send + 'static,
+{
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let k = unsafe { keys(k, n) }?;
+    Ok(Op::new(client.bridge(), call(client.client(), k, opts)))
 }
 
 /// `n` `(key, addr, len)` ranges of registered memory; overflowing ones are refused.
@@ -59,7 +84,7 @@ unsafe fn c_ranges(
 
 /// The batch's results, refused unless there is exactly one per item: the caller's arrays hold
 /// `n` elements, and an answer of another length (a faulty master) must write none of them.
-fn counted<T: Send + 'static>(op: Op<Each<T>>, n: usize) -> Op<Each<T>> {
+pub(crate) fn counted<T: Send + 'static>(op: Op<Each<T>>, n: usize) -> Op<Each<T>> {
     op.try_map(move |each| match each.len() == n {
         true => Ok(each),
         false => Err(yuebing_rpc::Error::Protocol {
@@ -121,6 +146,67 @@ fn then_each<T: Send + 'static>(
         };
         // SAFETY: the caller's callback, called once; the arrays outlive it.
         unsafe { f(ud.get(), code, msg, codes.len(), c, v) }
+    })
+}
+
+/// Waits for a batch and writes its codes and its values (an item's made by `to_c`, a failed
+/// item's by `failed`), `n` of each, into the two required outputs (`what` names the second).
+pub(crate) fn wait_each_values<T: Send + 'static, C>(
+    op: Op<Each<T>>,
+    n: usize,
+    (codes_out, values_out, what): (*mut i32, *mut C, &str),
+    to_c: fn(T) -> C,
+    failed: fn() -> C,
+) -> FfiResult<()> {
+    raw::check_out_array(codes_out, n, "codes_out")?;
+    raw::check_out_array(values_out, n, what)?;
+    let (codes, values): (Vec<i32>, Vec<C>) = counted(op, n)
+        .wait()?
+        .into_iter()
+        .map(|r| match r {
+            Ok(v) => (0, to_c(v)),
+            Err(e) => (e.code(), failed()),
+        })
+        .unzip();
+    // SAFETY: both outputs are writable for `n` elements (the caller's promise, checked
+    // above), and a counted batch answers one result per item.
+    unsafe {
+        raw::write_array(codes_out, codes);
+        raw::write_array(values_out, values);
+    }
+    Ok(())
+}
+
+/// A batch callback that is handed each item's code and a C value lent to it.
+pub(crate) type EachLentCb<C> =
+    Option<unsafe extern "C" fn(*mut c_void, i32, *const c_char, usize, *const i32, *const C)>;
+
+/// Starts a batch whose outcome goes to `cb` (with its `user_data`; a cancel handle to
+/// `call_out`) as codes and C values: `lend` makes an item's value (from its result, failed
+/// or not), valid until the callback returns, and `release` frees what it holds afterwards.
+pub(crate) fn then_each_lent<T: Send + 'static, C: 'static>(
+    op: Op<Each<T>>,
+    n: usize,
+    (cb, user_data, call_out): (EachLentCb<C>, *mut c_void, *mut yuebing_call_t),
+    lend: fn(&yuebing_store::Result<T>) -> C,
+    release: fn(&mut C),
+) -> FfiResult<()> {
+    let (f, ud) = (required(cb)?, UserData::new(user_data));
+    counted(op, n).then(call_out, move |code, msg, each| {
+        let each = each.unwrap_or_default();
+        let codes: Vec<i32> = each
+            .iter()
+            .map(|r| r.as_ref().map_or_else(|e| e.code(), |_| 0))
+            .collect();
+        let mut values: Vec<C> = each.iter().map(lend).collect();
+        let (c, v) = match !codes.is_empty() {
+            true => (codes.as_ptr(), values.as_ptr()),
+            false => (std::ptr::null(), std::ptr::null()),
+        };
+        // SAFETY: the caller's callback, called once; `each`, `codes` and `values` (which may
+        // point into `each`) outlive it.
+        unsafe { f(ud.get(), code, msg, codes.len(), c, v) };
+        values.iter_mut().for_each(release);
     })
 }
 
@@ -619,24 +705,10 @@ pub unsafe extern "C" fn yuebing_store_batch_get(
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
-        raw::check_out_array(codes_out, n, "codes_out")?;
-        raw::check_out_array(values_out, n, "values_out")?;
         // SAFETY: forwarded contract.
-        let each = counted(unsafe { batch_get_op(store, keys, n, opts) }?, n).wait()?;
-        let (codes, bufs): (Vec<i32>, Vec<yuebing_buf>) = each
-            .into_iter()
-            .map(|r| match r {
-                Ok(v) => (0, raw::into_buf(v)),
-                Err(e) => (e.code(), raw::into_buf(Vec::new())),
-            })
-            .unzip();
-        // SAFETY: both outputs are writable for `n` elements (checked above; one result per
-        // item).
-        unsafe {
-            raw::write_array(codes_out, codes);
-            raw::write_array(values_out, bufs);
-        }
-        Ok(())
+        let op = unsafe { batch_get_op(store, keys, n, opts) }?;
+        let outs = (codes_out, values_out, "values_out");
+        wait_each_values(op, n, outs, raw::into_buf, || raw::into_buf(Vec::new()))
     })
 }
 
@@ -658,34 +730,18 @@ pub unsafe extern "C" fn yuebing_store_batch_get_async(
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
-        let (f, ud) = (required(cb)?, UserData::new(user_data));
+        required(cb)?;
         // SAFETY: forwarded contract.
-        let op = counted(unsafe { batch_get_op(store, keys, n, opts) }?, n);
-        op.then(call_out, move |code, msg, each| {
-            let each = each.unwrap_or_default();
-            let codes: Vec<i32> = each
-                .iter()
-                .map(|r| r.as_ref().map_or_else(|e| e.code(), |_| 0))
-                .collect();
-            let views: Vec<yuebing_bytes> = each
-                .iter()
-                .map(|r| match r {
-                    Ok(v) => yuebing_bytes {
-                        data: raw::data_or_null(v),
-                        len: v.len(),
-                    },
-                    Err(_) => yuebing_bytes {
-                        data: std::ptr::null(),
-                        len: 0,
-                    },
-                })
-                .collect();
-            let (c, v) = match !codes.is_empty() {
-                true => (codes.as_ptr(), views.as_ptr()),
-                false => (std::ptr::null(), std::ptr::null()),
-            };
-            // SAFETY: the caller's callback, called once; `each`, `codes`, `views` outlive it.
-            unsafe { f(ud.get(), code, msg, codes.len(), c, v) }
-        })
+        let op = unsafe { batch_get_op(store, keys, n, opts) }?;
+        then_each_lent(op, n, (cb, user_data, call_out), view, |_| {})
     })
+}
+
+/// A view of an item's bytes, lent to a callback (empty for a failed item).
+fn view(r: &yuebing_store::Result<Vec<u8>>) -> yuebing_bytes {
+    let v = r.as_deref().unwrap_or_default();
+    yuebing_bytes {
+        data: raw::data_or_null(v),
+        len: v.len(),
+    }
 }

@@ -1,6 +1,7 @@
 //! Where objects are, in blocking and callback forms: `locate` and `get_or_locate` hand over a
 //! location (the master's answer for one object, under its read lease) as a checked handle,
-//! and `read_located` reads one into registered memory.
+//! `read_located` reads one into registered memory, and `replicas` and `batch_replicas` give
+//! the answer itself as C structs.
 //!
 //! A location handle is made where the caller receives it (after the wait, or on the callback
 //! thread just before the callback), so that no call that ends another way leaves one behind;
@@ -9,6 +10,7 @@
 use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 
+use yuebing_store::master::ReplicaList;
 use yuebing_store::{Client, Fetched, Located};
 
 use super::deliver::{self, required, Op, UserData};
@@ -16,7 +18,9 @@ use super::error::{c_string, entry, yuebing_error, FfiResult};
 use super::handles::{self, Kind, Object};
 use super::raw;
 use super::store_api::{target, text_op};
+use super::store_batch::{keys_op, then_each_lent, wait_each_values};
 use super::store_ops::{check_range, wait_number};
+use super::store_whole::wait_into;
 use super::types::*;
 
 /// A new handle for a located object.
@@ -294,5 +298,140 @@ pub unsafe extern "C" fn yuebing_location_free(
     entry(err, || {
         handles::remove(location, Kind::Location)?;
         Ok(())
+    })
+}
+
+/// The C form of where an object's replicas are (free it with `yuebing_replicas_free`).
+fn c_replicas(l: ReplicaList) -> yuebing_replicas {
+    let replicas = l
+        .replicas
+        .into_iter()
+        .map(|d| (c_string(&d.node), d.addr, d.len))
+        .collect();
+    raw::into_replicas(l.size, l.lease_ms, replicas)
+}
+
+/// Where `key`'s replicas are and its size, in `out` (yours: free it with
+/// `yuebing_replicas_free`). The master grants a read lease with the answer, as a get does
+/// (Mooncake's `get_replica_desc`).
+///
+/// # Safety
+/// `key` NUL-terminated; `opts` NULL or readable; `out` writable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_replicas(
+    store: yuebing_store_t,
+    key: *const c_char,
+    opts: *const yuebing_options,
+    out: *mut yuebing_replicas,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let op = unsafe { text_op(store, (key, "key"), opts, Client::replicas) }?;
+        wait_into(out, op, c_replicas)
+    })
+}
+
+/// `yuebing_store_replicas` in callback form: the replicas are lent to the callback (NULL on
+/// failure). Returns 0 and then calls `cb` exactly once (on a bridge thread), or returns an
+/// error and never calls it. With `call_out`, a call handle to cancel it is written there.
+///
+/// # Safety
+/// As `yuebing_store_replicas`; `user_data` may be used on the callback thread; `call_out`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_replicas_async(
+    store: yuebing_store_t,
+    key: *const c_char,
+    opts: *const yuebing_options,
+    cb: yuebing_replicas_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let (f, ud) = (required(cb)?, UserData::new(user_data));
+        // SAFETY: forwarded contract.
+        let op = unsafe { text_op(store, (key, "key"), opts, Client::replicas) }?;
+        op.then(call_out, move |code, msg, list| {
+            let mut lent = list.map(c_replicas);
+            let p = lent.as_ref().map_or(std::ptr::null(), |r| r as *const _);
+            // SAFETY: the caller's callback, called once with its user_data; `lent` outlives
+            // the call, and is freed once, after it.
+            unsafe {
+                f(ud.get(), code, msg, p);
+                if let Some(r) = lent.as_mut() {
+                    raw::free_replicas(r);
+                }
+            }
+        })
+    })
+}
+
+/// Frees replicas handed over by `yuebing_store_replicas` or `yuebing_store_batch_replicas`
+/// and empties them; NULL or an empty (zeroed) one is a no-op.
+///
+/// # Safety
+/// `replicas` is NULL or a `yuebing_replicas` filled by this library (or zeroed), not freed
+/// since.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_replicas_free(replicas: *mut yuebing_replicas) {
+    // SAFETY: forwarded.
+    unsafe { raw::free_replicas(replicas) }
+}
+
+/// `yuebing_store_replicas` of `n` keys: item i's code goes to `codes_out[i]` and where it
+/// is to `replicas_out[i]` (free each with `yuebing_replicas_free`; a failed item's is
+/// empty).
+///
+/// # Safety
+/// `keys` valid for `n` NUL-terminated keys; `codes_out` and `replicas_out` writable for `n`;
+/// `opts` NULL or readable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_replicas(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    n: usize,
+    opts: *const yuebing_options,
+    codes_out: *mut i32,
+    replicas_out: *mut yuebing_replicas,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let op = unsafe { keys_op(store, (keys, n), opts, |c, k, o| c.batch_replicas(&k, o)) }?;
+        let outs = (codes_out, replicas_out, "replicas_out");
+        wait_each_values(op, n, outs, c_replicas, raw::no_replicas)
+    })
+}
+
+/// `yuebing_store_batch_replicas` in callback form: the replicas are lent to the callback.
+/// Returns 0 and then calls `cb` exactly once, or returns an error and never calls it.
+///
+/// # Safety
+/// As `yuebing_store_batch_replicas`; `user_data` usable on the callback thread; `call_out`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_replicas_async(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    n: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_each_replicas_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        required(cb)?;
+        // SAFETY: forwarded contract.
+        let op = unsafe { keys_op(store, (keys, n), opts, |c, k, o| c.batch_replicas(&k, o)) }?;
+        let lend = |r: &yuebing_store::Result<ReplicaList>| match r {
+            Ok(list) => c_replicas(list.clone()),
+            Err(_) => raw::no_replicas(),
+        };
+        // SAFETY: each value was made by `lend`, and is released once, after the callback.
+        let release = |r: &mut yuebing_replicas| unsafe { raw::free_replicas(r) };
+        then_each_lent(op, n, (cb, user_data, call_out), lend, release)
     })
 }

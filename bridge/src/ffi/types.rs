@@ -149,6 +149,36 @@ pub struct yuebing_list {
     pub len: usize,
 }
 
+/// One replica of an object.
+#[repr(C)]
+#[derive(Debug)]
+pub struct yuebing_replica {
+    /// The node's segment name, NUL-terminated (owned by the `yuebing_replicas` it is in: do
+    /// not change or free it).
+    pub node: *const c_char,
+    /// The object's address in that node's segment.
+    pub addr: u64,
+    /// Its length in bytes (the object's size).
+    pub len: u64,
+}
+
+/// Where an object's replicas are (`yuebing_store_replicas`). Handed over, it is the caller's:
+/// free it with `yuebing_replicas_free`, passing the struct back unchanged (a zeroed one is
+/// empty and may be freed too); lent to a callback, it is valid only until the callback
+/// returns.
+#[repr(C)]
+#[derive(Debug)]
+pub struct yuebing_replicas {
+    /// The object's size in bytes.
+    pub size: u64,
+    /// How long the read lease the lookup took lasts, in milliseconds from when it was sent.
+    pub lease_ms: u64,
+    /// The readable replicas, in placement order (NULL when there are none).
+    pub items: *mut yuebing_replica,
+    /// How many.
+    pub len: usize,
+}
+
 /// `yuebing_store_health_check`: the client is open, and its master answers and is ready.
 pub const YUEBING_CLIENT_HEALTHY: u64 = 0;
 /// `yuebing_store_health_check`: `yuebing_store_close` was called.
@@ -314,6 +344,31 @@ pub type yuebing_fetched_cb = Option<
         data: *const u8,
         len: usize,
         location: yuebing_location_t,
+    ),
+>;
+
+/// A callback with where an object's replicas are, valid only until it returns (NULL when
+/// `code` != 0).
+pub type yuebing_replicas_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        code: i32,
+        message: *const c_char,
+        replicas: *const yuebing_replicas,
+    ),
+>;
+
+/// A callback of a batch of replica lookups: `codes[i]` is item i's code and `values[i]`
+/// where it is (empty when it failed). Arrays of `n`, valid only until it returns; NULL when
+/// the call itself failed (`code` != 0).
+pub type yuebing_each_replicas_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        code: i32,
+        message: *const c_char,
+        n: usize,
+        codes: *const i32,
+        values: *const yuebing_replicas,
     ),
 >;
 
