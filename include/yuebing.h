@@ -30,7 +30,8 @@
  *   library (no C++ exceptions, no longjmp across it).
  * - After yuebing_bridge_destroy() returns, no callback of that bridge runs, so user_data may
  *   be freed. Destroying a store, engine or master handle does not wait for its calls in flight.
- * - Bytes and listings handed over are freed with yuebing_buf_free() and yuebing_list_free().
+ * - Bytes, listings and replicas handed over are freed with yuebing_buf_free(),
+ *   yuebing_list_free() and yuebing_replicas_free(); locations with yuebing_location_free().
  * - A forked child cannot use its parent's bridge (YUEBING_ERR_FORKED): create a new one. Fork
  *   only while no other thread is inside a yuebing call (as with any library that takes locks).
  */
@@ -329,6 +330,16 @@
 // A put's object is never evicted.
 #define YUEBING_OPT_HARD_PIN 2
 
+// `yuebing_store_health_check`: the client is open, and its master answers and is ready.
+#define YUEBING_CLIENT_HEALTHY 0
+
+// `yuebing_store_health_check`: `yuebing_store_close` was called.
+#define YUEBING_CLIENT_CLOSED 1
+
+// `yuebing_store_health_check`: no master answered (or none was ready) within the call's
+// deadline.
+#define YUEBING_CLIENT_MASTER_UNREACHABLE 2
+
 // A task or batch waits to start.
 #define YUEBING_TASK_WAITING 0
 
@@ -431,7 +442,8 @@ typedef struct {
   uint32_t flags;
 } yuebing_engine_config;
 
-// A callback with one number: a size, a count, a segment, or 0/1 for whether a key exists.
+// A callback with one number: a size, a count, a segment, a `YUEBING_CLIENT_*` health, or 0/1
+// for whether a key exists.
 typedef void (*yuebing_u64_cb)(void *user_data,
                                int32_t code,
                                const char *message,
@@ -576,6 +588,75 @@ typedef void (*yuebing_each_bytes_cb)(void *user_data,
                                       size_t n,
                                       const int32_t *codes,
                                       const yuebing_bytes *values);
+
+// An object found by `yuebing_store_locate` or `yuebing_store_get_or_locate`: its size and
+// where its replicas are, under the read lease that lookup took (the master's answer, not
+// the bytes). Read it with `yuebing_store_read_located` before the lease ends (else
+// `YUEBING_ERR_LEASE_EXPIRED`), as often as wanted; its size is `yuebing_location_size`.
+// Yours once handed over: release it with `yuebing_location_free` (reads in flight end
+// normally).
+typedef uint64_t yuebing_location_t;
+
+// A callback with a location (0 when `code` != 0): it is the callback's, to read with
+// `yuebing_store_read_located` and release with `yuebing_location_free`.
+typedef void (*yuebing_location_cb)(void *user_data,
+                                    int32_t code,
+                                    const char *message,
+                                    yuebing_location_t location);
+
+// A callback of `yuebing_store_get_or_locate`: a small object's value (`data`, `len` bytes,
+// valid only until it returns) with `location` 0, or a larger object's location (the
+// callback's to read and release, as a `yuebing_location_cb`'s) with no data. Both 0 when
+// `code` != 0.
+typedef void (*yuebing_fetched_cb)(void *user_data,
+                                   int32_t code,
+                                   const char *message,
+                                   const uint8_t *data,
+                                   size_t len,
+                                   yuebing_location_t location);
+
+// One replica of an object.
+typedef struct {
+  // The node's segment name, NUL-terminated (owned by the `yuebing_replicas` it is in: do
+  // not change or free it).
+  const char *node;
+  // The object's address in that node's segment.
+  uint64_t addr;
+  // Its length in bytes (the object's size).
+  uint64_t len;
+} yuebing_replica;
+
+// Where an object's replicas are (`yuebing_store_replicas`). Handed over, it is the caller's:
+// free it with `yuebing_replicas_free`, passing the struct back unchanged (a zeroed one is
+// empty and may be freed too); lent to a callback, it is valid only until the callback
+// returns.
+typedef struct {
+  // The object's size in bytes.
+  uint64_t size;
+  // How long the read lease the lookup took lasts, in milliseconds from when it was sent.
+  uint64_t lease_ms;
+  // The readable replicas, in placement order (NULL when there are none).
+  yuebing_replica *items;
+  // How many.
+  size_t len;
+} yuebing_replicas;
+
+// A callback with where an object's replicas are, valid only until it returns (NULL when
+// `code` != 0).
+typedef void (*yuebing_replicas_cb)(void *user_data,
+                                    int32_t code,
+                                    const char *message,
+                                    const yuebing_replicas *replicas);
+
+// A callback of a batch of replica lookups: `codes[i]` is item i's code and `values[i]`
+// where it is (empty when it failed). Arrays of `n`, valid only until it returns; NULL when
+// the call itself failed (`code` != 0).
+typedef void (*yuebing_each_replicas_cb)(void *user_data,
+                                         int32_t code,
+                                         const char *message,
+                                         size_t n,
+                                         const int32_t *codes,
+                                         const yuebing_replicas *values);
 
 // A callback with bytes, valid only until it returns (copy what you keep).
 typedef void (*yuebing_bytes_cb)(void *user_data,
@@ -1038,6 +1119,36 @@ int32_t yuebing_store_batch_put_async(yuebing_store_t store,
                                       yuebing_call_t *call_out,
                                       yuebing_error *err);
 
+// `yuebing_store_batch_put`, replacing existing values.
+//
+// # Safety
+// As `yuebing_store_batch_put`.
+int32_t yuebing_store_batch_upsert(yuebing_store_t store,
+                                   const char *const *keys,
+                                   const uint8_t *const *values,
+                                   const size_t *lens,
+                                   size_t n,
+                                   const yuebing_options *opts,
+                                   int32_t *codes_out,
+                                   yuebing_error *err);
+
+// `yuebing_store_batch_upsert` in callback form (`values` in the callback are 0). Returns 0
+// and then calls `cb` exactly once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_batch_put`; `user_data` usable on the callback thread; `call_out` NULL
+// or writable.
+int32_t yuebing_store_batch_upsert_async(yuebing_store_t store,
+                                         const char *const *keys,
+                                         const uint8_t *const *values,
+                                         const size_t *lens,
+                                         size_t n,
+                                         const yuebing_options *opts,
+                                         yuebing_each_cb cb,
+                                         void *user_data,
+                                         yuebing_call_t *call_out,
+                                         yuebing_error *err);
+
 // Stores `n` ranges of registered memory (`addrs[i]`, `lens[i]`) under `keys[i]` without a
 // copy (the memory is read until the call ends); item i's code goes to `codes_out[i]`.
 //
@@ -1069,6 +1180,36 @@ int32_t yuebing_store_batch_put_from_async(yuebing_store_t store,
                                            void *user_data,
                                            yuebing_call_t *call_out,
                                            yuebing_error *err);
+
+// `yuebing_store_batch_put_from`, replacing existing values.
+//
+// # Safety
+// As `yuebing_store_batch_put_from`.
+int32_t yuebing_store_batch_upsert_from(yuebing_store_t store,
+                                        const char *const *keys,
+                                        const uint64_t *addrs,
+                                        const uint64_t *lens,
+                                        size_t n,
+                                        const yuebing_options *opts,
+                                        int32_t *codes_out,
+                                        yuebing_error *err);
+
+// `yuebing_store_batch_upsert_from` in callback form. Returns 0 and then calls `cb` exactly
+// once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_batch_put_from`; `user_data` usable on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_batch_upsert_from_async(yuebing_store_t store,
+                                              const char *const *keys,
+                                              const uint64_t *addrs,
+                                              const uint64_t *lens,
+                                              size_t n,
+                                              const yuebing_options *opts,
+                                              yuebing_each_cb cb,
+                                              void *user_data,
+                                              yuebing_call_t *call_out,
+                                              yuebing_error *err);
 
 // Reads `keys[i]` into registered memory (`addrs[i]`, `lens[i]`) without a copy; item i's
 // code goes to `codes_out[i]` and its size to `sizes_out[i]` (NULL: not wanted). The memory
@@ -1133,6 +1274,36 @@ int32_t yuebing_store_batch_exist_async(yuebing_store_t store,
                                         yuebing_call_t *call_out,
                                         yuebing_error *err);
 
+// Removes each of `n` keys (`force` 1: even those readers hold leases on; 0 or 1): item i's
+// code goes to `codes_out[i]`.
+//
+// # Safety
+// `keys` valid for `n` NUL-terminated keys; `codes_out` writable for `n`; `opts` NULL or
+// readable; `err` NULL or writable.
+int32_t yuebing_store_batch_remove(yuebing_store_t store,
+                                   const char *const *keys,
+                                   size_t n,
+                                   uint32_t force,
+                                   const yuebing_options *opts,
+                                   int32_t *codes_out,
+                                   yuebing_error *err);
+
+// `yuebing_store_batch_remove` in callback form (`values` are 0). Returns 0 and then calls
+// `cb` exactly once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_batch_remove`; `user_data` usable on the callback thread; `call_out` NULL
+// or writable.
+int32_t yuebing_store_batch_remove_async(yuebing_store_t store,
+                                         const char *const *keys,
+                                         size_t n,
+                                         uint32_t force,
+                                         const yuebing_options *opts,
+                                         yuebing_each_cb cb,
+                                         void *user_data,
+                                         yuebing_call_t *call_out,
+                                         yuebing_error *err);
+
 // The values of `n` keys: item i's code goes to `codes_out[i]` and its bytes to
 // `values_out[i]` (free each with `yuebing_buf_free`; a failed item's is empty).
 //
@@ -1161,6 +1332,185 @@ int32_t yuebing_store_batch_get_async(yuebing_store_t store,
                                       void *user_data,
                                       yuebing_call_t *call_out,
                                       yuebing_error *err);
+
+// Finds `key` and takes its read lease (as a get does: until it ends, a remove without
+// `force` is `YUEBING_ERR_OBJECT_HAS_LEASE`), without reading it; its location goes to `out`
+// (yours: release it with `yuebing_location_free`). Read it with `yuebing_store_read_located`
+// into memory of `yuebing_location_size` bytes.
+//
+// # Safety
+// `key` NUL-terminated; `opts` NULL or readable; `out` writable; `err` NULL or writable.
+int32_t yuebing_store_locate(yuebing_store_t store,
+                             const char *key,
+                             const yuebing_options *opts,
+                             yuebing_location_t *out,
+                             yuebing_error *err);
+
+// `yuebing_store_locate` in callback form: the location is the callback's (0 on failure).
+// Returns 0 and then calls `cb` exactly once (on a bridge thread), or returns an error and
+// never calls it. With `call_out`, a call handle to cancel it is written there.
+//
+// # Safety
+// As `yuebing_store_locate`; `user_data` may be used on the callback thread; `call_out` NULL
+// or writable.
+int32_t yuebing_store_locate_async(yuebing_store_t store,
+                                   const char *key,
+                                   const yuebing_options *opts,
+                                   yuebing_location_cb cb,
+                                   void *user_data,
+                                   yuebing_call_t *call_out,
+                                   yuebing_error *err);
+
+// The value of `key` when it has at most `inline_max` bytes, else where it is: a small value
+// goes to `value_out` (free it with `yuebing_buf_free`) with 0 in `location_out`; a larger
+// object is not read, its location goes to `location_out` (yours, as `yuebing_store_locate`
+// gives it) and an empty buffer to `value_out`. One round trip either way, and no copy of a
+// large value: read it with `yuebing_store_read_located` into memory sized for it.
+//
+// # Safety
+// `key` NUL-terminated; `opts` NULL or readable; `value_out` and `location_out` writable;
+// `err` NULL or writable.
+int32_t yuebing_store_get_or_locate(yuebing_store_t store,
+                                    const char *key,
+                                    uint64_t inline_max,
+                                    const yuebing_options *opts,
+                                    yuebing_buf *value_out,
+                                    yuebing_location_t *location_out,
+                                    yuebing_error *err);
+
+// `yuebing_store_get_or_locate` in callback form: a small value is lent to the callback
+// (`location` 0), a larger object's location is the callback's (no data). Returns 0 and then
+// calls `cb` exactly once (on a bridge thread), or returns an error and never calls it. With
+// `call_out`, a call handle to cancel it is written there.
+//
+// # Safety
+// As `yuebing_store_get_or_locate`; `user_data` may be used on the callback thread;
+// `call_out` NULL or writable.
+int32_t yuebing_store_get_or_locate_async(yuebing_store_t store,
+                                          const char *key,
+                                          uint64_t inline_max,
+                                          const yuebing_options *opts,
+                                          yuebing_fetched_cb cb,
+                                          void *user_data,
+                                          yuebing_call_t *call_out,
+                                          yuebing_error *err);
+
+// Reads a located object into `len` bytes of memory registered with the client's engine (at
+// `addr`), without a copy; its size goes to `out` (NULL: not wanted). A buffer smaller than
+// the object is `YUEBING_ERR_INVALID_PARAMS` and nothing is written; a read that cannot end
+// inside the location's lease is `YUEBING_ERR_LEASE_EXPIRED` (locate it again). It ends by
+// `opts`' deadline and by that of the call that located it. The memory is written until the
+// call ends. The location stays valid: read it again, or free it.
+//
+// # Safety
+// `opts` NULL or readable; `out` NULL or writable; `err` NULL or writable.
+int32_t yuebing_store_read_located(yuebing_store_t store,
+                                   yuebing_location_t location,
+                                   uint64_t addr,
+                                   uint64_t len,
+                                   const yuebing_options *opts,
+                                   uint64_t *out,
+                                   yuebing_error *err);
+
+// `yuebing_store_read_located` in callback form (the value is the size): the memory is
+// written until the callback runs. Returns 0 and then calls `cb` exactly once (on a bridge
+// thread), or returns an error and never calls it. With `call_out`, a call handle to cancel
+// it is written there.
+//
+// # Safety
+// As `yuebing_store_read_located`; `user_data` may be used on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_read_located_async(yuebing_store_t store,
+                                         yuebing_location_t location,
+                                         uint64_t addr,
+                                         uint64_t len,
+                                         const yuebing_options *opts,
+                                         yuebing_u64_cb cb,
+                                         void *user_data,
+                                         yuebing_call_t *call_out,
+                                         yuebing_error *err);
+
+// The size in bytes of a located object in `out`: the room `yuebing_store_read_located`
+// needs.
+//
+// # Safety
+// `out` writable; `err` NULL or writable.
+int32_t yuebing_location_size(yuebing_location_t location,
+                              uint64_t *out,
+                              yuebing_error *err);
+
+// Releases a location (reads of it in flight end normally); a location freed already, 0,
+// or a handle of another kind is `YUEBING_ERR_INVALID_HANDLE`.
+//
+// # Safety
+// `err` is NULL or writable.
+int32_t yuebing_location_free(yuebing_location_t location,
+                              yuebing_error *err);
+
+// Where `key`'s replicas are and its size, in `out` (yours: free it with
+// `yuebing_replicas_free`). The master grants a read lease with the answer, as a get does
+// (Mooncake's `get_replica_desc`).
+//
+// # Safety
+// `key` NUL-terminated; `opts` NULL or readable; `out` writable; `err` NULL or writable.
+int32_t yuebing_store_replicas(yuebing_store_t store,
+                               const char *key,
+                               const yuebing_options *opts,
+                               yuebing_replicas *out,
+                               yuebing_error *err);
+
+// `yuebing_store_replicas` in callback form: the replicas are lent to the callback (NULL on
+// failure). Returns 0 and then calls `cb` exactly once (on a bridge thread), or returns an
+// error and never calls it. With `call_out`, a call handle to cancel it is written there.
+//
+// # Safety
+// As `yuebing_store_replicas`; `user_data` may be used on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_replicas_async(yuebing_store_t store,
+                                     const char *key,
+                                     const yuebing_options *opts,
+                                     yuebing_replicas_cb cb,
+                                     void *user_data,
+                                     yuebing_call_t *call_out,
+                                     yuebing_error *err);
+
+// Frees replicas handed over by `yuebing_store_replicas` or `yuebing_store_batch_replicas`
+// and empties them; NULL or an empty (zeroed) one is a no-op.
+//
+// # Safety
+// `replicas` is NULL or a `yuebing_replicas` filled by this library (or zeroed), not freed
+// since.
+void yuebing_replicas_free(yuebing_replicas *replicas);
+
+// `yuebing_store_replicas` of `n` keys: item i's code goes to `codes_out[i]` and where it
+// is to `replicas_out[i]` (free each with `yuebing_replicas_free`; a failed item's is
+// empty).
+//
+// # Safety
+// `keys` valid for `n` NUL-terminated keys; `codes_out` and `replicas_out` writable for `n`;
+// `opts` NULL or readable; `err` NULL or writable.
+int32_t yuebing_store_batch_replicas(yuebing_store_t store,
+                                     const char *const *keys,
+                                     size_t n,
+                                     const yuebing_options *opts,
+                                     int32_t *codes_out,
+                                     yuebing_replicas *replicas_out,
+                                     yuebing_error *err);
+
+// `yuebing_store_batch_replicas` in callback form: the replicas are lent to the callback.
+// Returns 0 and then calls `cb` exactly once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_batch_replicas`; `user_data` usable on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_batch_replicas_async(yuebing_store_t store,
+                                           const char *const *keys,
+                                           size_t n,
+                                           const yuebing_options *opts,
+                                           yuebing_each_replicas_cb cb,
+                                           void *user_data,
+                                           yuebing_call_t *call_out,
+                                           yuebing_error *err);
 
 // Stores `len` bytes at `data` under `key` (copied before the function returns);
 // `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists.
@@ -1252,6 +1602,99 @@ int32_t yuebing_store_put_from_async(yuebing_store_t store,
                                      void *user_data,
                                      yuebing_call_t *call_out,
                                      yuebing_error *err);
+
+// Stores `len` bytes of memory registered with the client's engine under `key`, without a
+// copy, replacing an existing value; the memory is read until the call ends.
+//
+// # Safety
+// Every pointer as `yuebing.h` says: strings NUL-terminated, `opts` NULL or readable, `err`
+// NULL or writable.
+int32_t yuebing_store_upsert_from(yuebing_store_t store,
+                                  const char *key,
+                                  uint64_t addr,
+                                  uint64_t len,
+                                  const yuebing_options *opts,
+                                  yuebing_error *err);
+
+// `yuebing_store_upsert_from` in callback form: returns 0 and then calls `cb` exactly once
+// (on a bridge thread), or returns an error and never calls it. With `call_out`, a call
+// handle to cancel it is written there.
+//
+// # Safety
+// As `yuebing_store_upsert_from`; `user_data` may be used on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_upsert_from_async(yuebing_store_t store,
+                                        const char *key,
+                                        uint64_t addr,
+                                        uint64_t len,
+                                        const yuebing_options *opts,
+                                        yuebing_done_cb cb,
+                                        void *user_data,
+                                        yuebing_call_t *call_out,
+                                        yuebing_error *err);
+
+// Stores the concatenation of `n` parts (`parts[i]` of `lens[i]` bytes, copied once before
+// the function returns) under `key`: a value gathered from buffers that are not contiguous.
+// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists.
+//
+// # Safety
+// `key` NUL-terminated; `parts` and `lens` valid for `n` elements, each part for its length;
+// `opts` NULL or readable; `err` NULL or writable.
+int32_t yuebing_store_put_parts(yuebing_store_t store,
+                                const char *key,
+                                const uint8_t *const *parts,
+                                const size_t *lens,
+                                size_t n,
+                                const yuebing_options *opts,
+                                yuebing_error *err);
+
+// `yuebing_store_put_parts` in callback form: returns 0 and then calls `cb` exactly once
+// (on a bridge thread), or returns an error and never calls it. With `call_out`, a call
+// handle to cancel it is written there.
+//
+// # Safety
+// As `yuebing_store_put_parts`; `user_data` may be used on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_put_parts_async(yuebing_store_t store,
+                                      const char *key,
+                                      const uint8_t *const *parts,
+                                      const size_t *lens,
+                                      size_t n,
+                                      const yuebing_options *opts,
+                                      yuebing_done_cb cb,
+                                      void *user_data,
+                                      yuebing_call_t *call_out,
+                                      yuebing_error *err);
+
+// `yuebing_store_put_parts`, replacing an existing value.
+//
+// # Safety
+// As `yuebing_store_put_parts`.
+int32_t yuebing_store_upsert_parts(yuebing_store_t store,
+                                   const char *key,
+                                   const uint8_t *const *parts,
+                                   const size_t *lens,
+                                   size_t n,
+                                   const yuebing_options *opts,
+                                   yuebing_error *err);
+
+// `yuebing_store_upsert_parts` in callback form: returns 0 and then calls `cb` exactly once
+// (on a bridge thread), or returns an error and never calls it. With `call_out`, a call
+// handle to cancel it is written there.
+//
+// # Safety
+// As `yuebing_store_put_parts`; `user_data` may be used on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_upsert_parts_async(yuebing_store_t store,
+                                         const char *key,
+                                         const uint8_t *const *parts,
+                                         const size_t *lens,
+                                         size_t n,
+                                         const yuebing_options *opts,
+                                         yuebing_done_cb cb,
+                                         void *user_data,
+                                         yuebing_call_t *call_out,
+                                         yuebing_error *err);
 
 // The value of `key`: the blocking form hands it over in `out` (free it with
 // `yuebing_buf_free`); the callback form lends it to the callback.
@@ -1445,6 +1888,63 @@ int32_t yuebing_store_remove_all_async(yuebing_store_t store,
                                        void *user_data,
                                        yuebing_call_t *call_out,
                                        yuebing_error *err);
+
+// Removes every object whose key the regular expression `pattern` matches somewhere (anchor
+// it with `^…$` for whole keys; `force` 1: leased ones too; 0 or 1); how many goes to `out`
+// (NULL: not wanted). A bad pattern is `YUEBING_ERR_INVALID_PARAMS` and removes nothing.
+//
+// # Safety
+// `pattern` NUL-terminated; `opts` NULL or readable; `out` NULL or writable; `err` NULL or
+// writable.
+int32_t yuebing_store_remove_by_regex(yuebing_store_t store,
+                                      const char *pattern,
+                                      uint32_t force,
+                                      const yuebing_options *opts,
+                                      uint64_t *out,
+                                      yuebing_error *err);
+
+// `yuebing_store_remove_by_regex` in callback form (the value is how many were removed).
+// Returns 0 and then calls `cb` exactly once (on a bridge thread), or returns an error and
+// never calls it. With `call_out`, a call handle to cancel it is written there.
+//
+// # Safety
+// As `yuebing_store_remove_by_regex`; `user_data` may be used on the callback thread;
+// `call_out` NULL or writable.
+int32_t yuebing_store_remove_by_regex_async(yuebing_store_t store,
+                                            const char *pattern,
+                                            uint32_t force,
+                                            const yuebing_options *opts,
+                                            yuebing_u64_cb cb,
+                                            void *user_data,
+                                            yuebing_call_t *call_out,
+                                            yuebing_error *err);
+
+// Whether this client can serve calls, in `out`: `YUEBING_CLIENT_HEALTHY` (its master
+// answers and is ready), `YUEBING_CLIENT_CLOSED` (after `yuebing_store_close`) or
+// `YUEBING_CLIENT_MASTER_UNREACHABLE` (no master answered, or none was ready, within the
+// call's deadline): Mooncake's `health_check` numbers. The function fails only for bad
+// arguments or a bridge that cannot run the check.
+//
+// # Safety
+// `opts` NULL or readable; `out` NULL or writable; `err` NULL or writable.
+int32_t yuebing_store_health_check(yuebing_store_t store,
+                                   const yuebing_options *opts,
+                                   uint64_t *out,
+                                   yuebing_error *err);
+
+// `yuebing_store_health_check` in callback form (the value is a `YUEBING_CLIENT_*`). Returns
+// 0 and then calls `cb` exactly once (on a bridge thread), or returns an error and never calls
+// it. With `call_out`, a call handle to cancel it is written there.
+//
+// # Safety
+// As `yuebing_store_health_check`; `user_data` may be used on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_health_check_async(yuebing_store_t store,
+                                         const yuebing_options *opts,
+                                         yuebing_u64_cb cb,
+                                         void *user_data,
+                                         yuebing_call_t *call_out,
+                                         yuebing_error *err);
 
 // Leaves the cluster gracefully: the master places nothing new on this client, and its
 // memory is unmounted.

@@ -39,9 +39,10 @@ cargo test -p yuebing-engine --release --locked --no-run
 mapfile -t binaries < <(test_binaries -p yuebing-engine --release)
 # The C ABI's lifetime and argument tests (bridge/tests/ffi_lifetimes.rs: a destroy racing
 # calls on its engine's memory, registrations it did not make; ffi_arguments.rs: bad arguments
-# refused where they enter) through the exported symbols, as the debug build `cargo test` made
-# them: small enough to run unoptimized.
-c_abi=(-p yuebing-bridge --test ffi_lifetimes --test ffi_arguments)
+# refused where they enter; ffi_writes.rs and ffi_located.rs: arrays of parts read from the
+# caller, locations, and replica structs handed over, lent and freed) through the exported
+# symbols, as the debug build `cargo test` made them: small enough to run unoptimized.
+c_abi=(-p yuebing-bridge --test ffi_lifetimes --test ffi_arguments --test ffi_writes --test ffi_located)
 echo "== building the C ABI's lifetime and argument tests"
 cargo test "${c_abi[@]}" --locked --no-run
 mapfile -t -O "${#binaries[@]}" binaries < <(test_binaries "${c_abi[@]}")

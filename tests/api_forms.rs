@@ -4,32 +4,10 @@
 //! in `include/yuebing.h`) and a Python form (a `Store` method in the binding and in
 //! `_native.pyi`). A call whose options carry a `Write` value also has its upsert names at the
 //! C and Python edges. The forms are read from the sources, so a call added without its forms
-//! fails here, and so does a stale entry in the table of forms not built yet.
+//! fails here.
 
 use std::collections::BTreeSet;
 use std::path::Path;
-
-/// Forms not built yet: (call, edge). Each entry is checked to be still missing, so the table
-/// only shrinks. They come with the integrators' calls (issue 27).
-const NOT_YET: &[(&str, Edge)] = &[
-    ("put_parts", Edge::C),
-    ("locate", Edge::C),
-    ("get_or_locate", Edge::C),
-    ("read_located", Edge::C),
-    ("replicas", Edge::C),
-    ("batch_remove", Edge::C),
-    ("batch_replicas", Edge::C),
-    ("remove_by_regex", Edge::C),
-    ("health_check", Edge::C),
-    ("upsert_parts", Edge::C),
-    ("upsert_from", Edge::C),
-    ("batch_upsert", Edge::C),
-    ("batch_upsert_from", Edge::C),
-    // Python's `get` is `get_or_locate` then `read_located` into a new `bytes`.
-    ("locate", Edge::Python),
-    ("get_or_locate", Edge::Python),
-    ("read_located", Edge::Python),
-];
 
 /// The calls whose options choose put or upsert (`Options::write`): the C and Python edges
 /// also name their upsert form (`put` → `upsert`, `batch_put_from` → `batch_upsert_from`).
@@ -196,29 +174,15 @@ fn every_client_call_has_a_blocking_a_c_and_a_python_form() {
         assert!(calls.contains(*w), "WRITES names {w}, which is no call");
     }
     let mut missing = Vec::new();
-    let mut stale = Vec::new();
     for edge in [Edge::Blocking, Edge::C, Edge::Python] {
         let have = forms(edge);
         for name in wanted(edge, &calls) {
-            let excused = NOT_YET.contains(&(name.as_str(), edge));
-            match (have.contains(&name), excused) {
-                (false, false) => missing.push(format!("{edge:?} {name}")),
-                (true, true) => stale.push(format!("{edge:?} {name}")),
-                _ => {}
+            if !have.contains(&name) {
+                missing.push(format!("{edge:?} {name}"));
             }
         }
     }
-    for (name, edge) in NOT_YET {
-        assert!(
-            wanted(*edge, &calls).contains(*name),
-            "NOT_YET names {edge:?} {name}, which no call needs"
-        );
-    }
     assert!(missing.is_empty(), "calls without a form: {missing:?}");
-    assert!(
-        stale.is_empty(),
-        "built now, remove from NOT_YET: {stale:?}"
-    );
 }
 
 #[test]

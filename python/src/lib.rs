@@ -18,7 +18,8 @@
 //! - `options`: per-call settings from keyword arguments.
 //! - `store` and `store_batch`: the `Store` class (one key; batches and the whole store).
 //! - `engine`: the `Engine` class, its batches of transfers and its `Buffer`s.
-//! - `types`: the small result classes (`ObjectInfo`, `Replicas`, `BatchStatus`, `TaskStatus`).
+//! - `types`: the small result classes (`ObjectInfo`, `Replicas`, `Location`, `BatchStatus`,
+//!   `TaskStatus`).
 
 mod engine;
 mod errors;
@@ -43,6 +44,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::Buffer>()?;
     m.add_class::<types::ObjectInfo>()?;
     m.add_class::<types::Replicas>()?;
+    m.add_class::<types::Location>()?;
     m.add_class::<types::BatchStatus>()?;
     m.add_class::<types::TaskStatus>()?;
     m.add_function(wrap_pyfunction!(errors::error_codes, m)?)?;

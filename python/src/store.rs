@@ -14,7 +14,7 @@ use yuebing_bridge::BlockingClient;
 use yuebing_engine::RemoteAccess;
 use yuebing_store::master::PutConfig;
 use yuebing_store::Client;
-use yuebing_store::{ClientHealth, Write};
+use yuebing_store::{ClientHealth, Fetched, Write};
 
 use crate::engine::Engine;
 use crate::errors;
@@ -23,7 +23,8 @@ use crate::options::{self, Replicas};
 use crate::pins::Pins;
 use crate::runtime::ForkSafe;
 use crate::store_batch::{self, Settings};
-use crate::types::{self, ObjectInfo};
+use crate::store_values;
+use crate::types::{self, Location, ObjectInfo};
 use crate::wait::wait;
 
 /// A client of a yuebing store: put and get byte values by key, zero-copy from and into your
@@ -319,18 +320,60 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<u64> {
         let opts = options::call(py, timeout)?;
-        let client = self.client(py)?;
+        self.client(py)?;
         let mem = Memory::from_py(buffer, size, Access::Write, "buffer")?;
-        let held = self
-            .pins(py)?
-            .hold(py, std::slice::from_ref(&mem), Access::Write)?;
-        let read = wait(
-            py,
-            client.call(client.client().get_into(key, mem.addr, mem.len, &opts)),
-        );
-        // The call's work has stopped (even when a signal ended the wait): release the memory.
-        drop(held);
-        read
+        self.read_into(py, mem, |c, addr, len| c.get_into(key, addr, len, &opts))
+    }
+
+    /// Finds `key` and takes its read lease (as `get` does: until it ends, `remove` without
+    /// `force` raises `ObjectHasLease`), without reading it: a `Location` with the value's
+    /// `size`, to read with `read_located` into memory sized for it. A missing key raises
+    /// `ObjectNotFound`.
+    #[pyo3(signature = (key, *, timeout=None))]
+    fn locate(&self, py: Python<'_>, key: &str, timeout: Option<f64>) -> PyResult<Location> {
+        let opts = options::call(py, timeout)?;
+        Ok(Location(self.run(py, |c| c.locate(key, &opts))?))
+    }
+
+    /// The value of `key` as bytes when it has at most `inline_max` bytes (the default: what
+    /// `get` reads in one call), else its `Location`, not read yet (read it with
+    /// `read_located`): one round trip either way, and no copy of a large value.
+    #[pyo3(signature = (key, inline_max=store_values::INLINE_MAX, *, timeout=None))]
+    fn get_or_locate(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        inline_max: u64,
+        timeout: Option<f64>,
+    ) -> PyResult<Py<PyAny>> {
+        let opts = options::call(py, timeout)?;
+        match self.run(py, |c| c.get_or_locate(key, inline_max, &opts))? {
+            Fetched::Value(value) => Ok(PyBytes::new(py, &value).into_any().unbind()),
+            Fetched::Located(found) => Ok(Py::new(py, Location(found))?.into_any()),
+        }
+    }
+
+    /// Reads a located object into `buffer` without a copy and returns its size, as
+    /// `get_into` reads a key (any writable C-contiguous buffer, or an int address with
+    /// `size`). A buffer smaller than the object raises `InvalidParams` and nothing is
+    /// written; a read that cannot end inside the location's lease raises `LeaseExpired`. The
+    /// location stays usable: read it again while its lease lasts.
+    #[pyo3(signature = (location, buffer, size=None, *, timeout=None))]
+    fn read_located(
+        &self,
+        py: Python<'_>,
+        location: &Bound<'_, Location>,
+        buffer: &Bound<'_, PyAny>,
+        size: Option<u64>,
+        timeout: Option<f64>,
+    ) -> PyResult<u64> {
+        let opts = options::call(py, timeout)?;
+        self.client(py)?;
+        let found = &location.get().0;
+        let mem = Memory::from_py(buffer, size, Access::Write, "buffer")?;
+        self.read_into(py, mem, |c, addr, len| {
+            c.read_located(found, addr, len, &opts)
+        })
     }
 
     /// Whether `key` exists (a completed object).

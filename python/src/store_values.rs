@@ -3,10 +3,12 @@
 //! memory (immutable values from 64 KiB on, and `put_from`), or read straight into a new
 //! `bytes` (large values).
 
+use std::future::Future;
+
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
-use yuebing_store::{Fetched, Located};
+use yuebing_store::{Client, Fetched, Located};
 
 use crate::memory::{copy_of, Access, Memory};
 use crate::store::Store;
@@ -80,7 +82,7 @@ impl Store {
         key: &str,
         opts: &yuebing_store::Options,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        match self.run(py, |c| c.get_or_locate(key, ZERO_COPY_MIN - 1, opts))? {
+        match self.run(py, |c| c.get_or_locate(key, INLINE_MAX, opts))? {
             Fetched::Value(value) => Ok(PyBytes::new(py, &value)),
             Fetched::Located(found) => self.read_into_bytes(py, found, opts),
         }
@@ -94,16 +96,35 @@ impl Store {
         found: Located,
         opts: &yuebing_store::Options,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let pins = self.pins(py)?;
         let (bytes, addr) = uninit_bytes(py, found.size())?;
         let mem = Memory::of_call(addr, found.size(), "the value's new bytes");
-        let held = pins.hold(py, std::slice::from_ref(&mem), Access::Write)?;
-        let read = self.run(py, |c| c.read_located(&found, mem.addr, mem.len, opts));
-        // The call's work has stopped (even when a signal ended the wait): release the memory.
-        drop(held);
+        let read = self.read_into(py, mem, |c, addr, len| {
+            c.read_located(&found, addr, len, opts)
+        });
         // Filled: every one of its `size` bytes was written by the read (else it is dropped
         // unread).
         read.map(|_| bytes)
+    }
+
+    /// A read into the caller's memory `mem` (`get_into`, `read_located`): `read` is the
+    /// client's call into `(addr, len)`, run while the memory is held registered and writable.
+    /// Returns what the call does, the object's size.
+    pub(crate) fn read_into<F>(
+        &self,
+        py: Python<'_>,
+        mem: Memory,
+        read: impl FnOnce(&Client, u64, u64) -> F + Send,
+    ) -> PyResult<u64>
+    where
+        F: Future<Output = yuebing_store::Result<u64>> + Send + 'static,
+    {
+        let held = self
+            .pins(py)?
+            .hold(py, std::slice::from_ref(&mem), Access::Write)?;
+        let done = self.run(py, |c| read(c, mem.addr, mem.len));
+        // The call's work has stopped (even when a signal ended the wait): release the memory.
+        drop(held);
+        done
     }
 }
 
@@ -137,6 +158,11 @@ fn uninit_bytes(py: Python<'_>, size: u64) -> PyResult<(Bound<'_, PyBytes>, *mut
     }
     Ok((bytes, addr))
 }
+
+/// `get`'s (and `get_or_locate`'s default) largest value read inline: copied out of the
+/// client's staging memory in the call that finds it. A larger one is read in a second call,
+/// straight into memory sized for it.
+pub(crate) const INLINE_MAX: u64 = ZERO_COPY_MIN - 1;
 
 /// Values from this size on are put and got without a copy (their memory registered for the
 /// call); smaller ones are copied through the client's staging memory, which costs less than a

@@ -1,5 +1,5 @@
-//! The small result classes: an object of a listing, where an object's replicas are, a batch's
-//! and a task's status.
+//! The small result classes: an object of a listing, where an object's replicas are, a located
+//! object, a batch's and a task's status.
 
 use pyo3::prelude::*;
 use yuebing_engine::TaskState;
@@ -77,6 +77,32 @@ impl From<yuebing_store::master::ReplicaList> for Replicas {
                 .collect(),
             lease_ms: l.lease_ms,
         }
+    }
+}
+
+/// An object found by `Store.locate` (or `Store.get_or_locate`), not read yet: its `key` and
+/// `size`, under the read lease the lookup took. Read it with `Store.read_located` into memory
+/// of at least `size` bytes before the lease ends (else `LeaseExpired`: locate it again), as
+/// often as wanted.
+#[pyclass(module = "yuebing._native", frozen)]
+pub(crate) struct Location(pub(crate) yuebing_store::Located);
+
+#[pymethods]
+impl Location {
+    /// The object's key.
+    #[getter]
+    fn key(&self) -> &str {
+        self.0.key()
+    }
+
+    /// The object's size in bytes.
+    #[getter]
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Location(key={:?}, size={})", self.0.key(), self.0.size())
     }
 }
 

@@ -59,7 +59,7 @@ def test_the_stub_lists_every_class_with_its_bases():
 def test_the_native_stub_names_every_public_class_and_method():
     tree = ast.parse((PACKAGE / "_native.pyi").read_text())
     stubbed = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
-    for name in ("Store", "Engine", "Buffer", "ObjectInfo", "Replicas", "BatchStatus", "TaskStatus"):
+    for name in ("Store", "Engine", "Buffer", "ObjectInfo", "Replicas", "Location", "BatchStatus", "TaskStatus"):
         cls = getattr(_native, name)
         methods = {m.name for m in stubbed[name].body if isinstance(m, ast.FunctionDef)}
         public = {m for m in dir(cls) if not m.startswith("_")}

@@ -44,7 +44,17 @@ the event loop.
 from __future__ import annotations
 
 from . import errors
-from ._native import BatchStatus, Buffer, Engine, ObjectInfo, Replicas, Store, TaskStatus, __version__
+from ._native import (
+    BatchStatus,
+    Buffer,
+    Engine,
+    Location,
+    ObjectInfo,
+    Replicas,
+    Store,
+    TaskStatus,
+    __version__,
+)
 from .errors import *  # noqa: F401,F403  (one exception class per error code)
 from .errors import ERRORS_BY_CODE, ERRORS_BY_NAME, YuebingError
 
@@ -54,6 +64,7 @@ __all__ = [
     "Buffer",
     "ObjectInfo",
     "Replicas",
+    "Location",
     "BatchStatus",
     "TaskStatus",
     "YuebingError",

@@ -53,6 +53,14 @@ class Replicas:
     def lease_ms(self) -> int: ...
     def __len__(self) -> int: ...
 
+class Location:
+    """An object found by ``Store.locate`` (or ``Store.get_or_locate``), not read yet, under the
+    read lease the lookup took: read it with ``Store.read_located`` before the lease ends."""
+    @property
+    def key(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+
 class Store:
     """A client of a yuebing store (see ``help(yuebing.Store)``)."""
     def __init__(
@@ -141,6 +149,21 @@ class Store:
     ) -> int:
         """Reads ``key`` into writable ``buffer``; returns the value's size. A read-only buffer,
         or memory in a read-only registration, raises ``InvalidArgument``."""
+    def locate(self, key: str, *, timeout: Optional[float] = None) -> Location:
+        """Finds ``key`` and takes its read lease, without reading it."""
+    def get_or_locate(
+        self, key: str, inline_max: int = 65535, *, timeout: Optional[float] = None
+    ) -> Union[bytes, Location]:
+        """The value when it has at most ``inline_max`` bytes, else its ``Location`` (not read)."""
+    def read_located(
+        self,
+        location: Location,
+        buffer: MemoryLike,
+        size: Optional[int] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> int:
+        """Reads a located object into writable ``buffer``; returns its size."""
     def exist(self, key: str, *, timeout: Optional[float] = None) -> bool: ...
     def get_size(self, key: str, *, timeout: Optional[float] = None) -> int: ...
     def remove(self, key: str, force: bool = False, *, timeout: Optional[float] = None) -> None: ...

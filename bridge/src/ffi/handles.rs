@@ -6,6 +6,8 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use yuebing_store::Located;
+
 use crate::{BlockingClient, BlockingMaster, Bridge, Canceller};
 
 use super::engine_api::EngineObject;
@@ -20,6 +22,7 @@ pub(crate) enum Kind {
     Batch = 4,
     Call = 5,
     Master = 6,
+    Location = 7,
 }
 
 /// An engine's batch, with the engine it belongs to.
@@ -38,6 +41,8 @@ pub(crate) enum Object {
     Batch(BatchObject),
     Call(Canceller),
     Master(BlockingMaster),
+    /// An object a store client located (`yuebing_store_locate`), with its read lease.
+    Location(Arc<Located>),
 }
 
 impl Object {
@@ -49,6 +54,7 @@ impl Object {
             Object::Batch(_) => Kind::Batch,
             Object::Call(_) => Kind::Call,
             Object::Master(_) => Kind::Master,
+            Object::Location(_) => Kind::Location,
         }
     }
 }
@@ -145,12 +151,32 @@ pub(crate) fn remove(handle: u64, kind: Kind) -> FfiResult<Object> {
     object.ok_or_else(|| Failure::handle("destroyed"))
 }
 
-/// Typed lookups.
-pub(crate) fn bridge(handle: u64) -> FfiResult<Bridge> {
-    match get(handle, Kind::Bridge)? {
-        Object::Bridge(b) => Ok(b),
-        _ => Err(Failure::handle("not a bridge")),
-    }
+/// The typed lookups: `name(handle)` is the object a live handle of that kind names.
+macro_rules! lookups {
+    ($($(#[$doc:meta])* $name:ident: $kind:ident -> $ty:ty;)*) => {$(
+        $(#[$doc])*
+        pub(crate) fn $name(handle: u64) -> FfiResult<$ty> {
+            match get(handle, Kind::$kind)? {
+                Object::$kind(object) => Ok(object),
+                _ => Err(Failure::handle(concat!("the handle names no ", stringify!($name)))),
+            }
+        }
+    )*};
+}
+
+lookups! {
+    /// A bridge.
+    bridge: Bridge -> Bridge;
+    /// An engine's object.
+    engine: Engine -> Arc<EngineObject>;
+    /// A batch.
+    batch: Batch -> BatchObject;
+    /// A call's canceller.
+    call: Call -> Canceller;
+    /// A master connection.
+    master: Master -> BlockingMaster;
+    /// A located object.
+    location: Location -> Arc<Located>;
 }
 
 /// The store client and its engine's object.
@@ -158,38 +184,6 @@ pub(crate) fn store(handle: u64) -> FfiResult<(BlockingClient, Arc<EngineObject>
     match get(handle, Kind::Store)? {
         Object::Store(c, e) => Ok((c, e)),
         _ => Err(Failure::handle("not a store")),
-    }
-}
-
-/// An engine's object.
-pub(crate) fn engine(handle: u64) -> FfiResult<Arc<EngineObject>> {
-    match get(handle, Kind::Engine)? {
-        Object::Engine(e) => Ok(e),
-        _ => Err(Failure::handle("not an engine")),
-    }
-}
-
-/// A batch.
-pub(crate) fn batch(handle: u64) -> FfiResult<BatchObject> {
-    match get(handle, Kind::Batch)? {
-        Object::Batch(b) => Ok(b),
-        _ => Err(Failure::handle("not a batch")),
-    }
-}
-
-/// A call's canceller.
-pub(crate) fn call(handle: u64) -> FfiResult<Canceller> {
-    match get(handle, Kind::Call)? {
-        Object::Call(c) => Ok(c),
-        _ => Err(Failure::handle("not a call")),
-    }
-}
-
-/// A master connection.
-pub(crate) fn master(handle: u64) -> FfiResult<BlockingMaster> {
-    match get(handle, Kind::Master)? {
-        Object::Master(m) => Ok(m),
-        _ => Err(Failure::handle("not a master")),
     }
 }
 

@@ -30,8 +30,9 @@
 //! - Inputs are read before the function returns (byte values are copied); memory given by
 //!   address (`get_into`, `put_from`, transfers) must be registered with the engine and is
 //!   touched until the call ends — its blocking form returns or its callback runs.
-//! - Bytes and listings the library hands over are freed with `yuebing_buf_free` and
-//!   `yuebing_list_free`.
+//! - Bytes, listings and replicas the library hands over are freed with `yuebing_buf_free`,
+//!   `yuebing_list_free` and `yuebing_replicas_free`; a location handle with
+//!   `yuebing_location_free`.
 
 #![allow(non_camel_case_types)]
 
@@ -45,6 +46,7 @@ pub mod master_api;
 mod raw;
 pub mod store_api;
 pub mod store_batch;
+pub mod store_located;
 pub mod store_ops;
 pub mod store_whole;
 pub mod types;

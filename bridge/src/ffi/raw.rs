@@ -11,7 +11,7 @@
 use std::ffi::{c_char, CStr, CString};
 
 use super::error::{Failure, FfiResult};
-use super::types::{yuebing_buf, yuebing_list, yuebing_listed};
+use super::types::{yuebing_buf, yuebing_list, yuebing_listed, yuebing_replica, yuebing_replicas};
 
 /// A NUL-terminated UTF-8 string argument; NULL is an error.
 ///
@@ -164,23 +164,47 @@ pub(crate) unsafe fn free_buf(buf: *mut yuebing_buf) {
     };
 }
 
+/// Hands `items` to C as a boxed slice: its pointer and length, taken back by [`take_items`].
+/// No items are NULL and 0, as the header says: a boxed empty slice's pointer is dangling,
+/// not NULL, and a C caller may test it.
+fn into_items<T>(items: Vec<T>) -> (*mut T, usize) {
+    match items.len() {
+        0 => (std::ptr::null_mut(), 0),
+        len => (Box::into_raw(items.into_boxed_slice()).cast::<T>(), len),
+    }
+}
+
+/// Takes back the items [`into_items`] handed to C, and frees the name (a `CString` made
+/// with `into_raw`) that `name` says each one holds.
+///
+/// # Safety
+/// `items` and `len` came from [`into_items`], each name from `CString::into_raw`, and none
+/// was freed since.
+unsafe fn free_items<T>(items: *mut T, len: usize, name: fn(&T) -> *const c_char) {
+    if items.is_null() {
+        return;
+    }
+    // SAFETY: `items`/`len` came from `Box::into_raw` of a boxed slice of `len` items in
+    // `into_items`, not freed since (the caller's promise).
+    let items = unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(items, len)) };
+    for item in items.iter() {
+        // SAFETY: made by `CString::into_raw` and not freed since (the caller's promise).
+        drop(unsafe { CString::from_raw(name(item).cast_mut()) });
+    }
+}
+
 /// Hands a listing to C: freed by [`free_list`] (`yuebing_list_free`).
 pub(crate) fn into_list(listed: Vec<(CString, u64, u32)>) -> yuebing_list {
-    let items: Box<[yuebing_listed]> = listed
-        .into_iter()
-        .map(|(key, size, replicas)| yuebing_listed {
-            key: key.into_raw().cast_const(),
-            size,
-            replicas,
-        })
-        .collect();
-    let len = items.len();
-    // An empty listing is NULL and 0, as the header says: a boxed empty slice's pointer is
-    // dangling, not NULL, and a C caller may test it.
-    let items = match len {
-        0 => std::ptr::null_mut(),
-        _ => Box::into_raw(items).cast::<yuebing_listed>(),
-    };
+    let (items, len) = into_items(
+        listed
+            .into_iter()
+            .map(|(key, size, replicas)| yuebing_listed {
+                key: key.into_raw().cast_const(),
+                size,
+                replicas,
+            })
+            .collect(),
+    );
     yuebing_list { items, len }
 }
 
@@ -193,24 +217,85 @@ pub(crate) unsafe fn free_list(list: *mut yuebing_list) {
     if list.is_null() {
         return;
     }
-    // SAFETY: a valid `yuebing_list` (the caller's promise).
-    let l = unsafe { list.read() };
-    if !l.items.is_null() {
-        // SAFETY: `items`/`len` came from `Box::into_raw` of a boxed slice in `into_list`, and
-        // each key from `CString::into_raw` there; none was freed since.
-        let items = unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(l.items, l.len)) };
-        for item in items.iter() {
-            // SAFETY: as above.
-            drop(unsafe { CString::from_raw(item.key.cast_mut()) });
-        }
-    }
-    // SAFETY: as above.
+    // SAFETY: a valid `yuebing_list` (the caller's promise), its items and keys from
+    // `into_list`, not freed since; emptied afterwards, so that a second free finds nothing.
     unsafe {
+        let l = list.read();
+        free_items(l.items, l.len, |item| item.key);
         list.write(yuebing_list {
             items: std::ptr::null_mut(),
             len: 0,
-        })
-    };
+        });
+    }
+}
+
+/// Where an object's replicas are, handed to C: its size, its read lease and each replica's
+/// `(node, addr, len)`; freed by [`free_replicas`] (`yuebing_replicas_free`).
+pub(crate) fn into_replicas(
+    size: u64,
+    lease_ms: u64,
+    replicas: Vec<(CString, u64, u64)>,
+) -> yuebing_replicas {
+    let (items, len) = into_items(
+        replicas
+            .into_iter()
+            .map(|(node, addr, len)| yuebing_replica {
+                node: node.into_raw().cast_const(),
+                addr,
+                len,
+            })
+            .collect(),
+    );
+    yuebing_replicas {
+        size,
+        lease_ms,
+        items,
+        len,
+    }
+}
+
+/// An empty `yuebing_replicas` (a failed item's).
+pub(crate) fn no_replicas() -> yuebing_replicas {
+    into_replicas(0, 0, Vec::new())
+}
+
+/// Frees replicas made by [`into_replicas`] and empties them; empty ones are left as they are.
+///
+/// # Safety
+/// `r` is NULL or points to a `yuebing_replicas` that is empty (zeroed) or was filled by this
+/// library and not freed since.
+pub(crate) unsafe fn free_replicas(r: *mut yuebing_replicas) {
+    if r.is_null() {
+        return;
+    }
+    // SAFETY: a valid `yuebing_replicas` (the caller's promise), its items and nodes from
+    // `into_replicas`, not freed since; emptied afterwards, so that a second free finds nothing.
+    unsafe {
+        let v = r.read();
+        free_items(v.items, v.len, |item| item.node);
+        r.write(no_replicas());
+    }
+}
+
+/// Copies `n` byte buffers (`ptrs[i]` of `lens[i]` bytes) into new vectors, each as [`bytes`]
+/// does; `what` names the array of pointers and one of its buffers in errors.
+///
+/// # Safety
+/// `ptrs` and `lens` are NULL (then `n` must be 0) or valid for `n` elements, and each
+/// `ptrs[i]` NULL (then `lens[i]` must be 0) or valid for `lens[i]` bytes, during the call.
+pub(crate) unsafe fn buffers(
+    ptrs: *const *const u8,
+    lens: *const usize,
+    n: usize,
+    (what, one): (&str, &str),
+) -> FfiResult<Vec<Vec<u8>>> {
+    // SAFETY: both arrays valid for `n` elements (the caller's promise, checked there).
+    let (ptrs, lens) = unsafe { (array(ptrs, n, what)?, array(lens, n, "lens")?) };
+    ptrs.into_iter()
+        .zip(lens)
+        // SAFETY: each buffer valid for its length (the caller's promise, checked there).
+        .map(|(p, len)| unsafe { bytes(p, len, one) })
+        .collect()
 }
 
 #[cfg(test)]
@@ -249,6 +334,43 @@ mod tests {
             free_list(&mut l);
             assert!(l.items.is_null());
             free_list(&mut l);
+        }
+    }
+
+    #[test]
+    fn replicas_are_freed_once_and_empty_ones_are_null() {
+        let mut r = into_replicas(7, 500, vec![(CString::new("node-a").unwrap(), 64, 7)]);
+        assert_eq!((r.size, r.lease_ms, r.len), (7, 500, 1));
+        // SAFETY: `r` was filled by `into_replicas`; the second free sees it emptied.
+        unsafe {
+            assert_eq!(CStr::from_ptr((*r.items).node).to_str().unwrap(), "node-a");
+            assert_eq!(((*r.items).addr, (*r.items).len), (64, 7));
+            free_replicas(&mut r);
+            assert!(r.items.is_null() && r.len == 0);
+            free_replicas(&mut r);
+            free_replicas(std::ptr::null_mut());
+        }
+        let empty = no_replicas();
+        assert!(empty.items.is_null() && empty.len == 0 && empty.size == 0);
+    }
+
+    #[test]
+    fn buffers_are_copied_and_a_null_one_with_a_length_refused() {
+        let (a, b) = (b"ab".as_slice(), b"cde".as_slice());
+        let ptrs = [a.as_ptr(), b.as_ptr()];
+        let lens = [2usize, 3];
+        // SAFETY: both arrays hold 2 elements, each buffer its length; the failing cases are
+        // refused before any is read.
+        unsafe {
+            let got = buffers(ptrs.as_ptr(), lens.as_ptr(), 2, ("parts", "a part")).unwrap();
+            assert_eq!(got, [b"ab".to_vec(), b"cde".to_vec()]);
+            let holes = [a.as_ptr(), std::ptr::null()];
+            let e = buffers(holes.as_ptr(), lens.as_ptr(), 2, ("parts", "a part")).unwrap_err();
+            assert!(e.message.contains("a part"), "{}", e.message);
+            assert!(buffers(std::ptr::null(), lens.as_ptr(), 2, ("parts", "a part")).is_err());
+            assert!(buffers(std::ptr::null(), std::ptr::null(), 0, ("p", "a"))
+                .unwrap()
+                .is_empty());
         }
     }
 

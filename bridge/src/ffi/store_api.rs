@@ -1,14 +1,17 @@
 //! `yuebing_store_*`: a store client, its single-key calls in blocking and callback forms, and
 //! the buffers and listings it hands out.
 
+use std::ffi::c_char;
+use std::future::Future;
 use std::time::Duration;
 
 use yuebing_store::master::PutConfig;
-use yuebing_store::{ClientConfig, Options};
+use yuebing_store::{Client, ClientConfig, Options};
 
 use crate::{BlockingClient, Masters};
 
 use super::bridge_api::resolve;
+use super::deliver::Op;
 use super::engine_api::EngineObject;
 use super::error::{entry, yuebing_error, Failure, FfiResult};
 use super::handles::{self, Kind, Object};
@@ -208,4 +211,28 @@ pub(crate) unsafe fn target(
     client.bridge().usable()?;
     // SAFETY: forwarded.
     Ok((client, unsafe { options(opts) }?))
+}
+
+/// A store call on one text argument (a key, a pattern; `what` names it in errors): decodes
+/// the handle, the options and the text, then makes the future of `call` (the one `Client`
+/// method) into an [`Op`].
+///
+/// # Safety
+/// `text` is NULL or NUL-terminated; `opts` NULL or readable.
+pub(crate) unsafe fn text_op<T, E, F>(
+    store: yuebing_store_t,
+    (text, what): (*const c_char, &str),
+    opts: *const yuebing_options,
+    call: impl FnOnce(&Client, String, Options) -> F,
+) -> FfiResult<Op<T>>
+where
+    T: Send + 'static,
+    E: Into<crate::Error>,
+    F: Future<Output = Result<T, E>> + Send + 'static,
+{
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let text = unsafe { raw::text(text, what) }?;
+    Ok(Op::new(client.bridge(), call(client.client(), text, opts)))
 }

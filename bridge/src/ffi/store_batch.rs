@@ -3,6 +3,9 @@
 //! ran; `codes[i]` says how item i fared.
 
 use std::ffi::{c_char, c_void};
+use std::future::Future;
+
+use yuebing_store::{Client, Options};
 
 use crate::Each;
 
@@ -10,8 +13,9 @@ use super::deliver::{required, Op, UserData};
 use super::error::{entry, yuebing_error, FfiResult};
 use super::raw;
 use super::store_api::target;
-use super::store_ops::check_range;
+use super::store_ops::{check_range, switch};
 use super::types::*;
+use yuebing_store::Write;
 
 /// `n` keys.
 ///
@@ -24,6 +28,28 @@ unsafe fn keys(keys: *const *const c_char, n: usize) -> FfiResult<Vec<String>> {
     ptrs.into_iter()
         .map(|p| unsafe { raw::text(p, "a key") })
         .collect()
+}
+
+/// A store call on `n` keys: decodes the handle, the options and the keys, then makes the
+/// future of `call` (the one `Client` method) into an [`Op`].
+///
+/// # Safety
+/// `k` valid for `n` pointers, each NUL-terminated; `opts` NULL or readable.
+pub(crate) unsafe fn keys_op<T, F>(
+    store: yuebing_store_t,
+    (k, n): (*const *const c_char, usize),
+    opts: *const yuebing_options,
+    call: impl FnOnce(&Client, Vec<String>, Options) -> F,
+) -> FfiResult<Op<Each<T>>>
+where
+    T: Send + 'static,
+    F: Future<Output = yuebing_store::Result<Each<T>>> + Send + 'static,
+{
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let k = unsafe { keys(k, n) }?;
+    Ok(Op::new(client.bridge(), call(client.client(), k, opts)))
 }
 
 /// `n` `(key, addr, len)` ranges of registered memory; overflowing ones are refused.
@@ -58,7 +84,7 @@ unsafe fn c_ranges(
 
 /// The batch's results, refused unless there is exactly one per item: the caller's arrays hold
 /// `n` elements, and an answer of another length (a faulty master) must write none of them.
-fn counted<T: Send + 'static>(op: Op<Each<T>>, n: usize) -> Op<Each<T>> {
+pub(crate) fn counted<T: Send + 'static>(op: Op<Each<T>>, n: usize) -> Op<Each<T>> {
     op.try_map(move |each| match each.len() == n {
         true => Ok(each),
         false => Err(yuebing_rpc::Error::Protocol {
@@ -123,6 +149,67 @@ fn then_each<T: Send + 'static>(
     })
 }
 
+/// Waits for a batch and writes its codes and its values (an item's made by `to_c`, a failed
+/// item's by `failed`), `n` of each, into the two required outputs (`what` names the second).
+pub(crate) fn wait_each_values<T: Send + 'static, C>(
+    op: Op<Each<T>>,
+    n: usize,
+    (codes_out, values_out, what): (*mut i32, *mut C, &str),
+    to_c: fn(T) -> C,
+    failed: fn() -> C,
+) -> FfiResult<()> {
+    raw::check_out_array(codes_out, n, "codes_out")?;
+    raw::check_out_array(values_out, n, what)?;
+    let (codes, values): (Vec<i32>, Vec<C>) = counted(op, n)
+        .wait()?
+        .into_iter()
+        .map(|r| match r {
+            Ok(v) => (0, to_c(v)),
+            Err(e) => (e.code(), failed()),
+        })
+        .unzip();
+    // SAFETY: both outputs are writable for `n` elements (the caller's promise, checked
+    // above), and a counted batch answers one result per item.
+    unsafe {
+        raw::write_array(codes_out, codes);
+        raw::write_array(values_out, values);
+    }
+    Ok(())
+}
+
+/// A batch callback that is handed each item's code and a C value lent to it.
+pub(crate) type EachLentCb<C> =
+    Option<unsafe extern "C" fn(*mut c_void, i32, *const c_char, usize, *const i32, *const C)>;
+
+/// Starts a batch whose outcome goes to `cb` (with its `user_data`; a cancel handle to
+/// `call_out`) as codes and C values: `lend` makes an item's value (from its result, failed
+/// or not), valid until the callback returns, and `release` frees what it holds afterwards.
+pub(crate) fn then_each_lent<T: Send + 'static, C: 'static>(
+    op: Op<Each<T>>,
+    n: usize,
+    (cb, user_data, call_out): (EachLentCb<C>, *mut c_void, *mut yuebing_call_t),
+    lend: fn(&yuebing_store::Result<T>) -> C,
+    release: fn(&mut C),
+) -> FfiResult<()> {
+    let (f, ud) = (required(cb)?, UserData::new(user_data));
+    counted(op, n).then(call_out, move |code, msg, each| {
+        let each = each.unwrap_or_default();
+        let codes: Vec<i32> = each
+            .iter()
+            .map(|r| r.as_ref().map_or_else(|e| e.code(), |_| 0))
+            .collect();
+        let mut values: Vec<C> = each.iter().map(lend).collect();
+        let (c, v) = match !codes.is_empty() {
+            true => (codes.as_ptr(), values.as_ptr()),
+            false => (std::ptr::null(), std::ptr::null()),
+        };
+        // SAFETY: the caller's callback, called once; `each`, `codes` and `values` (which may
+        // point into `each`) outlive it.
+        unsafe { f(ud.get(), code, msg, codes.len(), c, v) };
+        values.iter_mut().for_each(release);
+    })
+}
+
 fn nothing(_: ()) -> u64 {
     0
 }
@@ -131,6 +218,7 @@ fn identity(v: u64) -> u64 {
     v
 }
 
+/// `batch_put`, `batch_upsert`: the values are copied before the function returns.
 unsafe fn batch_put_op(
     store: yuebing_store_t,
     k: *const *const c_char,
@@ -138,26 +226,25 @@ unsafe fn batch_put_op(
     lens: *const usize,
     n: usize,
     opts: *const yuebing_options,
+    write: Write,
 ) -> FfiResult<Op<Each<()>>> {
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
     // SAFETY: forwarded contract.
-    let (k, ptrs, lens) = unsafe {
+    let (k, values) = unsafe {
         (
             keys(k, n)?,
-            raw::array(values, n, "values")?,
-            raw::array(lens, n, "lens")?,
+            raw::buffers(values, lens, n, ("values", "a value"))?,
         )
     };
-    let mut items = Vec::with_capacity(n);
-    for ((key, p), len) in k.into_iter().zip(ptrs).zip(lens) {
-        // SAFETY: each value valid for its length (the caller's promise).
-        items.push((key, unsafe { raw::bytes(p, len, "a value") }?));
-    }
-    let items: Vec<(&str, &[u8])> = items.iter().map(|(k, v)| (k.as_str(), &v[..])).collect();
+    let items: Vec<(&str, &[u8])> = k
+        .iter()
+        .zip(&values)
+        .map(|(k, v)| (k.as_str(), &v[..]))
+        .collect();
     Ok(Op::new(
         client.bridge(),
-        client.client().batch_put(&items, opts),
+        client.client().batch_put(&items, opts.with_write(write)),
     ))
 }
 
@@ -180,7 +267,7 @@ pub unsafe extern "C" fn yuebing_store_batch_put(
 ) -> i32 {
     entry(err, || {
         // SAFETY: forwarded contract.
-        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts) }?;
+        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts, Write::Put) }?;
         wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
     })
 }
@@ -207,11 +294,61 @@ pub unsafe extern "C" fn yuebing_store_batch_put_async(
     entry(err, || {
         required(cb)?;
         // SAFETY: forwarded contract.
-        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts) }?;
+        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts, Write::Put) }?;
         then_each(op, n, cb, user_data, call_out, nothing)
     })
 }
 
+/// `yuebing_store_batch_put`, replacing existing values.
+///
+/// # Safety
+/// As `yuebing_store_batch_put`.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_upsert(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    values: *const *const u8,
+    lens: *const usize,
+    n: usize,
+    opts: *const yuebing_options,
+    codes_out: *mut i32,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts, Write::Upsert) }?;
+        wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
+    })
+}
+
+/// `yuebing_store_batch_upsert` in callback form (`values` in the callback are 0). Returns 0
+/// and then calls `cb` exactly once, or returns an error and never calls it.
+///
+/// # Safety
+/// As `yuebing_store_batch_put`; `user_data` usable on the callback thread; `call_out` NULL
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_upsert_async(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    values: *const *const u8,
+    lens: *const usize,
+    n: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_each_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        required(cb)?;
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts, Write::Upsert) }?;
+        then_each(op, n, cb, user_data, call_out, nothing)
+    })
+}
+
+/// `batch_put_from`, `batch_upsert_from`: registered memory, read until the call ends.
 unsafe fn batch_put_from_op(
     store: yuebing_store_t,
     k: *const *const c_char,
@@ -219,6 +356,7 @@ unsafe fn batch_put_from_op(
     lens: *const u64,
     n: usize,
     opts: *const yuebing_options,
+    write: Write,
 ) -> FfiResult<Op<Each<()>>> {
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
@@ -226,7 +364,9 @@ unsafe fn batch_put_from_op(
     let items = unsafe { c_ranges(k, addrs, lens, n) }?;
     Ok(Op::new(
         client.bridge(),
-        client.client().batch_put_from(&items, opts),
+        client
+            .client()
+            .batch_put_from(&items, opts.with_write(write)),
     ))
 }
 
@@ -249,7 +389,7 @@ pub unsafe extern "C" fn yuebing_store_batch_put_from(
 ) -> i32 {
     entry(err, || {
         // SAFETY: forwarded contract.
-        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts) }?;
+        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts, Write::Put) }?;
         wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
     })
 }
@@ -276,7 +416,56 @@ pub unsafe extern "C" fn yuebing_store_batch_put_from_async(
     entry(err, || {
         required(cb)?;
         // SAFETY: forwarded contract.
-        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts) }?;
+        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts, Write::Put) }?;
+        then_each(op, n, cb, user_data, call_out, nothing)
+    })
+}
+
+/// `yuebing_store_batch_put_from`, replacing existing values.
+///
+/// # Safety
+/// As `yuebing_store_batch_put_from`.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_upsert_from(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    addrs: *const u64,
+    lens: *const u64,
+    n: usize,
+    opts: *const yuebing_options,
+    codes_out: *mut i32,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts, Write::Upsert) }?;
+        wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
+    })
+}
+
+/// `yuebing_store_batch_upsert_from` in callback form. Returns 0 and then calls `cb` exactly
+/// once, or returns an error and never calls it.
+///
+/// # Safety
+/// As `yuebing_store_batch_put_from`; `user_data` usable on the callback thread; `call_out`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_upsert_from_async(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    addrs: *const u64,
+    lens: *const u64,
+    n: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_each_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        required(cb)?;
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts, Write::Upsert) }?;
         then_each(op, n, cb, user_data, call_out, nothing)
     })
 }
@@ -416,6 +605,73 @@ pub unsafe extern "C" fn yuebing_store_batch_exist_async(
     })
 }
 
+/// `batch_remove`.
+unsafe fn batch_remove_op(
+    store: yuebing_store_t,
+    k: *const *const c_char,
+    n: usize,
+    force: u32,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<Each<()>>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let (k, force) = (unsafe { keys(k, n) }?, switch(force, "force")?);
+    Ok(Op::new(
+        client.bridge(),
+        client.client().batch_remove(&k, force, opts),
+    ))
+}
+
+/// Removes each of `n` keys (`force` 1: even those readers hold leases on; 0 or 1): item i's
+/// code goes to `codes_out[i]`.
+///
+/// # Safety
+/// `keys` valid for `n` NUL-terminated keys; `codes_out` writable for `n`; `opts` NULL or
+/// readable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_remove(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    n: usize,
+    force: u32,
+    opts: *const yuebing_options,
+    codes_out: *mut i32,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_remove_op(store, keys, n, force, opts) }?;
+        wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
+    })
+}
+
+/// `yuebing_store_batch_remove` in callback form (`values` are 0). Returns 0 and then calls
+/// `cb` exactly once, or returns an error and never calls it.
+///
+/// # Safety
+/// As `yuebing_store_batch_remove`; `user_data` usable on the callback thread; `call_out` NULL
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_remove_async(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    n: usize,
+    force: u32,
+    opts: *const yuebing_options,
+    cb: yuebing_each_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        required(cb)?;
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_remove_op(store, keys, n, force, opts) }?;
+        then_each(op, n, cb, user_data, call_out, nothing)
+    })
+}
+
 unsafe fn batch_get_op(
     store: yuebing_store_t,
     k: *const *const c_char,
@@ -449,24 +705,10 @@ pub unsafe extern "C" fn yuebing_store_batch_get(
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
-        raw::check_out_array(codes_out, n, "codes_out")?;
-        raw::check_out_array(values_out, n, "values_out")?;
         // SAFETY: forwarded contract.
-        let each = counted(unsafe { batch_get_op(store, keys, n, opts) }?, n).wait()?;
-        let (codes, bufs): (Vec<i32>, Vec<yuebing_buf>) = each
-            .into_iter()
-            .map(|r| match r {
-                Ok(v) => (0, raw::into_buf(v)),
-                Err(e) => (e.code(), raw::into_buf(Vec::new())),
-            })
-            .unzip();
-        // SAFETY: both outputs are writable for `n` elements (checked above; one result per
-        // item).
-        unsafe {
-            raw::write_array(codes_out, codes);
-            raw::write_array(values_out, bufs);
-        }
-        Ok(())
+        let op = unsafe { batch_get_op(store, keys, n, opts) }?;
+        let outs = (codes_out, values_out, "values_out");
+        wait_each_values(op, n, outs, raw::into_buf, || raw::into_buf(Vec::new()))
     })
 }
 
@@ -488,34 +730,18 @@ pub unsafe extern "C" fn yuebing_store_batch_get_async(
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
-        let (f, ud) = (required(cb)?, UserData::new(user_data));
+        required(cb)?;
         // SAFETY: forwarded contract.
-        let op = counted(unsafe { batch_get_op(store, keys, n, opts) }?, n);
-        op.then(call_out, move |code, msg, each| {
-            let each = each.unwrap_or_default();
-            let codes: Vec<i32> = each
-                .iter()
-                .map(|r| r.as_ref().map_or_else(|e| e.code(), |_| 0))
-                .collect();
-            let views: Vec<yuebing_bytes> = each
-                .iter()
-                .map(|r| match r {
-                    Ok(v) => yuebing_bytes {
-                        data: raw::data_or_null(v),
-                        len: v.len(),
-                    },
-                    Err(_) => yuebing_bytes {
-                        data: std::ptr::null(),
-                        len: 0,
-                    },
-                })
-                .collect();
-            let (c, v) = match !codes.is_empty() {
-                true => (codes.as_ptr(), views.as_ptr()),
-                false => (std::ptr::null(), std::ptr::null()),
-            };
-            // SAFETY: the caller's callback, called once; `each`, `codes`, `views` outlive it.
-            unsafe { f(ud.get(), code, msg, codes.len(), c, v) }
-        })
+        let op = unsafe { batch_get_op(store, keys, n, opts) }?;
+        then_each_lent(op, n, (cb, user_data, call_out), view, |_| {})
     })
+}
+
+/// A view of an item's bytes, lent to a callback (empty for a failed item).
+fn view(r: &yuebing_store::Result<Vec<u8>>) -> yuebing_bytes {
+    let v = r.as_deref().unwrap_or_default();
+    yuebing_bytes {
+        data: raw::data_or_null(v),
+        len: v.len(),
+    }
 }

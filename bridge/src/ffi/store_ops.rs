@@ -38,13 +38,14 @@ unsafe fn put_op(
     ))
 }
 
-/// `put_from`: registered memory, read until the call ends.
+/// `put_from`, `upsert_from`: registered memory, read until the call ends.
 unsafe fn put_from_op(
     store: yuebing_store_t,
     key: *const c_char,
     addr: u64,
     len: u64,
     opts: *const yuebing_options,
+    write: Write,
 ) -> FfiResult<Op<()>> {
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
@@ -53,7 +54,38 @@ unsafe fn put_from_op(
     check_range(addr, len)?;
     Ok(Op::new(
         client.bridge(),
-        client.client().put_from(key, addr, len, opts),
+        client
+            .client()
+            .put_from(key, addr, len, opts.with_write(write)),
+    ))
+}
+
+/// `put_parts`, `upsert_parts`: the parts are copied, one after the other, before the
+/// function returns.
+unsafe fn put_parts_op(
+    store: yuebing_store_t,
+    key: *const c_char,
+    parts: *const *const u8,
+    lens: *const usize,
+    n: usize,
+    opts: *const yuebing_options,
+    write: Write,
+) -> FfiResult<Op<()>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let (key, parts) = unsafe {
+        (
+            raw::text(key, "key")?,
+            raw::buffers(parts, lens, n, ("parts", "a part"))?,
+        )
+    };
+    let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+    Ok(Op::new(
+        client.bridge(),
+        client
+            .client()
+            .put_parts(key, &parts, opts.with_write(write)),
     ))
 }
 
@@ -284,7 +316,7 @@ pub unsafe extern "C" fn yuebing_store_put_from(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     entry(err, || {
-        unsafe { put_from_op(store, key, addr, len, opts) }?.wait()
+        unsafe { put_from_op(store, key, addr, len, opts, Write::Put) }?.wait()
     })
 }
 
@@ -311,7 +343,153 @@ pub unsafe extern "C" fn yuebing_store_put_from_async(
     entry(err, || {
         let deliver = deliver::done(cb, user_data)?;
         // SAFETY: the caller's promises, forwarded.
-        unsafe { put_from_op(store, key, addr, len, opts) }?.then(call_out, deliver)
+        unsafe { put_from_op(store, key, addr, len, opts, Write::Put) }?.then(call_out, deliver)
+    })
+}
+
+/// Stores `len` bytes of memory registered with the client's engine under `key`, without a
+/// copy, replacing an existing value; the memory is read until the call ends.
+///
+/// # Safety
+/// Every pointer as `yuebing.h` says: strings NUL-terminated, `opts` NULL or readable, `err`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_upsert_from(
+    store: yuebing_store_t,
+    key: *const c_char,
+    addr: u64,
+    len: u64,
+    opts: *const yuebing_options,
+    err: *mut yuebing_error,
+) -> i32 {
+    // SAFETY: the caller's promises, forwarded.
+    entry(err, || {
+        unsafe { put_from_op(store, key, addr, len, opts, Write::Upsert) }?.wait()
+    })
+}
+
+/// `yuebing_store_upsert_from` in callback form: returns 0 and then calls `cb` exactly once
+/// (on a bridge thread), or returns an error and never calls it. With `call_out`, a call
+/// handle to cancel it is written there.
+///
+/// # Safety
+/// As `yuebing_store_upsert_from`; `user_data` may be used on the callback thread; `call_out`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_upsert_from_async(
+    store: yuebing_store_t,
+    key: *const c_char,
+    addr: u64,
+    len: u64,
+    opts: *const yuebing_options,
+    cb: yuebing_done_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = deliver::done(cb, user_data)?;
+        // SAFETY: the caller's promises, forwarded.
+        unsafe { put_from_op(store, key, addr, len, opts, Write::Upsert) }?.then(call_out, deliver)
+    })
+}
+
+/// Stores the concatenation of `n` parts (`parts[i]` of `lens[i]` bytes, copied once before
+/// the function returns) under `key`: a value gathered from buffers that are not contiguous.
+/// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists.
+///
+/// # Safety
+/// `key` NUL-terminated; `parts` and `lens` valid for `n` elements, each part for its length;
+/// `opts` NULL or readable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_put_parts(
+    store: yuebing_store_t,
+    key: *const c_char,
+    parts: *const *const u8,
+    lens: *const usize,
+    n: usize,
+    opts: *const yuebing_options,
+    err: *mut yuebing_error,
+) -> i32 {
+    // SAFETY: the caller's promises, forwarded.
+    entry(err, || {
+        unsafe { put_parts_op(store, key, parts, lens, n, opts, Write::Put) }?.wait()
+    })
+}
+
+/// `yuebing_store_put_parts` in callback form: returns 0 and then calls `cb` exactly once
+/// (on a bridge thread), or returns an error and never calls it. With `call_out`, a call
+/// handle to cancel it is written there.
+///
+/// # Safety
+/// As `yuebing_store_put_parts`; `user_data` may be used on the callback thread; `call_out`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_put_parts_async(
+    store: yuebing_store_t,
+    key: *const c_char,
+    parts: *const *const u8,
+    lens: *const usize,
+    n: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_done_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = deliver::done(cb, user_data)?;
+        // SAFETY: the caller's promises, forwarded.
+        unsafe { put_parts_op(store, key, parts, lens, n, opts, Write::Put) }?
+            .then(call_out, deliver)
+    })
+}
+
+/// `yuebing_store_put_parts`, replacing an existing value.
+///
+/// # Safety
+/// As `yuebing_store_put_parts`.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_upsert_parts(
+    store: yuebing_store_t,
+    key: *const c_char,
+    parts: *const *const u8,
+    lens: *const usize,
+    n: usize,
+    opts: *const yuebing_options,
+    err: *mut yuebing_error,
+) -> i32 {
+    // SAFETY: the caller's promises, forwarded.
+    entry(err, || {
+        unsafe { put_parts_op(store, key, parts, lens, n, opts, Write::Upsert) }?.wait()
+    })
+}
+
+/// `yuebing_store_upsert_parts` in callback form: returns 0 and then calls `cb` exactly once
+/// (on a bridge thread), or returns an error and never calls it. With `call_out`, a call
+/// handle to cancel it is written there.
+///
+/// # Safety
+/// As `yuebing_store_put_parts`; `user_data` may be used on the callback thread; `call_out`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_upsert_parts_async(
+    store: yuebing_store_t,
+    key: *const c_char,
+    parts: *const *const u8,
+    lens: *const usize,
+    n: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_done_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = deliver::done(cb, user_data)?;
+        // SAFETY: the caller's promises, forwarded.
+        unsafe { put_parts_op(store, key, parts, lens, n, opts, Write::Upsert) }?
+            .then(call_out, deliver)
     })
 }
 

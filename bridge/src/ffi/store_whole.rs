@@ -1,9 +1,10 @@
 //! The store client's calls on the whole store, in their blocking and callback forms:
-//! `remove_all`, `list`, `stats` and `close`.
+//! `remove_all`, `remove_by_regex`, `list`, `stats`, `health_check` and `close`.
 
 use std::ffi::{c_char, c_void};
 
 use yuebing_store::master::{ListedObject, Stats};
+use yuebing_store::ClientHealth;
 
 use super::deliver::{self, required, Op, UserData};
 use super::error::{c_string, entry, yuebing_error, FfiResult};
@@ -25,6 +26,48 @@ unsafe fn remove_all_op(
         client.bridge(),
         client.client().remove_all(force, opts),
     ))
+}
+
+/// `remove_by_regex`.
+unsafe fn remove_by_regex_op(
+    store: yuebing_store_t,
+    pattern: *const c_char,
+    force: u32,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<u64>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let (pattern, force) = (
+        unsafe { raw::text(pattern, "pattern") }?,
+        switch(force, "force")?,
+    );
+    Ok(Op::new(
+        client.bridge(),
+        client.client().remove_by_regex(pattern, force, opts),
+    ))
+}
+
+/// `health_check`, as one of `YUEBING_CLIENT_*`: never an error of the store's.
+unsafe fn health_check_op(
+    store: yuebing_store_t,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<u64>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    let check = client.client().health_check(opts);
+    Ok(Op::new(client.bridge(), async move {
+        Ok::<_, yuebing_store::Error>(c_client_health(check.await))
+    }))
+}
+
+/// The C form of a client's health.
+fn c_client_health(h: ClientHealth) -> u64 {
+    match h {
+        ClientHealth::Healthy => YUEBING_CLIENT_HEALTHY,
+        ClientHealth::Closed => YUEBING_CLIENT_CLOSED,
+        ClientHealth::MasterUnreachable => YUEBING_CLIENT_MASTER_UNREACHABLE,
+    }
 }
 
 /// `close`.
@@ -205,6 +248,99 @@ pub unsafe extern "C" fn yuebing_store_remove_all_async(
     })
 }
 
+/// Removes every object whose key the regular expression `pattern` matches somewhere (anchor
+/// it with `^…$` for whole keys; `force` 1: leased ones too; 0 or 1); how many goes to `out`
+/// (NULL: not wanted). A bad pattern is `YUEBING_ERR_INVALID_PARAMS` and removes nothing.
+///
+/// # Safety
+/// `pattern` NUL-terminated; `opts` NULL or readable; `out` NULL or writable; `err` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_remove_by_regex(
+    store: yuebing_store_t,
+    pattern: *const c_char,
+    force: u32,
+    opts: *const yuebing_options,
+    out: *mut u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: the caller's promises, forwarded.
+        let op = unsafe { remove_by_regex_op(store, pattern, force, opts) }?;
+        wait_number(out, op)
+    })
+}
+
+/// `yuebing_store_remove_by_regex` in callback form (the value is how many were removed).
+/// Returns 0 and then calls `cb` exactly once (on a bridge thread), or returns an error and
+/// never calls it. With `call_out`, a call handle to cancel it is written there.
+///
+/// # Safety
+/// As `yuebing_store_remove_by_regex`; `user_data` may be used on the callback thread;
+/// `call_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_remove_by_regex_async(
+    store: yuebing_store_t,
+    pattern: *const c_char,
+    force: u32,
+    opts: *const yuebing_options,
+    cb: yuebing_u64_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = deliver::number(cb, user_data)?;
+        // SAFETY: the caller's promises, forwarded.
+        let op = unsafe { remove_by_regex_op(store, pattern, force, opts) }?;
+        op.then(call_out, deliver)
+    })
+}
+
+/// Whether this client can serve calls, in `out`: `YUEBING_CLIENT_HEALTHY` (its master
+/// answers and is ready), `YUEBING_CLIENT_CLOSED` (after `yuebing_store_close`) or
+/// `YUEBING_CLIENT_MASTER_UNREACHABLE` (no master answered, or none was ready, within the
+/// call's deadline): Mooncake's `health_check` numbers. The function fails only for bad
+/// arguments or a bridge that cannot run the check.
+///
+/// # Safety
+/// `opts` NULL or readable; `out` NULL or writable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_health_check(
+    store: yuebing_store_t,
+    opts: *const yuebing_options,
+    out: *mut u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    // SAFETY: the caller's promises, forwarded.
+    entry(err, || {
+        wait_number(out, unsafe { health_check_op(store, opts) }?)
+    })
+}
+
+/// `yuebing_store_health_check` in callback form (the value is a `YUEBING_CLIENT_*`). Returns
+/// 0 and then calls `cb` exactly once (on a bridge thread), or returns an error and never calls
+/// it. With `call_out`, a call handle to cancel it is written there.
+///
+/// # Safety
+/// As `yuebing_store_health_check`; `user_data` may be used on the callback thread; `call_out`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_health_check_async(
+    store: yuebing_store_t,
+    opts: *const yuebing_options,
+    cb: yuebing_u64_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = deliver::number(cb, user_data)?;
+        // SAFETY: the caller's promises, forwarded.
+        unsafe { health_check_op(store, opts) }?.then(call_out, deliver)
+    })
+}
+
 /// Leaves the cluster gracefully: the master places nothing new on this client, and its
 /// memory is unmounted.
 ///
@@ -284,4 +420,20 @@ pub unsafe extern "C" fn yuebing_store_stats_async(
         // SAFETY: the caller's promises, forwarded.
         unsafe { stats_op(store, opts) }?.then(call_out, deliver)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_health_constants_are_mooncakes_numbers() {
+        for h in [
+            ClientHealth::Healthy,
+            ClientHealth::Closed,
+            ClientHealth::MasterUnreachable,
+        ] {
+            assert_eq!(c_client_health(h), h.code() as u64, "{h:?}");
+        }
+    }
 }

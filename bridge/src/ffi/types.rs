@@ -15,6 +15,13 @@ pub type yuebing_batch_t = u64;
 pub type yuebing_call_t = u64;
 /// A connection to a master, for `health` and `stats`.
 pub type yuebing_master_t = u64;
+/// An object found by `yuebing_store_locate` or `yuebing_store_get_or_locate`: its size and
+/// where its replicas are, under the read lease that lookup took (the master's answer, not
+/// the bytes). Read it with `yuebing_store_read_located` before the lease ends (else
+/// `YUEBING_ERR_LEASE_EXPIRED`), as often as wanted; its size is `yuebing_location_size`.
+/// Yours once handed over: release it with `yuebing_location_free` (reads in flight end
+/// normally).
+pub type yuebing_location_t = u64;
 
 /// How a bridge is built; a field left 0 takes its default.
 #[repr(C)]
@@ -142,6 +149,44 @@ pub struct yuebing_list {
     pub len: usize,
 }
 
+/// One replica of an object.
+#[repr(C)]
+#[derive(Debug)]
+pub struct yuebing_replica {
+    /// The node's segment name, NUL-terminated (owned by the `yuebing_replicas` it is in: do
+    /// not change or free it).
+    pub node: *const c_char,
+    /// The object's address in that node's segment.
+    pub addr: u64,
+    /// Its length in bytes (the object's size).
+    pub len: u64,
+}
+
+/// Where an object's replicas are (`yuebing_store_replicas`). Handed over, it is the caller's:
+/// free it with `yuebing_replicas_free`, passing the struct back unchanged (a zeroed one is
+/// empty and may be freed too); lent to a callback, it is valid only until the callback
+/// returns.
+#[repr(C)]
+#[derive(Debug)]
+pub struct yuebing_replicas {
+    /// The object's size in bytes.
+    pub size: u64,
+    /// How long the read lease the lookup took lasts, in milliseconds from when it was sent.
+    pub lease_ms: u64,
+    /// The readable replicas, in placement order (NULL when there are none).
+    pub items: *mut yuebing_replica,
+    /// How many.
+    pub len: usize,
+}
+
+/// `yuebing_store_health_check`: the client is open, and its master answers and is ready.
+pub const YUEBING_CLIENT_HEALTHY: u64 = 0;
+/// `yuebing_store_health_check`: `yuebing_store_close` was called.
+pub const YUEBING_CLIENT_CLOSED: u64 = 1;
+/// `yuebing_store_health_check`: no master answered (or none was ready) within the call's
+/// deadline.
+pub const YUEBING_CLIENT_MASTER_UNREACHABLE: u64 = 2;
+
 /// The master's counts.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -232,7 +277,8 @@ pub struct yuebing_request {
 pub type yuebing_done_cb =
     Option<unsafe extern "C" fn(user_data: *mut c_void, code: i32, message: *const c_char)>;
 
-/// A callback with one number: a size, a count, a segment, or 0/1 for whether a key exists.
+/// A callback with one number: a size, a count, a segment, a `YUEBING_CLIENT_*` health, or 0/1
+/// for whether a key exists.
 pub type yuebing_u64_cb = Option<
     unsafe extern "C" fn(user_data: *mut c_void, code: i32, message: *const c_char, value: u64),
 >;
@@ -272,6 +318,57 @@ pub type yuebing_each_bytes_cb = Option<
         n: usize,
         codes: *const i32,
         values: *const yuebing_bytes,
+    ),
+>;
+
+/// A callback with a location (0 when `code` != 0): it is the callback's, to read with
+/// `yuebing_store_read_located` and release with `yuebing_location_free`.
+pub type yuebing_location_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        code: i32,
+        message: *const c_char,
+        location: yuebing_location_t,
+    ),
+>;
+
+/// A callback of `yuebing_store_get_or_locate`: a small object's value (`data`, `len` bytes,
+/// valid only until it returns) with `location` 0, or a larger object's location (the
+/// callback's to read and release, as a `yuebing_location_cb`'s) with no data. Both 0 when
+/// `code` != 0.
+pub type yuebing_fetched_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        code: i32,
+        message: *const c_char,
+        data: *const u8,
+        len: usize,
+        location: yuebing_location_t,
+    ),
+>;
+
+/// A callback with where an object's replicas are, valid only until it returns (NULL when
+/// `code` != 0).
+pub type yuebing_replicas_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        code: i32,
+        message: *const c_char,
+        replicas: *const yuebing_replicas,
+    ),
+>;
+
+/// A callback of a batch of replica lookups: `codes[i]` is item i's code and `values[i]`
+/// where it is (empty when it failed). Arrays of `n`, valid only until it returns; NULL when
+/// the call itself failed (`code` != 0).
+pub type yuebing_each_replicas_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        code: i32,
+        message: *const c_char,
+        n: usize,
+        codes: *const i32,
+        values: *const yuebing_replicas,
     ),
 >;
 
