@@ -1,0 +1,117 @@
+//! [`eventually()`]: polls a check until it holds, and fails the test after a ceiling.
+//!
+//! Tests with real processes and sockets wait for an outcome (a master leads, a budget is
+//! held, an object reads back) by polling it with a generous ceiling, never by sleeping and
+//! hoping. The ceiling is real time (`std::time::Instant`): with tokio's time paused, the sleeps
+//! between checks pass at once, but the ceiling still leaves other threads and processes time
+//! to act.
+
+use std::time::{Duration, Instant};
+
+/// The first pause between two checks; it doubles after each check up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(5);
+/// The longest pause between two checks.
+const MAX_PAUSE: Duration = Duration::from_millis(50);
+
+/// What a check returns: `true` or `Some(value)` once the condition holds.
+pub trait Outcome {
+    /// What [`eventually()`] returns once the check passed.
+    type Output;
+
+    /// `Some` if the condition holds.
+    fn passed(self) -> Option<Self::Output>;
+}
+
+impl Outcome for bool {
+    type Output = ();
+
+    fn passed(self) -> Option<()> {
+        self.then_some(())
+    }
+}
+
+impl<T> Outcome for Option<T> {
+    type Output = T;
+
+    fn passed(self) -> Option<T> {
+        self
+    }
+}
+
+/// Runs `check` until it passes (`true`, or `Some(value)`: the value is returned), first at
+/// once, then after pauses that grow from 5 ms to 50 ms.
+///
+/// # Panics
+/// With `"{what}: not within {limit:?}"` if `limit` has passed at a check that did not pass.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use std::time::Duration;
+/// let mut tries = 0;
+/// let n = yuebing_testkit::eventually("three tries", Duration::from_secs(5), async || {
+///     tries += 1;
+///     (tries == 3).then_some(tries)
+/// })
+/// .await;
+/// assert_eq!(n, 3);
+/// # }
+/// ```
+pub async fn eventually<R: Outcome>(
+    what: &str,
+    limit: Duration,
+    mut check: impl AsyncFnMut() -> R,
+) -> R::Output {
+    let start = Instant::now();
+    let mut pause = FIRST_PAUSE;
+    loop {
+        if let Some(v) = check().await.passed() {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(MAX_PAUSE);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn a_flag_set_by_another_task_is_seen() {
+        let flag = Arc::new(AtomicU32::new(0));
+        let setter = flag.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            setter.store(7, Ordering::SeqCst);
+        });
+        let seen = eventually("the flag", Duration::from_secs(5), async || {
+            let v = flag.load(Ordering::SeqCst);
+            (v != 0).then_some(v)
+        })
+        .await;
+        assert_eq!(seen, 7);
+        eventually("a bool", Duration::from_secs(5), async || true).await;
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "never: not within 100ms")]
+    async fn a_check_that_never_passes_fails_after_its_limit() {
+        eventually("never", Duration::from_millis(100), async || false).await;
+    }
+
+    #[tokio::test]
+    async fn the_ceiling_is_real_time_even_when_tokio_time_is_paused() {
+        tokio::time::pause();
+        let start = Instant::now();
+        let mut checks = 0;
+        eventually("30 ms of real time", Duration::from_secs(5), async || {
+            checks += 1;
+            start.elapsed() >= Duration::from_millis(30)
+        })
+        .await;
+        assert!(checks > 1);
+    }
+}
