@@ -14,8 +14,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use common::{eventually, Process};
-use yuebing::etcd::testing::EtcdServer;
 use yuebing::etcd::Election;
+use yuebing_testkit::etcd::EtcdServer;
 
 const TTL_MS: u64 = 2000;
 const CLUSTER: &str = "clients";
@@ -58,7 +58,7 @@ async fn clients_given_an_etcd_address_follow_the_leader_across_a_kill() {
     let address = format!("etcd://{}/{CLUSTER}", etcd.endpoint());
     let mut masters: Vec<Process> = (0..2).map(|_| elected_master(&etcd.endpoint())).collect();
     let election = Election::connect_on(
-        &etcd.config().with_cluster(CLUSTER),
+        &common::etcd_config(&etcd).with_cluster(CLUSTER),
         Duration::from_secs(2),
         tokio::runtime::Handle::current(),
     )

@@ -10,11 +10,11 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{eventually, Process};
-use yuebing::etcd::testing::EtcdServer;
 use yuebing::etcd::Election;
 use yuebing::rpc::Endpoint;
 use yuebing::store::master::{ClientId, MasterClient, PutConfig};
 use yuebing::store::{Client, ClientConfig, Options};
+use yuebing_testkit::etcd::EtcdServer;
 
 const TTL_MS: u64 = 2000;
 
@@ -71,7 +71,7 @@ async fn a_killed_leader_is_replaced_and_no_committed_object_is_lost() {
         .collect::<Vec<_>>()
         .join(",");
     let election = Election::connect_on(
-        &etcd.config().with_cluster("it"),
+        &common::etcd_config(&etcd).with_cluster("it"),
         Duration::from_secs(2),
         tokio::runtime::Handle::current(),
     )

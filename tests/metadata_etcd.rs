@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use common::Process;
 use yuebing::engine::MetadataStore;
-use yuebing::etcd::testing::EtcdServer;
 use yuebing::etcd::EtcdMetadata;
+use yuebing_testkit::etcd::EtcdServer;
 
 const CLUSTER: &str = "metadata";
 
@@ -68,7 +68,7 @@ async fn nodes_on_etcd_metadata_serve_puts_and_gets() {
         Process::start(&args, "yuebing node ready ")
     };
     let nodes = [node(), node()];
-    let observer = EtcdMetadata::connect(&etcd.config().with_cluster(CLUSTER))
+    let observer = EtcdMetadata::connect(&common::etcd_config(&etcd).with_cluster(CLUSTER))
         .await
         .unwrap();
     for n in &nodes {

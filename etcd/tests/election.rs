@@ -7,14 +7,17 @@
 //! Each test starts its own etcd (about a second; default timing, so a lease lasts at least
 //! 2 s) and removes it when it ends. Failover times are printed (`--nocapture`), not asserted.
 
+mod common;
+
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use common::Settings;
 use etcd_client::{Client, GetOptions, SortOrder, SortTarget};
 use futures::StreamExt;
 use tokio::runtime::Handle;
-use yuebing_etcd::testing::{EtcdServer, TcpProxy};
 use yuebing_etcd::{Election, EtcdConfig, LeaderInfo, Leadership};
+use yuebing_testkit::etcd::{EtcdServer, TcpProxy};
 
 /// etcd 3.4's shortest lease with its default election timeout.
 const TTL: Duration = Duration::from_secs(2);
@@ -360,7 +363,7 @@ async fn a_dropped_campaign_revokes_its_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_leader_keeps_its_lease_through_the_loss_of_etcds_raft_leader() {
-    let mut cluster = yuebing_etcd::testing::EtcdCluster::start(3)
+    let mut cluster = yuebing_testkit::etcd::EtcdCluster::start(3)
         .await
         .unwrap_or_else(|e| panic!("cannot start etcd for the tests: {e}"));
     // A TTL of several etcd election timeouts (500 ms here): the lease must outlast one.

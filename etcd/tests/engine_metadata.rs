@@ -3,9 +3,12 @@
 //! bytes, and an engine that dies without withdrawing its descriptor (as a killed process
 //! would) loses it one lease TTL later, after which a peer's transfer to it fails typed.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::Settings;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::FutureExt;
@@ -13,8 +16,8 @@ use yuebing_engine::metadata::conformance::until_not_found;
 use yuebing_engine::{
     EngineBuffer, EngineConfig, MetadataStore, RemoteAccess, SegmentDescriptor, TransferEngine,
 };
-use yuebing_etcd::testing::EtcdServer;
 use yuebing_etcd::{EtcdConfig, EtcdMetadata};
+use yuebing_testkit::etcd::EtcdServer;
 
 /// etcd 3.4's shortest lease with its default election timeout.
 const TTL: Duration = Duration::from_secs(2);

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use common::*;
 use tokio::runtime::Handle;
 use yuebing_etcd::ha::{Accepted, HaMaster};
-use yuebing_etcd::testing::{EtcdCluster, EtcdServer, TcpProxy};
 use yuebing_etcd::EtcdLog;
 use yuebing_store::master::{ClientId, MasterClient};
 use yuebing_store::{Fetched, Options};
+use yuebing_testkit::etcd::{EtcdCluster, EtcdServer, TcpProxy};
 
 /// How often the test clients ping the master (and so remount after a failover).
 const HEARTBEAT: Duration = Duration::from_millis(100);

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use common::*;
 use tokio::runtime::Handle;
 use yuebing_etcd::ha::{HaMaster, Role};
-use yuebing_etcd::testing::{EtcdServer, TcpProxy};
 use yuebing_rpc::Endpoint;
 use yuebing_store::{Client, ClientConfig, Options};
+use yuebing_testkit::etcd::{EtcdServer, TcpProxy};
 
 fn value(i: usize) -> Vec<u8> {
     (0..4096).map(|j| (i * 31 + j) as u8).collect()

@@ -6,15 +6,18 @@
 //!
 //! Each test starts its own etcd (about a second) and removes it when it ends.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::Settings;
 use etcd_client::{Client, GetOptions, PutOptions};
 use futures::StreamExt;
 use tokio::runtime::Handle;
-use yuebing_etcd::testing::{EtcdServer, TcpProxy};
 use yuebing_etcd::{Election, Epoch, Error, EtcdConfig, EtcdLog};
 use yuebing_store::master::ha::LogGroup;
 use yuebing_store::master::{LogEntry, Record};
+use yuebing_testkit::etcd::{EtcdServer, TcpProxy};
 
 /// Ceiling of every wait (a watch event, a lease revoked): far above what etcd needs.
 const CEILING: Duration = Duration::from_secs(30);

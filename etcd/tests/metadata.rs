@@ -5,19 +5,22 @@
 //!
 //! Each test starts its own etcd (about a second) and removes it when it ends.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::Settings;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use yuebing_engine::metadata::conformance::{
     dead_name, sample_descriptor, until_not_found, Backend, Capabilities, LiveSegment,
 };
 use yuebing_engine::{MetadataStore, SegmentDescriptor};
-use yuebing_etcd::testing::{EtcdCluster, EtcdServer, TcpProxy};
 use yuebing_etcd::{EtcdConfig, EtcdMetadata};
+use yuebing_testkit::etcd::{EtcdCluster, EtcdServer, TcpProxy};
 
 /// etcd 3.4's shortest lease with its default election timeout.
 const TTL: Duration = Duration::from_secs(2);

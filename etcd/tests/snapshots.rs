@@ -9,9 +9,9 @@ use std::time::Duration;
 use common::*;
 use tokio::runtime::Handle;
 use yuebing_etcd::ha::{HaConfig, HaMaster, Role};
-use yuebing_etcd::testing::EtcdServer;
 use yuebing_etcd::{Error, EtcdConfig, EtcdLog};
 use yuebing_store::Options;
+use yuebing_testkit::etcd::EtcdServer;
 
 /// A test master of the cluster `snap` that snapshots every 100 entries.
 fn snapshotting(etcd: EtcdConfig) -> HaConfig {
@@ -100,7 +100,7 @@ async fn a_master_started_after_truncation_bootstraps_from_the_leaders_snapshot(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_cut_off_past_the_truncation_bootstraps_again_when_back() {
     let etcd = EtcdServer::start().await.unwrap();
-    let proxy = yuebing_etcd::testing::TcpProxy::start(&etcd.endpoint())
+    let proxy = yuebing_testkit::etcd::TcpProxy::start(&etcd.endpoint())
         .await
         .unwrap();
     let mut behind_proxy = etcd.config();

@@ -88,6 +88,15 @@ pub(crate) fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// Settings that reach `etcd`, with a short connect timeout for tests (1 s).
+#[cfg(feature = "etcd")]
+pub(crate) fn etcd_config(etcd: &yuebing_testkit::etcd::EtcdServer) -> yuebing::etcd::EtcdConfig {
+    let mut config = yuebing::etcd::EtcdConfig::new(&etcd.endpoint())
+        .unwrap_or_else(|e| unreachable!("the launcher's own endpoint parses: {e}"));
+    config.connect_timeout = Duration::from_secs(1);
+    config
+}
+
 /// Polls `check` every 50 ms until it returns `Some`, or panics after `ceiling`.
 pub(crate) async fn eventually<T, F, Fut>(ceiling: Duration, what: &str, mut check: F) -> T
 where

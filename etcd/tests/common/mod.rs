@@ -1,5 +1,5 @@
-//! What the tests of elected masters share: waiting for a condition, a test master's settings,
-//! starting masters, and a store client that follows the election.
+//! What the tests of yuebing-etcd share: settings that reach the test kit's etcd, a test
+//! master's settings, starting masters, and a store client that follows the election.
 #![allow(dead_code)] // each test file uses a part
 
 use std::time::{Duration, Instant};
@@ -8,6 +8,32 @@ use tokio::runtime::Handle;
 use yuebing_etcd::ha::{HaConfig, HaMaster, LeaderWatch};
 use yuebing_etcd::{Election, EtcdConfig};
 use yuebing_store::{Client, ClientConfig, Options};
+use yuebing_testkit::etcd::{EtcdCluster, EtcdServer};
+
+/// Settings that reach a test etcd's members.
+pub(crate) trait Settings {
+    /// Settings that reach every member, with a short connect timeout for tests (1 s).
+    fn config(&self) -> EtcdConfig;
+}
+
+impl Settings for EtcdCluster {
+    fn config(&self) -> EtcdConfig {
+        reaching(&self.endpoints())
+    }
+}
+
+impl Settings for EtcdServer {
+    fn config(&self) -> EtcdConfig {
+        reaching(&self.endpoints())
+    }
+}
+
+fn reaching(endpoints: &[String]) -> EtcdConfig {
+    let mut config = EtcdConfig::new(&endpoints.join(","))
+        .unwrap_or_else(|e| unreachable!("the launcher's own endpoints parse: {e}"));
+    config.connect_timeout = Duration::from_secs(1);
+    config
+}
 
 /// The election TTL of test masters.
 pub(crate) const TTL: Duration = Duration::from_secs(2);
