@@ -13,36 +13,47 @@ const FIRST_PAUSE: Duration = Duration::from_millis(5);
 /// The longest pause between two checks.
 const MAX_PAUSE: Duration = Duration::from_millis(50);
 
-/// What a check returns: `true` or `Some(value)` once the condition holds.
+/// What a check returns: `true`, `Some(value)` or `Ok(value)` once the condition holds. A
+/// check that returns a `Result` says why it has not passed yet: the last error is in the panic
+/// message when the limit passes.
 pub trait Outcome {
     /// What [`eventually()`] returns once the check passed.
     type Output;
 
-    /// `Some` if the condition holds.
-    fn passed(self) -> Option<Self::Output>;
+    /// `Ok` if the condition holds, else what to say should it never hold (`None`: nothing).
+    fn passed(self) -> Result<Self::Output, Option<String>>;
 }
 
 impl Outcome for bool {
     type Output = ();
 
-    fn passed(self) -> Option<()> {
-        self.then_some(())
+    fn passed(self) -> Result<(), Option<String>> {
+        self.then_some(()).ok_or(None)
     }
 }
 
 impl<T> Outcome for Option<T> {
     type Output = T;
 
-    fn passed(self) -> Option<T> {
-        self
+    fn passed(self) -> Result<T, Option<String>> {
+        self.ok_or(None)
     }
 }
 
-/// Runs `check` until it passes (`true`, or `Some(value)`: the value is returned), first at
-/// once, then after pauses that grow from 5 ms to 50 ms.
+impl<T, E: std::fmt::Display> Outcome for Result<T, E> {
+    type Output = T;
+
+    fn passed(self) -> Result<T, Option<String>> {
+        self.map_err(|e| Some(e.to_string()))
+    }
+}
+
+/// Runs `check` until it passes (`true`, or `Some(value)` or `Ok(value)`: the value is
+/// returned), first at once, then after pauses that grow from 5 ms to 50 ms.
 ///
 /// # Panics
-/// With `"{what}: not within {limit:?}"` if `limit` has passed at a check that did not pass.
+/// With `"{what}: not within {limit:?}"` (and the last error, for a check that returns a
+/// `Result`) if `limit` has passed at a check that did not pass.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -64,10 +75,16 @@ pub async fn eventually<R: Outcome>(
     let start = Instant::now();
     let mut pause = FIRST_PAUSE;
     loop {
-        if let Some(v) = check().await.passed() {
-            return v;
+        let why = match check().await.passed() {
+            Ok(v) => return v,
+            Err(why) => why,
+        };
+        if start.elapsed() >= limit {
+            match why {
+                Some(why) => panic!("{what}: not within {limit:?} (last: {why})"),
+                None => panic!("{what}: not within {limit:?}"),
+            }
         }
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(MAX_PAUSE);
     }
@@ -100,6 +117,20 @@ mod tests {
     #[should_panic(expected = "never: not within 100ms")]
     async fn a_check_that_never_passes_fails_after_its_limit() {
         eventually("never", Duration::from_millis(100), async || false).await;
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "an error: not within 50ms (last: 3 still open)")]
+    async fn a_check_that_says_why_it_failed_has_it_in_the_message() {
+        let mut open = 5;
+        eventually("an error", Duration::from_millis(50), async || {
+            open = (open - 1).max(3);
+            match open {
+                0 => Ok(()),
+                n => Err(format!("{n} still open")),
+            }
+        })
+        .await;
     }
 
     #[tokio::test]
