@@ -12,6 +12,7 @@ use yuebing_engine::{
     BufferDesc, EngineBuffer, EngineConfig, Error, Location, Opcode, RemoteAccess, SegmentHandle,
     TaskState, TransferEngine, TransferRequest, TransportKind,
 };
+use yuebing_testkit::patterns::pattern;
 
 /// A transport under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,7 +179,7 @@ async fn access_rights(kind: Kind) {
     let write_only = t
         .allocate_exported(len, false, RemoteAccess::WRITE)
         .unwrap();
-    let buffers: [(&EngineBuffer, u8); 4] =
+    let buffers: [(&EngineBuffer, u64); 4] =
         [(&local, 1), (&caller, 2), (&read_only, 3), (&write_only, 4)];
     for (b, seed) in buffers {
         b.put(0, &pattern(len, seed)).unwrap();
@@ -358,7 +359,7 @@ async fn cancel_finality(kind: Kind) {
         );
         p.a.free_batch(batch).unwrap();
         // The caller reuses the memory: nothing of the canceled reads may land any more.
-        let canary = pattern(len, 100 + round);
+        let canary = pattern(len, 100 + u64::from(round));
         back.put(0, &canary).unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(read_back(&back, 0, len) == canary, "round {round}");

@@ -9,6 +9,7 @@ use common::*;
 use yuebing_engine::{
     EngineConfig, Error, TcpConfig, TransferEngine, TransferRequest, TransportKind,
 };
+use yuebing_testkit::patterns::pattern;
 
 /// An engine whose requests go over tcp (same-host peers would otherwise use shm).
 async fn start(config: EngineConfig) -> TransferEngine {
@@ -80,7 +81,7 @@ async fn large_and_small_requests_alternate_on_one_connection_byte_exact() {
         3 << 20,
     ];
     for (i, len) in lens.into_iter().enumerate() {
-        let data = pattern(len, i as u8);
+        let data = pattern(len, i as u64);
         let (so, doff) = (i * 7 % 64, i * 13 % 64);
         src.put(so, &data).unwrap();
         let d = dst.addr() + doff as u64;

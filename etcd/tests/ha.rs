@@ -12,10 +12,7 @@ use yuebing_etcd::ha::{HaMaster, Role};
 use yuebing_rpc::Endpoint;
 use yuebing_store::{Client, ClientConfig, Options};
 use yuebing_testkit::etcd::{EtcdServer, TcpProxy};
-
-fn value(i: usize) -> Vec<u8> {
-    (0..4096).map(|j| (i * 31 + j) as u8).collect()
-}
+use yuebing_testkit::{eventually, patterns::pattern};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_takes_over_from_a_leader_cut_off_from_etcd_and_loses_nothing() {
@@ -38,7 +35,7 @@ async fn a_standby_takes_over_from_a_leader_cut_off_from_etcd_and_loses_nothing(
     let opts = Options::deadline(Duration::from_secs(20));
     for i in 0..200 {
         client
-            .put(&format!("k{i}"), &value(i), &opts)
+            .put(&format!("k{i}"), &pattern(4096, i), &opts)
             .await
             .unwrap();
     }
@@ -72,7 +69,7 @@ async fn a_standby_takes_over_from_a_leader_cut_off_from_etcd_and_loses_nothing(
 
     // Every object reads back (once the client remounted its space with the new leader).
     for i in 0..200 {
-        reads_back(&client, &format!("k{i}"), &value(i)).await;
+        reads_back(&client, &format!("k{i}"), &pattern(4096, i)).await;
     }
     client.put("after", b"failover", &opts).await.unwrap();
     assert_eq!(client.get("after", &opts).await.unwrap(), b"failover");

@@ -12,16 +12,13 @@ use yuebing_etcd::ha::{HaConfig, HaMaster, Role};
 use yuebing_etcd::{Error, EtcdConfig, EtcdLog};
 use yuebing_store::Options;
 use yuebing_testkit::etcd::EtcdServer;
+use yuebing_testkit::{eventually, patterns::pattern};
 
 /// A test master of the cluster `snap` that snapshots every 100 entries.
 fn snapshotting(etcd: EtcdConfig) -> HaConfig {
     let mut cfg = ha_config(etcd, "snap");
     cfg.master.snapshot_every = 100;
     cfg
-}
-
-fn value(i: usize) -> Vec<u8> {
-    (0..1024).map(|j| (i * 131 + j) as u8).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -37,7 +34,7 @@ async fn a_master_started_after_truncation_bootstraps_from_the_leaders_snapshot(
     let opts = Options::deadline(Duration::from_secs(20));
     for i in 0..300 {
         client
-            .put(&format!("k{i}"), &value(i), &opts)
+            .put(&format!("k{i}"), &pattern(1024, i), &opts)
             .await
             .unwrap();
     }
@@ -91,7 +88,7 @@ async fn a_master_started_after_truncation_bootstraps_from_the_leaders_snapshot(
     )
     .await;
     for i in 0..300 {
-        reads_back(&client, &format!("k{i}"), &value(i)).await;
+        reads_back(&client, &format!("k{i}"), &pattern(1024, i)).await;
     }
     client.put("after", b"bootstrap", &opts).await.unwrap();
     third.shutdown(Duration::from_secs(1)).await;
@@ -129,7 +126,7 @@ async fn a_standby_cut_off_past_the_truncation_bootstraps_again_when_back() {
     let opts = Options::deadline(Duration::from_secs(20));
     for i in 0..300 {
         client
-            .put(&format!("k{i}"), &value(i), &opts)
+            .put(&format!("k{i}"), &pattern(1024, i), &opts)
             .await
             .unwrap();
     }
@@ -160,7 +157,7 @@ async fn a_standby_cut_off_past_the_truncation_bootstraps_again_when_back() {
     })
     .await;
     for i in (0..300).step_by(7) {
-        reads_back(&client, &format!("k{i}"), &value(i)).await;
+        reads_back(&client, &format!("k{i}"), &pattern(1024, i)).await;
     }
     standby.shutdown(Duration::from_secs(1)).await;
 }
@@ -192,10 +189,10 @@ async fn a_standby_wedged_behind_the_snapshot_stops_holding_the_log_back() {
 
     let (client, _follow) = follower(&config, 32 << 20, Duration::from_millis(100)).await;
     let opts = Options::deadline(Duration::from_secs(20));
-    let put = async |range: std::ops::Range<usize>| {
+    let put = async |range: std::ops::Range<u64>| {
         for i in range {
             client
-                .put(&format!("k{i}"), &value(i), &opts)
+                .put(&format!("k{i}"), &pattern(1024, i), &opts)
                 .await
                 .unwrap();
         }
@@ -237,7 +234,7 @@ async fn a_standby_wedged_behind_the_snapshot_stops_holding_the_log_back() {
     )
     .await;
     for i in (0..450).step_by(13) {
-        reads_back(&client, &format!("k{i}"), &value(i)).await;
+        reads_back(&client, &format!("k{i}"), &pattern(1024, i)).await;
     }
     healthy.shutdown(Duration::from_secs(1)).await;
 }
@@ -271,7 +268,7 @@ async fn every_master_lost_after_truncation_restarts_from_the_leaders_disk() {
     let opts = Options::deadline(Duration::from_secs(20));
     for i in 0..300 {
         client
-            .put(&format!("k{i}"), &value(i), &opts)
+            .put(&format!("k{i}"), &pattern(1024, i), &opts)
             .await
             .unwrap();
     }
@@ -293,7 +290,7 @@ async fn every_master_lost_after_truncation_restarts_from_the_leaders_disk() {
     })
     .await;
     for i in (0..300).step_by(11) {
-        reads_back(&client, &format!("k{i}"), &value(i)).await;
+        reads_back(&client, &format!("k{i}"), &pattern(1024, i)).await;
     }
     back.shutdown(Duration::from_secs(1)).await;
 

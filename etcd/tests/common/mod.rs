@@ -2,13 +2,14 @@
 //! master's settings, starting masters, and a store client that follows the election.
 #![allow(dead_code)] // each test file uses a part
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::runtime::Handle;
 use yuebing_etcd::ha::{HaConfig, HaMaster, LeaderWatch};
 use yuebing_etcd::{Election, EtcdConfig};
 use yuebing_store::{Client, ClientConfig, Options};
 use yuebing_testkit::etcd::{EtcdCluster, EtcdServer};
+use yuebing_testkit::eventually;
 
 /// Settings that reach a test etcd's members.
 pub(crate) trait Settings {
@@ -38,32 +39,11 @@ fn reaching(endpoints: &[String]) -> EtcdConfig {
 /// The election TTL of test masters.
 pub(crate) const TTL: Duration = Duration::from_secs(2);
 
-/// Polls `f` every 50 ms until it returns `Some`, panicking after `limit`.
-pub(crate) async fn eventually<T>(
-    what: &str,
-    limit: Duration,
-    mut f: impl AsyncFnMut() -> Option<T>,
-) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// A test master of `cluster` on `etcd`: a 2 s election TTL, the rest default.
 pub(crate) fn ha_config(etcd: EtcdConfig, cluster: &str) -> HaConfig {
     let mut cfg = HaConfig::new(etcd.with_cluster(cluster));
     cfg.ttl = TTL;
     cfg
-}
-
-/// Object `i`'s bytes, `len` of them.
-pub(crate) fn value(i: usize, len: usize) -> Vec<u8> {
-    (0..len).map(|j| (i * 31 + j * 7) as u8).collect()
 }
 
 /// Starts a master on 127.0.0.1 (any port).
@@ -112,7 +92,7 @@ pub(crate) async fn follower(
 pub(crate) async fn reads_back(client: &Client, key: &str, expected: &[u8]) {
     let opts = Options::deadline(Duration::from_secs(20));
     let got = eventually(key, Duration::from_secs(20), async || {
-        client.get(key, &opts).await.ok()
+        client.get(key, &opts).await
     })
     .await;
     assert_eq!(got, expected, "{key}");
