@@ -49,7 +49,7 @@ fn exited(pid: u32) -> bool {
 async fn nodes_on_etcd_metadata_serve_puts_and_gets() {
     let etcd = EtcdServer::start().await.unwrap();
     let metadata = format!("etcd://{}/{CLUSTER}", etcd.endpoint());
-    let master = Process::master(common::free_port(), &[]);
+    let master = Process::master(yuebing_testkit::ports::free_port(), &[]);
     let m = master.endpoint().to_string();
     let node = || {
         let args = [
