@@ -12,6 +12,7 @@ use yuebing_engine::{
     BufferDesc, EngineBuffer, EngineConfig, Error, Location, Opcode, RemoteAccess, SegmentHandle,
     TaskState, TransferEngine, TransferRequest, TransportKind,
 };
+use yuebing_testkit::eventually;
 use yuebing_testkit::patterns::pattern;
 
 /// A transport under test.
@@ -91,21 +92,14 @@ impl Pair {
             data_bind: Some(data),
             ..EngineConfig::default()
         };
-        let until = Instant::now() + Duration::from_secs(10);
-        loop {
-            match TransferEngine::start(config.clone()).await {
-                Ok(e) => {
-                    assert_eq!(e.name(), name);
-                    self.b = Some(e);
-                    return;
-                }
-                Err(e) if Instant::now() < until => {
-                    tracing::debug!(error = %e, "ports still held");
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                Err(e) => panic!("could not restart on {name}: {e}"),
-            }
-        }
+        // The ports may still be held for a moment.
+        let what = format!("a restart on {name}");
+        let e = eventually(&what, Duration::from_secs(10), move || {
+            TransferEngine::start(config.clone())
+        })
+        .await;
+        assert_eq!(e.name(), name);
+        self.b = Some(e);
     }
 }
 

@@ -7,7 +7,7 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{read_back, TestBytes, RW};
 use futures::future::BoxFuture;
@@ -95,17 +95,12 @@ async fn engine_on(store: &MemoryMetadata, bind: &str) -> TransferEngine {
         metadata_ttl: TTL,
         ..EngineConfig::default()
     };
-    let until = Instant::now() + CEILING;
-    loop {
-        match TransferEngine::start(config.clone()).await {
-            Ok(engine) => return engine,
-            Err(e) if Instant::now() < until => {
-                tracing::debug!(error = %e, "port still held");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Err(e) => panic!("could not start an engine on {bind}: {e}"),
-        }
-    }
+    // The port may still be held for a moment.
+    let what = format!("an engine on {bind}");
+    eventually(&what, CEILING, move || {
+        TransferEngine::start(config.clone())
+    })
+    .await
 }
 
 /// Whether the store holds `engine`'s current descriptor.

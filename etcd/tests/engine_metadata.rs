@@ -18,6 +18,7 @@ use yuebing_engine::{
 };
 use yuebing_etcd::{EtcdConfig, EtcdMetadata};
 use yuebing_testkit::etcd::EtcdServer;
+use yuebing_testkit::eventually;
 
 /// etcd 3.4's shortest lease with its default election timeout.
 const TTL: Duration = Duration::from_secs(2);
@@ -123,14 +124,13 @@ async fn engines_meet_through_etcd_and_a_dead_ones_descriptor_expires() {
     until_not_found(&observer, &name, CEILING).await;
     assert!(died.elapsed() >= TTL / 2, "gone by its lease, not a remove");
     // a's watch saw it go: its transfers to b fail at once, typed.
-    let deadline = Instant::now() + CEILING;
-    loop {
+    eventually("a's writes to b fail typed", CEILING, async || {
         match a.write(src.addr(), peer, target, 4096).await {
-            Err(e) if e.code() == -3203 => break,
-            other => assert!(Instant::now() < deadline, "still {other:?}"),
+            Err(e) if e.code() == -3203 => Ok(()),
+            other => Err(format!("still {other:?}")),
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
     assert_eq!(a.open_segment(&name).await.unwrap_err().code(), -3203);
 
     // A withdrawn engine's descriptor goes at once, without waiting for its lease.

@@ -21,6 +21,7 @@ use yuebing_engine::metadata::conformance::{
 use yuebing_engine::{MetadataStore, SegmentDescriptor};
 use yuebing_etcd::{EtcdConfig, EtcdMetadata};
 use yuebing_testkit::etcd::{EtcdCluster, EtcdServer, TcpProxy};
+use yuebing_testkit::eventually;
 
 /// etcd 3.4's shortest lease with its default election timeout.
 const TTL: Duration = Duration::from_secs(2);
@@ -114,14 +115,13 @@ yuebing_engine::metadata_conformance!(Etcd::start().await);
 
 /// Polls `get(name)` until it returns `expected`, panicking after the ceiling.
 async fn until_found(store: &dyn MetadataStore, expected: &SegmentDescriptor) {
-    let deadline = Instant::now() + CEILING;
-    loop {
+    eventually("the descriptor back", CEILING, async || {
         match store.get(&expected.name).await {
-            Ok(d) if &d == expected => return,
-            other if Instant::now() >= deadline => panic!("not back within {CEILING:?}: {other:?}"),
-            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            Ok(d) if &d == expected => Ok(()),
+            other => Err(format!("{other:?}")),
         }
-    }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

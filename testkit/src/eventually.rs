@@ -1,4 +1,5 @@
-//! [`eventually()`]: polls a check until it holds, and fails the test after a ceiling.
+//! [`eventually()`]: polls a check until it holds, and fails the test after a ceiling;
+//! [`blocking`], the same for a plain thread (a test of the C ABI, say).
 //!
 //! Tests with real processes and sockets wait for an outcome (a master leads, a budget is
 //! held, an object reads back) by polling it with a generous ceiling, never by sleeping and
@@ -55,6 +56,10 @@ impl<T, E: std::fmt::Display> Outcome for Result<T, E> {
 /// With `"{what}: not within {limit:?}"` (and the last error, for a check that returns a
 /// `Result`) if `limit` has passed at a check that did not pass.
 ///
+/// In a future that must be `Send` (spawned, boxed), a check that borrows from the caller can
+/// make the compiler answer "implementation of `Send` is not general enough": move what the
+/// check needs into it (`move || start(config.clone())`).
+///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use std::time::Duration;
@@ -72,21 +77,64 @@ pub async fn eventually<R: Outcome>(
     limit: Duration,
     mut check: impl AsyncFnMut() -> R,
 ) -> R::Output {
-    let start = Instant::now();
-    let mut pause = FIRST_PAUSE;
+    let mut polls = Polls::new(what, limit);
     loop {
-        let why = match check().await.passed() {
+        match check().await.passed() {
             Ok(v) => return v,
-            Err(why) => why,
-        };
-        if start.elapsed() >= limit {
+            Err(why) => tokio::time::sleep(polls.failed(why)).await,
+        }
+    }
+}
+
+/// [`eventually()`] for a plain thread: the pauses between checks block it.
+///
+/// # Panics
+/// As [`eventually()`].
+pub fn blocking<R: Outcome>(
+    what: &str,
+    limit: Duration,
+    mut check: impl FnMut() -> R,
+) -> R::Output {
+    let mut polls = Polls::new(what, limit);
+    loop {
+        match check().passed() {
+            Ok(v) => return v,
+            Err(why) => std::thread::sleep(polls.failed(why)),
+        }
+    }
+}
+
+/// The ceiling and the pauses of one wait.
+struct Polls<'a> {
+    what: &'a str,
+    limit: Duration,
+    start: Instant,
+    pause: Duration,
+}
+
+impl<'a> Polls<'a> {
+    fn new(what: &'a str, limit: Duration) -> Self {
+        Polls {
+            what,
+            limit,
+            start: Instant::now(),
+            pause: FIRST_PAUSE,
+        }
+    }
+
+    /// After a check that did not pass (`why`, if it said): panics if the limit has passed,
+    /// else how long to pause before the next check.
+    fn failed(&mut self, why: Option<String>) -> Duration {
+        let (what, limit) = (self.what, self.limit);
+        if self.start.elapsed() >= limit {
             match why {
                 Some(why) => panic!("{what}: not within {limit:?} (last: {why})"),
                 None => panic!("{what}: not within {limit:?}"),
             }
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(MAX_PAUSE);
+        let pause = self.pause;
+        self.pause = (pause * 2).min(MAX_PAUSE);
+        pause
     }
 }
 
@@ -131,6 +179,22 @@ mod tests {
             }
         })
         .await;
+    }
+
+    #[test]
+    fn a_plain_thread_waits_the_same_way() {
+        let start = Instant::now();
+        let waited = blocking("20 ms", Duration::from_secs(5), || {
+            let elapsed = start.elapsed();
+            (elapsed >= Duration::from_millis(20)).then_some(elapsed)
+        });
+        assert!(waited >= Duration::from_millis(20));
+        let never = std::panic::catch_unwind(|| {
+            blocking("never", Duration::from_millis(30), || Err::<(), _>("no"))
+        });
+        let message = never.unwrap_err();
+        let message = message.downcast_ref::<String>().unwrap();
+        assert_eq!(message, "never: not within 30ms (last: no)");
     }
 
     #[tokio::test]

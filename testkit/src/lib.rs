@@ -6,7 +6,8 @@
 //!
 //! # Layout
 //! - [`eventually`]: waiting by polling for a condition to hold, with a ceiling, never a bare
-//!   sleep ([`eventually()`], and [`Outcome`], what a check returns).
+//!   sleep ([`eventually()`]; [`eventually::blocking`] on a plain thread; [`Outcome`], what a
+//!   check returns).
 //! - [`ports`]: ports on 127.0.0.1 that were free a moment ago and are never handed out twice.
 //! - [`patterns`]: deterministic bytes for objects and buffers, different for each seed.
 //! - [`gate`]: [`Switch`], a serve gate a test opens and closes.
