@@ -77,65 +77,40 @@ pub async fn eventually<R: Outcome>(
     limit: Duration,
     mut check: impl AsyncFnMut() -> R,
 ) -> R::Output {
-    let mut polls = Polls::new(what, limit);
+    let start = Instant::now();
+    let mut pause = FIRST_PAUSE;
     loop {
-        match check().await.passed() {
+        let why = match check().await.passed() {
             Ok(v) => return v,
-            Err(why) => tokio::time::sleep(polls.failed(why)).await,
-        }
-    }
-}
-
-/// [`eventually()`] for a plain thread: the pauses between checks block it.
-///
-/// # Panics
-/// As [`eventually()`].
-pub fn blocking<R: Outcome>(
-    what: &str,
-    limit: Duration,
-    mut check: impl FnMut() -> R,
-) -> R::Output {
-    let mut polls = Polls::new(what, limit);
-    loop {
-        match check().passed() {
-            Ok(v) => return v,
-            Err(why) => std::thread::sleep(polls.failed(why)),
-        }
-    }
-}
-
-/// The ceiling and the pauses of one wait.
-struct Polls<'a> {
-    what: &'a str,
-    limit: Duration,
-    start: Instant,
-    pause: Duration,
-}
-
-impl<'a> Polls<'a> {
-    fn new(what: &'a str, limit: Duration) -> Self {
-        Polls {
-            what,
-            limit,
-            start: Instant::now(),
-            pause: FIRST_PAUSE,
-        }
-    }
-
-    /// After a check that did not pass (`why`, if it said): panics if the limit has passed,
-    /// else how long to pause before the next check.
-    fn failed(&mut self, why: Option<String>) -> Duration {
-        let (what, limit) = (self.what, self.limit);
-        if self.start.elapsed() >= limit {
+            Err(why) => why,
+        };
+        if start.elapsed() >= limit {
             match why {
                 Some(why) => panic!("{what}: not within {limit:?} (last: {why})"),
                 None => panic!("{what}: not within {limit:?}"),
             }
         }
-        let pause = self.pause;
-        self.pause = (pause * 2).min(MAX_PAUSE);
-        pause
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(MAX_PAUSE);
     }
+}
+
+/// [`eventually()`] for a plain thread (a test of the C ABI, say): it waits on a small runtime
+/// of its own, blocking the thread.
+///
+/// # Panics
+/// As [`eventually()`]; and on a thread that runs a tokio runtime (call [`eventually()`]
+/// there).
+pub fn blocking<R: Outcome>(
+    what: &str,
+    limit: Duration,
+    mut check: impl FnMut() -> R,
+) -> R::Output {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap_or_else(|e| panic!("{what}: no runtime to wait on: {e}"));
+    runtime.block_on(eventually(what, limit, async || check()))
 }
 
 #[cfg(test)]
