@@ -242,12 +242,7 @@ async fn calls_right_after_a_failover_wait_for_the_nodes_to_remount() {
     .await;
     let (reader, _w) = follower(&etcd.config().with_cluster("fo3"), 0, HEARTBEAT).await;
     let opts = Options::deadline(Duration::from_secs(15));
-    for i in 0..10 {
-        owner
-            .put(&format!("k{i}"), &pattern(4096, i), &opts)
-            .await
-            .unwrap();
-    }
+    put_objects(&owner, 0..10, 4096, &opts).await;
     drop(first);
     eventually(
         "the standby leads",

@@ -33,12 +33,7 @@ async fn a_standby_takes_over_from_a_leader_cut_off_from_etcd_and_loses_nothing(
     )
     .await;
     let opts = Options::deadline(Duration::from_secs(20));
-    for i in 0..200 {
-        client
-            .put(&format!("k{i}"), &pattern(4096, i), &opts)
-            .await
-            .unwrap();
-    }
+    put_objects(&client, 0..200, 4096, &opts).await;
     let applied = first.status().applied;
     eventually(
         "the standby applies the log",

@@ -32,12 +32,7 @@ async fn a_master_started_after_truncation_bootstraps_from_the_leaders_snapshot(
 
     let (client, _leader) = follower(&config, 32 << 20, Duration::from_millis(100)).await;
     let opts = Options::deadline(Duration::from_secs(20));
-    for i in 0..300 {
-        client
-            .put(&format!("k{i}"), &pattern(1024, i), &opts)
-            .await
-            .unwrap();
-    }
+    put_objects(&client, 0..300, 1024, &opts).await;
 
     // The leader snapshots every 100 entries and truncates the log behind the standby.
     let log = EtcdLog::connect_on(&config, &handle).await.unwrap();
@@ -124,12 +119,7 @@ async fn a_standby_cut_off_past_the_truncation_bootstraps_again_when_back() {
     .await;
     let (client, _follow) = follower(&config, 32 << 20, Duration::from_millis(100)).await;
     let opts = Options::deadline(Duration::from_secs(20));
-    for i in 0..300 {
-        client
-            .put(&format!("k{i}"), &pattern(1024, i), &opts)
-            .await
-            .unwrap();
-    }
+    put_objects(&client, 0..300, 1024, &opts).await;
     let behind = standby.status().applied;
     let first_kept = eventually(
         "the log is truncated",
@@ -190,12 +180,7 @@ async fn a_standby_wedged_behind_the_snapshot_stops_holding_the_log_back() {
     let (client, _follow) = follower(&config, 32 << 20, Duration::from_millis(100)).await;
     let opts = Options::deadline(Duration::from_secs(20));
     let put = async |range: std::ops::Range<u64>| {
-        for i in range {
-            client
-                .put(&format!("k{i}"), &pattern(1024, i), &opts)
-                .await
-                .unwrap();
-        }
+        put_objects(&client, range, 1024, &opts).await;
     };
     // 300 records (a put is two), so snapshot rounds at 100, 200 and 300: within the limit
     // (counted from the first round that saw the wedged position behind, after `published`),
@@ -266,12 +251,7 @@ async fn every_master_lost_after_truncation_restarts_from_the_leaders_disk() {
     let leader = leader(with_dir(disk.path())).await;
     let (client, _follow) = follower(&config, 32 << 20, Duration::from_millis(100)).await;
     let opts = Options::deadline(Duration::from_secs(20));
-    for i in 0..300 {
-        client
-            .put(&format!("k{i}"), &pattern(1024, i), &opts)
-            .await
-            .unwrap();
-    }
+    put_objects(&client, 0..300, 1024, &opts).await;
     let log = EtcdLog::connect_on(&config, &handle).await.unwrap();
     eventually(
         "the log is truncated",

@@ -10,6 +10,7 @@ use yuebing_etcd::{Election, EtcdConfig};
 use yuebing_store::{Client, ClientConfig, Options};
 use yuebing_testkit::etcd::{EtcdCluster, EtcdServer};
 use yuebing_testkit::eventually;
+use yuebing_testkit::patterns::pattern;
 
 /// Settings that reach a test etcd's members.
 pub(crate) trait Settings {
@@ -85,6 +86,20 @@ pub(crate) async fn follower(
     .await
     .unwrap();
     (client, leader)
+}
+
+/// Puts the objects `k{i}` for each `i` of `keys` through `client`, each `len` bytes of
+/// pattern `i` (what [`reads_back`] then checks).
+pub(crate) async fn put_objects(
+    client: &Client,
+    keys: impl IntoIterator<Item = u64>,
+    len: usize,
+    opts: &Options,
+) {
+    for i in keys {
+        let value = pattern(len, i);
+        client.put(&format!("k{i}"), &value, opts).await.unwrap();
+    }
 }
 
 /// Asserts that `key` reads back as `expected` through `client`, retrying for 20 s (the
