@@ -273,9 +273,6 @@
 // A value under yuebing's etcd keys does not decode.
 #define YUEBING_ERR_ETCD_BAD_VALUE -5009
 
-// An etcd process of the test harness failed.
-#define YUEBING_ERR_ETCD_PROCESS -5010
-
 // The etcd client failed otherwise.
 #define YUEBING_ERR_ETCD_CLIENT -5011
 

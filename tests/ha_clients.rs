@@ -13,9 +13,11 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{eventually, Process};
-use yuebing::etcd::testing::EtcdServer;
+use common::Process;
 use yuebing::etcd::Election;
+use yuebing_testkit::etcd::EtcdServer;
+use yuebing_testkit::eventually;
+use yuebing_testkit::ports::free_port;
 
 const TTL_MS: u64 = 2000;
 const CLUSTER: &str = "clients";
@@ -30,7 +32,7 @@ fn elected_master(etcd: &str) -> Process {
         "--election-ttl-ms",
         &ttl,
     ];
-    Process::master(common::free_port(), &args)
+    Process::master(free_port(), &args)
 }
 
 /// `yuebing store ARGS --master ADDRESS`, run to its end.
@@ -58,7 +60,7 @@ async fn clients_given_an_etcd_address_follow_the_leader_across_a_kill() {
     let address = format!("etcd://{}/{CLUSTER}", etcd.endpoint());
     let mut masters: Vec<Process> = (0..2).map(|_| elected_master(&etcd.endpoint())).collect();
     let election = Election::connect_on(
-        &etcd.config().with_cluster(CLUSTER),
+        &common::etcd_config(&etcd).with_cluster(CLUSTER),
         Duration::from_secs(2),
         tokio::runtime::Handle::current(),
     )
@@ -104,7 +106,7 @@ async fn clients_given_an_etcd_address_follow_the_leader_across_a_kill() {
     // A command started now waits for the new leader and reads the object back there, once
     // the node has remounted with it (until then: ReplicaNotReady, retryable; try again).
     let mut last = String::new();
-    let got = eventually(Duration::from_secs(20), "a get after the kill", || {
+    let got = eventually("a get after the kill", Duration::from_secs(20), || {
         let out = store(&address, &["get", "before"]);
         let ok = out.status.success().then(|| out.stdout.clone());
         last = text(&out);

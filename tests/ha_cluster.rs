@@ -9,12 +9,15 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{eventually, Process};
-use yuebing::etcd::testing::EtcdServer;
+use common::Process;
 use yuebing::etcd::Election;
 use yuebing::rpc::Endpoint;
 use yuebing::store::master::{ClientId, MasterClient, PutConfig};
 use yuebing::store::{Client, ClientConfig, Options};
+use yuebing_testkit::etcd::EtcdServer;
+use yuebing_testkit::eventually;
+use yuebing_testkit::patterns::pattern;
+use yuebing_testkit::ports::free_port;
 
 const TTL_MS: u64 = 2000;
 
@@ -50,17 +53,13 @@ fn node(masters: &str) -> Process {
     Process::start(&args, "yuebing node ready ")
 }
 
-fn value(i: usize) -> Vec<u8> {
-    (0..4096).map(|j| (i * 131 + j * 7) as u8).collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_leader_is_replaced_and_no_committed_object_is_lost() {
     let etcd = EtcdServer::start().await.unwrap();
     let endpoint = etcd.endpoint();
     let mut masters: Vec<(u16, Process)> = (0..3)
         .map(|_| {
-            let port = common::free_port();
+            let port = free_port();
             (port, elected_master(&endpoint, port))
         })
         .collect();
@@ -71,13 +70,13 @@ async fn a_killed_leader_is_replaced_and_no_committed_object_is_lost() {
         .collect::<Vec<_>>()
         .join(",");
     let election = Election::connect_on(
-        &etcd.config().with_cluster("it"),
+        &common::etcd_config(&etcd).with_cluster("it"),
         Duration::from_secs(2),
         tokio::runtime::Handle::current(),
     )
     .await
     .unwrap();
-    let leader = eventually(Duration::from_secs(30), "a leader", || async {
+    let leader = eventually("a leader", Duration::from_secs(30), || async {
         election.leader().await.ok().flatten()
     })
     .await;
@@ -97,13 +96,13 @@ async fn a_killed_leader_is_replaced_and_no_committed_object_is_lost() {
         ..Options::default()
     };
     // The nodes mount through whichever master leads.
-    eventually(Duration::from_secs(30), "store space", || async {
+    eventually("store space", Duration::from_secs(30), || async {
         client.put("probe", b"p", &opts).await.ok()
     })
     .await;
     for i in 0..1000 {
         client
-            .put(&format!("obj/{i}"), &value(i), &opts)
+            .put(&format!("obj/{i}"), &pattern(4096, i), &opts)
             .await
             .unwrap();
     }
@@ -117,8 +116,8 @@ async fn a_killed_leader_is_replaced_and_no_committed_object_is_lost() {
     old.kill();
     let killed = Instant::now();
     eventually(
-        Duration::from_millis(2 * TTL_MS + 5000),
         "a new leader serves",
+        Duration::from_millis(2 * TTL_MS + 5000),
         || async { client.put("after-kill", b"x", &opts).await.ok() },
     )
     .await;
@@ -129,15 +128,15 @@ async fn a_killed_leader_is_replaced_and_no_committed_object_is_lost() {
 
     for i in 0..1000 {
         let key = format!("obj/{i}");
-        let got = eventually(Duration::from_secs(30), &key, || async {
+        let got = eventually(&key, Duration::from_secs(30), || async {
             client.get(&key, &opts).await.ok()
         })
         .await;
-        assert_eq!(got, value(i), "{key}");
+        assert_eq!(got, pattern(4096, i), "{key}");
     }
     for i in 0..50 {
         client
-            .put(&format!("later/{i}"), &value(i), &opts)
+            .put(&format!("later/{i}"), &pattern(4096, i), &opts)
             .await
             .unwrap();
     }
@@ -152,12 +151,15 @@ async fn a_killed_leader_is_replaced_and_no_committed_object_is_lost() {
         new.address,
         "the restarted master did not take over"
     );
-    assert_eq!(client.get("later/7", &opts).await.unwrap(), value(7));
+    assert_eq!(
+        client.get("later/7", &opts).await.unwrap(),
+        pattern(4096, 7)
+    );
     // ... and catches up with the new leader's log.
     let to_leader = MasterClient::new(new.address.parse().unwrap(), ClientId(78));
     eventually(
-        Duration::from_secs(30),
         "the restarted master catches up",
+        Duration::from_secs(30),
         || async {
             let leading = to_leader.health().await.ok()?;
             let standby = direct.health().await.ok()?;

@@ -9,12 +9,13 @@
 mod common;
 
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::Process;
 use yuebing::engine::MetadataStore;
-use yuebing::etcd::testing::EtcdServer;
 use yuebing::etcd::EtcdMetadata;
+use yuebing_testkit::etcd::EtcdServer;
+use yuebing_testkit::eventually;
 
 const CLUSTER: &str = "metadata";
 
@@ -49,7 +50,7 @@ fn exited(pid: u32) -> bool {
 async fn nodes_on_etcd_metadata_serve_puts_and_gets() {
     let etcd = EtcdServer::start().await.unwrap();
     let metadata = format!("etcd://{}/{CLUSTER}", etcd.endpoint());
-    let master = Process::master(common::free_port(), &[]);
+    let master = Process::master(yuebing_testkit::ports::free_port(), &[]);
     let m = master.endpoint().to_string();
     let node = || {
         let args = [
@@ -68,7 +69,7 @@ async fn nodes_on_etcd_metadata_serve_puts_and_gets() {
         Process::start(&args, "yuebing node ready ")
     };
     let nodes = [node(), node()];
-    let observer = EtcdMetadata::connect(&etcd.config().with_cluster(CLUSTER))
+    let observer = EtcdMetadata::connect(&common::etcd_config(&etcd).with_cluster(CLUSTER))
         .await
         .unwrap();
     for n in &nodes {
@@ -90,11 +91,10 @@ async fn nodes_on_etcd_metadata_serve_puts_and_gets() {
     // A node stopped gracefully takes its descriptor out of etcd before it exits.
     let gone = nodes[0].ready().to_string();
     nodes[0].signal(libc::SIGTERM);
-    let until = Instant::now() + Duration::from_secs(20);
-    while !exited(nodes[0].pid()) {
-        assert!(Instant::now() < until, "the node did not stop");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually("the node stopped", Duration::from_secs(20), async || {
+        exited(nodes[0].pid())
+    })
+    .await;
     assert_eq!(observer.get(&gone).await.unwrap_err().code(), -3203);
     // Its replica is not found in etcd; the other one serves the object.
     let out = store(&m, &metadata, &["get", "k"]);

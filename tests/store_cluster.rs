@@ -6,11 +6,14 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{eventually, free_port, Process, TestBytes};
+use common::{Process, TestBytes};
 use yuebing::engine::{EngineConfig, TransportKind};
 use yuebing::rpc::Endpoint;
 use yuebing::store::master::{ClientId, MasterClient, PutConfig};
 use yuebing::store::{Client, ClientConfig, Error, Options, Write};
+use yuebing_testkit::eventually;
+use yuebing_testkit::patterns::pattern;
+use yuebing_testkit::ports::free_port;
 
 /// A pure client (tcp forced) of the master at `master`.
 async fn client(master: &Endpoint) -> Client {
@@ -26,12 +29,6 @@ async fn client(master: &Endpoint) -> Client {
     })
     .await
     .expect("client starts")
-}
-
-fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    fastrand::Rng::with_seed(seed).fill(&mut v);
-    v
 }
 
 fn on(nodes: &[&str], n: u32) -> Options {
@@ -162,8 +159,8 @@ async fn a_killed_node_takes_only_its_unreplicated_objects() {
         .unwrap();
     a.kill();
     eventually(
-        Duration::from_secs(15),
         "solo gone after the client TTL",
+        Duration::from_secs(15),
         || async {
             match c.get("solo", NONE).await {
                 Err(e) if e.code() == -704 => Some(()),
@@ -187,8 +184,8 @@ async fn a_master_restarted_without_data_dir_gets_remounted_and_takes_new_puts()
     let _master = Process::master(port, &["--client-ttl-ms", "2000"]);
     let quick = Options::deadline(Duration::from_secs(1));
     eventually(
-        Duration::from_secs(15),
         "a put after the restart",
+        Duration::from_secs(15),
         || async { c.put("after", b"y", &quick).await.ok() },
     )
     .await;
@@ -214,7 +211,7 @@ async fn a_master_restarted_with_data_dir_serves_committed_objects_once_nodes_re
     master.signal(libc::SIGKILL);
     master.kill();
     let _master = Process::master(port, &["--data-dir", d]);
-    let got = eventually(Duration::from_secs(15), "kept readable again", || async {
+    let got = eventually("kept readable again", Duration::from_secs(15), || async {
         c.get("kept", NONE).await.ok()
     })
     .await;

@@ -25,8 +25,11 @@ impl Target {
         )
     }
 
+    /// Sends `sig` (after SIGSTOP, returns once the process is stopped).
     fn signal(&self, sig: i32) {
-        common::signal(self.0.child.id(), sig);
+        let pid = self.0.child.id();
+        yuebing_testkit::process::signal(pid, sig)
+            .unwrap_or_else(|e| panic!("signal {sig} to {pid}: {e}"));
     }
 
     fn kill(&mut self) {

@@ -33,7 +33,6 @@ const COPY: &[ErrorCode] = &[
     row!(-5007, "EtcdCompacted", true),
     row!(-5008, "EtcdWatchCanceled", true),
     row!(-5009, "EtcdBadValue", false),
-    row!(-5010, "EtcdProcess", false),
     row!(-5011, "EtcdClient", false),
     row!(-5012, "EtcdDeposed", false),
     row!(-5013, "EtcdLogConflict", false),

@@ -78,7 +78,7 @@ fn the_tables_give_each_code_one_name() {
         "StoreTimeout",
         "the one name of a store timeout"
     );
-    assert!(rows.len() > 80, "{}", rows.len());
+    assert!(rows.len() >= 80, "{}", rows.len());
 }
 
 #[test]
@@ -102,7 +102,7 @@ fn every_code_has_the_c_constant_of_its_name() {
 #[test]
 fn every_c_constant_is_the_code_of_its_name() {
     let header = header_constants();
-    assert!(header.len() > 80, "{}", header.len());
+    assert!(header.len() >= 80, "{}", header.len());
     for (constant, code) in &header {
         if let Some((_, old_code, name)) = RENAMED.iter().find(|(c, ..)| c == constant) {
             assert_eq!((code, code_name(*code)), (old_code, *name), "{constant}");

@@ -21,6 +21,7 @@ use yuebing_bridge::ffi::types::*;
 
 mod common;
 use common::{last, name, new_bridge, Cluster};
+use yuebing_testkit::eventually;
 
 #[test]
 fn bad_input_returns_its_code_and_changes_nothing() {
@@ -518,11 +519,9 @@ fn blocking_or_destroying_inside_a_callback_is_an_error_never_a_hang() {
         )
     };
     assert_eq!(rc, 0);
-    let until = Instant::now() + Duration::from_secs(10);
-    while inside.results.lock().unwrap().len() < 2 {
-        assert!(Instant::now() < until, "the callback hung");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    eventually::blocking("both callbacks", Duration::from_secs(10), || {
+        inside.results.lock().unwrap().len() >= 2
+    });
     assert_eq!(
         *inside.results.lock().unwrap(),
         [YUEBING_ERR_WOULD_BLOCK_BRIDGE; 2]

@@ -18,17 +18,9 @@ use yuebing_bridge::ffi::types::{yuebing_buf, yuebing_store_t};
 use yuebing_bridge::{BlockingClient, Bridge, BridgeConfig};
 use yuebing_store::{ClientConfig, Options};
 
-/// 4 KiB no other test or call writes: an xorshift stream from `seed` and this process's id.
+/// 4 KiB that no other test or call writes: the kit's pattern, seeded by this process's id.
 fn pattern(seed: u64) -> Vec<u8> {
-    let mut x = seed ^ (u64::from(std::process::id()) << 20) ^ 0x9e37_79b9_7f4a_7c15;
-    (0..4096)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    yuebing_testkit::patterns::pattern(4096, seed ^ (u64::from(std::process::id()) << 20))
 }
 
 /// Whether any readable memfd mapping of this process (the engines' buffers and staging)

@@ -29,19 +29,15 @@
 //! - `transfer_engine`: the [`TransferEngine`] facade (allocate/register, submit, wait, cancel,
 //!   free, read/write); given a store that keeps descriptors ([`EngineConfig::metadata`]), it
 //!   publishes its own there (`publish`) and watches its open peers' (`peers`).
-//! - `segment_fuzz`, `transport::tcp::wire_fuzz`, `transport::shm::channel_fuzz`,
-//!   `fuzz_support` (tests only): proptest fuzzing of the decoders of peer input, with a
-//!   counting allocator that bounds what each may allocate.
+//! - `segment_fuzz`, `transport::tcp::wire_fuzz`, `transport::shm::channel_fuzz` (tests only):
+//!   proptest fuzzing of the decoders of peer input, with yuebing-testkit's mutations and its
+//!   counting allocator (installed in the unit-test binary), which bounds what each may
+//!   allocate.
 
 pub mod batch;
 pub mod bounds;
 mod deadlines;
 pub mod error;
-/// The fuzz tests' allocator and mutations, one file for the three crates (each crate's
-/// unit-test binary installs its own copy of the counting allocator).
-#[cfg(test)]
-#[path = "../../rpc/src/fuzz_support.rs"]
-mod fuzz_support;
 pub mod location;
 pub mod memory;
 pub mod metadata;
@@ -52,6 +48,9 @@ mod segment_fuzz;
 pub mod service;
 mod transfer_engine;
 pub mod transport;
+
+#[cfg(test)]
+yuebing_testkit::install_counting_allocator!();
 
 pub use batch::{BatchId, BatchStatus, BatchTable, TaskState, TaskStatus};
 pub use error::{Error, Result};

@@ -8,9 +8,10 @@
 use proptest::collection::{btree_map, vec};
 use proptest::prelude::*;
 use serde_json::{json, Value};
+use yuebing_testkit::alloc::measure;
+use yuebing_testkit::fuzz::{config, edge_u64, mutate, mutations};
 
 use crate::bounds::check_bounds;
-use crate::fuzz_support::{config, edge_u64, measure, mutate, mutations};
 use crate::location::Location;
 use crate::segment::{SegmentDescriptor, DESCRIPTOR_VERSION};
 

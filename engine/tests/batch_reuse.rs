@@ -16,6 +16,7 @@ use yuebing_engine::{
     BatchId, EngineConfig, Error, Job, SegmentDescriptor, TaskState, TransferEngine,
     TransferRequest, Transport, TransportKind,
 };
+use yuebing_testkit::patterns::pattern;
 
 /// A transport (standing in for tcp) whose transfers complete only when the test opens the
 /// gate, and which records for each target offset whether a transfer to it is still alive.

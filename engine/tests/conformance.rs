@@ -12,6 +12,8 @@ use yuebing_engine::{
     BufferDesc, EngineBuffer, EngineConfig, Error, Location, Opcode, RemoteAccess, SegmentHandle,
     TaskState, TransferEngine, TransferRequest, TransportKind,
 };
+use yuebing_testkit::eventually;
+use yuebing_testkit::patterns::pattern;
 
 /// A transport under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,21 +92,14 @@ impl Pair {
             data_bind: Some(data),
             ..EngineConfig::default()
         };
-        let until = Instant::now() + Duration::from_secs(10);
-        loop {
-            match TransferEngine::start(config.clone()).await {
-                Ok(e) => {
-                    assert_eq!(e.name(), name);
-                    self.b = Some(e);
-                    return;
-                }
-                Err(e) if Instant::now() < until => {
-                    tracing::debug!(error = %e, "ports still held");
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                Err(e) => panic!("could not restart on {name}: {e}"),
-            }
-        }
+        // The ports may still be held for a moment.
+        let what = format!("a restart on {name}");
+        let e = eventually(&what, Duration::from_secs(10), move || {
+            TransferEngine::start(config.clone())
+        })
+        .await;
+        assert_eq!(e.name(), name);
+        self.b = Some(e);
     }
 }
 
@@ -178,7 +173,7 @@ async fn access_rights(kind: Kind) {
     let write_only = t
         .allocate_exported(len, false, RemoteAccess::WRITE)
         .unwrap();
-    let buffers: [(&EngineBuffer, u8); 4] =
+    let buffers: [(&EngineBuffer, u64); 4] =
         [(&local, 1), (&caller, 2), (&read_only, 3), (&write_only, 4)];
     for (b, seed) in buffers {
         b.put(0, &pattern(len, seed)).unwrap();
@@ -358,7 +353,7 @@ async fn cancel_finality(kind: Kind) {
         );
         p.a.free_batch(batch).unwrap();
         // The caller reuses the memory: nothing of the canceled reads may land any more.
-        let canary = pattern(len, 100 + round);
+        let canary = pattern(len, 100 + u64::from(round));
         back.put(0, &canary).unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(read_back(&back, 0, len) == canary, "round {round}");

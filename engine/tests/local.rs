@@ -12,6 +12,7 @@ use yuebing_engine::{
     EngineBuffer, EngineConfig, Error, Job, Location, RemoteAccess, SegmentDescriptor,
     SegmentHandle, TaskState, TransferEngine, TransferRequest, Transport, TransportKind,
 };
+use yuebing_testkit::patterns::pattern;
 
 fn engine() -> TransferEngine {
     TransferEngine::new(EngineConfig::default())

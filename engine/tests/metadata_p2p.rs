@@ -3,12 +3,13 @@
 //! cannot watch, which its capabilities declare.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use yuebing_engine::metadata::conformance::{Backend, Capabilities, LiveSegment};
 use yuebing_engine::{EngineConfig, MetadataStore, P2pMetadata, SegmentDescriptor, TransferEngine};
+use yuebing_testkit::eventually;
 
 /// The P2P backend: stores are `P2pMetadata`s, segments are engines on 127.0.0.1.
 struct P2p;
@@ -47,17 +48,12 @@ async fn start_on(bind: &str, data_bind: Option<String>) -> TransferEngine {
         data_bind,
         ..EngineConfig::default()
     };
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        match TransferEngine::start(config.clone()).await {
-            Ok(engine) => return engine,
-            Err(e) if Instant::now() < until => {
-                tracing::debug!(error = %e, "ports still held");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Err(e) => panic!("could not start an engine on {bind}: {e}"),
-        }
-    }
+    // The ports may still be held for a moment.
+    let what = format!("an engine on {bind}");
+    eventually(&what, Duration::from_secs(10), move || {
+        TransferEngine::start(config.clone())
+    })
+    .await
 }
 
 impl Backend for P2p {

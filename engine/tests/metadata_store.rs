@@ -6,11 +6,10 @@
 
 mod common;
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{pattern, read_back, TestBytes, RW};
+use common::{read_back, TestBytes, RW};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use yuebing_engine::metadata::conformance::{
@@ -18,6 +17,8 @@ use yuebing_engine::metadata::conformance::{
 };
 use yuebing_engine::metadata::memory::MemoryMetadata;
 use yuebing_engine::{EngineConfig, MetadataStore, SegmentDescriptor, TransferEngine};
+use yuebing_testkit::eventually;
+use yuebing_testkit::patterns::pattern;
 
 const TTL: Duration = Duration::from_secs(3);
 /// Ceiling of every wait for something the engine does by itself.
@@ -94,30 +95,12 @@ async fn engine_on(store: &MemoryMetadata, bind: &str) -> TransferEngine {
         metadata_ttl: TTL,
         ..EngineConfig::default()
     };
-    let until = Instant::now() + CEILING;
-    loop {
-        match TransferEngine::start(config.clone()).await {
-            Ok(engine) => return engine,
-            Err(e) if Instant::now() < until => {
-                tracing::debug!(error = %e, "port still held");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Err(e) => panic!("could not start an engine on {bind}: {e}"),
-        }
-    }
-}
-
-/// Polls `check` until it holds, panicking with `what` after the ceiling.
-async fn until<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + CEILING;
-    while !check().await {
-        assert!(Instant::now() < deadline, "not within {CEILING:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // The port may still be held for a moment.
+    let what = format!("an engine on {bind}");
+    eventually(&what, CEILING, move || {
+        TransferEngine::start(config.clone())
+    })
+    .await
 }
 
 /// Whether the store holds `engine`'s current descriptor.
@@ -137,10 +120,16 @@ async fn an_engine_publishes_its_descriptor_and_each_change_then_withdraws_it() 
     assert_eq!(store.puts()[0], (e.name().to_string(), TTL));
 
     let buf = e.allocate_exported(1 << 20, false, RW).unwrap();
-    until("the exported buffer published", || published(&store, &e)).await;
+    eventually("the exported buffer published", CEILING, || {
+        published(&store, &e)
+    })
+    .await;
     assert_eq!(store.get(e.name()).await.unwrap().buffers.len(), 1);
     e.unregister(buf.addr()).unwrap();
-    until("its unregistration published", || published(&store, &e)).await;
+    eventually("its unregistration published", CEILING, || {
+        published(&store, &e)
+    })
+    .await;
     assert!(store.get(e.name()).await.unwrap().buffers.is_empty());
     let _local = e.allocate(1 << 20, false).unwrap();
     e.publish().await.unwrap();
@@ -160,7 +149,7 @@ async fn an_engine_publishes_its_descriptor_and_each_change_then_withdraws_it() 
     let dropped = engine_on(&store, "127.0.0.1:0").await;
     let name = dropped.name().to_string();
     drop(dropped);
-    until("a dropped engine's descriptor removed", || async {
+    eventually("a dropped engine's descriptor removed", CEILING, || async {
         store.get(&name).await.is_err()
     })
     .await;
@@ -184,14 +173,14 @@ async fn peers_meet_through_the_store_and_follow_what_it_reports() {
 
     // The store says `a` is gone (though it runs): b's requests fail at submit, typed.
     store.remove(a.name()).await.unwrap();
-    until("b sees a gone", || async {
+    eventually("b sees a gone", CEILING, || async {
         let r = b.write(src.addr(), peer, dst.addr(), 4096).await;
         r.is_err_and(|e| e.code() == -3203)
     })
     .await;
     // Back in the store: b reaches it again.
     a.publish().await.unwrap();
-    until("b sees a back", || async {
+    eventually("b sees a back", CEILING, || async {
         b.write(src.addr(), peer, dst.addr(), 4096).await.is_ok()
     })
     .await;
@@ -200,14 +189,14 @@ async fn peers_meet_through_the_store_and_follow_what_it_reports() {
     // request reaches the new instance (with P2P metadata it would fail StaleSegment first).
     let name = a.name().to_string();
     drop((a, dst));
-    until("a's descriptor removed with it", || async {
+    eventually("a's descriptor removed with it", CEILING, || async {
         store.get(&name).await.is_err()
     })
     .await;
     let a = engine_on(&store, &name).await;
     let dst = a.allocate_exported(1 << 20, false, RW).unwrap();
     a.publish().await.unwrap();
-    until("b follows the restart", || async {
+    eventually("b follows the restart", CEILING, || async {
         b.segment_descriptor(peer).unwrap().as_ref() == &a.descriptor()
     })
     .await;

@@ -4,6 +4,7 @@
 mod common;
 use common::*;
 use yuebing_engine::{EngineConfig, Error, TransferEngine, TransportKind};
+use yuebing_testkit::patterns::pattern;
 
 /// Two engines on `handle`, a write and a read of 1 MiB between them, all from this thread.
 async fn round_trip_on(

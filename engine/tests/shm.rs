@@ -4,6 +4,7 @@
 mod common;
 use common::*;
 use yuebing_engine::{EngineConfig, TransferEngine, TransferRequest, TransportKind};
+use yuebing_testkit::patterns::pattern;
 
 async fn start() -> TransferEngine {
     TransferEngine::start(EngineConfig::default())

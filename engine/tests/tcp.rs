@@ -2,13 +2,15 @@
 //! properties every transport shares are in conformance.rs; the fault tests with real
 //! processes are in the root crate's tests/transfer_faults.rs.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod common;
 use common::*;
 use yuebing_engine::{
     EngineConfig, Error, TcpConfig, TransferEngine, TransferRequest, TransportKind,
 };
+use yuebing_testkit::eventually;
+use yuebing_testkit::patterns::pattern;
 
 /// An engine whose requests go over tcp (same-host peers would otherwise use shm).
 async fn start(config: EngineConfig) -> TransferEngine {
@@ -80,7 +82,7 @@ async fn large_and_small_requests_alternate_on_one_connection_byte_exact() {
         3 << 20,
     ];
     for (i, len) in lens.into_iter().enumerate() {
-        let data = pattern(len, i as u8);
+        let data = pattern(len, i as u64);
         let (so, doff) = (i * 7 % 64, i * 13 % 64);
         src.put(so, &data).unwrap();
         let d = dst.addr() + doff as u64;
@@ -288,12 +290,11 @@ async fn notifications_arrive_without_polling_and_never_for_failed_batches() {
         .collect();
     a.submit_with_notify(batch, &reqs, b"kv block 7 ready".to_vec())
         .unwrap();
-    let until = Instant::now() + Duration::from_secs(5);
-    let mut got = Vec::new();
-    while got.is_empty() && Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        got = b.take_notifications();
-    }
+    let got = eventually("the notification", Duration::from_secs(5), async || {
+        let got = b.take_notifications();
+        (!got.is_empty()).then_some(got)
+    })
+    .await;
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].message, b"kv block 7 ready");
     assert_eq!(got[0].from, a.name());

@@ -7,13 +7,14 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{pattern, read_back, TestBytes};
+use common::{read_back, TestBytes};
 use yuebing_engine::memory::{MemoryRegistry, RemoteAccess};
 use yuebing_engine::transport::{ShmTransport, TcpTransport};
 use yuebing_engine::{
     EngineBuffer, EngineConfig, Job, Opcode, TcpConfig, TransferEngine, Transport,
 };
 use yuebing_rpc::Token;
+use yuebing_testkit::patterns::pattern;
 
 fn token(t: &str) -> Token {
     Token::new(t).unwrap()

@@ -11,7 +11,8 @@ use std::time::Duration;
 use yuebing_rpc::error_table as crate_error_table;
 
 crate_error_table! {
-    /// Everything that can go wrong talking to etcd, or running it in tests.
+    /// Everything that can go wrong talking to etcd. (−5010 was the test harness's, which
+    /// moved to yuebing-testkit: retired, never to mean anything else.)
     #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
     #[non_exhaustive]
     pub enum Error {
@@ -85,14 +86,6 @@ crate_error_table! {
             reason: String,
         } = -5009, "EtcdBadValue", retryable: false,
             "undecodable etcd value at {key:?}: {reason}";
-        /// An etcd process of the test harness could not be started, became no healthy member, or
-        /// could not be stopped (the `etcd` binary missing included). Remedy: read the message and
-        /// the member's log; run `scripts/test.sh`, which installs etcd.
-        Process {
-            /// What failed.
-            reason: String,
-        } = -5010, "EtcdProcess", retryable: false,
-            "etcd process: {reason}";
         /// etcd-client failed in a way none of the above describes. Remedy: read the message.
         Client {
             /// What failed.
@@ -265,7 +258,6 @@ mod tests {
                 key: "k".into(),
                 reason: "x".into(),
             },
-            Error::Process { reason: "x".into() },
             Error::Client { reason: "x".into() },
             Error::Deposed {
                 key: "k".into(),

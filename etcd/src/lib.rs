@@ -25,11 +25,12 @@
 //! - `keeper`: the task that keeps a descriptor's lease alive (and replaces a lost one).
 //! - `task`: a spawned task that stops when its owner drops it.
 //! - `watch`: the watch of one descriptor (current state, then each change).
-//! - [`testing`] (feature `testing`): etcd members on 127.0.0.1 for tests ([`testing::EtcdServer`],
-//!   [`testing::EtcdCluster`]) and a TCP proxy that can cut a client off ([`testing::TcpProxy`]).
+//!
+//! The tests run real etcd members on 127.0.0.1 with the launcher of `yuebing-testkit` (its
+//! feature `etcd`).
 //!
 //! # Runtime
-//! Everything that spawns (the client's connections, keep-alive tasks, the test proxy) takes a
+//! Everything that spawns (the client's connections, keep-alive tasks) takes a
 //! `tokio::runtime::Handle` and spawns only there; background tasks stop when their owner is
 //! dropped.
 
@@ -42,8 +43,6 @@ mod keeper;
 pub mod log;
 pub mod metadata;
 mod task;
-#[cfg(feature = "testing")]
-pub mod testing;
 mod watch;
 
 pub use config::{Credentials, EtcdConfig, Keys, TlsFiles};

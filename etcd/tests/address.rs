@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 use tokio::sync::watch;
 use yuebing_etcd::address::{leader_source, parse_master_address};
-use yuebing_etcd::testing::EtcdServer;
 use yuebing_etcd::Election;
 use yuebing_rpc::Endpoint;
+use yuebing_testkit::etcd::EtcdServer;
 
 /// Ceiling of every wait: many times anything etcd takes here.
 const CEILING: Duration = Duration::from_secs(20);

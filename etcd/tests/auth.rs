@@ -10,9 +10,9 @@ use std::time::Duration;
 use common::*;
 use tokio::runtime::Handle;
 use yuebing_etcd::address::{leader_source, parse_master_address, with_access};
-use yuebing_etcd::testing::EtcdServer;
 use yuebing_etcd::Credentials;
 use yuebing_store::{Client, ClientConfig, Options};
+use yuebing_testkit::etcd::EtcdServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn masters_and_clients_reach_an_etcd_with_auth_only_with_credentials() {

@@ -7,14 +7,18 @@
 //! Each test starts its own etcd (about a second; default timing, so a lease lasts at least
 //! 2 s) and removes it when it ends. Failover times are printed (`--nocapture`), not asserted.
 
+mod common;
+
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use common::Settings;
 use etcd_client::{Client, GetOptions, SortOrder, SortTarget};
 use futures::StreamExt;
 use tokio::runtime::Handle;
-use yuebing_etcd::testing::{EtcdServer, TcpProxy};
 use yuebing_etcd::{Election, EtcdConfig, LeaderInfo, Leadership};
+use yuebing_testkit::etcd::{EtcdServer, TcpProxy};
+use yuebing_testkit::eventually;
 
 /// etcd 3.4's shortest lease with its default election timeout.
 const TTL: Duration = Duration::from_secs(2);
@@ -64,19 +68,6 @@ async fn candidates(client: &Client, election: &Election) -> Vec<String> {
         .collect()
 }
 
-/// Polls `check` until it holds, panicking after the ceiling.
-async fn until<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + CEILING;
-    while !check().await {
-        assert!(Instant::now() < deadline, "{what}: not within {CEILING:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Awaits `f` within the ceiling.
 async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
     tokio::time::timeout(CEILING, f)
@@ -95,7 +86,7 @@ fn spawn_campaign(
 
 /// Waits until `n` candidates have keys.
 async fn until_candidates(client: &Client, election: &Election, n: usize) {
-    until(&format!("{n} candidates"), || async {
+    eventually(&format!("{n} candidates"), CEILING, || async {
         candidates(client, election).await.len() == n
     })
     .await;
@@ -140,7 +131,10 @@ async fn one_candidate_wins_leads_and_serves_after_its_margin() {
 
     // The lease is kept alive well past its TTL.
     let later = Instant::now() + TTL * 2;
-    until("two TTLs pass", || async { Instant::now() >= later }).await;
+    eventually("two TTLs pass", CEILING, || async {
+        Instant::now() >= later
+    })
+    .await;
     assert!(a.may_serve(Instant::now()), "kept alive");
     assert!(a.check().is_ok());
 
@@ -294,12 +288,12 @@ async fn a_candidate_cut_off_while_waiting_never_reports_leadership() {
 
     // Back in touch, it campaigns from scratch and wins once the leader resigns.
     proxy.restore();
-    until("b reaches etcd again", || async {
+    eventually("b reaches etcd again", CEILING, || async {
         cut_off.leader().await.is_ok()
     })
     .await;
     let waiting = spawn_campaign(&cut_off, "b");
-    until("b campaigns again", || async {
+    eventually("b campaigns again", CEILING, || async {
         waiting.is_finished() || candidates(&c, &direct).await.len() == 2
     })
     .await;
@@ -345,7 +339,7 @@ async fn a_dropped_campaign_revokes_its_lease() {
     let b_lease = lease_of(&candidates(&c, &e).await.pop().unwrap());
     let dropped = Instant::now();
     waiting.abort();
-    until("b's lease gone", || async {
+    eventually("b's lease gone", CEILING, || async {
         let ttl = c.lease_client().time_to_live(b_lease, None).await.unwrap();
         ttl.ttl() < 0
     })
@@ -360,7 +354,7 @@ async fn a_dropped_campaign_revokes_its_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_leader_keeps_its_lease_through_the_loss_of_etcds_raft_leader() {
-    let mut cluster = yuebing_etcd::testing::EtcdCluster::start(3)
+    let mut cluster = yuebing_testkit::etcd::EtcdCluster::start(3)
         .await
         .unwrap_or_else(|e| panic!("cannot start etcd for the tests: {e}"));
     // A TTL of several etcd election timeouts (500 ms here): the lease must outlast one.

@@ -3,9 +3,12 @@
 //! bytes, and an engine that dies without withdrawing its descriptor (as a killed process
 //! would) loses it one lease TTL later, after which a peer's transfer to it fails typed.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::Settings;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::FutureExt;
@@ -13,8 +16,9 @@ use yuebing_engine::metadata::conformance::until_not_found;
 use yuebing_engine::{
     EngineBuffer, EngineConfig, MetadataStore, RemoteAccess, SegmentDescriptor, TransferEngine,
 };
-use yuebing_etcd::testing::EtcdServer;
 use yuebing_etcd::{EtcdConfig, EtcdMetadata};
+use yuebing_testkit::etcd::EtcdServer;
+use yuebing_testkit::eventually;
 
 /// etcd 3.4's shortest lease with its default election timeout.
 const TTL: Duration = Duration::from_secs(2);
@@ -120,14 +124,13 @@ async fn engines_meet_through_etcd_and_a_dead_ones_descriptor_expires() {
     until_not_found(&observer, &name, CEILING).await;
     assert!(died.elapsed() >= TTL / 2, "gone by its lease, not a remove");
     // a's watch saw it go: its transfers to b fail at once, typed.
-    let deadline = Instant::now() + CEILING;
-    loop {
+    eventually("a's writes to b fail typed", CEILING, async || {
         match a.write(src.addr(), peer, target, 4096).await {
-            Err(e) if e.code() == -3203 => break,
-            other => assert!(Instant::now() < deadline, "still {other:?}"),
+            Err(e) if e.code() == -3203 => Ok(()),
+            other => Err(format!("still {other:?}")),
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
     assert_eq!(a.open_segment(&name).await.unwrap_err().code(), -3203);
 
     // A withdrawn engine's descriptor goes at once, without waiting for its lease.

@@ -14,10 +14,11 @@ use std::time::{Duration, Instant};
 use common::*;
 use tokio::runtime::Handle;
 use yuebing_etcd::ha::{Accepted, HaMaster};
-use yuebing_etcd::testing::{EtcdCluster, EtcdServer, TcpProxy};
 use yuebing_etcd::EtcdLog;
 use yuebing_store::master::{ClientId, MasterClient};
 use yuebing_store::{Fetched, Options};
+use yuebing_testkit::etcd::{EtcdCluster, EtcdServer, TcpProxy};
+use yuebing_testkit::{eventually, patterns::pattern};
 
 /// How often the test clients ping the master (and so remount after a failover).
 const HEARTBEAT: Duration = Duration::from_millis(100);
@@ -52,7 +53,7 @@ async fn a_leader_cut_off_a_three_member_etcd_never_overlaps_the_next_epoch() {
             let (mut acked, mut failed) = (Vec::new(), Vec::new());
             let mut i = 0;
             while !stop.load(Ordering::Acquire) {
-                match client.put(&format!("k{i}"), &value(i, 2048), &opts).await {
+                match client.put(&format!("k{i}"), &pattern(2048, i), &opts).await {
                     Ok(()) => acked.push(i),
                     Err(e) => failed.push(e),
                 }
@@ -143,7 +144,7 @@ async fn a_leader_cut_off_a_three_member_etcd_never_overlaps_the_next_epoch() {
 
     // Every acknowledged put reads back.
     for &i in &acked {
-        reads_back(&client, &format!("k{i}"), &value(i, 2048)).await;
+        reads_back(&client, &format!("k{i}"), &pattern(2048, i)).await;
     }
     eprintln!(
         "{} puts acknowledged, {} failed typed",
@@ -170,7 +171,7 @@ async fn a_read_under_the_old_leaders_lease_never_sees_reused_bytes() {
     .await;
     let (reader, _w2) = follower(&etcd.config().with_cluster("fo2"), 0, HEARTBEAT).await;
     let opts = Options::deadline(Duration::from_secs(20));
-    owner.put("victim", &value(1, LEN), &opts).await.unwrap();
+    owner.put("victim", &pattern(LEN, 1), &opts).await.unwrap();
     let found = match reader.get_or_locate("victim", 0, &opts).await.unwrap() {
         Fetched::Located(found) => found,
         Fetched::Value(_) => panic!("located, not read"),
@@ -197,7 +198,7 @@ async fn a_read_under_the_old_leaders_lease_never_sees_reused_bytes() {
     let mut written = 0;
     for i in 2..8 {
         if owner
-            .put(&format!("new{i}"), &value(i, LEN), &quick)
+            .put(&format!("new{i}"), &pattern(LEN, i), &quick)
             .await
             .is_ok()
         {
@@ -220,7 +221,7 @@ async fn a_read_under_the_old_leaders_lease_never_sees_reused_bytes() {
             let mut back = vec![0u8; LEN];
             // SAFETY: the read into `buf` is final.
             unsafe { buf.read_at(0, &mut back) }.unwrap();
-            assert!(back == value(1, LEN), "the read returned other bytes");
+            assert!(back == pattern(LEN, 1), "the read returned other bytes");
         }
         Err(e) => assert!(e.code() < 0, "{e}"),
     }
@@ -241,12 +242,7 @@ async fn calls_right_after_a_failover_wait_for_the_nodes_to_remount() {
     .await;
     let (reader, _w) = follower(&etcd.config().with_cluster("fo3"), 0, HEARTBEAT).await;
     let opts = Options::deadline(Duration::from_secs(15));
-    for i in 0..10 {
-        owner
-            .put(&format!("k{i}"), &value(i, 4096), &opts)
-            .await
-            .unwrap();
-    }
+    put_objects(&owner, 0..10, 4096, &opts).await;
     drop(first);
     eventually(
         "the standby leads",
@@ -258,9 +254,9 @@ async fn calls_right_after_a_failover_wait_for_the_nodes_to_remount() {
     let started = Instant::now();
     for i in 0..10 {
         let got = reader.get(&format!("k{i}"), &opts).await.unwrap();
-        assert_eq!(got, value(i, 4096));
+        assert_eq!(got, pattern(4096, i));
     }
-    reader.put("new", &value(99, 4096), &opts).await.unwrap();
+    reader.put("new", &pattern(4096, 99), &opts).await.unwrap();
     eprintln!(
         "reads and a put right after the failover took {:?}",
         started.elapsed()

@@ -9,13 +9,10 @@ use std::time::{Duration, Instant};
 use common::*;
 use tokio::runtime::Handle;
 use yuebing_etcd::ha::{HaMaster, Role};
-use yuebing_etcd::testing::{EtcdServer, TcpProxy};
 use yuebing_rpc::Endpoint;
 use yuebing_store::{Client, ClientConfig, Options};
-
-fn value(i: usize) -> Vec<u8> {
-    (0..4096).map(|j| (i * 31 + j) as u8).collect()
-}
+use yuebing_testkit::etcd::{EtcdServer, TcpProxy};
+use yuebing_testkit::{eventually, patterns::pattern};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_takes_over_from_a_leader_cut_off_from_etcd_and_loses_nothing() {
@@ -36,12 +33,7 @@ async fn a_standby_takes_over_from_a_leader_cut_off_from_etcd_and_loses_nothing(
     )
     .await;
     let opts = Options::deadline(Duration::from_secs(20));
-    for i in 0..200 {
-        client
-            .put(&format!("k{i}"), &value(i), &opts)
-            .await
-            .unwrap();
-    }
+    put_objects(&client, 0..200, 4096, &opts).await;
     let applied = first.status().applied;
     eventually(
         "the standby applies the log",
@@ -72,7 +64,7 @@ async fn a_standby_takes_over_from_a_leader_cut_off_from_etcd_and_loses_nothing(
 
     // Every object reads back (once the client remounted its space with the new leader).
     for i in 0..200 {
-        reads_back(&client, &format!("k{i}"), &value(i)).await;
+        reads_back(&client, &format!("k{i}"), &pattern(4096, i)).await;
     }
     client.put("after", b"failover", &opts).await.unwrap();
     assert_eq!(client.get("after", &opts).await.unwrap(), b"failover");

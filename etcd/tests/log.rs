@@ -6,15 +6,19 @@
 //!
 //! Each test starts its own etcd (about a second) and removes it when it ends.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::Settings;
 use etcd_client::{Client, GetOptions, PutOptions};
 use futures::StreamExt;
 use tokio::runtime::Handle;
-use yuebing_etcd::testing::{EtcdServer, TcpProxy};
 use yuebing_etcd::{Election, Epoch, Error, EtcdConfig, EtcdLog};
 use yuebing_store::master::ha::LogGroup;
 use yuebing_store::master::{LogEntry, Record};
+use yuebing_testkit::etcd::{EtcdServer, TcpProxy};
+use yuebing_testkit::eventually;
 
 /// Ceiling of every wait (a watch event, a lease revoked): far above what etcd needs.
 const CEILING: Duration = Duration::from_secs(30);
@@ -457,14 +461,13 @@ async fn the_lowest_applied_seq_counts_live_standbys_only() {
 
     // b's lease revoked: its entry goes, and only a counts.
     etcd.client.clone().lease_revoke(b).await.unwrap();
-    let deadline = Instant::now() + CEILING;
-    loop {
+    eventually("only a counts", CEILING, async || {
         match log.lowest_applied().await.unwrap() {
-            Some(50) => break,
-            other if Instant::now() >= deadline => panic!("b still counts: {other:?}"),
-            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+            Some(50) => Ok(()),
+            other => Err(format!("b still counts: {other:?}")),
         }
-    }
+    })
+    .await;
     let e = log.publish_applied("b", 1, b).await.unwrap_err();
     assert_eq!(e, Error::LeaseNotFound { lease: b });
     for bad in ["", "x/y"] {

@@ -5,19 +5,23 @@
 //!
 //! Each test starts its own etcd (about a second) and removes it when it ends.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::Settings;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use yuebing_engine::metadata::conformance::{
     dead_name, sample_descriptor, until_not_found, Backend, Capabilities, LiveSegment,
 };
 use yuebing_engine::{MetadataStore, SegmentDescriptor};
-use yuebing_etcd::testing::{EtcdCluster, EtcdServer, TcpProxy};
 use yuebing_etcd::{EtcdConfig, EtcdMetadata};
+use yuebing_testkit::etcd::{EtcdCluster, EtcdServer, TcpProxy};
+use yuebing_testkit::eventually;
 
 /// etcd 3.4's shortest lease with its default election timeout.
 const TTL: Duration = Duration::from_secs(2);
@@ -111,14 +115,13 @@ yuebing_engine::metadata_conformance!(Etcd::start().await);
 
 /// Polls `get(name)` until it returns `expected`, panicking after the ceiling.
 async fn until_found(store: &dyn MetadataStore, expected: &SegmentDescriptor) {
-    let deadline = Instant::now() + CEILING;
-    loop {
+    eventually("the descriptor back", CEILING, async || {
         match store.get(&expected.name).await {
-            Ok(d) if &d == expected => return,
-            other if Instant::now() >= deadline => panic!("not back within {CEILING:?}: {other:?}"),
-            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            Ok(d) if &d == expected => Ok(()),
+            other => Err(format!("{other:?}")),
         }
-    }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

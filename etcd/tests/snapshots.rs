@@ -9,19 +9,16 @@ use std::time::Duration;
 use common::*;
 use tokio::runtime::Handle;
 use yuebing_etcd::ha::{HaConfig, HaMaster, Role};
-use yuebing_etcd::testing::EtcdServer;
 use yuebing_etcd::{Error, EtcdConfig, EtcdLog};
 use yuebing_store::Options;
+use yuebing_testkit::etcd::EtcdServer;
+use yuebing_testkit::{eventually, patterns::pattern};
 
 /// A test master of the cluster `snap` that snapshots every 100 entries.
 fn snapshotting(etcd: EtcdConfig) -> HaConfig {
     let mut cfg = ha_config(etcd, "snap");
     cfg.master.snapshot_every = 100;
     cfg
-}
-
-fn value(i: usize) -> Vec<u8> {
-    (0..1024).map(|j| (i * 131 + j) as u8).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -35,12 +32,7 @@ async fn a_master_started_after_truncation_bootstraps_from_the_leaders_snapshot(
 
     let (client, _leader) = follower(&config, 32 << 20, Duration::from_millis(100)).await;
     let opts = Options::deadline(Duration::from_secs(20));
-    for i in 0..300 {
-        client
-            .put(&format!("k{i}"), &value(i), &opts)
-            .await
-            .unwrap();
-    }
+    put_objects(&client, 0..300, 1024, &opts).await;
 
     // The leader snapshots every 100 entries and truncates the log behind the standby.
     let log = EtcdLog::connect_on(&config, &handle).await.unwrap();
@@ -91,7 +83,7 @@ async fn a_master_started_after_truncation_bootstraps_from_the_leaders_snapshot(
     )
     .await;
     for i in 0..300 {
-        reads_back(&client, &format!("k{i}"), &value(i)).await;
+        reads_back(&client, &format!("k{i}"), &pattern(1024, i)).await;
     }
     client.put("after", b"bootstrap", &opts).await.unwrap();
     third.shutdown(Duration::from_secs(1)).await;
@@ -100,7 +92,7 @@ async fn a_master_started_after_truncation_bootstraps_from_the_leaders_snapshot(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_cut_off_past_the_truncation_bootstraps_again_when_back() {
     let etcd = EtcdServer::start().await.unwrap();
-    let proxy = yuebing_etcd::testing::TcpProxy::start(&etcd.endpoint())
+    let proxy = yuebing_testkit::etcd::TcpProxy::start(&etcd.endpoint())
         .await
         .unwrap();
     let mut behind_proxy = etcd.config();
@@ -127,12 +119,7 @@ async fn a_standby_cut_off_past_the_truncation_bootstraps_again_when_back() {
     .await;
     let (client, _follow) = follower(&config, 32 << 20, Duration::from_millis(100)).await;
     let opts = Options::deadline(Duration::from_secs(20));
-    for i in 0..300 {
-        client
-            .put(&format!("k{i}"), &value(i), &opts)
-            .await
-            .unwrap();
-    }
+    put_objects(&client, 0..300, 1024, &opts).await;
     let behind = standby.status().applied;
     let first_kept = eventually(
         "the log is truncated",
@@ -160,7 +147,7 @@ async fn a_standby_cut_off_past_the_truncation_bootstraps_again_when_back() {
     })
     .await;
     for i in (0..300).step_by(7) {
-        reads_back(&client, &format!("k{i}"), &value(i)).await;
+        reads_back(&client, &format!("k{i}"), &pattern(1024, i)).await;
     }
     standby.shutdown(Duration::from_secs(1)).await;
 }
@@ -192,13 +179,8 @@ async fn a_standby_wedged_behind_the_snapshot_stops_holding_the_log_back() {
 
     let (client, _follow) = follower(&config, 32 << 20, Duration::from_millis(100)).await;
     let opts = Options::deadline(Duration::from_secs(20));
-    let put = async |range: std::ops::Range<usize>| {
-        for i in range {
-            client
-                .put(&format!("k{i}"), &value(i), &opts)
-                .await
-                .unwrap();
-        }
+    let put = async |range: std::ops::Range<u64>| {
+        put_objects(&client, range, 1024, &opts).await;
     };
     // 300 records (a put is two), so snapshot rounds at 100, 200 and 300: within the limit
     // (counted from the first round that saw the wedged position behind, after `published`),
@@ -237,7 +219,7 @@ async fn a_standby_wedged_behind_the_snapshot_stops_holding_the_log_back() {
     )
     .await;
     for i in (0..450).step_by(13) {
-        reads_back(&client, &format!("k{i}"), &value(i)).await;
+        reads_back(&client, &format!("k{i}"), &pattern(1024, i)).await;
     }
     healthy.shutdown(Duration::from_secs(1)).await;
 }
@@ -269,12 +251,7 @@ async fn every_master_lost_after_truncation_restarts_from_the_leaders_disk() {
     let leader = leader(with_dir(disk.path())).await;
     let (client, _follow) = follower(&config, 32 << 20, Duration::from_millis(100)).await;
     let opts = Options::deadline(Duration::from_secs(20));
-    for i in 0..300 {
-        client
-            .put(&format!("k{i}"), &value(i), &opts)
-            .await
-            .unwrap();
-    }
+    put_objects(&client, 0..300, 1024, &opts).await;
     let log = EtcdLog::connect_on(&config, &handle).await.unwrap();
     eventually(
         "the log is truncated",
@@ -293,7 +270,7 @@ async fn every_master_lost_after_truncation_restarts_from_the_leaders_disk() {
     })
     .await;
     for i in (0..300).step_by(11) {
-        reads_back(&client, &format!("k{i}"), &value(i)).await;
+        reads_back(&client, &format!("k{i}"), &pattern(1024, i)).await;
     }
     back.shutdown(Duration::from_secs(1)).await;
 

@@ -164,8 +164,6 @@ class EtcdWatchCanceled(YuebingError):
     """Code -5008."""
 class EtcdBadValue(YuebingError):
     """Code -5009."""
-class EtcdProcess(YuebingError):
-    """Code -5010."""
 class EtcdClient(YuebingError):
     """Code -5011."""
 class EtcdDeposed(YuebingError):

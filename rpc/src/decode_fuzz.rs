@@ -2,7 +2,7 @@
 //! hello and reply, frame bodies with their attachments (through the whole [`FrameReader`]), and
 //! errors as they cross the wire.
 //!
-//! Each gets random bytes and mutated valid encodings (see [`crate::fuzz_support`]); each must
+//! Each gets random bytes and mutated valid encodings (see `yuebing_testkit::fuzz`); each must
 //! return a value or a typed error, never panic, and never allocate beyond its limit:
 //!
 //! - frame header: nothing (it is a fixed 20 bytes);
@@ -23,11 +23,12 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 use tarpc::{context, ClientMessage, Request, Response, ServerError};
+use yuebing_testkit::alloc::measure;
+use yuebing_testkit::fuzz::{config, edge_u64, mutate, mutations, overwrite, Mutation};
 
 use crate::attachment::Attachment;
 use crate::error::Error;
 use crate::frame::{FrameHeader, HEADER_LEN};
-use crate::fuzz_support::{config, edge_u64, measure, mutate, mutations, overwrite};
 use crate::preamble::{Hello, Reply};
 use crate::transport::{FrameReader, FrameWriter, Received};
 
@@ -203,7 +204,7 @@ const ATTACH_LEN_AT: usize = 16;
 
 /// The first frame of `stream` with its body mutated and its header saying the body's new
 /// length: what reaches the body decoder when the framing is intact.
-fn mutate_body(stream: &[u8], muts: &[crate::fuzz_support::Mutation]) -> Vec<u8> {
+fn mutate_body(stream: &[u8], muts: &[Mutation]) -> Vec<u8> {
     let header = FrameHeader::check(stream).unwrap().unwrap();
     let body_end = HEADER_LEN + header.body_len as usize;
     let attach_end = body_end + header.attach_len as usize;

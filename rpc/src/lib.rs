@@ -34,8 +34,9 @@
 //! - `token`: the cluster [`Token`] (never printed, compared in constant time).
 //! - `clock`: the time deadlines and back-offs read (tokio's clock, so tests can pause it).
 //! - `entered`: polling a call inside its pool's runtime, whoever polls it.
-//! - `decode_fuzz`, `fuzz_support` (tests only): proptest fuzzing of every decoder of peer input,
-//!   with a counting allocator that bounds what each may allocate.
+//! - `decode_fuzz` (tests only): proptest fuzzing of every decoder of peer input, with
+//!   yuebing-testkit's mutations and its counting allocator (installed in the unit-test binary),
+//!   which bounds what each may allocate.
 //!
 //! # Example
 //! ```
@@ -77,14 +78,15 @@ pub use entered::in_runtime;
 pub mod error;
 mod error_table;
 mod frame;
-#[cfg(test)]
-mod fuzz_support;
 pub mod metrics;
 mod preamble;
 pub mod server;
 pub mod size;
 mod token;
 mod transport;
+
+#[cfg(test)]
+yuebing_testkit::install_counting_allocator!();
 
 pub use attachment::Attachment;
 pub use client::{

@@ -1,5 +1,5 @@
 //! An elected-master cluster on this machine, for `yuebing demo --ha` and `yuebing bench ha`
-//! (feature `etcd`): one etcd member, started by yuebing-etcd's launcher (ephemeral ports on
+//! (feature `etcd`): one etcd member, started by the test kit's launcher (ephemeral ports on
 //! 127.0.0.1, a temp data directory, killed on drop and when this process dies), and elected
 //! `yuebing master --etcd` child processes on ephemeral ports of 127.0.0.1. It answers who
 //! leads (each master's health call), SIGKILLs a master, restarts one on its port, waits until
@@ -9,10 +9,10 @@
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use yuebing_etcd::testing::{etcd_binary, EtcdServer};
 use yuebing_rpc::{Endpoint, Token};
 use yuebing_store::master::{ClientId, Health, MasterClient};
 use yuebing_store::{Client, Options};
+use yuebing_testkit::etcd::{etcd_binary, EtcdServer};
 
 use super::child::ChildProcess;
 

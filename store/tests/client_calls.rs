@@ -186,22 +186,15 @@ async fn a_located_object_read_after_its_lease_is_lease_expired() {
     assert_eq!(back, [0u8; 1000], "nothing was read outside the lease");
 }
 
-/// A master that is never the leader.
-struct Standby;
-
-impl yuebing_store::master::ServeGate for Standby {
-    fn check(&self) -> yuebing_store::Result<()> {
-        Err(yuebing_store::Error::NotLeader { leader: None })
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_refused_by_a_master_that_is_not_the_leader_go_to_the_next_one() {
     let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
+    // A master that is never the leader.
+    let closed = std::sync::Arc::new(yuebing_testkit::Switch::new(false));
     let standby = RunningMaster::start_gated(
         MasterServerConfig::default(),
         &bind,
-        Some(std::sync::Arc::new(Standby)),
+        Some(common::gate(&closed)),
     )
     .await
     .unwrap();

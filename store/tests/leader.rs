@@ -3,31 +3,21 @@
 //! up) or never received waits for the next leader or tries again shortly, and with no leader
 //! a call ends with `NotLeader` at its deadline.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use yuebing_rpc::Endpoint;
-use yuebing_store::master::{MasterServerConfig, RunningMaster, ServeGate};
-use yuebing_store::{Client, ClientConfig, Error, Options};
-
-/// A gate the test opens and closes.
-struct Switch(AtomicBool);
-
-impl ServeGate for Switch {
-    fn check(&self) -> yuebing_store::Result<()> {
-        match self.0.load(Ordering::Acquire) {
-            true => Ok(()),
-            false => Err(Error::NotLeader { leader: None }),
-        }
-    }
-}
+use yuebing_store::master::{MasterServerConfig, RunningMaster};
+use yuebing_store::{Client, ClientConfig, Options};
+use yuebing_testkit::Switch;
 
 async fn gated_master(open: bool) -> (RunningMaster, Arc<Switch>) {
-    let switch = Arc::new(Switch(AtomicBool::new(open)));
+    let switch = Arc::new(Switch::new(open));
     let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
-    let gate: Arc<dyn ServeGate> = switch.clone();
+    let gate = common::gate(&switch);
     let m = RunningMaster::start_gated(MasterServerConfig::default(), &bind, Some(gate))
         .await
         .unwrap();
@@ -60,7 +50,7 @@ async fn a_client_follows_the_leader_its_source_names() {
     assert!(c.exist("only-a", &opts).await.unwrap(), "A leads");
 
     // A steps down; the source names B only 200 ms later: the call waits for it.
-    gate_a.0.store(false, Ordering::Release);
+    gate_a.close();
     let later = tx.clone();
     let eb2 = eb.clone();
     tokio::spawn(async move {
@@ -76,11 +66,11 @@ async fn a_client_follows_the_leader_its_source_names() {
     );
 
     // B is named but not serving yet (catching up after its election): tried again shortly.
-    gate_b.0.store(false, Ordering::Release);
+    gate_b.close();
     let gate = gate_b.clone();
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(150)).await;
-        gate.0.store(true, Ordering::Release);
+        gate.open();
     });
     assert!(!c.exist("only-a", &opts).await.unwrap());
 

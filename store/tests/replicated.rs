@@ -2,18 +2,20 @@
 //! serves nothing and runs no timeouts, applies the leader's entries, and once promoted
 //! serves under its new epoch; a failed log stops the master for good.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+mod common;
+
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::sync::watch;
 use yuebing_rpc::Endpoint;
 use yuebing_store::master::{
-    LogEntry, LogSink, Master, MasterConfig, MasterServerConfig, RunningMaster, ServeGate,
+    LogEntry, LogSink, Master, MasterConfig, MasterServerConfig, RunningMaster,
 };
 use yuebing_store::{Client, ClientConfig, Error, Options};
+use yuebing_testkit::{eventually, Switch};
 
 /// A replicated log in memory: entries are durable as soon as they are appended, unless it
 /// was made to fail.
@@ -74,18 +76,6 @@ impl LogSink for MemLog {
     }
 }
 
-/// A gate the test opens and closes.
-struct Switch(AtomicBool);
-
-impl ServeGate for Switch {
-    fn check(&self) -> yuebing_store::Result<()> {
-        match self.0.load(Ordering::Acquire) {
-            true => Ok(()),
-            false => Err(Error::NotLeader { leader: None }),
-        }
-    }
-}
-
 fn cfg() -> MasterServerConfig {
     MasterServerConfig {
         core: MasterConfig {
@@ -99,32 +89,18 @@ fn cfg() -> MasterServerConfig {
 
 async fn replicated(open: bool) -> (RunningMaster, Arc<MemLog>, Arc<Switch>) {
     let log = MemLog::new();
-    let gate = Arc::new(Switch(AtomicBool::new(open)));
+    let switch = Arc::new(Switch::new(open));
     let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
     let m = RunningMaster::start_replicated(
         cfg(),
         &bind,
         Master::new(cfg().core, true),
         log.clone(),
-        gate.clone(),
+        common::gate(&switch),
     )
     .await
     .unwrap();
-    (m, log, gate)
-}
-
-async fn eventually<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "{what}: not within 20 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    (m, log, switch)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,19 +134,19 @@ async fn a_standby_applies_the_log_and_serves_once_promoted() {
     assert!(standby_log.entries().is_empty(), "replay appends nothing");
 
     // Failover: the leader's gate closes, the standby is promoted and opens.
-    leader_gate.0.store(false, Ordering::Release);
+    leader_gate.close();
     let epoch = written.last().unwrap().epoch + 1;
     // Both logs stand for one replicated log: what the standby replayed is durable in it.
     standby_log.tx().send_replace(written.last().unwrap().seq);
     standby.promote(epoch).unwrap();
-    standby_gate.0.store(true, Ordering::Release);
+    standby_gate.open();
     assert!(
         client.exist("a", &opts).await.unwrap(),
         "the new leader knows the object"
     );
     // Its replica serves again once the client remounted (its next ping says so).
-    let got = eventually("get after remount", async || {
-        client.get("a", &opts).await.ok()
+    let got = eventually("get after remount", Duration::from_secs(20), async || {
+        client.get("a", &opts).await
     })
     .await;
     assert_eq!(got, b"before");

@@ -1,10 +1,11 @@
-//! Real `yuebing` processes for integration tests: started on 127.0.0.1, read until ready, and
-//! killed and reaped when dropped (also when a test panics).
+//! What the root package's integration tests share: real `yuebing` processes, started on
+//! 127.0.0.1, read until ready, and killed and reaped when dropped (also when a test panics);
+//! settings that reach the test kit's etcd; test access to an engine buffer's bytes. Waiting,
+//! ports, byte patterns and signals are the test kit's (`yuebing_testkit`).
 
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use yuebing::cli::child::ChildProcess;
 use yuebing::engine::EngineBuffer;
@@ -69,9 +70,11 @@ impl Process {
         self.child.id()
     }
 
-    /// Sends a signal (see [`signal`]).
+    /// Sends a signal (`libc::SIGSTOP`, …; see [`yuebing_testkit::process::signal`]: after
+    /// SIGSTOP it returns once the process is stopped).
     pub(crate) fn signal(&self, sig: i32) {
-        signal(self.child.id(), sig);
+        yuebing_testkit::process::signal(self.child.id(), sig)
+            .unwrap_or_else(|e| panic!("signal {sig} to {}: {e}", self.child.id()));
     }
 
     /// SIGKILL and reap (also done when dropped).
@@ -80,59 +83,13 @@ impl Process {
     }
 }
 
-/// A port that was free a moment ago (for a process restarted on the same address).
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-/// Polls `check` every 50 ms until it returns `Some`, or panics after `ceiling`.
-pub(crate) async fn eventually<T, F, Fut>(ceiling: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(start.elapsed() < ceiling, "{what}: not within {ceiling:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Sends `sig` to our child `pid`. After SIGSTOP it returns only once every thread of the
-/// process is stopped: kill(2) returns before the signal took effect, and a test that stops a
-/// peer must not race a request past it.
-pub(crate) fn signal(pid: u32, sig: i32) {
-    // SAFETY: kill(2) on our own child's pid; no memory is involved.
-    let rc = unsafe { libc::kill(pid as i32, sig) };
-    assert_eq!(rc, 0, "kill({sig})");
-    if sig != libc::SIGSTOP {
-        return;
-    }
-    let until = Instant::now() + Duration::from_secs(10);
-    while !all_threads_stopped(pid) {
-        assert!(Instant::now() < until, "process {pid} did not stop");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-/// Whether every thread of `pid` is in state `T` (stopped), from `/proc/PID/task/*/stat`.
-fn all_threads_stopped(pid: u32) -> bool {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return false;
-    };
-    tasks.flatten().all(|t| {
-        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|stat| {
-            // The state is the first field after the parenthesised command name.
-            stat.rsplit_once(") ")
-                .is_some_and(|(_, rest)| rest.starts_with('T'))
-        })
-    })
+/// Settings that reach `etcd`, with a short connect timeout for tests (1 s).
+#[cfg(feature = "etcd")]
+pub(crate) fn etcd_config(etcd: &yuebing_testkit::etcd::EtcdServer) -> yuebing::etcd::EtcdConfig {
+    let mut config = yuebing::etcd::EtcdConfig::new(&etcd.endpoint())
+        .unwrap_or_else(|e| unreachable!("the launcher's own endpoint parses: {e}"));
+    config.connect_timeout = std::time::Duration::from_secs(1);
+    config
 }
 
 /// Test access to an engine buffer's bytes. Each test touches a buffer's bytes only while no

@@ -158,8 +158,6 @@ pub const YUEBING_ERR_ETCD_COMPACTED: i32 = -5007;
 pub const YUEBING_ERR_ETCD_WATCH_CANCELED: i32 = -5008;
 /// A value under yuebing's etcd keys does not decode.
 pub const YUEBING_ERR_ETCD_BAD_VALUE: i32 = -5009;
-/// An etcd process of the test harness failed.
-pub const YUEBING_ERR_ETCD_PROCESS: i32 = -5010;
 /// The etcd client failed otherwise.
 pub const YUEBING_ERR_ETCD_CLIENT: i32 = -5011;
 /// This master is no longer the leader.
@@ -406,7 +404,6 @@ mod tests {
                 key: s(),
                 reason: s(),
             },
-            E::Process { reason: s() },
             E::Client { reason: s() },
             E::Deposed {
                 key: s(),

@@ -2,6 +2,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use yuebing_engine::{EngineBuffer, RemoteAccess, SegmentHandle, TransferEngine};
+use yuebing_testkit::patterns::pattern;
 
 /// Rights of a target buffer that peers read and write.
 pub const RW: RemoteAccess = RemoteAccess::READ_WRITE;
@@ -25,13 +26,6 @@ impl TestBytes for EngineBuffer {
         // SAFETY (test): see the trait's docs.
         unsafe { self.read_at(offset, out) }
     }
-}
-
-/// `len` bytes that differ from position to position and from seed to seed.
-pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
 }
 
 /// `len` bytes of `buf` at `offset`.
@@ -61,7 +55,7 @@ pub async fn round_trips(
     back: &EngineBuffer,
 ) {
     for (len, so, doff) in ROUND_TRIPS {
-        let data = pattern(len, len as u8);
+        let data = pattern(len, len as u64);
         src.put(so, &data).unwrap();
         let (s, d) = (src.addr() + so as u64, dst.addr() + doff as u64);
         e.write(s, peer, d, len as u64).await.unwrap();

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use tarpc::context::Context;
@@ -123,16 +123,4 @@ pub async fn start_default() -> (RunningServer, Arc<LabState>) {
 
 pub fn pool(server: &RunningServer) -> Pool<LabRpc> {
     Pool::new(server.local_endpoint().clone(), PoolConfig::new("lab"))
-}
-
-/// Polls `cond` every 5 ms until it holds or `limit` passes; returns whether it held.
-pub async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + limit;
-    while Instant::now() < until {
-        if cond() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    cond()
 }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use yuebing_rpc::{CallOptions, Error};
 
 use crate::common::*;
+use yuebing_testkit::eventually;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_deadline_times_out_and_cancels_the_handler() {
@@ -29,22 +30,23 @@ async fn short_deadline_times_out_and_cancels_the_handler() {
         took < Duration::from_millis(500),
         "timed out after {took:?}"
     );
-    assert!(
-        eventually(Duration::from_millis(500), || {
-            state.sleeps_cancelled.load(Ordering::SeqCst) == 1
-        })
-        .await,
-        "the handler was cancelled on the server"
-    );
+    eventually(
+        "the handler was cancelled on the server",
+        Duration::from_millis(500),
+        async || state.sleeps_cancelled.load(Ordering::SeqCst) == 1,
+    )
+    .await;
     assert_eq!(
         state.sleeps_finished.load(Ordering::SeqCst),
         1,
         "only the 0 ms call"
     );
-    assert!(
-        eventually(Duration::from_millis(500), || server.in_flight() == 0).await,
-        "nothing left running on the server"
-    );
+    eventually(
+        "nothing left running on the server",
+        Duration::from_millis(500),
+        async || server.in_flight() == 0,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,13 +57,12 @@ async fn dropping_the_call_cancels_it_on_the_server() {
     let dropped = tokio::time::timeout(Duration::from_millis(100), call).await;
     assert!(dropped.is_err(), "the call was still running");
     assert_eq!(state.sleeps_started.load(Ordering::SeqCst), 1);
-    assert!(
-        eventually(Duration::from_secs(2), || {
-            state.sleeps_cancelled.load(Ordering::SeqCst) == 1
-        })
-        .await,
-        "the handler was cancelled"
-    );
+    eventually(
+        "the handler was cancelled",
+        Duration::from_secs(2),
+        async || state.sleeps_cancelled.load(Ordering::SeqCst) == 1,
+    )
+    .await;
     assert_eq!(server.in_flight(), 0);
 }
 

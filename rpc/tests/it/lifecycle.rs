@@ -9,6 +9,7 @@ use tokio::net::{TcpListener, TcpStream};
 use yuebing_rpc::{CallOptions, Endpoint, Pool, PoolConfig};
 
 use crate::common::*;
+use yuebing_testkit::eventually;
 
 /// A TCP forwarder to `upstream`: the first `pass` connections reach it, later ones are
 /// accepted and left unanswered (a connect that hangs in its preamble). Counts the connections
@@ -64,13 +65,15 @@ async fn a_dropped_pool_closes_its_connections() {
         .unwrap();
     assert_eq!(fwd.open.load(Ordering::SeqCst), 2);
     drop(pool);
-    assert!(
-        eventually(Duration::from_secs(10), || fwd.open.load(Ordering::SeqCst)
-            == 0)
-        .await,
-        "{} connections still open after the pool was dropped",
-        fwd.open.load(Ordering::SeqCst)
-    );
+    eventually(
+        "the connections closed after the pool was dropped",
+        Duration::from_secs(10),
+        async || match fwd.open.load(Ordering::SeqCst) {
+            0 => Ok(()),
+            n => Err(format!("{n} connections still open")),
+        },
+    )
+    .await;
 }
 
 /// Dropping a pool stops its connects under way: the socket of one hanging in its preamble is
@@ -95,12 +98,12 @@ async fn a_dropped_pool_stops_its_connects() {
     assert!(matches!(err, yuebing_rpc::Error::Timeout), "{err:?}");
     assert_eq!(fwd.open.load(Ordering::SeqCst), 1, "the connect hangs");
     drop(pool);
-    assert!(
-        eventually(Duration::from_secs(10), || fwd.open.load(Ordering::SeqCst)
-            == 0)
-        .await,
-        "the connect went on after the pool was dropped"
-    );
+    eventually(
+        "the connect ended when the pool was dropped",
+        Duration::from_secs(10),
+        async || fwd.open.load(Ordering::SeqCst) == 0,
+    )
+    .await;
 }
 
 /// A call that finds an open connection never waits for a connect, even when every open one

@@ -10,6 +10,7 @@ mod frames;
 mod lifecycle;
 mod payload_timeout;
 mod permits;
+mod permits_rss;
 mod pool;
 mod preamble;
 mod raw;

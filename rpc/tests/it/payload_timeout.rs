@@ -11,6 +11,7 @@ use yuebing_rpc::{Attachment, CallOptions, Pool, PoolConfig, RunningServer, Serv
 
 use crate::common::*;
 use crate::raw;
+use yuebing_testkit::eventually;
 
 const MIB: u64 = 1 << 20;
 const BUDGET: u64 = 2 * MIB;
@@ -58,10 +59,12 @@ async fn a_large_frame_stalled_mid_payload_is_closed_and_its_permits_return() {
     let server = server(STALL_TIMEOUT).await;
     let stalled = stall_mid_frame(&server, BODY, (BUDGET as u32) - BODY, MIB as usize).await;
     let held = || server.in_flight_bytes() == BUDGET;
-    assert!(
-        eventually(CEILING, held).await,
-        "the stalled frame holds the whole budget"
-    );
+    eventually(
+        "the stalled frame holds the whole budget",
+        CEILING,
+        async || held(),
+    )
+    .await;
 
     // A large call needs permits the stalled frame holds: it waits for them, and gets them
     // when the stalled connection is closed.
@@ -84,7 +87,7 @@ async fn a_large_frame_stalled_mid_payload_is_closed_and_its_permits_return() {
         .expect("served once the stalled frame's permits returned");
     assert_eq!(echoed.len() as u64, MIB);
     let returned = || server.in_flight_bytes() == 0 && server.reads_waiting_for_bytes() == 0;
-    assert!(eventually(CEILING, returned).await);
+    eventually("the permits returned", CEILING, async || returned()).await;
     assert_eq!(
         echo_att(&pool, BUDGET - MIB / 2).await.unwrap().len() as u64,
         BUDGET - MIB / 2,

@@ -1,6 +1,6 @@
 //! Byte permits: a large frame waits for its share of `max_in_flight_bytes` before it is read,
 //! small requests keep the bounded queue, a frame over the whole budget is refused, and shutdown
-//! does not wait for frames that wait. (Memory: see `tests/permits_rss.rs`.)
+//! does not wait for frames that wait. (Memory: see `permits_rss`.)
 
 use std::time::Duration;
 
@@ -11,6 +11,7 @@ use yuebing_rpc::{Attachment, CallOptions, Error, Pool, PoolConfig, RunningServe
 
 use crate::common::*;
 use crate::raw;
+use yuebing_testkit::eventually;
 
 const MIB: u64 = 1 << 20;
 const BUDGET: u64 = 2 * MIB;
@@ -50,10 +51,13 @@ async fn stalled_frame(server: &RunningServer, payload: u64, sent: usize) -> Tcp
 async fn budget_held(server: &RunningServer) -> (TcpStream, TcpStream) {
     let holder = stalled_frame(server, BUDGET, MIB as usize).await;
     let held = || server.in_flight_bytes() == BUDGET;
-    assert!(eventually(Duration::from_secs(10), held).await);
+    eventually("the budget held", Duration::from_secs(10), async || held()).await;
     let waiter = stalled_frame(server, MIB, 1024).await;
     let waiting = || server.reads_waiting_for_bytes() == 1;
-    assert!(eventually(Duration::from_secs(10), waiting).await);
+    eventually("a read waiting", Duration::from_secs(10), async || {
+        waiting()
+    })
+    .await;
     (holder, waiter)
 }
 
@@ -66,7 +70,7 @@ async fn large_frames_wait_for_permits_small_requests_are_refused() {
     let server = budget_server(BUDGET).await;
     let holder = stalled_frame(&server, BUDGET, MIB as usize).await;
     let held = || server.in_flight_bytes() == BUDGET;
-    assert!(eventually(Duration::from_secs(10), held).await);
+    eventually("the budget held", Duration::from_secs(10), async || held()).await;
 
     let small: Pool<LabRpc> = Pool::new(server.local_endpoint().clone(), no_retry());
     let err = small
@@ -89,7 +93,10 @@ async fn large_frames_wait_for_permits_small_requests_are_refused() {
             .await
     });
     let waiting = || server.reads_waiting_for_bytes() == 1;
-    assert!(eventually(Duration::from_secs(10), waiting).await);
+    eventually("a read waiting", Duration::from_secs(10), async || {
+        waiting()
+    })
+    .await;
     assert!(!call.is_finished(), "waits rather than being refused");
     assert_eq!(server.in_flight_bytes(), BUDGET);
 
@@ -97,7 +104,12 @@ async fn large_frames_wait_for_permits_small_requests_are_refused() {
     let echoed = call.await.unwrap().expect("served once the holder left");
     assert_eq!(echoed.0, payload);
     let returned = || server.in_flight_bytes() == 0 && server.reads_waiting_for_bytes() == 0;
-    assert!(eventually(Duration::from_secs(10), returned).await);
+    eventually(
+        "the permits returned",
+        Duration::from_secs(10),
+        async || returned(),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -143,7 +155,12 @@ async fn a_frame_over_the_byte_budget_is_refused_not_awaited() {
     );
     assert_eq!(echo(3 * MIB).await.unwrap().len() as u64, 3 * MIB);
     let returned = || server.in_flight_bytes() == 0;
-    assert!(eventually(Duration::from_secs(10), returned).await);
+    eventually(
+        "the permits returned",
+        Duration::from_secs(10),
+        async || returned(),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

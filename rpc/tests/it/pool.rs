@@ -7,6 +7,7 @@ use futures::future::join_all;
 use yuebing_rpc::{CallOptions, Pool, PoolConfig, PoolRegistry};
 
 use crate::common::*;
+use yuebing_testkit::eventually;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_calls_over_four_connections() {
@@ -95,10 +96,10 @@ async fn registry_shares_pools_and_drops_idle_ones() {
     assert_eq!(again.status(), pa.status(), "the same pool");
     registry.get(b.local_endpoint());
     assert_eq!(registry.len(), 2);
-    assert!(
-        eventually(Duration::from_secs(3), || registry.is_empty()).await,
-        "idle pools dropped"
-    );
+    eventually("idle pools dropped", Duration::from_secs(3), async || {
+        registry.is_empty()
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use yuebing_rpc::{Endpoint, Error, ServerConfig};
 
 use crate::common::*;
+use yuebing_testkit::eventually;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pool_reconnects_after_server_restart() {
@@ -24,12 +25,12 @@ async fn pool_reconnects_after_server_restart() {
     let first_conn = pool.status().calls_per_connection[0].0;
 
     server.kill().await;
-    assert!(
-        eventually(Duration::from_secs(2), || pool.status().live_connections
-            == 0)
-        .await,
-        "the pool notices the dead connection"
-    );
+    eventually(
+        "the pool notices the dead connection",
+        Duration::from_secs(2),
+        async || pool.status().live_connections == 0,
+    )
+    .await;
     let err = call(pool.clone(), hi.clone()).await.unwrap_err();
     assert!(matches!(err, Error::Connect { .. }), "{err:?}");
 

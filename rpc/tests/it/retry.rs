@@ -7,6 +7,7 @@ use std::time::Duration;
 use yuebing_rpc::{CallOptions, Error, Pool, PoolConfig, ServerConfig};
 
 use crate::common::*;
+use yuebing_testkit::eventually;
 
 async fn kill_and_restart_during_call(idempotent: bool) -> (Result<u64, Error>, u64) {
     let state = Arc::new(LabState::default());
@@ -28,14 +29,12 @@ async fn kill_and_restart_during_call(idempotent: bool) -> (Result<u64, Error>, 
         )
         .await
     });
-    assert!(
-        eventually(Duration::from_secs(2), || state
-            .bumps
-            .load(Ordering::SeqCst)
-            == 1)
-        .await,
-        "the request reached the server"
-    );
+    eventually(
+        "the request reached the server",
+        Duration::from_secs(2),
+        async || state.bumps.load(Ordering::SeqCst) == 1,
+    )
+    .await;
     server.kill().await;
     let _again = start(&endpoint, ServerConfig::default(), state.clone()).await;
     let result = call.await.unwrap();

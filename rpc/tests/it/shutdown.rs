@@ -7,6 +7,7 @@ use futures::future::join_all;
 use yuebing_rpc::{CallOptions, Error};
 
 use crate::common::*;
+use yuebing_testkit::eventually;
 
 type Call = tokio::task::JoinHandle<Result<u64, Error>>;
 
@@ -29,7 +30,10 @@ async fn sleeping_calls(
         })
         .collect();
     let started = || state.sleeps_started.load(Ordering::SeqCst) == n;
-    assert!(eventually(Duration::from_secs(2), started).await);
+    eventually("every call started", Duration::from_secs(2), async || {
+        started()
+    })
+    .await;
     calls
 }
 

@@ -136,7 +136,7 @@ mod tests {
         for count in [1u64 << 24, 1 << 40, u64::MAX] {
             bytes[32..40].copy_from_slice(&count.to_le_bytes());
             let (res, peak) =
-                crate::fuzz_support::measure(|| bincode::deserialize::<PendingWrite>(&bytes));
+                yuebing_testkit::alloc::measure(|| bincode::deserialize::<PendingWrite>(&bytes));
             assert!(
                 res.is_err(),
                 "{count} replicas do not fit in {} bytes",

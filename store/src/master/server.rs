@@ -67,6 +67,17 @@ pub trait ServeGate: Send + Sync + 'static {
     }
 }
 
+/// A closure is a gate: each call's [`ServeGate::check`] calls it (a flag an embedder or a test
+/// flips, as `yuebing_testkit::Switch`).
+impl<F> ServeGate for F
+where
+    F: Fn() -> Result<()> + Send + Sync + 'static,
+{
+    fn check(&self) -> Result<()> {
+        self()
+    }
+}
+
 /// State shared by the service handlers and the driver.
 pub(crate) struct Shared {
     core: Mutex<Master>,
@@ -667,27 +678,19 @@ mod tests {
         assert!(e.to_string().contains("fetch again"), "{e}");
     }
 
-    /// A gate that a test opens and closes.
-    struct Switch(AtomicBool);
-
-    impl ServeGate for Switch {
-        fn check(&self) -> Result<()> {
-            match self.0.load(Ordering::Acquire) {
-                true => Ok(()),
-                false => Err(Error::NotLeader {
-                    leader: Some("127.0.0.1:9".into()),
-                }),
-            }
-        }
-    }
-
     #[tokio::test]
     async fn a_closed_gate_refuses_every_call_with_not_leader_and_changes_nothing() {
-        let switch = Arc::new(Switch(AtomicBool::new(true)));
+        let switch = Arc::new(yuebing_testkit::Switch::new(true));
+        let asked = switch.clone();
+        let gate = move || {
+            asked.check(|| Error::NotLeader {
+                leader: Some("127.0.0.1:9".into()),
+            })
+        };
         let master = RunningMaster::start_gated(
             MasterServerConfig::default(),
             &"127.0.0.1:0".parse().unwrap(),
-            Some(switch.clone()),
+            Some(Arc::new(gate)),
         )
         .await
         .unwrap();
@@ -697,7 +700,7 @@ mod tests {
         );
         assert!(!client.exist("k").await.unwrap());
         let before = master.health().last_seq;
-        switch.0.store(false, Ordering::Release);
+        switch.close();
         let e = client.exist("k").await.unwrap_err();
         assert_eq!(e.code(), -1010, "{e}");
         assert!(e.to_string().contains("127.0.0.1:9"), "{e}");
@@ -707,7 +710,7 @@ mod tests {
             "{e:?}"
         );
         assert_eq!(master.health().last_seq, before, "nothing was logged");
-        switch.0.store(true, Ordering::Release);
+        switch.open();
         assert_eq!(client.remove_all(true).await.unwrap(), 0);
     }
 }

@@ -14,9 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+use yuebing_testkit::alloc::measure;
+use yuebing_testkit::fuzz::{config, edge_u64, mutate, mutations, overwrite};
 
 use super::channel::{fetch_export, Export, ExportedBuffer, FetchError, MAX_FDS};
-use crate::fuzz_support::{config, edge_u64, measure, mutate, mutations, overwrite};
 
 /// The channel's payload limit (`channel::MAX_PAYLOAD`).
 const MAX_PAYLOAD: usize = 1 << 20;

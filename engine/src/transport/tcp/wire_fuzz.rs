@@ -6,9 +6,10 @@
 
 use proptest::collection::vec;
 use proptest::prelude::*;
+use yuebing_testkit::alloc::measure;
+use yuebing_testkit::fuzz::{config, edge_u64, mutate, mutations};
 
 use super::wire::{RequestHeader, ResponseHeader, REQUEST_LEN, RESPONSE_LEN};
-use crate::fuzz_support::{config, edge_u64, measure, mutate, mutations};
 use crate::request::Opcode;
 
 fn check_request(bytes: &[u8; REQUEST_LEN]) -> Result<(), TestCaseError> {

@@ -11,10 +11,11 @@
 use proptest::collection::vec;
 use proptest::prelude::*;
 use smallvec::SmallVec;
+use yuebing_testkit::alloc::measure;
+use yuebing_testkit::fuzz::{config, edge_u64, mutate, mutations, overwrite};
 
 use super::frame::{read_frame, read_header, write_frame, write_header, Frame};
 use super::frame::{LOG_MAGIC, SNAPSHOT_MAGIC};
-use crate::fuzz_support::{config, edge_u64, measure, mutate, mutations, overwrite};
 use crate::master::log::{LogEntry, Record};
 use crate::master::object::Pin;
 use crate::master::space::Replica;

@@ -6,10 +6,9 @@ use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Handle;
 use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 
 use crate::error::{Error, Result};
-use crate::task::Task;
 
 /// What the proxy does with connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +37,8 @@ pub struct TcpProxy {
     addr: SocketAddr,
     target: SocketAddr,
     state: watch::Sender<State>,
-    _task: Task,
+    /// The accepting task, which owns every connection's task: aborted on drop.
+    task: AbortHandle,
 }
 
 impl TcpProxy {
@@ -52,37 +52,34 @@ impl TcpProxy {
 
     /// A proxy to `target` (`127.x.y.z:port`) whose tasks live on `handle`'s runtime.
     pub async fn start_on(target: &str, handle: Handle) -> Result<TcpProxy> {
-        let target: SocketAddr = target.parse().map_err(|e| Error::Process {
-            reason: format!("proxy target {target:?}: {e}"),
-        })?;
+        let target: SocketAddr = (target.parse())
+            .map_err(|e| Error::process(format!("proxy target {target:?}: {e}")))?;
         let loopback_v4 = matches!(target, SocketAddr::V4(a) if a.ip().is_loopback());
         if !loopback_v4 {
-            return Err(Error::Process {
-                reason: format!("proxy target {target} is not on 127.0.0.0/8"),
-            });
+            return Err(Error::process(format!(
+                "proxy target {target} is not on 127.0.0.0/8"
+            )));
         }
         let listener = handle
             .spawn(TcpListener::bind("127.0.0.1:0"))
             .await
-            .map_err(|e| Error::Process {
-                reason: format!("the proxy's bind task ended: {e}"),
-            })?
-            .map_err(|e| Error::Process {
-                reason: format!("proxy bind: {e}"),
-            })?;
-        let addr = listener.local_addr().map_err(|e| Error::Process {
-            reason: format!("proxy address: {e}"),
-        })?;
+            .map_err(|e| Error::process(format!("the proxy's bind task ended: {e}")))?
+            .map_err(|e| Error::process(format!("proxy bind: {e}")))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::process(format!("proxy address: {e}")))?;
         let (state, watcher) = watch::channel(State {
             mode: Mode::Forward,
             cuts: 0,
         });
-        let task = Task::new(handle.spawn(serve(listener, target, watcher)));
+        let task = handle
+            .spawn(serve(listener, target, watcher))
+            .abort_handle();
         Ok(TcpProxy {
             addr,
             target,
             state,
-            _task: task,
+            task,
         })
     }
 
@@ -119,6 +116,12 @@ impl TcpProxy {
             s.mode = mode;
             s.cuts += 1;
         });
+    }
+}
+
+impl Drop for TcpProxy {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 

@@ -1,86 +1,19 @@
-//! Test support for the decoder fuzz tests: a counting allocator and byte mutations.
+//! Proptest strategies for fuzzing decoders of what a peer sent or a disk holds (feature
+//! `fuzz`): [`mutations`] of a valid encoding, applied with [`mutate`]; length fields at their
+//! most interesting values ([`edge_u64`]) as bincode's [`varint`] or fixed-width integers
+//! ([`overwrite`]); and the fuzz tests' [`config`].
 //!
-//! One file for the three crates: `engine` and `store` include it by path (each crate's
-//! unit-test binary needs its own global allocator, and no crate depends on another's tests).
-//!
-//! [`measure`] runs a closure and reports the most bytes it had allocated at once, counting
-//! only allocations made on its own thread, so tests running in parallel do not disturb each
-//! other. A request counts even when the allocation fails: trying to allocate 2^40 bytes for a
-//! damaged length is the bug, whether or not the system says yes.
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+//! Each decoder under test gets random bytes and mutated valid encodings, and must return a
+//! value or a typed error, never panic, and never allocate beyond its limit (measured with
+//! [`crate::alloc::measure`]).
 
 use proptest::prelude::*;
 use proptest::sample::Index;
 
-struct Counting;
-
-#[global_allocator]
-static COUNTING: Counting = Counting;
-
-thread_local! {
-    /// Whether this thread is measured, bytes allocated minus freed since it started, and the
-    /// peak of that. A const-initialised `Cell` of plain data: reading it never allocates.
-    static STATE: Cell<(bool, isize, isize)> = const { Cell::new((false, 0, 0)) };
-}
-
-fn note(delta: isize) {
-    let _ = STATE.try_with(|s| {
-        let (on, live, peak) = s.get();
-        if on {
-            let live = live.saturating_add(delta);
-            s.set((on, live, peak.max(live)));
-        }
-    });
-}
-
-fn signed(size: usize) -> isize {
-    isize::try_from(size).unwrap_or(isize::MAX)
-}
-
-// SAFETY: every method forwards its arguments unchanged to `System`, which upholds
-// `GlobalAlloc`'s contract; the bookkeeping only touches a thread-local `Cell` of plain data,
-// which neither allocates nor unwinds.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(signed(layout.size()));
-        // SAFETY: the caller's guarantees about `layout` are passed on as they are.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note(signed(layout.size()));
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        note(-signed(layout.size()));
-        // SAFETY: `ptr` came from `System` with `layout` (every allocation here goes there).
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(signed(new_size) - signed(layout.size()));
-        // SAFETY: `ptr` came from `System` with `layout`; the caller vouches for `new_size`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-/// Runs `f` and returns its result with the most bytes it had allocated at once (on this
-/// thread, not counting what was allocated before).
-pub(crate) fn measure<R>(f: impl FnOnce() -> R) -> (R, usize) {
-    STATE.with(|s| s.set((true, 0, 0)));
-    let r = f();
-    let (_, _, peak) = STATE.with(|s| s.replace((false, 0, 0)));
-    (r, usize::try_from(peak).unwrap_or(0))
-}
-
 /// One change to a valid encoding.
 #[derive(Debug, Clone)]
-pub(crate) enum Mutation {
-    /// Flips one bit.
+pub enum Mutation {
+    /// Flips one bit: the bit (0 … 7) of the byte at the index.
     Flip(Index, u8),
     /// Cuts the input short.
     Truncate(Index),
@@ -91,15 +24,19 @@ pub(crate) enum Mutation {
     /// Overwrites `width` bytes with a value, big- or little-endian: a length or count made
     /// huge, zero or off by a little.
     Overwrite {
+        /// Where (the input grows if it is too short).
         at: Index,
+        /// How many bytes: 1, 2, 4 or 8.
         width: usize,
+        /// The value, of which the low `width` bytes are written.
         value: u64,
+        /// Big-endian, else little-endian.
         big_endian: bool,
     },
 }
 
 /// Values a length field is most interesting at.
-pub(crate) fn edge_u64() -> impl Strategy<Value = u64> {
+pub fn edge_u64() -> impl Strategy<Value = u64> {
     prop_oneof![
         Just(0),
         Just(u64::MAX),
@@ -115,7 +52,7 @@ pub(crate) fn edge_u64() -> impl Strategy<Value = u64> {
 
 /// `value` as bincode's variable-length integer: one byte below 251, else a marker (251, 252,
 /// 253 for 2, 4, 8 bytes) and the value, little-endian.
-pub(crate) fn varint(value: u64) -> Vec<u8> {
+pub fn varint(value: u64) -> Vec<u8> {
     let (marker, width) = match value {
         0..=250 => return vec![value as u8],
         251..=0xffff => (251, 2),
@@ -128,7 +65,7 @@ pub(crate) fn varint(value: u64) -> Vec<u8> {
 }
 
 /// A mutation of any kind.
-pub(crate) fn mutation() -> impl Strategy<Value = Mutation> {
+pub fn mutation() -> impl Strategy<Value = Mutation> {
     // Inserted bytes: random, or a length prefix (variable-length or fixed) of an edge value.
     let bytes = prop_oneof![
         proptest::collection::vec(any::<u8>(), 1..24),
@@ -151,12 +88,12 @@ pub(crate) fn mutation() -> impl Strategy<Value = Mutation> {
 }
 
 /// Up to `n` mutations.
-pub(crate) fn mutations(n: usize) -> impl Strategy<Value = Vec<Mutation>> {
+pub fn mutations(n: usize) -> impl Strategy<Value = Vec<Mutation>> {
     proptest::collection::vec(mutation(), 1..=n)
 }
 
 /// `input` with `mutations` applied in order.
-pub(crate) fn mutate(mut input: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
+pub fn mutate(mut input: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
     for m in mutations {
         match m {
             Mutation::Flip(i, bit) if !input.is_empty() => {
@@ -185,13 +122,7 @@ pub(crate) fn mutate(mut input: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
 }
 
 /// Writes the low `width` bytes of `value` at `at`, growing `input` if it is too short.
-pub(crate) fn overwrite(
-    input: &mut Vec<u8>,
-    at: usize,
-    width: usize,
-    value: u64,
-    big_endian: bool,
-) {
+pub fn overwrite(input: &mut Vec<u8>, at: usize, width: usize, value: u64, big_endian: bool) {
     let bytes = if big_endian {
         value.to_be_bytes()[8 - width..].to_vec()
     } else {
@@ -206,7 +137,7 @@ pub(crate) fn overwrite(
 /// Proptest settings for the fuzz tests: `cases` cases (`PROPTEST_CASES` overrides it, for a
 /// longer hunt), and failures are not written to files in the source tree (a failure found is
 /// kept as a plain regression test instead).
-pub(crate) fn config(cases: u32) -> ProptestConfig {
+pub fn config(cases: u32) -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -221,20 +152,6 @@ pub(crate) fn config(cases: u32) -> ProptestConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn measure_sees_the_peak_on_its_own_thread_only() {
-        let (len, peak) = measure(|| {
-            let big = vec![1u8; 1 << 20];
-            drop(big);
-            let other = std::thread::spawn(|| vec![0u8; 8 << 20].len());
-            other.join().unwrap() + vec![2u8; 1000].len()
-        });
-        assert_eq!(len, (8 << 20) + 1000);
-        assert!((1 << 20..2 << 20).contains(&peak), "{peak}");
-        let (_, none) = measure(|| 1 + 1);
-        assert_eq!(none, 0);
-    }
 
     #[test]
     fn mutations_and_varints() {

@@ -1,4 +1,4 @@
-//! etcd for tests (feature `testing`): real members on 127.0.0.1 and a proxy that cuts a client
+//! etcd for tests (feature `etcd`): real members on 127.0.0.1 and a proxy that cuts a client
 //! off.
 //!
 //! - [`EtcdServer`]: one member with etcd's default timing (a lease asked for TTL 1 gets 2 s).
@@ -6,13 +6,15 @@
 //!   --election-timeout 500`), each killed, stopped or restarted on its own.
 //! - [`TcpProxy`]: forwards `127.0.0.1:<port>` to one member, until [`TcpProxy::cut`].
 //!
-//! Ports are chosen at random below 32768 (outside the range the kernel hands to outgoing
-//! connections), tried with a bind first, never handed out twice in one process, and never
-//! 2379/2380, etcd's defaults; a member that finds its port taken anyway exits at once and the
+//! Ports come from [`crate::ports`] (random below 32768, never handed out twice, never
+//! 2379/2380, etcd's defaults); a member that finds its port taken anyway exits at once and the
 //! start is retried on other ports. Every address is on 127.0.0.1. Each member logs to a file in
-//! its temp directory, which goes away with the server. Members are killed (SIGKILL) and reaped
-//! when their owner is dropped, and get SIGKILL from the kernel if the test process dies first
-//! (`PR_SET_PDEATHSIG`).
+//! its temp directory, which goes away with the server. Members run under a
+//! [`crate::process::Guard`]: killed (SIGKILL) and reaped when their owner is dropped, and
+//! killed by the kernel if the test process dies first (`PR_SET_PDEATHSIG`).
+//!
+//! A client of the members is the caller's: [`EtcdCluster::endpoints`] lists where they
+//! listen (`127.0.0.1:<port>`), for `yuebing_etcd::EtcdConfig::new(&endpoints.join(","))`.
 //!
 //! The etcd binary is `$YUEBING_ETCD_BIN`, else `/usr/bin/etcd`, else `etcd` on the `PATH`;
 //! without one, starting fails with an error that says to run `scripts/test.sh`, which
@@ -20,7 +22,6 @@
 
 mod cluster;
 mod member;
-mod ports;
 mod proxy;
 
 use std::ffi::OsString;
@@ -50,12 +51,10 @@ fn find_binary(chosen: Option<OsString>, usual: &Path, path: Option<OsString>) -
         return if chosen.is_file() {
             Ok(chosen)
         } else {
-            Err(Error::Process {
-                reason: format!(
-                    "YUEBING_ETCD_BIN={} is not a file: unset it, or {INSTALL}",
-                    chosen.display()
-                ),
-            })
+            Err(Error::process(format!(
+                "YUEBING_ETCD_BIN={} is not a file: unset it, or {INSTALL}",
+                chosen.display()
+            )))
         };
     }
     if usual.is_file() {
@@ -66,11 +65,11 @@ fn find_binary(chosen: Option<OsString>, usual: &Path, path: Option<OsString>) -
             .map(|dir| dir.join("etcd"))
             .find(|p| p.is_file())
     });
-    on_path.ok_or_else(|| Error::Process {
-        reason: format!(
+    on_path.ok_or_else(|| {
+        Error::process(format!(
             "no etcd binary ({}, `etcd` on the PATH, or $YUEBING_ETCD_BIN): {INSTALL}",
             usual.display()
-        ),
+        ))
     })
 }
 
@@ -82,7 +81,7 @@ mod tests {
     fn a_missing_etcd_says_how_to_install_it() {
         let nowhere = Path::new("/nonexistent/etcd");
         let err = find_binary(None, nowhere, Some("/nonexistent/bin".into())).unwrap_err();
-        assert_eq!(err.code(), -5010);
+        assert!(matches!(err, Error::Process { .. }), "{err:?}");
         assert!(err.to_string().contains("scripts/test.sh"), "{err}");
         let err = find_binary(Some(nowhere.into()), nowhere, None).unwrap_err();
         assert!(err.to_string().contains("scripts/test.sh"), "{err}");

@@ -3,13 +3,12 @@
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, ConnectOptions};
-use rustix::process::Signal;
 use tempfile::TempDir;
 
+use super::etcd_binary;
 use super::member::{Member, Peers};
-use super::{etcd_binary, ports};
-use crate::config::EtcdConfig;
 use crate::error::{Error, Result};
+use crate::ports;
 
 /// Starts tried before giving up when ports turn out to be taken.
 const START_ATTEMPTS: usize = 5;
@@ -43,17 +42,13 @@ impl EtcdCluster {
     /// Starts `n` members with etcd's default or fast timing.
     async fn start_with(n: usize, fast: bool) -> Result<EtcdCluster> {
         if n == 0 {
-            return Err(Error::Process {
-                reason: "a cluster needs at least one member".into(),
-            });
+            return Err(Error::process("a cluster needs at least one member"));
         }
         let binary = etcd_binary()?;
         let mut dir = tempfile::Builder::new()
             .prefix("yuebing-etcd-")
             .tempdir()
-            .map_err(|e| Error::Process {
-                reason: format!("no temp directory: {e}"),
-            })?;
+            .map_err(|e| Error::process(format!("no temp directory: {e}")))?;
         let mut last = None;
         for attempt in 0..START_ATTEMPTS {
             let ports = ports::pick(2 * n)?;
@@ -94,9 +89,7 @@ impl EtcdCluster {
                 Err(Launch::Failed(e)) => return Err(e),
             }
         }
-        Err(last.unwrap_or_else(|| Error::Process {
-            reason: "etcd did not start".into(),
-        }))
+        Err(last.unwrap_or_else(|| Error::process("etcd did not start")))
     }
 
     /// Spawns every member and waits until each answers a linearizable read.
@@ -118,17 +111,15 @@ impl EtcdCluster {
         let endpoint = self.members[i].endpoint();
         let mut client = Client::connect([endpoint.as_str()], Some(options))
             .await
-            .map_err(|e| Launch::Failed(e.into()))?;
+            .map_err(|e| Launch::Failed(Error::process(format!("a client of {endpoint}: {e}"))))?;
         loop {
             let member = &mut self.members[i];
             if let Some(status) = member.exited() {
-                let e = Error::Process {
-                    reason: format!(
-                        "etcd member {} exited ({status}); its log: {}",
-                        member.name,
-                        member.log_tail()
-                    ),
-                };
+                let e = Error::process(format!(
+                    "etcd member {} exited ({status}); its log: {}",
+                    member.name,
+                    member.log_tail()
+                ));
                 return Err(if member.port_was_taken() {
                     Launch::PortTaken(e)
                 } else {
@@ -146,13 +137,11 @@ impl EtcdCluster {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(Launch::Failed(Error::Process {
-                    reason: format!(
-                        "etcd member {} not healthy within {HEALTHY_WITHIN:?}; its log: {}",
-                        member.name,
-                        member.log_tail()
-                    ),
-                }));
+                return Err(Launch::Failed(Error::process(format!(
+                    "etcd member {} not healthy within {HEALTHY_WITHIN:?}; its log: {}",
+                    member.name,
+                    member.log_tail()
+                ))));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -181,14 +170,6 @@ impl EtcdCluster {
         self.members[i].endpoint()
     }
 
-    /// Settings that reach every member, with a short connect timeout for tests (1 s).
-    pub fn config(&self) -> EtcdConfig {
-        let mut config = EtcdConfig::new(&self.endpoints().join(","))
-            .unwrap_or_else(|e| unreachable!("the harness's own endpoints parse: {e}"));
-        config.connect_timeout = Duration::from_secs(1);
-        config
-    }
-
     /// Member `i`'s process id while it runs.
     pub fn pid(&self, i: usize) -> Option<u32> {
         self.members[i].pid()
@@ -214,14 +195,15 @@ impl EtcdCluster {
         self.members[i].stop(STOP_GRACE);
     }
 
-    /// Freezes member `i` (SIGSTOP): its connections stay open and silent.
+    /// Freezes member `i` (SIGSTOP; returns once it is stopped): its connections stay open and
+    /// silent.
     pub fn pause(&self, i: usize) -> Result<()> {
-        self.members[i].signal(Signal::STOP)
+        self.members[i].signal(libc::SIGSTOP)
     }
 
     /// Thaws member `i` (SIGCONT) after [`EtcdCluster::pause`].
     pub fn resume(&self, i: usize) -> Result<()> {
-        self.members[i].signal(Signal::CONT)
+        self.members[i].signal(libc::SIGCONT)
     }
 
     /// Starts member `i` again on its ports and data (after [`kill`](Self::kill) or
@@ -229,9 +211,7 @@ impl EtcdCluster {
     /// members runs, else a status request.
     pub async fn restart(&mut self, i: usize) -> Result<()> {
         if self.members[i].is_running() {
-            return Err(Error::Process {
-                reason: format!("etcd member {i} is running"),
-            });
+            return Err(Error::process(format!("etcd member {i} is running")));
         }
         self.members[i].spawn(&self.peers)?;
         let running = (0..self.members.len())
@@ -307,11 +287,6 @@ impl EtcdServer {
     /// Its client endpoint, as a list.
     pub fn endpoints(&self) -> Vec<String> {
         self.cluster.endpoints()
-    }
-
-    /// Settings that reach it, with short timeouts for tests (see [`EtcdCluster::config`]).
-    pub fn config(&self) -> EtcdConfig {
-        self.cluster.config()
     }
 
     /// Its process id while it runs.

@@ -2,16 +2,12 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
-
-use rustix::process::{Pid, Signal};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::process::{self, Guard};
 
 /// How the members of one cluster find each other.
 #[derive(Debug, Clone)]
@@ -35,7 +31,7 @@ pub(crate) struct Member {
     pub(crate) peer_port: u16,
     /// Its directory: `data/`, `etcd.log`, `stderr.log`.
     pub(crate) dir: PathBuf,
-    child: Option<Child>,
+    child: Option<Guard>,
 }
 
 impl Member {
@@ -67,13 +63,13 @@ impl Member {
 
     /// The process id while it runs.
     pub(crate) fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.child.as_ref().map(Guard::id)
     }
 
     /// Starts the process (a new member the first time, its existing data afterwards).
     pub(crate) fn spawn(&mut self, peers: &Peers) -> Result<()> {
-        let io = |what: &str, e: io::Error| Error::Process {
-            reason: format!("{what} for etcd member {}: {e}", self.name),
+        let io = |what: &str, e: io::Error| {
+            Error::process(format!("{what} for etcd member {}: {e}", self.name))
         };
         std::fs::create_dir_all(&self.dir).map_err(|e| io("creating its directory", e))?;
         let stderr =
@@ -106,7 +102,7 @@ impl Member {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(stderr));
-        let child = spawn_tied_to_process(cmd).map_err(|e| io("spawning etcd", e))?;
+        let child = process::spawn(cmd).map_err(|e| io("spawning etcd", e))?;
         self.child = Some(child);
         Ok(())
     }
@@ -131,37 +127,25 @@ impl Member {
 
     /// SIGKILL, then reap.
     pub(crate) fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            child.kill();
         }
     }
 
     /// SIGTERM, then reap; SIGKILL if it has not exited within `grace`.
     pub(crate) fn stop(&mut self, grace: Duration) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        let _ = rustix::process::kill_process(Pid::from_child(&child), Signal::TERM);
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        if let Some(child) = self.child.take() {
+            child.stop(grace);
         }
-        let _ = child.kill();
-        let _ = child.wait();
     }
 
     /// Sends `signal` (e.g. SIGSTOP / SIGCONT) to the running process.
-    pub(crate) fn signal(&self, signal: Signal) -> Result<()> {
-        let child = self.child.as_ref().ok_or_else(|| Error::Process {
-            reason: format!("etcd member {} is not running", self.name),
-        })?;
-        rustix::process::kill_process(Pid::from_child(child), signal).map_err(|e| Error::Process {
-            reason: format!("signalling etcd member {}: {e}", self.name),
-        })
+    pub(crate) fn signal(&self, signal: i32) -> Result<()> {
+        let child = (self.child.as_ref())
+            .ok_or_else(|| Error::process(format!("etcd member {} is not running", self.name)))?;
+        child
+            .signal(signal)
+            .map_err(|e| Error::process(format!("signalling etcd member {}: {e}", self.name)))
     }
 
     /// Whether its log says a port was taken (then the start is retried on other ports).
@@ -186,63 +170,4 @@ impl Member {
             tail(&self.dir.join("stderr.log"))
         )
     }
-}
-
-impl Drop for Member {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// A spawn request for the spawner thread.
-type Job = (Command, mpsc::Sender<io::Result<Child>>);
-
-/// Spawns `cmd` with `PR_SET_PDEATHSIG(SIGKILL)`, so that the child dies with the test
-/// process. The parent-death signal fires when the thread that forked exits, not the process:
-/// children are therefore forked by one thread that lives as long as the process.
-fn spawn_tied_to_process(cmd: Command) -> io::Result<Child> {
-    static SPAWNER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
-    let spawner = SPAWNER.get_or_init(|| {
-        let (jobs, inbox) = mpsc::channel::<Job>();
-        let thread = std::thread::Builder::new()
-            .name("etcd-spawner".into())
-            .spawn(move || {
-                for (mut cmd, reply) in inbox {
-                    let _ = reply.send(spawn_with_parent_death(&mut cmd));
-                }
-            });
-        if let Err(e) = thread {
-            tracing::error!(error = %e, "no etcd spawner thread");
-        }
-        Mutex::new(jobs)
-    });
-    let (reply, answer) = mpsc::channel();
-    spawner
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .send((cmd, reply))
-        .map_err(|_| io::Error::other("the etcd spawner thread is gone"))?;
-    answer
-        .recv()
-        .map_err(|_| io::Error::other("the etcd spawner thread is gone"))?
-}
-
-/// Spawns `cmd` on the calling thread, the child asking for SIGKILL when that thread exits.
-fn spawn_with_parent_death(cmd: &mut Command) -> io::Result<Child> {
-    let parent = rustix::process::getpid();
-    // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
-    // work is allowed. It makes two system calls through rustix's raw syscall layer (prctl
-    // PR_SET_PDEATHSIG, getppid), which neither allocate nor take locks, and builds its error
-    // from a raw errno (no allocation). It touches no state shared with other threads.
-    unsafe {
-        cmd.pre_exec(move || {
-            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
-            // The parent may have died between fork and prctl: then nobody would kill us.
-            if rustix::process::getppid() != Some(parent) {
-                return Err(io::Error::from(rustix::io::Errno::SRCH));
-            }
-            Ok(())
-        })
-    };
-    cmd.spawn()
 }

@@ -1,14 +1,8 @@
 //! Byte permits bound what a server buffers for frames still arriving (issue 13, item 4).
 //!
-//! A test binary of its own: it measures this process's resident memory, which other tests
-//! running in parallel threads of a shared binary would disturb.
-
-#[allow(dead_code)]
-#[path = "it/common.rs"]
-mod common;
-#[allow(dead_code)]
-#[path = "it/raw.rs"]
-mod raw;
+//! The test measures its process's resident memory, which other tests running in parallel
+//! threads of this binary would disturb: it runs alone, in a process of its own
+//! (`yuebing_testkit::process::alone`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -17,8 +11,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 use yuebing_rpc::{Attachment, CallOptions, ServerConfig};
+use yuebing_testkit::eventually;
 
-use common::*;
+use crate::common::*;
+use crate::raw;
 
 const MIB: u64 = 1 << 20;
 const MAX_FRAME: u64 = 8 * MIB;
@@ -66,8 +62,22 @@ async fn settled(limit: Duration, mut sample: impl FnMut() -> (u64, u64)) -> (u6
 /// 64 connections each send a header announcing an 8 MiB attachment and 4 MiB of it, then stall.
 /// With a byte budget of 16 MiB the server buffers two of those frames and leaves the rest unread
 /// in the kernel's socket buffers (TCP pushes back); it must not hold 64 × 4 MiB.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_frames_with_attachments_hold_at_most_the_byte_budget() {
+#[test]
+fn stalled_frames_with_attachments_hold_at_most_the_byte_budget() {
+    yuebing_testkit::process::alone(
+        "permits_rss::stalled_frames_with_attachments_hold_at_most_the_byte_budget",
+        || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            runtime.block_on(stalled_frames());
+        },
+    );
+}
+
+async fn stalled_frames() {
     let cfg = ServerConfig {
         max_frame: MAX_FRAME,
         max_in_flight_bytes: BUDGET,
@@ -108,7 +118,12 @@ async fn stalled_frames_with_attachments_hold_at_most_the_byte_budget() {
         })
         .collect();
     let all_connected = || connected.load(Ordering::SeqCst) == CONNS;
-    assert!(eventually(Duration::from_secs(20), all_connected).await);
+    eventually(
+        "every client connected",
+        Duration::from_secs(20),
+        async || all_connected(),
+    )
+    .await;
     let (sent, after) = settled(Duration::from_secs(60), || {
         (written.load(Ordering::SeqCst), rss_bytes())
     })
