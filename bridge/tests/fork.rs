@@ -12,9 +12,8 @@ use std::ffi::{CStr, CString};
 use std::time::Duration;
 
 use yuebing_bridge::ffi::error::YUEBING_ERR_FORKED;
-use yuebing_bridge::ffi::store_api::yuebing_buf_free;
-use yuebing_bridge::ffi::store_ops::{yuebing_store_get, yuebing_store_put};
-use yuebing_bridge::ffi::types::{yuebing_buf, yuebing_store_t};
+use yuebing_bridge::ffi::store_ops::yuebing_store_put;
+use yuebing_bridge::ffi::types::yuebing_store_t;
 use yuebing_bridge::{BlockingClient, Bridge, BridgeConfig};
 use yuebing_store::{ClientConfig, Options};
 
@@ -24,8 +23,12 @@ fn pattern(seed: u64) -> Vec<u8> {
 }
 
 /// Whether any readable memfd mapping of this process (the engines' buffers and staging)
-/// holds `needle`.
+/// holds `needle` at an 8-byte aligned place (staging hands out 64-byte aligned ranges).
 fn memfd_memory_holds(needle: &[u8]) -> bool {
+    let needle: Vec<u64> = needle
+        .chunks_exact(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+        .collect();
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
     for line in maps.lines().filter(|l| l.contains("/memfd:")) {
         let mut fields = line.split_whitespace();
@@ -36,12 +39,11 @@ fn memfd_memory_holds(needle: &[u8]) -> bool {
         let (start, end) = range.split_once('-').unwrap();
         let start = usize::from_str_radix(start, 16).unwrap();
         let end = usize::from_str_radix(end, 16).unwrap();
-        let mut copy = vec![0u8; end - start];
-        // SAFETY: the range is a readable mapping of this process (from /proc/self/maps) that
-        // stays mapped: the clients that own it live until the end of the test, and nothing
-        // transfers meanwhile. A raw copy forms no reference over the mapped memory.
-        unsafe { std::ptr::copy_nonoverlapping(start as *const u8, copy.as_mut_ptr(), copy.len()) };
-        if copy.windows(needle.len()).any(|w| w == needle) {
+        // SAFETY: the range is a readable, page-aligned mapping of this process (from
+        // /proc/self/maps) that stays mapped: the clients that own it live until the end of the
+        // test, and nothing transfers meanwhile. It is read word by word, through raw reads.
+        let words = unsafe { common::copied(start as *const u64, (end - start) / 8) };
+        if words.windows(needle.len()).any(|w| w == needle) {
             return true;
         }
     }
@@ -112,24 +114,6 @@ fn a_forked_childs_put_writes_nothing_into_the_parents_staging() {
     assert_eq!(client.get("parent", &opts).unwrap(), rust_value);
     let rc = c_put(c_store, &key, &c_value);
     assert_eq!(rc, 0, "{}", common::last());
-    let mut buf = yuebing_buf {
-        data: std::ptr::null_mut(),
-        len: 0,
-    };
-    // SAFETY: valid handle and key; `buf` is a valid output, freed below.
-    let rc = unsafe {
-        yuebing_store_get(
-            c_store,
-            key.as_ptr(),
-            std::ptr::null(),
-            &mut buf,
-            std::ptr::null_mut(),
-        )
-    };
-    assert_eq!(rc, 0, "{}", common::last());
-    // SAFETY: a successful get filled `buf` with `len` bytes it owns.
-    let got = unsafe { std::slice::from_raw_parts(buf.data, buf.len) }.to_vec();
-    // SAFETY: `buf` came from the get and is freed once.
-    unsafe { yuebing_buf_free(&mut buf) };
+    let got = common::value_of(c_store, "from-c").unwrap();
     assert_eq!(got, c_value);
 }
