@@ -31,6 +31,21 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
+/// Every `.rs` file of the directory `path`, one after another.
+fn read_dir(path: &str) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    let mut files: Vec<_> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .map(|entry| entry.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect()
+}
+
 /// The `pub fn`s inside `impl <ty> {` blocks of `src` (a block starts at a line `impl <ty> {`
 /// and ends at the next line `}`), each as (name, signature up to `{`, whole text up to its
 /// closing `    }`).
@@ -130,7 +145,8 @@ fn forms(edge: Edge) -> BTreeSet<String> {
                         .collect()
                 })
                 .collect();
-            let binding = read("python/src/store.rs");
+            // The `Store` class: its `#[pymethods]` blocks, one per group of calls.
+            let binding = read_dir("python/src/store");
             let bound: BTreeSet<String> = binding
                 .lines()
                 .filter_map(|l| l.trim().strip_prefix("fn "))

@@ -16,7 +16,7 @@
 //! - `pins`: registration of the caller's memory with an engine, for the zero-copy calls;
 //!   `pin_table`, its pure core (the table of pins, the waiters, what a call takes now).
 //! - `options`: per-call settings from keyword arguments.
-//! - `store` and `store_batch`: the `Store` class (one key; batches and the whole store).
+//! - `store`: the `Store` class: opening it, writes, reads, and what it knows of its keys.
 //! - `engine`: the `Engine` class, its batches of transfers and its `Buffer`s.
 //! - `types`: the small result classes (`ObjectInfo`, `Replicas`, `Location`, `BatchStatus`,
 //!   `TaskStatus`).
@@ -29,8 +29,6 @@ mod pin_table;
 mod pins;
 mod runtime;
 mod store;
-mod store_batch;
-mod store_values;
 mod types;
 mod wait;
 

@@ -1,5 +1,5 @@
-//! The `Store`'s batches over caller memory, its plain-bytes batch put and upsert, and the
-//! settings and start of a new store (on an engine of its own or a shared `Engine`).
+//! Opening a `Store`: its keyword arguments, its client's settings, and its start on an
+//! engine of its own or a shared `Engine`.
 
 use std::sync::Arc;
 
@@ -10,14 +10,14 @@ use yuebing_bridge::masters::is_etcd_address;
 use yuebing_bridge::{BlockingClient, BlockingEngine, Masters};
 use yuebing_engine::EngineConfig;
 use yuebing_rpc::Token;
-use yuebing_store::{ClientConfig, Options};
+use yuebing_store::ClientConfig;
 
 use crate::engine::Engine;
-use crate::memory::{copy_of, Access, Memory};
-use crate::pins::{Held, Pins};
-use crate::store::Store;
+use crate::errors;
+use crate::options;
+use crate::pins::Pins;
+use crate::runtime;
 use crate::wait::wait;
-use crate::{errors, options, runtime};
 
 /// `Store(bind=...)`'s default: an ephemeral port of the loopback interface.
 pub(crate) const DEFAULT_BIND: &str = "127.0.0.1:0";
@@ -133,129 +133,4 @@ pub(crate) fn start(
             Ok((client, Arc::clone(engine.pins(py)?)))
         }
     }
-}
-
-/// `sizes[i]` when given (a list as long as the keys, entries may be `None`).
-fn size_at(sizes: &Option<Vec<Option<u64>>>, i: usize) -> Option<u64> {
-    sizes.as_ref().and_then(|s| s.get(i).copied().flatten())
-}
-
-/// Checks that the lists of a batch have one entry per key.
-fn same_length(py: Python<'_>, keys: usize, what: &str, n: usize) -> PyResult<()> {
-    match keys == n {
-        true => Ok(()),
-        false => Err(errors::invalid(
-            py,
-            &format!("{keys} keys but {n} {what}: give one per key"),
-        )),
-    }
-}
-
-/// The caller's memory of a zero-copy batch, its ranges held registered together.
-struct Ranges<'a> {
-    items: Vec<(String, u64, u64)>,
-    /// Dropped before `memory`: the pins go before the buffers they pin.
-    held: Option<Held<'a>>,
-    memory: Vec<Memory>,
-}
-
-impl Drop for Ranges<'_> {
-    fn drop(&mut self) {
-        self.held = None;
-        self.memory.clear();
-    }
-}
-
-fn ranges<'a>(
-    store: &'a Store,
-    py: Python<'_>,
-    keys: Vec<String>,
-    buffers: Vec<Bound<'_, PyAny>>,
-    sizes: Option<Vec<Option<u64>>>,
-    access: Access,
-) -> PyResult<Ranges<'a>> {
-    same_length(py, keys.len(), "buffers", buffers.len())?;
-    if let Some(s) = &sizes {
-        same_length(py, keys.len(), "sizes", s.len())?;
-    }
-    let pins = store.pins(py)?;
-    let mut out = Ranges {
-        items: Vec::with_capacity(keys.len()),
-        held: None,
-        memory: Vec::with_capacity(keys.len()),
-    };
-    for (i, (key, buffer)) in keys.into_iter().zip(&buffers).enumerate() {
-        let mem = Memory::from_py(buffer, size_at(&sizes, i), access, &format!("buffers[{i}]"))?;
-        out.items.push((key, mem.addr, mem.len));
-        out.memory.push(mem);
-    }
-    // All at once: ranges that overlap share one registration, and a wait for other calls'
-    // registrations holds none of this call's meanwhile.
-    out.held = Some(pins.hold(py, &out.memory, access)?);
-    Ok(out)
-}
-
-/// `Store.batch_put` (and `Store.batch_upsert`).
-pub(crate) fn batch_put(
-    store: &Store,
-    py: Python<'_>,
-    keys: Vec<String>,
-    values: Vec<Bound<'_, PyAny>>,
-    opts: &Options,
-) -> PyResult<Vec<Py<PyAny>>> {
-    same_length(py, keys.len(), "values", values.len())?;
-    let client = store.client(py)?;
-    let items = keys
-        .into_iter()
-        .zip(&values)
-        .enumerate()
-        .map(|(i, (k, v))| Ok((k, copy_of(v, &format!("values[{i}]"))?)))
-        .collect::<PyResult<Vec<_>>>()?;
-    let items: Vec<(&str, &[u8])> = items.iter().map(|(k, v)| (k.as_str(), &v[..])).collect();
-    // Staging the values (making the call) runs with the GIL released, as the wait does.
-    let started = py.detach(|| client.call(client.client().batch_put(&items, opts)));
-    let each = wait(py, started)?;
-    errors::items(py, each, |py, ()| Ok(py.None()))
-}
-
-/// `Store.batch_put_from` (and `Store.batch_upsert_from`).
-pub(crate) fn batch_put_from(
-    store: &Store,
-    py: Python<'_>,
-    keys: Vec<String>,
-    buffers: Vec<Bound<'_, PyAny>>,
-    sizes: Option<Vec<Option<u64>>>,
-    opts: &Options,
-) -> PyResult<Vec<Py<PyAny>>> {
-    let client = store.client(py)?;
-    let ranges = ranges(store, py, keys, buffers, sizes, Access::Read)?;
-    let each = wait(
-        py,
-        client.call(client.client().batch_put_from(&ranges.items, opts)),
-    );
-    // The call's work has stopped: the memory may go.
-    drop(ranges);
-    errors::items(py, each?, |py, ()| Ok(py.None()))
-}
-
-/// `Store.batch_get_into`.
-pub(crate) fn batch_get_into(
-    store: &Store,
-    py: Python<'_>,
-    keys: Vec<String>,
-    buffers: Vec<Bound<'_, PyAny>>,
-    sizes: Option<Vec<Option<u64>>>,
-    opts: &Options,
-) -> PyResult<Vec<Py<PyAny>>> {
-    let client = store.client(py)?;
-    let ranges = ranges(store, py, keys, buffers, sizes, Access::Write)?;
-    let each = wait(
-        py,
-        client.call(client.client().batch_get_into(&ranges.items, opts)),
-    );
-    // The call's work has stopped: the memory may go.
-    drop(ranges);
-    errors::items(py, each?, |py, n| {
-        Ok(n.into_pyobject(py)?.into_any().unbind())
-    })
 }

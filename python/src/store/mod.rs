@@ -1,0 +1,238 @@
+//! `yuebing.Store`: a client of a running yuebing store (a `yuebing master` and its nodes),
+//! over the bridge's [`BlockingClient`]. Its Python methods are grouped as the Rust client's
+//! calls are, each group one `#[pymethods]` block with the helpers it alone uses:
+//!
+//! - this file: the class, opening and closing it, and the memory registered with its engine;
+//! - [`open`]: the settings of a new store and its start (on an engine of its own or a shared
+//!   `Engine`);
+//! - [`write`]: puts and upserts, one key or a batch, copied or from the caller's memory;
+//! - [`read`]: gets, into new `bytes` or the caller's memory, and the located reads;
+//! - [`keys`]: what the store knows of its keys: existence, sizes, replicas, removal,
+//!   listing, health and statistics;
+//! - [`ranges`]: the caller's memory of a zero-copy batch, held registered for the call.
+
+mod keys;
+mod open;
+mod ranges;
+mod read;
+mod write;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use yuebing_bridge::BlockingClient;
+use yuebing_engine::RemoteAccess;
+use yuebing_store::master::PutConfig;
+use yuebing_store::Client;
+
+use self::open::Settings;
+use crate::engine::Engine;
+use crate::memory::{Access, Memory};
+use crate::options::{self, Replicas};
+use crate::pins::Pins;
+use crate::runtime::ForkSafe;
+use crate::wait::wait;
+
+/// A client of a yuebing store: put and get byte values by key, zero-copy from and into your
+/// own memory, one key or a batch at a time.
+///
+/// `Store(masters, *, token=None, store_size=0, staging_size="64MiB", timeout=30.0,
+/// prefault=True, bind="127.0.0.1:0", transport=None, replicas=1, engine=None)` connects to the
+/// master(s) (`"host:port"`, a comma-separated list, or a list; tried in order; or
+/// `"etcd://host:port[,host:port]/CLUSTER"`, the master elected in that cluster, found through
+/// etcd and followed when leadership changes: a package built with the `etcd` feature, else
+/// `EtcdNotBuilt`) and, with
+/// `store_size` > 0, contributes that much of this process's memory as store space. Sizes are
+/// ints or text ("64MiB", "1G"); times are seconds. With `engine` (a `yuebing.Engine`, started
+/// with the same `token`) the store runs on that engine instead of one of its own: its segment
+/// is the engine's, its registrations are shared, and the engine stays usable after `close`.
+///
+/// Every call blocks only its thread, with the GIL released, and Ctrl-C cancels it
+/// (`KeyboardInterrupt`). Errors are `yuebing.YuebingError` subclasses carrying `.code` and
+/// `.name` (`ObjectNotFound`, `ObjectAlreadyExists`, …). A Store is safe to share between
+/// threads. After `os.fork()` the child's calls on an inherited Store raise `Forked`: make a
+/// new Store in the child.
+#[pyclass(module = "yuebing._native", frozen)]
+pub(crate) struct Store {
+    client: ForkSafe<BlockingClient>,
+    pins: ForkSafe<Arc<Pins>>,
+    put_default: PutConfig,
+    closed: AtomicBool,
+}
+
+impl Store {
+    /// The client, unless this is a forked child (`Forked`) or the store was closed.
+    pub(crate) fn client(&self, py: Python<'_>) -> PyResult<&BlockingClient> {
+        let client = self.client.get(py)?;
+        match self.closed.load(Ordering::Acquire) {
+            true => Err(PyValueError::new_err("the store is closed")),
+            false => Ok(client),
+        }
+    }
+
+    /// The registrations of the client's engine, unless this is a forked child (`Forked`).
+    pub(crate) fn pins(&self, py: Python<'_>) -> PyResult<&Pins> {
+        Ok(self.pins.get(py)?)
+    }
+
+    /// Makes `call` on the store's client and waits for it, both with the GIL released (see
+    /// [`wait`]): making a put copies its value into staging memory, and may register a
+    /// temporary buffer when staging is full.
+    pub(crate) fn run<T, F>(
+        &self,
+        py: Python<'_>,
+        call: impl FnOnce(&Client) -> F + Send,
+    ) -> PyResult<T>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = yuebing_store::Result<T>> + Send + 'static,
+    {
+        let client = self.client(py)?;
+        let started = py.detach(|| client.call(call(client.client())));
+        wait(py, started)
+    }
+
+    /// The options of a put with these keyword arguments.
+    pub(crate) fn put_options(
+        &self,
+        py: Python<'_>,
+        timeout: Option<f64>,
+        replicas: Replicas,
+    ) -> PyResult<yuebing_store::Options> {
+        options::put(py, timeout, replicas, &self.put_default)
+    }
+}
+
+#[pymethods]
+impl Store {
+    #[new]
+    #[pyo3(signature = (masters, *, token=None, store_size=None, staging_size=None, timeout=30.0,
+        prefault=true, bind=open::DEFAULT_BIND, transport=None, replicas=1, engine=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        masters: &Bound<'_, PyAny>,
+        token: Option<String>,
+        store_size: Option<&Bound<'_, PyAny>>,
+        staging_size: Option<&Bound<'_, PyAny>>,
+        timeout: f64,
+        prefault: bool,
+        bind: &str,
+        transport: Option<&str>,
+        replicas: u32,
+        engine: Option<&Bound<'_, Engine>>,
+    ) -> PyResult<Store> {
+        let engine = engine.map(Bound::get);
+        let settings = Settings {
+            masters,
+            token,
+            store_size,
+            staging_size,
+            timeout,
+            prefault,
+            bind,
+            transport,
+            replicas,
+            engine,
+        };
+        let (cfg, masters) = open::client_config(py, settings)?;
+        let put_default = cfg.put.clone();
+        let (client, pins) = open::start(py, cfg, masters, engine)?;
+        Ok(Store {
+            client: ForkSafe::new(client),
+            pins: ForkSafe::new(pins),
+            put_default,
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// Registers `buffer` (any C-contiguous buffer, or an int address with `size`) with the
+    /// store's engine until `unregister_buffer`, so that `put_from` and `get_into` on it (or on
+    /// any part of it) skip the registration. A Python buffer is held meanwhile: it can be
+    /// neither freed nor resized. Returns its address. Overlapping a registered range raises
+    /// `AddressOverlapped`. Read-only memory (a `bytes`, a read-only mmap or memoryview) is a
+    /// source only: `get_into` or `batch_get_into` into it raises `InvalidArgument`. An int
+    /// address is taken as writable memory.
+    #[pyo3(signature = (buffer, size=None))]
+    fn register_buffer(
+        &self,
+        py: Python<'_>,
+        buffer: &Bound<'_, PyAny>,
+        size: Option<u64>,
+    ) -> PyResult<u64> {
+        self.client(py)?;
+        let mem = Memory::from_py(buffer, size, Access::Read, "buffer")?;
+        self.pins(py)?.register(py, mem, RemoteAccess::LOCAL_ONLY)
+    }
+
+    /// Ends a registration made by `register_buffer` (give the buffer or its address). Calls
+    /// using it now fail; none touches the memory once this returns. An address that was not
+    /// registered raises `AddressNotRegistered`.
+    fn unregister_buffer(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<()> {
+        let addr = crate::engine::address_of(buffer, "buffer")?;
+        self.pins(py)?.unregister(py, addr)
+    }
+
+    /// The store's Transfer Engine (its segment is `segment_name`): register memory, open
+    /// peers' segments and transfer with it.
+    #[getter]
+    fn engine(&self) -> Engine {
+        Engine::shared(self.pins.clone())
+    }
+
+    /// The name of this client's engine segment (`host:port`): where its store space lives.
+    #[getter]
+    fn segment_name(&self) -> String {
+        self.client
+            .any_process()
+            .client()
+            .engine()
+            .name()
+            .to_string()
+    }
+
+    /// The name this client's node goes by in the cluster: its segment name, the `node` of
+    /// the replicas in its store space (Mooncake's `get_hostname`).
+    #[getter]
+    fn hostname(&self) -> String {
+        self.client.any_process().hostname().to_string()
+    }
+
+    /// Whether `close` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Leaves the cluster gracefully: the master places no new replica in this store's space
+    /// (its replicas stay readable while this process lives). Later calls raise ValueError.
+    /// Closing twice does nothing.
+    #[pyo3(signature = (*, timeout=None))]
+    fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let opts = options::call(py, timeout)?;
+        let client = self.client.get(py)?;
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        wait(py, client.call(client.client().close(&opts)))
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        self.close(py, None)
+    }
+
+    fn __repr__(&self) -> String {
+        let state = match self.closed() {
+            true => " closed",
+            false => "",
+        };
+        format!("<yuebing.Store segment={}{state}>", self.segment_name())
+    }
+}
