@@ -327,6 +327,14 @@
 // A put's object is never evicted.
 #define YUEBING_OPT_HARD_PIN 2
 
+// A put replaces the value of an existing key instead of failing with
+// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` (Mooncake's upsert); a new key it stores as a put does.
+// It holds for every put form: `put`, `put_parts`, `put_from`, `batch_put` and
+// `batch_put_from`, blocking or `_async` (`yuebing_store_upsert` is `yuebing_store_put` with
+// it). It changes neither the replicas nor the pins the put asks for. Like the pin flags, the
+// other calls accept it and ignore it.
+#define YUEBING_OPT_UPSERT 4
+
 // `yuebing_store_health_check`: the client is open, and its master answers and is ready.
 #define YUEBING_CLIENT_HEALTHY 0
 
@@ -555,7 +563,8 @@ typedef struct {
   uint64_t timeout_ms;
   // Replicas a put wants (0: the client's default).
   uint32_t replica_num;
-  // `YUEBING_OPT_*` bits; any other bit is `YUEBING_ERR_INVALID_ARGUMENT`.
+  // `YUEBING_OPT_*` bits; any other bit is `YUEBING_ERR_INVALID_ARGUMENT`. Every bit
+  // concerns puts only: the other calls accept them and ignore them.
   uint32_t flags;
 } yuebing_options;
 
@@ -1085,7 +1094,8 @@ void yuebing_buf_free(yuebing_buf *buf);
 void yuebing_list_free(yuebing_list *list);
 
 // Stores `n` values (`values[i]` of `lens[i]` bytes, copied before the function returns)
-// under `keys[i]`; item i's code goes to `codes_out[i]`.
+// under `keys[i]`; item i's code goes to `codes_out[i]` (`YUEBING_ERR_OBJECT_ALREADY_EXISTS`
+// for a key that exists, unless `opts` has `YUEBING_OPT_UPSERT`: then it replaces the value).
 //
 // # Safety
 // Arrays valid for `n` elements, keys NUL-terminated, each value valid for its length;
@@ -1116,38 +1126,10 @@ int32_t yuebing_store_batch_put_async(yuebing_store_t store,
                                       yuebing_call_t *call_out,
                                       yuebing_error *err);
 
-// `yuebing_store_batch_put`, replacing existing values.
-//
-// # Safety
-// As `yuebing_store_batch_put`.
-int32_t yuebing_store_batch_upsert(yuebing_store_t store,
-                                   const char *const *keys,
-                                   const uint8_t *const *values,
-                                   const size_t *lens,
-                                   size_t n,
-                                   const yuebing_options *opts,
-                                   int32_t *codes_out,
-                                   yuebing_error *err);
-
-// `yuebing_store_batch_upsert` in callback form (`values` in the callback are 0). Returns 0
-// and then calls `cb` exactly once, or returns an error and never calls it.
-//
-// # Safety
-// As `yuebing_store_batch_put`; `user_data` usable on the callback thread; `call_out` NULL
-// or writable.
-int32_t yuebing_store_batch_upsert_async(yuebing_store_t store,
-                                         const char *const *keys,
-                                         const uint8_t *const *values,
-                                         const size_t *lens,
-                                         size_t n,
-                                         const yuebing_options *opts,
-                                         yuebing_each_cb cb,
-                                         void *user_data,
-                                         yuebing_call_t *call_out,
-                                         yuebing_error *err);
-
 // Stores `n` ranges of registered memory (`addrs[i]`, `lens[i]`) under `keys[i]` without a
-// copy (the memory is read until the call ends); item i's code goes to `codes_out[i]`.
+// copy (the memory is read until the call ends); item i's code goes to `codes_out[i]`
+// (`YUEBING_ERR_OBJECT_ALREADY_EXISTS` for a key that exists, unless `opts` has
+// `YUEBING_OPT_UPSERT`: then it replaces the value).
 //
 // # Safety
 // Arrays valid for `n` elements, keys NUL-terminated; `codes_out` writable for `n`; `opts`
@@ -1177,36 +1159,6 @@ int32_t yuebing_store_batch_put_from_async(yuebing_store_t store,
                                            void *user_data,
                                            yuebing_call_t *call_out,
                                            yuebing_error *err);
-
-// `yuebing_store_batch_put_from`, replacing existing values.
-//
-// # Safety
-// As `yuebing_store_batch_put_from`.
-int32_t yuebing_store_batch_upsert_from(yuebing_store_t store,
-                                        const char *const *keys,
-                                        const uint64_t *addrs,
-                                        const uint64_t *lens,
-                                        size_t n,
-                                        const yuebing_options *opts,
-                                        int32_t *codes_out,
-                                        yuebing_error *err);
-
-// `yuebing_store_batch_upsert_from` in callback form. Returns 0 and then calls `cb` exactly
-// once, or returns an error and never calls it.
-//
-// # Safety
-// As `yuebing_store_batch_put_from`; `user_data` usable on the callback thread; `call_out`
-// NULL or writable.
-int32_t yuebing_store_batch_upsert_from_async(yuebing_store_t store,
-                                              const char *const *keys,
-                                              const uint64_t *addrs,
-                                              const uint64_t *lens,
-                                              size_t n,
-                                              const yuebing_options *opts,
-                                              yuebing_each_cb cb,
-                                              void *user_data,
-                                              yuebing_call_t *call_out,
-                                              yuebing_error *err);
 
 // Reads `keys[i]` into registered memory (`addrs[i]`, `lens[i]`) without a copy; item i's
 // code goes to `codes_out[i]` and its size to `sizes_out[i]` (NULL: not wanted). The memory
@@ -1510,7 +1462,8 @@ int32_t yuebing_store_batch_replicas_async(yuebing_store_t store,
                                            yuebing_error *err);
 
 // Stores `len` bytes at `data` under `key` (copied before the function returns);
-// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists.
+// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists, unless `opts` has
+// `YUEBING_OPT_UPSERT` (then it replaces the value).
 //
 // # Safety
 // Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
@@ -1523,7 +1476,8 @@ int32_t yuebing_store_put(yuebing_store_t store,
                           yuebing_error *err);
 
 // Stores `len` bytes at `data` under `key` (copied before the function returns);
-// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists.
+// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists, unless `opts` has
+// `YUEBING_OPT_UPSERT` (then it replaces the value).
 // Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
 // an error and never calls it. With `call_out`, a call handle to cancel it is written there.
 //
@@ -1540,7 +1494,8 @@ int32_t yuebing_store_put_async(yuebing_store_t store,
                                 yuebing_call_t *call_out,
                                 yuebing_error *err);
 
-// Stores `len` bytes at `data` under `key`, replacing an existing value.
+// Stores `len` bytes at `data` under `key`, replacing an existing value: shorthand for
+// `yuebing_store_put` with `YUEBING_OPT_UPSERT` in `opts` (the other put forms take that bit).
 //
 // # Safety
 // Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
@@ -1552,7 +1507,8 @@ int32_t yuebing_store_upsert(yuebing_store_t store,
                              const yuebing_options *opts,
                              yuebing_error *err);
 
-// Stores `len` bytes at `data` under `key`, replacing an existing value.
+// Stores `len` bytes at `data` under `key`, replacing an existing value: shorthand for
+// `yuebing_store_put_async` with `YUEBING_OPT_UPSERT` in `opts`.
 // Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
 // an error and never calls it. With `call_out`, a call handle to cancel it is written there.
 //
@@ -1570,7 +1526,8 @@ int32_t yuebing_store_upsert_async(yuebing_store_t store,
                                    yuebing_error *err);
 
 // Stores `len` bytes of memory registered with the client's engine under `key`, without a
-// copy; the memory is read until the call ends.
+// copy; the memory is read until the call ends. `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the
+// key exists, unless `opts` has `YUEBING_OPT_UPSERT` (then it replaces the value).
 //
 // # Safety
 // Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
@@ -1583,7 +1540,8 @@ int32_t yuebing_store_put_from(yuebing_store_t store,
                                yuebing_error *err);
 
 // Stores `len` bytes of memory registered with the client's engine under `key`, without a
-// copy; the memory is read until the call ends.
+// copy; the memory is read until the call ends. `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the
+// key exists, unless `opts` has `YUEBING_OPT_UPSERT` (then it replaces the value).
 // Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
 // an error and never calls it. With `call_out`, a call handle to cancel it is written there.
 //
@@ -1600,39 +1558,10 @@ int32_t yuebing_store_put_from_async(yuebing_store_t store,
                                      yuebing_call_t *call_out,
                                      yuebing_error *err);
 
-// Stores `len` bytes of memory registered with the client's engine under `key`, without a
-// copy, replacing an existing value; the memory is read until the call ends.
-//
-// # Safety
-// Every pointer as `yuebing.h` says: strings NUL-terminated, `opts` NULL or readable, `err`
-// NULL or writable.
-int32_t yuebing_store_upsert_from(yuebing_store_t store,
-                                  const char *key,
-                                  uint64_t addr,
-                                  uint64_t len,
-                                  const yuebing_options *opts,
-                                  yuebing_error *err);
-
-// `yuebing_store_upsert_from` in callback form: returns 0 and then calls `cb` exactly once
-// (on a bridge thread), or returns an error and never calls it. With `call_out`, a call
-// handle to cancel it is written there.
-//
-// # Safety
-// As `yuebing_store_upsert_from`; `user_data` may be used on the callback thread; `call_out`
-// NULL or writable.
-int32_t yuebing_store_upsert_from_async(yuebing_store_t store,
-                                        const char *key,
-                                        uint64_t addr,
-                                        uint64_t len,
-                                        const yuebing_options *opts,
-                                        yuebing_done_cb cb,
-                                        void *user_data,
-                                        yuebing_call_t *call_out,
-                                        yuebing_error *err);
-
 // Stores the concatenation of `n` parts (`parts[i]` of `lens[i]` bytes, copied once before
 // the function returns) under `key`: a value gathered from buffers that are not contiguous.
-// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists.
+// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists, unless `opts` has
+// `YUEBING_OPT_UPSERT` (then it replaces the value).
 //
 // # Safety
 // `key` NUL-terminated; `parts` and `lens` valid for `n` elements, each part for its length;
@@ -1662,36 +1591,6 @@ int32_t yuebing_store_put_parts_async(yuebing_store_t store,
                                       void *user_data,
                                       yuebing_call_t *call_out,
                                       yuebing_error *err);
-
-// `yuebing_store_put_parts`, replacing an existing value.
-//
-// # Safety
-// As `yuebing_store_put_parts`.
-int32_t yuebing_store_upsert_parts(yuebing_store_t store,
-                                   const char *key,
-                                   const uint8_t *const *parts,
-                                   const size_t *lens,
-                                   size_t n,
-                                   const yuebing_options *opts,
-                                   yuebing_error *err);
-
-// `yuebing_store_upsert_parts` in callback form: returns 0 and then calls `cb` exactly once
-// (on a bridge thread), or returns an error and never calls it. With `call_out`, a call
-// handle to cancel it is written there.
-//
-// # Safety
-// As `yuebing_store_put_parts`; `user_data` may be used on the callback thread; `call_out`
-// NULL or writable.
-int32_t yuebing_store_upsert_parts_async(yuebing_store_t store,
-                                         const char *key,
-                                         const uint8_t *const *parts,
-                                         const size_t *lens,
-                                         size_t n,
-                                         const yuebing_options *opts,
-                                         yuebing_done_cb cb,
-                                         void *user_data,
-                                         yuebing_call_t *call_out,
-                                         yuebing_error *err);
 
 // The value of `key`: the blocking form hands it over in `out` (free it with
 // `yuebing_buf_free`); the callback form lends it to the callback.

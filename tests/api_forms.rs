@@ -2,15 +2,17 @@
 //! `store::Client` that takes `&self` and returns a future is a call; each call must have a
 //! blocking form (`BlockingClient`), a C form (`yuebing_store_X` and `yuebing_store_X_async`
 //! in `include/yuebing.h`) and a Python form (a `Store` method in the binding and in
-//! `_native.pyi`). A call whose options carry a `Write` value also has its upsert names at the
-//! C and Python edges. The forms are read from the sources, so a call added without its forms
-//! fails here.
+//! `_native.pyi`). A call whose options carry a `Write` value also has its upsert name at the
+//! Python edge (Mooncake's Python API names them); at the C edge upsert is the
+//! `YUEBING_OPT_UPSERT` bit of the options every put form takes, so the header must define
+//! it. The forms are read from the sources, so a call added without its forms fails here.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
-/// The calls whose options choose put or upsert (`Options::write`): the C and Python edges
-/// also name their upsert form (`put` → `upsert`, `batch_put_from` → `batch_upsert_from`).
+/// The calls whose options choose put or upsert (`Options::write`): the Python edge also
+/// names their upsert form (`put` → `upsert`, `batch_put_from` → `batch_upsert_from`); the C
+/// edge takes `YUEBING_OPT_UPSERT` in their options instead.
 const WRITES: &[&str] = &[
     "put",
     "put_parts",
@@ -161,11 +163,11 @@ fn forms(edge: Edge) -> BTreeSet<String> {
     }
 }
 
-/// The names each edge must have: every call, and at the C and Python edges the upsert names
-/// of the calls that write.
+/// The names each edge must have: every call, and at the Python edge the upsert names of the
+/// calls that write.
 fn wanted(edge: Edge, calls: &BTreeSet<String>) -> BTreeSet<String> {
     let mut want = calls.clone();
-    if edge != Edge::Blocking {
+    if edge == Edge::Python {
         want.extend(WRITES.iter().map(|w| w.replacen("put", "upsert", 1)));
     }
     want
@@ -199,6 +201,17 @@ fn every_client_call_has_a_blocking_a_c_and_a_python_form() {
         }
     }
     assert!(missing.is_empty(), "calls without a form: {missing:?}");
+}
+
+#[test]
+fn the_c_edge_upserts_by_an_option_flag() {
+    let header = read("include/yuebing.h");
+    assert!(
+        header
+            .lines()
+            .any(|l| l.starts_with("#define YUEBING_OPT_UPSERT ")),
+        "include/yuebing.h does not define YUEBING_OPT_UPSERT, the C edge's upsert"
+    );
 }
 
 #[test]

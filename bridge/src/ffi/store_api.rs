@@ -6,7 +6,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use yuebing_store::master::PutConfig;
-use yuebing_store::{Client, ClientConfig, Options};
+use yuebing_store::{Client, ClientConfig, Options, Write};
 
 use crate::{BlockingClient, Masters};
 
@@ -28,23 +28,30 @@ pub(crate) unsafe fn options(p: *const yuebing_options) -> FfiResult<Options> {
     }
     // SAFETY: non-NULL and readable (the caller's promise).
     let o = unsafe { p.read() };
-    let known = YUEBING_OPT_SOFT_PIN | YUEBING_OPT_HARD_PIN;
+    let pins = YUEBING_OPT_SOFT_PIN | YUEBING_OPT_HARD_PIN;
+    let known = pins | YUEBING_OPT_UPSERT;
     if o.flags & !known != 0 {
         return Err(Failure::invalid(format!(
             "unknown option flags {:#x}",
             o.flags & !known
         )));
     }
-    let put = (o.replica_num != 0 || o.flags != 0).then(|| PutConfig {
+    // The replica settings replace the client's only when the caller set one of them: the
+    // upsert bit is the write mode, not a replica setting.
+    let put = (o.replica_num != 0 || o.flags & pins != 0).then(|| PutConfig {
         replica_num: o.replica_num.max(1),
         soft_pin: o.flags & YUEBING_OPT_SOFT_PIN != 0,
         hard_pin: o.flags & YUEBING_OPT_HARD_PIN != 0,
         ..PutConfig::default()
     });
+    let write = match o.flags & YUEBING_OPT_UPSERT != 0 {
+        true => Write::Upsert,
+        false => Write::Put,
+    };
     Ok(Options {
         deadline: (o.timeout_ms != 0).then(|| Duration::from_millis(o.timeout_ms)),
         put,
-        ..Options::default()
+        write,
     })
 }
 
@@ -235,4 +242,73 @@ where
     // SAFETY: forwarded contract.
     let text = unsafe { raw::text(text, what) }?;
     Ok(Op::new(client.bridge(), call(client.client(), text, opts)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ffi::error::YUEBING_ERR_INVALID_ARGUMENT;
+
+    /// `options` of a struct with these fields.
+    fn decoded(timeout_ms: u64, replica_num: u32, flags: u32) -> FfiResult<Options> {
+        let o = yuebing_options {
+            timeout_ms,
+            replica_num,
+            flags,
+        };
+        // SAFETY: a readable struct.
+        unsafe { options(&o) }
+    }
+
+    #[test]
+    fn the_upsert_bit_is_the_write_mode_and_nothing_else() {
+        // NULL and zeroed options are the client's defaults, a put.
+        // SAFETY: NULL is allowed.
+        let none = unsafe { options(std::ptr::null()) }.unwrap();
+        let zeroed = decoded(0, 0, 0).unwrap();
+        for o in [&none, &zeroed] {
+            assert_eq!((o.deadline, &o.put, o.write), (None, &None, Write::Put));
+        }
+
+        // The upsert bit alone: an upsert with the client's replica settings (no `PutConfig`
+        // that would replace its replica count and pins).
+        let upsert = decoded(0, 0, YUEBING_OPT_UPSERT).unwrap();
+        assert_eq!((&upsert.put, upsert.write), (&None, Write::Upsert));
+        let timed = decoded(250, 0, YUEBING_OPT_UPSERT).unwrap();
+        assert_eq!(timed.deadline, Some(Duration::from_millis(250)));
+        assert_eq!((&timed.put, timed.write), (&None, Write::Upsert));
+
+        // With replica settings, those settings, whether the bit is there or not.
+        let pinned = PutConfig {
+            replica_num: 3,
+            hard_pin: true,
+            ..PutConfig::default()
+        };
+        for (flags, write) in [
+            (YUEBING_OPT_HARD_PIN, Write::Put),
+            (YUEBING_OPT_HARD_PIN | YUEBING_OPT_UPSERT, Write::Upsert),
+        ] {
+            let o = decoded(0, 3, flags).unwrap();
+            assert_eq!(
+                (o.put.as_ref(), o.write),
+                (Some(&pinned), write),
+                "{flags:#x}"
+            );
+        }
+        let soft = decoded(0, 0, YUEBING_OPT_SOFT_PIN | YUEBING_OPT_UPSERT).unwrap();
+        let soft_cfg = PutConfig {
+            soft_pin: true,
+            ..PutConfig::default()
+        };
+        assert_eq!(
+            (soft.put.as_ref(), soft.write),
+            (Some(&soft_cfg), Write::Upsert)
+        );
+
+        // Any other bit is refused, with the known ones or without them.
+        for flags in [8, 8 | YUEBING_OPT_UPSERT, 0x80] {
+            let e = decoded(0, 0, flags).unwrap_err();
+            assert_eq!(e.code, YUEBING_ERR_INVALID_ARGUMENT, "{flags:#x}");
+        }
+    }
 }

@@ -15,7 +15,6 @@ use super::raw;
 use super::store_api::target;
 use super::store_ops::{check_range, switch};
 use super::types::*;
-use yuebing_store::Write;
 
 /// `n` keys.
 ///
@@ -218,7 +217,7 @@ fn identity(v: u64) -> u64 {
     v
 }
 
-/// `batch_put`, `batch_upsert`: the values are copied before the function returns.
+/// `batch_put`: the values are copied before the function returns.
 unsafe fn batch_put_op(
     store: yuebing_store_t,
     k: *const *const c_char,
@@ -226,7 +225,6 @@ unsafe fn batch_put_op(
     lens: *const usize,
     n: usize,
     opts: *const yuebing_options,
-    write: Write,
 ) -> FfiResult<Op<Each<()>>> {
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
@@ -244,12 +242,13 @@ unsafe fn batch_put_op(
         .collect();
     Ok(Op::new(
         client.bridge(),
-        client.client().batch_put(&items, opts.with_write(write)),
+        client.client().batch_put(&items, opts),
     ))
 }
 
 /// Stores `n` values (`values[i]` of `lens[i]` bytes, copied before the function returns)
-/// under `keys[i]`; item i's code goes to `codes_out[i]`.
+/// under `keys[i]`; item i's code goes to `codes_out[i]` (`YUEBING_ERR_OBJECT_ALREADY_EXISTS`
+/// for a key that exists, unless `opts` has `YUEBING_OPT_UPSERT`: then it replaces the value).
 ///
 /// # Safety
 /// Arrays valid for `n` elements, keys NUL-terminated, each value valid for its length;
@@ -267,7 +266,7 @@ pub unsafe extern "C" fn yuebing_store_batch_put(
 ) -> i32 {
     entry(err, || {
         // SAFETY: forwarded contract.
-        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts, Write::Put) }?;
+        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts) }?;
         wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
     })
 }
@@ -294,61 +293,12 @@ pub unsafe extern "C" fn yuebing_store_batch_put_async(
     entry(err, || {
         required(cb)?;
         // SAFETY: forwarded contract.
-        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts, Write::Put) }?;
+        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts) }?;
         then_each(op, n, cb, user_data, call_out, nothing)
     })
 }
 
-/// `yuebing_store_batch_put`, replacing existing values.
-///
-/// # Safety
-/// As `yuebing_store_batch_put`.
-#[no_mangle]
-pub unsafe extern "C" fn yuebing_store_batch_upsert(
-    store: yuebing_store_t,
-    keys: *const *const c_char,
-    values: *const *const u8,
-    lens: *const usize,
-    n: usize,
-    opts: *const yuebing_options,
-    codes_out: *mut i32,
-    err: *mut yuebing_error,
-) -> i32 {
-    entry(err, || {
-        // SAFETY: forwarded contract.
-        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts, Write::Upsert) }?;
-        wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
-    })
-}
-
-/// `yuebing_store_batch_upsert` in callback form (`values` in the callback are 0). Returns 0
-/// and then calls `cb` exactly once, or returns an error and never calls it.
-///
-/// # Safety
-/// As `yuebing_store_batch_put`; `user_data` usable on the callback thread; `call_out` NULL
-/// or writable.
-#[no_mangle]
-pub unsafe extern "C" fn yuebing_store_batch_upsert_async(
-    store: yuebing_store_t,
-    keys: *const *const c_char,
-    values: *const *const u8,
-    lens: *const usize,
-    n: usize,
-    opts: *const yuebing_options,
-    cb: yuebing_each_cb,
-    user_data: *mut c_void,
-    call_out: *mut yuebing_call_t,
-    err: *mut yuebing_error,
-) -> i32 {
-    entry(err, || {
-        required(cb)?;
-        // SAFETY: forwarded contract.
-        let op = unsafe { batch_put_op(store, keys, values, lens, n, opts, Write::Upsert) }?;
-        then_each(op, n, cb, user_data, call_out, nothing)
-    })
-}
-
-/// `batch_put_from`, `batch_upsert_from`: registered memory, read until the call ends.
+/// `batch_put_from`: registered memory, read until the call ends.
 unsafe fn batch_put_from_op(
     store: yuebing_store_t,
     k: *const *const c_char,
@@ -356,7 +306,6 @@ unsafe fn batch_put_from_op(
     lens: *const u64,
     n: usize,
     opts: *const yuebing_options,
-    write: Write,
 ) -> FfiResult<Op<Each<()>>> {
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
@@ -364,14 +313,14 @@ unsafe fn batch_put_from_op(
     let items = unsafe { c_ranges(k, addrs, lens, n) }?;
     Ok(Op::new(
         client.bridge(),
-        client
-            .client()
-            .batch_put_from(&items, opts.with_write(write)),
+        client.client().batch_put_from(&items, opts),
     ))
 }
 
 /// Stores `n` ranges of registered memory (`addrs[i]`, `lens[i]`) under `keys[i]` without a
-/// copy (the memory is read until the call ends); item i's code goes to `codes_out[i]`.
+/// copy (the memory is read until the call ends); item i's code goes to `codes_out[i]`
+/// (`YUEBING_ERR_OBJECT_ALREADY_EXISTS` for a key that exists, unless `opts` has
+/// `YUEBING_OPT_UPSERT`: then it replaces the value).
 ///
 /// # Safety
 /// Arrays valid for `n` elements, keys NUL-terminated; `codes_out` writable for `n`; `opts`
@@ -389,7 +338,7 @@ pub unsafe extern "C" fn yuebing_store_batch_put_from(
 ) -> i32 {
     entry(err, || {
         // SAFETY: forwarded contract.
-        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts, Write::Put) }?;
+        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts) }?;
         wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
     })
 }
@@ -416,56 +365,7 @@ pub unsafe extern "C" fn yuebing_store_batch_put_from_async(
     entry(err, || {
         required(cb)?;
         // SAFETY: forwarded contract.
-        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts, Write::Put) }?;
-        then_each(op, n, cb, user_data, call_out, nothing)
-    })
-}
-
-/// `yuebing_store_batch_put_from`, replacing existing values.
-///
-/// # Safety
-/// As `yuebing_store_batch_put_from`.
-#[no_mangle]
-pub unsafe extern "C" fn yuebing_store_batch_upsert_from(
-    store: yuebing_store_t,
-    keys: *const *const c_char,
-    addrs: *const u64,
-    lens: *const u64,
-    n: usize,
-    opts: *const yuebing_options,
-    codes_out: *mut i32,
-    err: *mut yuebing_error,
-) -> i32 {
-    entry(err, || {
-        // SAFETY: forwarded contract.
-        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts, Write::Upsert) }?;
-        wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
-    })
-}
-
-/// `yuebing_store_batch_upsert_from` in callback form. Returns 0 and then calls `cb` exactly
-/// once, or returns an error and never calls it.
-///
-/// # Safety
-/// As `yuebing_store_batch_put_from`; `user_data` usable on the callback thread; `call_out`
-/// NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn yuebing_store_batch_upsert_from_async(
-    store: yuebing_store_t,
-    keys: *const *const c_char,
-    addrs: *const u64,
-    lens: *const u64,
-    n: usize,
-    opts: *const yuebing_options,
-    cb: yuebing_each_cb,
-    user_data: *mut c_void,
-    call_out: *mut yuebing_call_t,
-    err: *mut yuebing_error,
-) -> i32 {
-    entry(err, || {
-        required(cb)?;
-        // SAFETY: forwarded contract.
-        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts, Write::Upsert) }?;
+        let op = unsafe { batch_put_from_op(store, keys, addrs, lens, n, opts) }?;
         then_each(op, n, cb, user_data, call_out, nothing)
     })
 }

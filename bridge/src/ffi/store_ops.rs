@@ -9,7 +9,8 @@ use super::error::{entry, yuebing_error, Failure, FfiResult};
 use super::raw;
 use super::store_api::target;
 use super::types::*;
-use yuebing_store::Write;
+use crate::BlockingClient;
+use yuebing_store::{Options, Write};
 
 /// Waits for a number and writes it through `out` (NULL: not wanted).
 pub(crate) fn wait_number(out: *mut u64, op: Op<u64>) -> FfiResult<()> {
@@ -19,33 +20,46 @@ pub(crate) fn wait_number(out: *mut u64, op: Op<u64>) -> FfiResult<()> {
     Ok(())
 }
 
-/// `put`, `upsert`: the value is copied before the function returns.
+/// `put` on the client and the options [`target`] decoded (their `write` says put or
+/// upsert): the value is copied before the function returns.
+///
+/// # Safety
+/// `key` NULL or NUL-terminated; `data` NULL or valid for `len` bytes.
 unsafe fn put_op(
-    store: yuebing_store_t,
+    (client, opts): (BlockingClient, Options),
     key: *const c_char,
     data: *const u8,
     len: usize,
-    opts: *const yuebing_options,
-    write: Write,
 ) -> FfiResult<Op<()>> {
-    // SAFETY: forwarded contract.
-    let (client, opts) = unsafe { target(store, opts) }?;
     // SAFETY: forwarded contract.
     let (key, value) = unsafe { (raw::text(key, "key")?, raw::bytes(data, len, "data")?) };
     Ok(Op::new(
         client.bridge(),
-        client.client().put(key, &value, opts.with_write(write)),
+        client.client().put(key, &value, opts),
     ))
 }
 
-/// `put_from`, `upsert_from`: registered memory, read until the call ends.
+/// [`target`] for `upsert`: the options decoded as if they had `YUEBING_OPT_UPSERT`, so that
+/// `upsert` is `put` with that bit.
+///
+/// # Safety
+/// `opts` NULL or readable.
+unsafe fn upsert_target(
+    store: yuebing_store_t,
+    opts: *const yuebing_options,
+) -> FfiResult<(BlockingClient, Options)> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    Ok((client, opts.with_write(Write::Upsert)))
+}
+
+/// `put_from`: registered memory, read until the call ends.
 unsafe fn put_from_op(
     store: yuebing_store_t,
     key: *const c_char,
     addr: u64,
     len: u64,
     opts: *const yuebing_options,
-    write: Write,
 ) -> FfiResult<Op<()>> {
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
@@ -54,14 +68,11 @@ unsafe fn put_from_op(
     check_range(addr, len)?;
     Ok(Op::new(
         client.bridge(),
-        client
-            .client()
-            .put_from(key, addr, len, opts.with_write(write)),
+        client.client().put_from(key, addr, len, opts),
     ))
 }
 
-/// `put_parts`, `upsert_parts`: the parts are copied, one after the other, before the
-/// function returns.
+/// `put_parts`: the parts are copied, one after the other, before the function returns.
 unsafe fn put_parts_op(
     store: yuebing_store_t,
     key: *const c_char,
@@ -69,7 +80,6 @@ unsafe fn put_parts_op(
     lens: *const usize,
     n: usize,
     opts: *const yuebing_options,
-    write: Write,
 ) -> FfiResult<Op<()>> {
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
@@ -83,9 +93,7 @@ unsafe fn put_parts_op(
     let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
     Ok(Op::new(
         client.bridge(),
-        client
-            .client()
-            .put_parts(key, &parts, opts.with_write(write)),
+        client.client().put_parts(key, &parts, opts),
     ))
 }
 
@@ -206,7 +214,8 @@ unsafe fn remove_op(
 }
 
 /// Stores `len` bytes at `data` under `key` (copied before the function returns);
-/// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists.
+/// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists, unless `opts` has
+/// `YUEBING_OPT_UPSERT` (then it replaces the value).
 ///
 /// # Safety
 /// Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
@@ -222,12 +231,13 @@ pub unsafe extern "C" fn yuebing_store_put(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     entry(err, || {
-        unsafe { put_op(store, key, data, len, opts, Write::Put) }?.wait()
+        unsafe { put_op(target(store, opts)?, key, data, len) }?.wait()
     })
 }
 
 /// Stores `len` bytes at `data` under `key` (copied before the function returns);
-/// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists.
+/// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists, unless `opts` has
+/// `YUEBING_OPT_UPSERT` (then it replaces the value).
 /// Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
 /// an error and never calls it. With `call_out`, a call handle to cancel it is written there.
 ///
@@ -249,11 +259,12 @@ pub unsafe extern "C" fn yuebing_store_put_async(
     entry(err, || {
         let deliver = deliver::done(cb, user_data)?;
         // SAFETY: the caller's promises, forwarded.
-        unsafe { put_op(store, key, data, len, opts, Write::Put) }?.then(call_out, deliver)
+        unsafe { put_op(target(store, opts)?, key, data, len) }?.then(call_out, deliver)
     })
 }
 
-/// Stores `len` bytes at `data` under `key`, replacing an existing value.
+/// Stores `len` bytes at `data` under `key`, replacing an existing value: shorthand for
+/// `yuebing_store_put` with `YUEBING_OPT_UPSERT` in `opts` (the other put forms take that bit).
 ///
 /// # Safety
 /// Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
@@ -269,11 +280,12 @@ pub unsafe extern "C" fn yuebing_store_upsert(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     entry(err, || {
-        unsafe { put_op(store, key, data, len, opts, Write::Upsert) }?.wait()
+        unsafe { put_op(upsert_target(store, opts)?, key, data, len) }?.wait()
     })
 }
 
-/// Stores `len` bytes at `data` under `key`, replacing an existing value.
+/// Stores `len` bytes at `data` under `key`, replacing an existing value: shorthand for
+/// `yuebing_store_put_async` with `YUEBING_OPT_UPSERT` in `opts`.
 /// Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
 /// an error and never calls it. With `call_out`, a call handle to cancel it is written there.
 ///
@@ -295,12 +307,13 @@ pub unsafe extern "C" fn yuebing_store_upsert_async(
     entry(err, || {
         let deliver = deliver::done(cb, user_data)?;
         // SAFETY: the caller's promises, forwarded.
-        unsafe { put_op(store, key, data, len, opts, Write::Upsert) }?.then(call_out, deliver)
+        unsafe { put_op(upsert_target(store, opts)?, key, data, len) }?.then(call_out, deliver)
     })
 }
 
 /// Stores `len` bytes of memory registered with the client's engine under `key`, without a
-/// copy; the memory is read until the call ends.
+/// copy; the memory is read until the call ends. `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the
+/// key exists, unless `opts` has `YUEBING_OPT_UPSERT` (then it replaces the value).
 ///
 /// # Safety
 /// Every pointer as `yuebing.h` says: strings NUL-terminated, buffers valid for their
@@ -316,12 +329,13 @@ pub unsafe extern "C" fn yuebing_store_put_from(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     entry(err, || {
-        unsafe { put_from_op(store, key, addr, len, opts, Write::Put) }?.wait()
+        unsafe { put_from_op(store, key, addr, len, opts) }?.wait()
     })
 }
 
 /// Stores `len` bytes of memory registered with the client's engine under `key`, without a
-/// copy; the memory is read until the call ends.
+/// copy; the memory is read until the call ends. `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the
+/// key exists, unless `opts` has `YUEBING_OPT_UPSERT` (then it replaces the value).
 /// Callback form: returns 0 and then calls `cb` exactly once (on a bridge thread), or returns
 /// an error and never calls it. With `call_out`, a call handle to cancel it is written there.
 ///
@@ -343,60 +357,14 @@ pub unsafe extern "C" fn yuebing_store_put_from_async(
     entry(err, || {
         let deliver = deliver::done(cb, user_data)?;
         // SAFETY: the caller's promises, forwarded.
-        unsafe { put_from_op(store, key, addr, len, opts, Write::Put) }?.then(call_out, deliver)
-    })
-}
-
-/// Stores `len` bytes of memory registered with the client's engine under `key`, without a
-/// copy, replacing an existing value; the memory is read until the call ends.
-///
-/// # Safety
-/// Every pointer as `yuebing.h` says: strings NUL-terminated, `opts` NULL or readable, `err`
-/// NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn yuebing_store_upsert_from(
-    store: yuebing_store_t,
-    key: *const c_char,
-    addr: u64,
-    len: u64,
-    opts: *const yuebing_options,
-    err: *mut yuebing_error,
-) -> i32 {
-    // SAFETY: the caller's promises, forwarded.
-    entry(err, || {
-        unsafe { put_from_op(store, key, addr, len, opts, Write::Upsert) }?.wait()
-    })
-}
-
-/// `yuebing_store_upsert_from` in callback form: returns 0 and then calls `cb` exactly once
-/// (on a bridge thread), or returns an error and never calls it. With `call_out`, a call
-/// handle to cancel it is written there.
-///
-/// # Safety
-/// As `yuebing_store_upsert_from`; `user_data` may be used on the callback thread; `call_out`
-/// NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn yuebing_store_upsert_from_async(
-    store: yuebing_store_t,
-    key: *const c_char,
-    addr: u64,
-    len: u64,
-    opts: *const yuebing_options,
-    cb: yuebing_done_cb,
-    user_data: *mut c_void,
-    call_out: *mut yuebing_call_t,
-    err: *mut yuebing_error,
-) -> i32 {
-    entry(err, || {
-        let deliver = deliver::done(cb, user_data)?;
-        // SAFETY: the caller's promises, forwarded.
-        unsafe { put_from_op(store, key, addr, len, opts, Write::Upsert) }?.then(call_out, deliver)
+        unsafe { put_from_op(store, key, addr, len, opts) }?.then(call_out, deliver)
     })
 }
 
 /// Stores the concatenation of `n` parts (`parts[i]` of `lens[i]` bytes, copied once before
 /// the function returns) under `key`: a value gathered from buffers that are not contiguous.
-/// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists.
+/// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` if the key exists, unless `opts` has
+/// `YUEBING_OPT_UPSERT` (then it replaces the value).
 ///
 /// # Safety
 /// `key` NUL-terminated; `parts` and `lens` valid for `n` elements, each part for its length;
@@ -413,7 +381,7 @@ pub unsafe extern "C" fn yuebing_store_put_parts(
 ) -> i32 {
     // SAFETY: the caller's promises, forwarded.
     entry(err, || {
-        unsafe { put_parts_op(store, key, parts, lens, n, opts, Write::Put) }?.wait()
+        unsafe { put_parts_op(store, key, parts, lens, n, opts) }?.wait()
     })
 }
 
@@ -440,56 +408,7 @@ pub unsafe extern "C" fn yuebing_store_put_parts_async(
     entry(err, || {
         let deliver = deliver::done(cb, user_data)?;
         // SAFETY: the caller's promises, forwarded.
-        unsafe { put_parts_op(store, key, parts, lens, n, opts, Write::Put) }?
-            .then(call_out, deliver)
-    })
-}
-
-/// `yuebing_store_put_parts`, replacing an existing value.
-///
-/// # Safety
-/// As `yuebing_store_put_parts`.
-#[no_mangle]
-pub unsafe extern "C" fn yuebing_store_upsert_parts(
-    store: yuebing_store_t,
-    key: *const c_char,
-    parts: *const *const u8,
-    lens: *const usize,
-    n: usize,
-    opts: *const yuebing_options,
-    err: *mut yuebing_error,
-) -> i32 {
-    // SAFETY: the caller's promises, forwarded.
-    entry(err, || {
-        unsafe { put_parts_op(store, key, parts, lens, n, opts, Write::Upsert) }?.wait()
-    })
-}
-
-/// `yuebing_store_upsert_parts` in callback form: returns 0 and then calls `cb` exactly once
-/// (on a bridge thread), or returns an error and never calls it. With `call_out`, a call
-/// handle to cancel it is written there.
-///
-/// # Safety
-/// As `yuebing_store_put_parts`; `user_data` may be used on the callback thread; `call_out`
-/// NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn yuebing_store_upsert_parts_async(
-    store: yuebing_store_t,
-    key: *const c_char,
-    parts: *const *const u8,
-    lens: *const usize,
-    n: usize,
-    opts: *const yuebing_options,
-    cb: yuebing_done_cb,
-    user_data: *mut c_void,
-    call_out: *mut yuebing_call_t,
-    err: *mut yuebing_error,
-) -> i32 {
-    entry(err, || {
-        let deliver = deliver::done(cb, user_data)?;
-        // SAFETY: the caller's promises, forwarded.
-        unsafe { put_parts_op(store, key, parts, lens, n, opts, Write::Upsert) }?
-            .then(call_out, deliver)
+        unsafe { put_parts_op(store, key, parts, lens, n, opts) }?.then(call_out, deliver)
     })
 }
 

@@ -96,7 +96,8 @@ pub struct yuebing_options {
     pub timeout_ms: u64,
     /// Replicas a put wants (0: the client's default).
     pub replica_num: u32,
-    /// `YUEBING_OPT_*` bits; any other bit is `YUEBING_ERR_INVALID_ARGUMENT`.
+    /// `YUEBING_OPT_*` bits; any other bit is `YUEBING_ERR_INVALID_ARGUMENT`. Every bit
+    /// concerns puts only: the other calls accept them and ignore them.
     pub flags: u32,
 }
 
@@ -104,6 +105,13 @@ pub struct yuebing_options {
 pub const YUEBING_OPT_SOFT_PIN: u32 = 1;
 /// A put's object is never evicted.
 pub const YUEBING_OPT_HARD_PIN: u32 = 2;
+/// A put replaces the value of an existing key instead of failing with
+/// `YUEBING_ERR_OBJECT_ALREADY_EXISTS` (Mooncake's upsert); a new key it stores as a put does.
+/// It holds for every put form: `put`, `put_parts`, `put_from`, `batch_put` and
+/// `batch_put_from`, blocking or `_async` (`yuebing_store_upsert` is `yuebing_store_put` with
+/// it). It changes neither the replicas nor the pins the put asks for. Like the pin flags, the
+/// other calls accept it and ignore it.
+pub const YUEBING_OPT_UPSERT: u32 = 4;
 
 /// Bytes owned by the library, handed to the caller: free them with `yuebing_buf_free`, passing
 /// the struct back unchanged. A zeroed one is empty and may be freed too.
