@@ -28,11 +28,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (key, value) in &objects {
         let (c, o, tx, key2) = (client.clone(), opts.clone(), tx.clone(), key.clone());
         client
-            .call(client.client().put(key, value, &opts))
+            .call(|c| c.put(key, value, &opts))
             .then(move |put| match put {
                 Err(e) => drop(tx.send((key2, Err(e)))),
                 Ok(()) => c
-                    .call(c.client().get(&key2, &o))
+                    .call(|c| c.get(&key2, &o))
                     .then(move |got| drop(tx.send((key2, got)))),
             });
     }
@@ -52,11 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let buf = client.client().engine().allocate(value.len(), true)?;
     let (tx, rx) = channel();
     client
-        .call(
-            client
-                .client()
-                .get_into(key, buf.addr(), buf.len() as u64, &opts),
-        )
+        .call(|c| c.get_into(key, buf.addr(), buf.len() as u64, &opts))
         .then(move |r| drop(tx.send(r)));
     let size = rx.recv()??;
     let mut back = vec![0u8; size as usize];
@@ -71,7 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let tx = tx.clone();
         // The gets above hold read leases for a while: remove anyway (force).
         client
-            .call(client.client().remove(key, true, &opts))
+            .call(|c| c.remove(key, true, &opts))
             .then(move |r| drop(tx.send(r)));
     }
     for _ in &objects {
@@ -79,7 +75,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let (tx, rx) = channel();
     client
-        .call(client.client().close(&opts))
+        .call(|c| c.close(&opts))
         .then(move |r| drop(tx.send(r)));
     rx.recv()??;
     println!("removed {} objects", objects.len());

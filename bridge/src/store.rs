@@ -1,7 +1,7 @@
 //! The store client for callers that are not async Rust: [`BlockingClient`]. Each method is one
 //! line over the async [`Client`]'s, with its name, arguments and result; for a [`Call`] to
 //! wait for, hand a callback, or cancel, start the async call with [`BlockingClient::call`]
-//! (`c.call(c.client().get(key, opts))`). The async calls borrow nothing once made, so either
+//! (`c.call(|c| c.get(key, opts))`). The async calls borrow nothing once made, so either
 //! form takes the caller's borrowed inputs.
 
 use std::future::Future;
@@ -12,7 +12,7 @@ use yuebing_store::{Client, ClientConfig, ClientHealth, Fetched, Located, Option
 
 use crate::bridge::Bridge;
 use crate::call::Call;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// One result per item of a batch, as the async client gives them.
 pub type Each<T> = Vec<yuebing_store::Result<T>>;
@@ -77,14 +77,22 @@ impl BlockingClient {
         &self.bridge
     }
 
-    /// Starts a call of the async client on the bridge: a [`Call`] to wait for, hand a
-    /// callback or cancel. Memory a call reads or writes (`put_from`, `get_into`) is in use
-    /// until the call ends: a cancelled call's outcome comes only once nothing touches it.
-    pub fn call<T: Send + 'static>(
-        &self,
-        call: impl Future<Output = yuebing_store::Result<T>> + Send + 'static,
-    ) -> Call<T> {
-        self.bridge.call(call)
+    /// Makes a call of the async client with `start` and runs it on the bridge: a [`Call`] to
+    /// wait for, hand a callback or cancel (`c.call(|c| c.get(key, opts))`). In a forked child,
+    /// or once the bridge is shut down, the call is not made (a put would copy its value into
+    /// staging memory the child shares with its parent) and the `Call` ends with that error.
+    /// Memory a call reads or writes (`put_from`, `get_into`) is in use until the call ends: a
+    /// cancelled call's outcome comes only once nothing touches it.
+    pub fn call<T: Send + 'static, F>(&self, start: impl FnOnce(&Client) -> F) -> Call<T>
+    where
+        F: Future<Output = yuebing_store::Result<T>> + Send + 'static,
+    {
+        match self.bridge.usable() {
+            Ok(()) => self.bridge.call(start(&self.client)),
+            Err(refused) => self
+                .bridge
+                .call(std::future::ready(Err::<T, Error>(refused))),
+        }
     }
 
     /// Makes a call of the async client with `start` and blocks until it ends, unless this

@@ -50,6 +50,29 @@ fn memfd_memory_holds(needle: &[u8]) -> bool {
     false
 }
 
+/// The wait status of child `pid`, which must end within `limit` (else it is killed).
+fn reaped(pid: libc::pid_t, limit: Duration) -> i32 {
+    let until = std::time::Instant::now() + limit;
+    let mut status = 0;
+    loop {
+        // SAFETY: `pid` is this process's child; `status` is a valid output.
+        match unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } {
+            0 if std::time::Instant::now() < until => std::thread::sleep(Duration::from_millis(10)),
+            0 => {
+                // SAFETY: `pid` is our child, not reaped yet: the pid cannot have been reused.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                // SAFETY: as above.
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                panic!("the child did not end within {limit:?}: a call blocked in the child");
+            }
+            got => {
+                assert_eq!(got, pid, "waitpid failed");
+                return status;
+            }
+        }
+    }
+}
+
 /// `yuebing_store_put` of `value` under `key`, with the default options.
 fn c_put(store: yuebing_store_t, key: &CStr, value: &[u8]) -> i32 {
     // SAFETY: a valid handle, key and value; NULL options and error are allowed.
@@ -78,9 +101,11 @@ fn a_forked_childs_put_writes_nothing_into_the_parents_staging() {
     };
     let client = BlockingClient::start(&bridge, cfg).unwrap();
     let opts = Options::deadline(Duration::from_secs(10));
-    let (c_value, rust_value) = (pattern(1), pattern(2));
+    let (c_value, rust_value, call_value) = (pattern(1), pattern(2), pattern(3));
     let key = CString::new("from-c").unwrap();
-    assert!(!memfd_memory_holds(&c_value) && !memfd_memory_holds(&rust_value));
+    for value in [&c_value, &rust_value, &call_value] {
+        assert!(!memfd_memory_holds(value));
+    }
 
     // SAFETY: the child calls only what the test checks and leaves with `_exit`, running no
     // destructor or atexit handler of the parent's.
@@ -89,13 +114,16 @@ fn a_forked_childs_put_writes_nothing_into_the_parents_staging() {
     if pid == 0 {
         let rc = c_put(c_store, &key, &c_value);
         let rust = client.put("from-rust", &rust_value, &opts);
-        let refused = rc == YUEBING_ERR_FORKED && rust.is_err_and(|e| e.code() == -4005);
+        let call = client
+            .call(|c| c.put("from-call", &call_value, &opts))
+            .wait();
+        let refused = rc == YUEBING_ERR_FORKED
+            && rust.is_err_and(|e| e.code() == -4005)
+            && call.is_err_and(|e| e.code() == -4005);
         // SAFETY: `_exit` ends the child at once, as a forked child of a threaded process must.
         unsafe { libc::_exit(if refused { 0 } else { 1 }) };
     }
-    let mut status = 0;
-    // SAFETY: `pid` is our child; `status` is a valid output.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    let status = reaped(pid, Duration::from_secs(30));
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "the child's calls were not refused with Forked (status {status:#x})"
@@ -108,10 +136,20 @@ fn a_forked_childs_put_writes_nothing_into_the_parents_staging() {
         !memfd_memory_holds(&rust_value),
         "the child's blocking put wrote its value into memory shared with the parent"
     );
+    assert!(
+        !memfd_memory_holds(&call_value),
+        "the child's BlockingClient::call put wrote its value into memory shared with the parent"
+    );
 
     // The parent's clients are untouched: its own puts and gets still round-trip.
     client.put("parent", &rust_value, &opts).unwrap();
     assert_eq!(client.get("parent", &opts).unwrap(), rust_value);
+    // The scan sees what a put leaves in the client's memfd-backed store space: without this,
+    // a scan that missed the mappings would pass the checks above.
+    assert!(
+        memfd_memory_holds(&rust_value),
+        "the scan does not see the store's memory"
+    );
     let rc = c_put(c_store, &key, &c_value);
     assert_eq!(rc, 0, "{}", common::last());
     let got = common::value_of(c_store, "from-c").unwrap();

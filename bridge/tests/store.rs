@@ -47,13 +47,13 @@ fn a_store_client_is_used_from_plain_threads_and_callbacks() {
     // The callback form of the same calls.
     let (tx, rx) = std::sync::mpsc::channel();
     client
-        .call(client.client().get("t1/k1", &opts))
+        .call(|c| c.get("t1/k1", &opts))
         .then(move |r| tx.send(r).unwrap());
     let got = rx.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
     assert_eq!(got, vec![11u8; 4097]);
     let (tx, rx) = std::sync::mpsc::channel();
     client
-        .call(client.client().get("missing", &opts))
+        .call(|c| c.get("missing", &opts))
         .then(move |r| tx.send(r).unwrap());
     let e = rx
         .recv_timeout(Duration::from_secs(10))

@@ -92,8 +92,17 @@ pub fn measure<R>(f: impl FnOnce() -> R) -> (R, usize) {
              `yuebing_testkit::install_counting_allocator!()`"
         );
     }
+    /// Turns counting off when `measure` ends, by return or by a panic of `f`.
+    struct Off;
+    impl Drop for Off {
+        fn drop(&mut self) {
+            let _ = STATE.try_with(|s| s.set((false, 0, 0)));
+        }
+    }
+    let off = Off;
     let r = f();
-    let (_, _, peak) = STATE.with(|s| s.replace((false, 0, 0)));
+    let (_, _, peak) = STATE.with(|s| s.get());
+    drop(off);
     (r, usize::try_from(peak).unwrap_or(0))
 }
 

@@ -43,8 +43,13 @@ impl Guard {
         self.child_mut().try_wait()
     }
 
-    /// Sends `sig` (`libc::SIGSTOP`, `libc::SIGCONT`, …), as [`signal`] does.
-    pub fn signal(&self, sig: i32) -> io::Result<()> {
+    /// Sends `sig` (`libc::SIGSTOP`, `libc::SIGCONT`, …), as [`signal`] does, unless the
+    /// process has exited (then `ESRCH`): once reaped, its pid may be another process's.
+    pub fn signal(&mut self, sig: i32) -> io::Result<()> {
+        if self.try_wait()?.is_some() {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        // Not reaped (try_wait said it runs): the pid is still this child's.
         signal(self.id(), sig)
     }
 
@@ -53,7 +58,7 @@ impl Guard {
 
     /// SIGTERM, then reap; SIGKILL if it has not exited within `grace`.
     pub fn stop(mut self, grace: Duration) {
-        if signal(self.id(), libc::SIGTERM).is_err() {
+        if self.signal(libc::SIGTERM).is_err() {
             return;
         }
         let deadline = Instant::now() + grace;

@@ -89,14 +89,7 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<u64> {
         let opts = options::call(py, timeout)?;
-        wait(
-            py,
-            self.client(py)?.call(
-                self.client(py)?
-                    .client()
-                    .remove_by_regex(pattern, force, &opts),
-            ),
-        )
+        self.run(py, |c| c.remove_by_regex(pattern, force, &opts))
     }
 
     /// Where `key`'s replicas are: a `Replicas` with the value's `size`, its `replicas` as
@@ -142,8 +135,11 @@ impl Store {
             return Ok(ClientHealth::Closed.code());
         }
         let client = self.client.get(py)?;
-        let check = client.client().health_check(&opts);
-        Ok(wait(py, client.call(async move { Ok(check.await) }))?.code())
+        let call = client.call(|c| {
+            let check = c.health_check(&opts);
+            async move { Ok(check.await) }
+        });
+        Ok(wait(py, call)?.code())
     }
 
     /// The objects whose keys start with `prefix`, sorted by key, at most `limit`.

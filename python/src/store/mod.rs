@@ -90,7 +90,7 @@ impl Store {
         F: std::future::Future<Output = yuebing_store::Result<T>> + Send + 'static,
     {
         let client = self.client(py)?;
-        let started = py.detach(|| client.call(call(client.client())));
+        let started = py.detach(|| client.call(call));
         wait(py, started)
     }
 
@@ -216,7 +216,7 @@ impl Store {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        wait(py, client.call(client.client().close(&opts)))
+        wait(py, client.call(|c| c.close(&opts)))
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

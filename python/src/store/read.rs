@@ -237,10 +237,7 @@ pub(crate) fn batch_get_into(
 ) -> PyResult<Vec<Py<PyAny>>> {
     let client = store.client(py)?;
     let ranges = ranges(store, py, keys, buffers, sizes, Access::Write)?;
-    let each = wait(
-        py,
-        client.call(client.client().batch_get_into(&ranges.items, opts)),
-    );
+    let each = wait(py, client.call(|c| c.batch_get_into(&ranges.items, opts)));
     // The call's work has stopped: the memory may go.
     drop(ranges);
     errors::items(py, each?, |py, n| {

@@ -341,18 +341,19 @@ impl Store {
 pub(super) const ZERO_COPY_MIN: u64 = 64 << 10;
 
 /// The memory of a put's `value` when it is sent without a copy: an immutable buffer — a
-/// `bytes`, or a memoryview of one — of at least [`ZERO_COPY_MIN`] bytes, held exported for the
+/// `bytes` (exactly: a subclass may export other, mutable memory through `__buffer__`), or a
+/// memoryview of one — of at least [`ZERO_COPY_MIN`] bytes, held exported for the
 /// call. A mutable buffer (a bytearray, a numpy array) is copied: another thread could write it
 /// while the replicas are written, and they would differ. `None`: copy it (and report its
 /// errors).
 fn zero_copy_source(value: &Bound<'_, PyAny>) -> Option<Memory> {
-    let immutable = match value.cast::<PyBytes>() {
+    let immutable = match value.cast_exact::<PyBytes>() {
         Ok(bytes) => bytes.as_bytes().len() as u64 >= ZERO_COPY_MIN,
         Err(_) => value
             .cast::<pyo3::types::PyMemoryView>()
             .ok()
             .and_then(|view| view.getattr("obj").ok())
-            .is_some_and(|obj| obj.is_instance_of::<PyBytes>()),
+            .is_some_and(|obj| obj.is_exact_instance_of::<PyBytes>()),
     };
     if !immutable {
         return None;
@@ -380,7 +381,7 @@ pub(crate) fn batch_put(
         .collect::<PyResult<Vec<_>>>()?;
     let items: Vec<(&str, &[u8])> = items.iter().map(|(k, v)| (k.as_str(), &v[..])).collect();
     // Staging the values (making the call) runs with the GIL released, as the wait does.
-    let started = py.detach(|| client.call(client.client().batch_put(&items, opts)));
+    let started = py.detach(|| client.call(|c| c.batch_put(&items, opts)));
     let each = wait(py, started)?;
     errors::items(py, each, |py, ()| Ok(py.None()))
 }
@@ -396,10 +397,7 @@ pub(crate) fn batch_put_from(
 ) -> PyResult<Vec<Py<PyAny>>> {
     let client = store.client(py)?;
     let ranges = ranges(store, py, keys, buffers, sizes, Access::Read)?;
-    let each = wait(
-        py,
-        client.call(client.client().batch_put_from(&ranges.items, opts)),
-    );
+    let each = wait(py, client.call(|c| c.batch_put_from(&ranges.items, opts)));
     // The call's work has stopped: the memory may go.
     drop(ranges);
     errors::items(py, each?, |py, ()| Ok(py.None()))

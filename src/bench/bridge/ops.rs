@@ -89,14 +89,14 @@ pub(super) fn call_then(rig: &Rig, op: Op, w: usize, seq: u64, done: Done) {
             .health_call()
             .then(move |r| done(r.map(drop).map_err(err))),
         Op::Put => c
-            .call(c.client().put(rig.put_key(), &rig.value, o))
+            .call(|c| c.put(rig.put_key(), &rig.value, o))
             .then(move |r| done(r.map_err(err))),
         Op::Get => c
-            .call(c.client().get(rig.small_key(seq), o))
+            .call(|c| c.get(rig.small_key(seq), o))
             .then(move |r| done(r.map_err(err).and_then(|v| whole(v.len(), SMALL)))),
         Op::GetInto => {
             let (addr, len) = rig.slot(w);
-            c.call(c.client().get_into(rig.large_key(seq), addr, len, o))
+            c.call(|c| c.get_into(rig.large_key(seq), addr, len, o))
                 .then(move |r| done(r.map_err(err).and_then(|n| whole(n as usize, LARGE))))
         }
     }

@@ -197,12 +197,12 @@ impl EtcdCluster {
 
     /// Freezes member `i` (SIGSTOP; returns once it is stopped): its connections stay open and
     /// silent.
-    pub fn pause(&self, i: usize) -> Result<()> {
+    pub fn pause(&mut self, i: usize) -> Result<()> {
         self.members[i].signal(libc::SIGSTOP)
     }
 
     /// Thaws member `i` (SIGCONT) after [`EtcdCluster::pause`].
-    pub fn resume(&self, i: usize) -> Result<()> {
+    pub fn resume(&mut self, i: usize) -> Result<()> {
         self.members[i].signal(libc::SIGCONT)
     }
 

@@ -140,8 +140,8 @@ impl Member {
     }
 
     /// Sends `signal` (e.g. SIGSTOP / SIGCONT) to the running process.
-    pub(crate) fn signal(&self, signal: i32) -> Result<()> {
-        let child = (self.child.as_ref())
+    pub(crate) fn signal(&mut self, signal: i32) -> Result<()> {
+        let child = (self.child.as_mut())
             .ok_or_else(|| Error::process(format!("etcd member {} is not running", self.name)))?;
         child
             .signal(signal)
