@@ -818,6 +818,10 @@ int32_t yuebing_engine_new(yuebing_bridge_t bridge,
 // them: after this returns none of that memory is touched, and allocated buffers are freed.
 // It does not wait for transfers in flight: those touching that memory fail, the others end
 // normally, callbacks included.
+// In a forked child the handle is removed and `YUEBING_ERR_FORKED` returned, with nothing
+// unregistered or freed: the registrations, and the shared-memory transport's status page
+// that releasing them writes, are shared with the parent, whose peers would see its memory
+// released. The child's copy goes when it exits.
 //
 // # Safety
 // `err` is NULL or writable.
@@ -867,6 +871,9 @@ int32_t yuebing_engine_register(yuebing_engine_t engine,
 // C handles (anything else, such as a store client's own memory, is
 // `YUEBING_ERR_ADDRESS_NOT_REGISTERED`): transfers touching it fail, and after this returns no
 // byte of it is read or written. Allocated memory is freed.
+//
+// In a forked child: `YUEBING_ERR_FORKED`, nothing unregistered (see
+// `yuebing_engine_destroy`).
 //
 // # Safety
 // `err` is NULL or writable.
@@ -1065,7 +1072,9 @@ int32_t yuebing_store_new(yuebing_bridge_t bridge,
 // gracefully. Memory registered through the client's engine handles is unregistered once the
 // last of them (this one included) is destroyed, as `yuebing_engine_destroy` describes: that
 // destroy waits for registrations under way on other threads and returns only once no byte
-// of that memory is touched any more.
+// of that memory is touched any more. In a forked child the handle is removed but nothing of
+// the client is released (it is its parent's; see `yuebing_engine_destroy`):
+// `YUEBING_ERR_FORKED`.
 //
 // # Safety
 // `err` is NULL or writable.

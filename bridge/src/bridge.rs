@@ -68,7 +68,7 @@ impl Shared {
         self.waiter.get()
     }
 
-    fn check_pid(&self) -> Result<()> {
+    pub(crate) fn check_pid(&self) -> Result<()> {
         match std::process::id() == self.pid {
             true => Ok(()),
             false => Err(Error::Forked { parent: self.pid }),
@@ -304,6 +304,13 @@ impl Bridge {
     /// bridge's runtime too.
     pub fn usable(&self) -> Result<()> {
         self.inner.shared.usable()
+    }
+
+    /// [`Error::Forked`] in a forked child, even after a shutdown (unlike [`Bridge::usable`]):
+    /// what a child inherited (registrations, the shared-memory transport's status page, the
+    /// staging memory) is its parent's, and is left untouched there.
+    pub fn not_forked(&self) -> Result<()> {
+        self.inner.shared.check_pid()
     }
 
     /// Runs `op` on the bridge's runtime and blocks until it ends (see [`Call::wait`]). From

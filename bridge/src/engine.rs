@@ -128,8 +128,11 @@ impl BlockingEngine {
 
     /// Unregisters the range at `addr`; no byte of it is touched after this returns (see
     /// [`TransferEngine::unregister`]). Works after a shutdown too, so memory can always be
-    /// taken back.
+    /// taken back; not in a forked child ([`Bridge::not_forked`]): the registration is the
+    /// parent's, and unregistering would mark its shared-memory exports released for the
+    /// parent's peers too.
     pub fn unregister(&self, addr: u64) -> Result<Region> {
+        self.bridge.not_forked()?;
         Ok(self.engine.unregister(addr)?)
     }
 

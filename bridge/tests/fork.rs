@@ -3,6 +3,10 @@
 //! shared memfd mapping: a put that copied its value there before being refused would write
 //! into the parent's staging, under ranges the parent hands to its own puts and gets.
 //!
+//! Nor may the child's destroy or unregister release what it inherited: releasing an exported
+//! buffer clears its slot in the shared-memory transport's status page, a memfd page shared
+//! with the parent, and the parent's same-host peers would then refuse to read it.
+//!
 //! One test in its own binary: `fork()` copies only the calling thread, and no other test may
 //! hold a lock the child needs.
 
@@ -11,10 +15,16 @@ mod common;
 use std::ffi::{CStr, CString};
 use std::time::Duration;
 
+use yuebing_bridge::ffi::engine_api::{
+    yuebing_engine_allocate, yuebing_engine_destroy, yuebing_engine_name, yuebing_engine_unregister,
+};
 use yuebing_bridge::ffi::error::YUEBING_ERR_FORKED;
+use yuebing_bridge::ffi::store_api::{yuebing_store_destroy, yuebing_store_engine};
 use yuebing_bridge::ffi::store_ops::yuebing_store_put;
 use yuebing_bridge::ffi::types::yuebing_store_t;
-use yuebing_bridge::{BlockingClient, Bridge, BridgeConfig};
+use yuebing_bridge::ffi::types::YUEBING_ACCESS_READ;
+use yuebing_bridge::{BlockingClient, BlockingEngine, Bridge, BridgeConfig};
+use yuebing_engine::{EngineConfig, TransportKind};
 use yuebing_store::{ClientConfig, Options};
 
 /// 4 KiB that no other test or call writes: the kit's pattern, seeded by this process's id.
@@ -73,6 +83,48 @@ fn reaped(pid: libc::pid_t, limit: Duration) -> i32 {
     }
 }
 
+/// An engine handle of `store`'s engine and a 4 KiB buffer it allocated for peers to read.
+fn exported_buffer(store: yuebing_store_t) -> (u64, u64) {
+    let (mut engine, mut addr) = (0, 0);
+    // SAFETY: a valid store handle; valid outputs; NULL errors.
+    unsafe {
+        assert_eq!(
+            yuebing_store_engine(store, &mut engine, std::ptr::null_mut()),
+            0
+        );
+        let rc = yuebing_engine_allocate(
+            engine,
+            4096,
+            YUEBING_ACCESS_READ,
+            &mut addr,
+            std::ptr::null_mut(),
+        );
+        assert_eq!(rc, 0, "{}", common::last());
+    }
+    (engine, addr)
+}
+
+/// The segment name of C engine handle `engine`.
+fn engine_name(engine: u64) -> String {
+    let (mut buf, mut len) = ([0 as std::ffi::c_char; 256], 0usize);
+    // SAFETY: `buf` holds 256 bytes; valid outputs; NULL error.
+    let rc = unsafe {
+        yuebing_engine_name(
+            engine,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut len,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "{}", common::last());
+    // SAFETY: a successful call wrote a NUL-terminated name into `buf`.
+    unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
 /// `yuebing_store_put` of `value` under `key`, with the default options.
 fn c_put(store: yuebing_store_t, key: &CStr, value: &[u8]) -> i32 {
     // SAFETY: a valid handle, key and value; NULL options and error are allowed.
@@ -89,7 +141,7 @@ fn c_put(store: yuebing_store_t, key: &CStr, value: &[u8]) -> i32 {
 }
 
 #[test]
-fn a_forked_childs_put_writes_nothing_into_the_parents_staging() {
+fn a_forked_childs_calls_touch_nothing_of_its_parents() {
     let cluster = common::Cluster::start();
     let c_bridge = common::new_bridge();
     let c_store = cluster.store(c_bridge);
@@ -106,6 +158,17 @@ fn a_forked_childs_put_writes_nothing_into_the_parents_staging() {
     for value in [&c_value, &rust_value, &call_value] {
         assert!(!memfd_memory_holds(value));
     }
+    // An exported buffer of the C store's engine, read over shm by another engine of this
+    // process: its slot in the status page is held.
+    let (c_engine, exported) = exported_buffer(c_store);
+    let peer = BlockingEngine::start(&bridge, EngineConfig::default()).unwrap();
+    let segment = peer.open_segment(&engine_name(c_engine)).unwrap();
+    assert_eq!(
+        peer.engine().selected_transport(segment).unwrap(),
+        TransportKind::Shm
+    );
+    let local = peer.allocate(4096, true).unwrap();
+    peer.read(local.addr(), segment, exported, 4096).unwrap();
 
     // SAFETY: the child calls only what the test checks and leaves with `_exit`, running no
     // destructor or atexit handler of the parent's.
@@ -117,17 +180,28 @@ fn a_forked_childs_put_writes_nothing_into_the_parents_staging() {
         let call = client
             .call(|c| c.put("from-call", &call_value, &opts))
             .wait();
-        let refused = rc == YUEBING_ERR_FORKED
+        // SAFETY: valid handles and address; NULL errors.
+        let released = unsafe {
+            [
+                yuebing_engine_unregister(c_engine, exported, std::ptr::null_mut()),
+                yuebing_engine_destroy(c_engine, std::ptr::null_mut()),
+                yuebing_store_destroy(c_store, std::ptr::null_mut()),
+            ]
+        };
+        let puts_refused = rc == YUEBING_ERR_FORKED
             && rust.is_err_and(|e| e.code() == -4005)
             && call.is_err_and(|e| e.code() == -4005);
+        let releases_refused = released == [YUEBING_ERR_FORKED; 3];
+        let code = i32::from(!puts_refused) | i32::from(!releases_refused) << 1;
         // SAFETY: `_exit` ends the child at once, as a forked child of a threaded process must.
-        unsafe { libc::_exit(if refused { 0 } else { 1 }) };
+        unsafe { libc::_exit(code) };
     }
     let status = reaped(pid, Duration::from_secs(30));
     assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "the child's calls were not refused with Forked (status {status:#x})"
+        libc::WIFEXITED(status),
+        "the child died (status {status:#x})"
     );
+    // First what the child's calls did to the parent's memory, then what they answered.
     assert!(
         !memfd_memory_holds(&c_value),
         "the child's C put wrote its value into memory shared with the parent"
@@ -139,6 +213,15 @@ fn a_forked_childs_put_writes_nothing_into_the_parents_staging() {
     assert!(
         !memfd_memory_holds(&call_value),
         "the child's BlockingClient::call put wrote its value into memory shared with the parent"
+    );
+
+    // The exported buffer is live still: the child released nothing of the parent's.
+    peer.read(local.addr(), segment, exported, 4096)
+        .expect("the child's unregister or destroy released the parent's exported buffer");
+    assert_eq!(
+        libc::WEXITSTATUS(status),
+        0,
+        "the child's calls were not refused with Forked (1: its puts, 2: its releases)"
     );
 
     // The parent's clients are untouched: its own puts and gets still round-trip.

@@ -146,6 +146,14 @@ impl EngineObject {
     }
 }
 
+/// What a forked child's destroy leaves of an object it inherited: the parent's registrations
+/// and engine, whose release would write memory the child shares with its parent (the
+/// shared-memory transport's status page marks exports released for the parent's peers). It is
+/// leaked: the child's copy of it goes when the child exits.
+pub(crate) fn inherited<T>(object: T) {
+    std::mem::forget(object);
+}
+
 impl Drop for EngineObject {
     /// Only for an object whose handles were never all released (a failed start): what
     /// [`EngineObject::release`] did not unregister is unregistered now.
@@ -231,6 +239,10 @@ pub unsafe extern "C" fn yuebing_engine_new(
 /// them: after this returns none of that memory is touched, and allocated buffers are freed.
 /// It does not wait for transfers in flight: those touching that memory fail, the others end
 /// normally, callbacks included.
+/// In a forked child the handle is removed and `YUEBING_ERR_FORKED` returned, with nothing
+/// unregistered or freed: the registrations, and the shared-memory transport's status page
+/// that releasing them writes, are shared with the parent, whose peers would see its memory
+/// released. The child's copy goes when it exits.
 ///
 /// # Safety
 /// `err` is NULL or writable.
@@ -241,6 +253,10 @@ pub unsafe extern "C" fn yuebing_engine_destroy(
 ) -> i32 {
     entry(err, || {
         if let Object::Engine(e) = handles::remove(engine, Kind::Engine)? {
+            if let Err(forked) = e.engine.bridge().not_forked() {
+                inherited(e);
+                return Err(forked.into());
+            }
             e.release();
         }
         Ok(())
@@ -362,6 +378,9 @@ pub unsafe extern "C" fn yuebing_engine_register(
 /// `YUEBING_ERR_ADDRESS_NOT_REGISTERED`): transfers touching it fail, and after this returns no
 /// byte of it is read or written. Allocated memory is freed.
 ///
+/// In a forked child: `YUEBING_ERR_FORKED`, nothing unregistered (see
+/// `yuebing_engine_destroy`).
+///
 /// # Safety
 /// `err` is NULL or writable.
 #[no_mangle]
@@ -372,6 +391,7 @@ pub unsafe extern "C" fn yuebing_engine_unregister(
 ) -> i32 {
     entry(err, || {
         let e = handles::engine(engine)?;
+        e.engine.bridge().not_forked()?;
         let _busy = e.enter()?;
         let owned = e.lock().owned.remove(&addr);
         let owned = owned.ok_or(yuebing_engine::Error::AddressNotRegistered { addr })?;

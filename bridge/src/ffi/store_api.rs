@@ -145,7 +145,9 @@ fn insert_store(client: &BlockingClient) -> FfiResult<yuebing_store_t> {
 /// gracefully. Memory registered through the client's engine handles is unregistered once the
 /// last of them (this one included) is destroyed, as `yuebing_engine_destroy` describes: that
 /// destroy waits for registrations under way on other threads and returns only once no byte
-/// of that memory is touched any more.
+/// of that memory is touched any more. In a forked child the handle is removed but nothing of
+/// the client is released (it is its parent's; see `yuebing_engine_destroy`):
+/// `YUEBING_ERR_FORKED`.
 ///
 /// # Safety
 /// `err` is NULL or writable.
@@ -155,7 +157,11 @@ pub unsafe extern "C" fn yuebing_store_destroy(
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
-        if let Object::Store(_, engine) = handles::remove(store, Kind::Store)? {
+        if let Object::Store(client, engine) = handles::remove(store, Kind::Store)? {
+            if let Err(forked) = client.bridge().not_forked() {
+                super::engine_api::inherited((client, engine));
+                return Err(forked.into());
+            }
             engine.release();
         }
         Ok(())
