@@ -34,6 +34,8 @@
  *   yuebing_list_free() and yuebing_replicas_free(); locations with yuebing_location_free().
  * - A forked child cannot use its parent's bridge (YUEBING_ERR_FORKED): create a new one. Fork
  *   only while no other thread is inside a yuebing call (as with any library that takes locks).
+ *   The child's calls on inherited handles, destroys and unregisters included, return
+ *   YUEBING_ERR_FORKED and touch nothing of the parent's (destroyed handles are leaked).
  */
 
 #ifndef YUEBING_H
