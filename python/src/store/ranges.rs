@@ -1,12 +1,16 @@
 //! The caller's memory of a zero-copy batch (`batch_put_from`, `batch_get_into`), its
 //! ranges held registered together for the call, and the checks of a batch's lists.
 
+use std::future::Future;
+
 use pyo3::prelude::*;
+use yuebing_store::Client;
 
 use super::Store;
 use crate::errors;
 use crate::memory::{Access, Memory};
 use crate::pins::Held;
+use crate::wait::wait;
 
 /// `sizes[i]` when given (a list as long as the keys, entries may be `None`).
 pub(super) fn size_at(sizes: &Option<Vec<Option<u64>>>, i: usize) -> Option<u64> {
@@ -66,4 +70,35 @@ pub(super) fn ranges<'a>(
     // registrations holds none of this call's meanwhile.
     out.held = Some(pins.hold(py, &out.memory, access)?);
     Ok(out)
+}
+
+/// A zero-copy batch's lists as Python passes them: keys, buffers (or addresses) and the sizes
+/// (all of each buffer where `None`).
+pub(super) type Lists<'py> = (
+    Vec<String>,
+    Vec<Bound<'py, PyAny>>,
+    Option<Vec<Option<u64>>>,
+);
+
+/// Runs the zero-copy batch `call` over the caller's memory (`keys[i]` in `buffers[i]`, of
+/// `sizes[i]` bytes when given), held registered with `access` until the call's work has
+/// stopped; each item's outcome becomes `ok`'s value or its error object.
+pub(super) fn batch_over<T, F>(
+    store: &Store,
+    py: Python<'_>,
+    (keys, buffers, sizes): Lists<'_>,
+    access: Access,
+    call: impl FnOnce(&Client, &[(String, u64, u64)]) -> F,
+    ok: impl Fn(Python<'_>, T) -> PyResult<Py<PyAny>>,
+) -> PyResult<Vec<Py<PyAny>>>
+where
+    T: Send + 'static,
+    F: Future<Output = yuebing_store::Result<Vec<yuebing_store::Result<T>>>> + Send + 'static,
+{
+    let client = store.client(py)?;
+    let ranges = ranges(store, py, keys, buffers, sizes, access)?;
+    let each = wait(py, client.call(|c| call(c, &ranges.items)));
+    // The call's work has stopped: the memory may go.
+    drop(ranges);
+    errors::items(py, each?, ok)
 }

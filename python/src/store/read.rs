@@ -9,13 +9,12 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use yuebing_store::{Client, Fetched, Located, Options};
 
-use super::ranges::ranges;
+use super::ranges::batch_over;
 use super::Store;
 use crate::errors;
 use crate::memory::{Access, Memory};
 use crate::options;
 use crate::types::Location;
-use crate::wait::wait;
 
 #[pymethods]
 impl Store {
@@ -235,12 +234,13 @@ pub(crate) fn batch_get_into(
     sizes: Option<Vec<Option<u64>>>,
     opts: &Options,
 ) -> PyResult<Vec<Py<PyAny>>> {
-    let client = store.client(py)?;
-    let ranges = ranges(store, py, keys, buffers, sizes, Access::Write)?;
-    let each = wait(py, client.call(|c| c.batch_get_into(&ranges.items, opts)));
-    // The call's work has stopped: the memory may go.
-    drop(ranges);
-    errors::items(py, each?, |py, n| {
-        Ok(n.into_pyobject(py)?.into_any().unbind())
-    })
+    let call = |c: &Client, items: &[(String, u64, u64)]| c.batch_get_into(items, opts);
+    batch_over(
+        store,
+        py,
+        (keys, buffers, sizes),
+        Access::Write,
+        call,
+        |py, n: u64| Ok(n.into_pyobject(py)?.into_any().unbind()),
+    )
 }

@@ -4,9 +4,9 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
-use yuebing_store::{Options, Write};
+use yuebing_store::{Client, Options, Write};
 
-use super::ranges::{ranges, same_length};
+use super::ranges::{batch_over, same_length};
 use super::Store;
 use crate::errors;
 use crate::memory::{copy_of, Access, Memory};
@@ -395,10 +395,13 @@ pub(crate) fn batch_put_from(
     sizes: Option<Vec<Option<u64>>>,
     opts: &Options,
 ) -> PyResult<Vec<Py<PyAny>>> {
-    let client = store.client(py)?;
-    let ranges = ranges(store, py, keys, buffers, sizes, Access::Read)?;
-    let each = wait(py, client.call(|c| c.batch_put_from(&ranges.items, opts)));
-    // The call's work has stopped: the memory may go.
-    drop(ranges);
-    errors::items(py, each?, |py, ()| Ok(py.None()))
+    let call = |c: &Client, items: &[(String, u64, u64)]| c.batch_put_from(items, opts);
+    batch_over(
+        store,
+        py,
+        (keys, buffers, sizes),
+        Access::Read,
+        call,
+        |py, ()| Ok(py.None()),
+    )
 }
