@@ -209,6 +209,29 @@ def test_a_client_with_its_own_segment_and_remove_all(cluster):
     assert st.close() == 0 and st.health_check() == 1
 
 
+def test_close_then_setup_again_works_like_a_new_client(cluster):
+    """Mooncake's test_client_tear_down: a value put into the client's own segment is gone
+    after close() (its memory went with the client), and the same object set up again stores
+    and reads that key anew."""
+    st = MooncakeDistributedStore()
+    key, value = f"teardown/{uuid.uuid4().hex}", b"Hello, World!"
+
+    def setup():
+        assert st.setup("127.0.0.1", "P2PHANDSHAKE", 16 * MIB, 16 * MIB, "tcp", "",
+                        cluster.address) == 0
+
+    setup()
+    cfg = ReplicateConfig()
+    cfg.preferred_segment = st.get_hostname()
+    assert st.put(key, value, cfg) == 0
+    assert st.close() == 0
+    setup()
+    assert st.get(key) == b""
+    assert st.put(key, value) == 0
+    assert st.get(key) == value
+    assert st.close() == 0
+
+
 def test_replicate_config_matches_mooncakes():
     cfg = ReplicateConfig()
     assert (cfg.replica_num, cfg.with_hard_pin, cfg.soft_pin_action) == (1, False, SoftPinAction.PRESERVE)

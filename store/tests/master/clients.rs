@@ -130,6 +130,55 @@ fn a_graceful_unmount_takes_no_new_replicas_and_drops_its_own_after_the_grace() 
     fx.check();
 }
 
+/// A node that closed (a graceful unmount) may free its memory at once, as a client that
+/// closes and is dropped does: its objects are leaving. A put of such a key writes a new object
+/// into live space instead of answering that it exists (which Mooncake's API reports as a
+/// success: the value would be lost), and an upsert of the same size is never done in place.
+#[test]
+fn a_put_over_a_leaving_object_writes_it_anew_in_live_space() {
+    use yuebing_store::Write;
+    let mut fx = three_nodes();
+    for key in ["k", "same_size"] {
+        fx.m.put_start(A, 0, key, 100, &on(&["n1"], 1), Write::Put)
+            .unwrap();
+        fx.m.put_end(A, 0, key).unwrap();
+    }
+    fx.m.put_start(B, 0, "both", 100, &on(&["n1", "n2"], 2), Write::Put)
+        .unwrap();
+    fx.m.put_end(B, 0, "both").unwrap();
+    fx.m.unmount(A, 10, MountId(1)).unwrap();
+
+    let r =
+        fx.m.put_start(B, 20, "k", 100, &on(&["n1"], 1), Write::Put)
+            .unwrap();
+    assert_ne!(r[0].node, "n1", "a new replica in live space");
+    fx.m.put_end(B, 20, "k").unwrap();
+    let r =
+        fx.m.put_start(B, 21, "same_size", 100, &on(&["n1"], 1), Write::Upsert);
+    assert_ne!(
+        r.unwrap()[0].node,
+        "n1",
+        "not in place into the leaving range"
+    );
+    fx.m.put_end(B, 21, "same_size").unwrap();
+    // One replica is still live: the object is not leaving, and a put still finds it there.
+    let e =
+        fx.m.put_start(B, 22, "both", 100, &on(&["n2"], 1), Write::Put);
+    assert_eq!(e.unwrap_err().code(), -705);
+
+    // At the grace's end the range goes; the new objects stay.
+    ping_all(&mut fx, 500);
+    fx.m.handle_timeout(510);
+    for key in ["k", "same_size", "both"] {
+        let list = fx.m.get_replica_list(510, key).unwrap();
+        assert!(
+            list.replicas.iter().all(|r| r.node != "n1"),
+            "{key}: {list:?}"
+        );
+    }
+    fx.check();
+}
+
 #[test]
 fn an_expired_client_loses_its_space_objects_and_writes_then_must_remount() {
     let mut fx = three_nodes();

@@ -34,14 +34,24 @@ impl Master {
         let now = self.tick(now);
         self.check_write(key, size, cfg)?;
         let h = self.objects.hash(key);
+        // An object whose every replica is in a gracefully unmounted range is leaving: it
+        // vanishes at the grace's end, and the node that closed may have freed its memory
+        // already. A put replaces it as an upsert does, into new space, instead of answering
+        // that it exists.
+        let leaving = self
+            .objects
+            .get_h(h, key)
+            .is_some_and(|o| self.leaving(&o.replicas));
+        let write = if leaving { Write::Upsert } else { write };
         if write == Write::Put && self.objects.contains_key_h(h, key) {
             return Err(Error::ObjectAlreadyExists { key: key.into() });
         }
         self.preempt_stale(h, key, now, write)?;
         if let (Write::Upsert, Some(o)) = (write, self.objects.get_h(h, key)) {
             // In place only where no reader can be transferring: no lease known, and not
-            // within a lease TTL of a restart or promotion (leases from before are unknown).
-            if o.size == size && !o.leased(now) && now >= self.no_reuse_until {
+            // within a lease TTL of a restart or promotion (leases from before are unknown);
+            // never into a leaving object's ranges.
+            if o.size == size && !o.leased(now) && now >= self.no_reuse_until && !leaving {
                 let descs = self.describe_all(&o.replicas, size);
                 let in_place = (Replicas::new(), true, true);
                 self.start(client, now, (h, key), size, in_place, cfg);
@@ -182,6 +192,16 @@ impl Master {
     pub(crate) fn revoke_held(&mut self, now: Millis, key: &str) {
         let key = key.into();
         self.commit(now, Record::WriteRevoke { key, hold: true });
+    }
+
+    /// Whether every one of `replicas` lies in a range that is gracefully unmounting (or gone).
+    fn leaving(&self, replicas: &Replicas) -> bool {
+        !replicas.is_empty()
+            && replicas.iter().all(|r| {
+                self.space
+                    .get(r.mount)
+                    .is_none_or(|m| m.draining_until.is_some())
+            })
     }
 
     /// Places the replicas; when fewer nodes than wanted had room, evicts once and retries.
