@@ -242,6 +242,19 @@ def test_replicate_config_matches_mooncakes():
     assert MooncakeDistributedStore().put("k", b"v", cfg) == -600
 
 
+def test_soft_pin_ttl_is_an_optional_uint64_as_in_mooncake():
+    cfg = ReplicateConfig()
+    assert cfg.soft_pin_ttl_ms is None
+    for ok in (0, 5000, (1 << 64) - 1, None):
+        cfg.soft_pin_ttl_ms = ok
+        assert cfg.soft_pin_ttl_ms == ok
+    for bad in (-1, 1 << 64, 1.5, "5000"):
+        with pytest.raises(TypeError):
+            cfg.soft_pin_ttl_ms = bad
+    assert cfg.soft_pin_ttl_ms is None, "a refused value changes nothing"
+    assert "soft_pin_ttl_ms: default" in str(cfg)
+
+
 def test_import_refuses_beside_the_stock_wheel(tmp_path):
     dist = tmp_path / "mooncake_transfer_engine_non_cuda-0.3.13.post1.dist-info"
     dist.mkdir()

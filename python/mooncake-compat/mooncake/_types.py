@@ -87,6 +87,19 @@ class ReplicateConfig:
 
     __repr__ = __str__
 
+    @property
+    def soft_pin_ttl_ms(self):
+        """The soft pin's TTL in milliseconds, or ``None`` for the master's default."""
+        return self._soft_pin_ttl_ms
+
+    @soft_pin_ttl_ms.setter
+    def soft_pin_ttl_ms(self, value):
+        # Mooncake's field is an optional uint64: anything else is a TypeError there.
+        if value is not None and (not isinstance(value, int) or not 0 <= value < 1 << 64):
+            raise TypeError(f"soft_pin_ttl_ms: expected None or an int in 0 … 2**64-1, "
+                            f"not {value!r}")
+        self._soft_pin_ttl_ms = value
+
     def __reduce__(self):
         raise TypeError("cannot pickle 'ReplicateConfig' object")
 
