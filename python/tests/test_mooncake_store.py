@@ -232,6 +232,26 @@ def test_close_then_setup_again_works_like_a_new_client(cluster):
     assert st.close() == 0
 
 
+def test_bytes_puts_are_bounded_by_the_local_buffer_as_in_mooncake(cluster, k):
+    """Mooncake stages every bytes-API value through the setup's local buffer: a larger value,
+    and any value with local_buffer_size 0, is -600 there; zero-copy puts are not staged."""
+    st = MooncakeDistributedStore()
+    assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", cluster.address) == 0
+    assert st.put(k, b"v") == -600
+    assert st.put_parts(k, b"a", b"b") == -600
+    assert st.upsert(k, b"v") == -600
+    assert st.is_exist(k) == 0, "a refused put stores nothing"
+    buf = np.frombuffer(b"zero-copy", dtype=np.uint8).copy()
+    assert st.put_from(k, address(buf), buf.nbytes) == 0
+    assert st.get(k) == b"zero-copy"
+    assert st.close() == 0
+    assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 4096, "tcp", "", cluster.address) == 0
+    assert st.put(k + "/fits", b"x" * 4096) == 0
+    assert st.put(k + "/over", b"x" * 4097) == -600
+    assert st.put_parts(k + "/over", b"x" * 4000, b"y" * 97) == -600
+    assert st.close() == 0
+
+
 def test_replicate_config_matches_mooncakes():
     cfg = ReplicateConfig()
     assert (cfg.replica_num, cfg.with_hard_pin, cfg.soft_pin_action) == (1, False, SoftPinAction.PRESERVE)

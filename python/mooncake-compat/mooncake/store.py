@@ -77,6 +77,8 @@ class MooncakeDistributedStore:
 
     def __init__(self):
         self._store = None
+        # The setup's local_buffer_size: Mooncake stages every bytes-API value through it.
+        self._local_buffer = 0
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ lifecycle
@@ -122,6 +124,7 @@ class MooncakeDistributedStore:
             return INVALID_PARAMS
         with self._lock:
             old, self._store = self._store, store
+            self._local_buffer = a.local_buffer_size
         if old is not None:
             old.close()
         return 0
@@ -181,10 +184,16 @@ class MooncakeDistributedStore:
 
     # ------------------------------------------------------------------ bytes API
 
+    def _staged(self, length):
+        """Whether a bytes-API value of ``length`` bytes fits the local buffer that Mooncake
+        stages it through (a larger one, and any one with ``local_buffer_size`` 0, is
+        ``-600`` there)."""
+        return length <= self._local_buffer
+
     def _put(self, what, key, value, config, upsert):
         opts = _put_options(config)
         data = byte_value(value)
-        if opts is None or len(data) == 0:
+        if opts is None or len(data) == 0 or not self._staged(len(data)):
             return INVALID_PARAMS
         call = (lambda s: s.upsert(key, data, **opts)) if upsert else (
             lambda s: s.put(key, data, **opts))
@@ -203,8 +212,11 @@ class MooncakeDistributedStore:
         parts = byte_parts(parts)
         if opts is None:
             return INVALID_PARAMS
-        if sum(len(p) for p in parts) == 0:
+        total = sum(len(p) for p in parts)
+        if total == 0:
             return 0
+        if not self._staged(total):
+            return INVALID_PARAMS
         call = (lambda s: s.upsert_parts(key, *parts, **opts)) if upsert else (
             lambda s: s.put_parts(key, *parts, **opts))
         return self._run(what, INVALID_PARAMS, _ok(call), _put_code)
