@@ -7,10 +7,10 @@ use std::ffi::{c_char, c_void};
 use super::deliver::{self, required, Op, UserData};
 use super::error::{entry, yuebing_error, Failure, FfiResult};
 use super::raw;
-use super::store_api::target;
+use super::store_api::{target, text_op};
 use super::types::*;
 use crate::BlockingClient;
-use yuebing_store::{Options, Write};
+use yuebing_store::{Client, Options, Write};
 
 /// Waits for a number and writes it through `out` (NULL: not wanted).
 pub(crate) fn wait_number(out: *mut u64, op: Op<u64>) -> FfiResult<()> {
@@ -123,10 +123,7 @@ unsafe fn get_op(
     opts: *const yuebing_options,
 ) -> FfiResult<Op<Vec<u8>>> {
     // SAFETY: forwarded contract.
-    let (client, opts) = unsafe { target(store, opts) }?;
-    // SAFETY: forwarded contract.
-    let key = unsafe { raw::text(key, "key") }?;
-    Ok(Op::new(client.bridge(), client.client().get(key, opts)))
+    unsafe { text_op(store, (key, "key"), opts, Client::get) }
 }
 
 /// Waits for bytes and hands them over in `out` (free with `yuebing_buf_free`).
@@ -175,10 +172,7 @@ unsafe fn exist_op(
     opts: *const yuebing_options,
 ) -> FfiResult<Op<u64>> {
     // SAFETY: forwarded contract.
-    let (client, opts) = unsafe { target(store, opts) }?;
-    // SAFETY: forwarded contract.
-    let key = unsafe { raw::text(key, "key") }?;
-    Ok(Op::new(client.bridge(), client.client().exist(key, opts)).map(u64::from))
+    Ok(unsafe { text_op(store, (key, "key"), opts, Client::exist) }?.map(u64::from))
 }
 
 unsafe fn get_size_op(
@@ -187,13 +181,7 @@ unsafe fn get_size_op(
     opts: *const yuebing_options,
 ) -> FfiResult<Op<u64>> {
     // SAFETY: forwarded contract.
-    let (client, opts) = unsafe { target(store, opts) }?;
-    // SAFETY: forwarded contract.
-    let key = unsafe { raw::text(key, "key") }?;
-    Ok(Op::new(
-        client.bridge(),
-        client.client().get_size(key, opts),
-    ))
+    unsafe { text_op(store, (key, "key"), opts, Client::get_size) }
 }
 
 unsafe fn remove_op(
