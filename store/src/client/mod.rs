@@ -70,6 +70,36 @@ impl Inner {
     }
 }
 
+/// How long the last handle's drop waits for the master to hear that the client left.
+const LEAVE_BOUND: Duration = Duration::from_secs(2);
+
+impl Drop for Inner {
+    /// The last handle is gone, and with it the client's store space: tells the master so (in
+    /// the background, on the engine's runtime), so that it places no new replica in space
+    /// that is about to vanish, instead of doing so until the client's TTL runs out. The
+    /// space stays allocated, registered and served until the master answered (or
+    /// [`LEAVE_BOUND`] passed), so a replica placed there meanwhile fails at its publication,
+    /// not in freed memory. Where the runtime is shutting down the task does not run, and the
+    /// master expires the client at its TTL, as for a killed process.
+    fn drop(&mut self) {
+        let (masters, engine, space) = (
+            self.masters.clone(),
+            self.engine.clone(),
+            self._space.take(),
+        );
+        let bound = self.cfg.deadline.min(LEAVE_BOUND);
+        let id = self.id;
+        self.engine.handle().spawn(async move {
+            let until = Instant::now() + bound;
+            let left = masters.call(until, |m| async move { m.until(until).leave().await });
+            if let Err(e) = left.await {
+                tracing::debug!(client = %id, error = %e, "could not tell the master this client left; it expires at its TTL");
+            }
+            drop((space, engine));
+        });
+    }
+}
+
 /// Per-call settings, taken by value (or borrowed: `&Options` converts by cloning).
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -120,7 +150,7 @@ pub(crate) struct Inner {
     pub(crate) cfg: ClientConfig,
     pub(crate) id: ClientId,
     pub(crate) engine: TransferEngine,
-    pub(crate) masters: Masters,
+    pub(crate) masters: Arc<Masters>,
     pub(crate) staging: Staging,
     pub(crate) peers: Peers,
     pub(crate) specs: Vec<MountSpec>,
@@ -185,13 +215,13 @@ impl Client {
             ));
         }
         let id = ClientId(u128::from(fastrand::u64(..)) << 64 | u128::from(fastrand::u64(..)));
-        let masters = Masters::new(
+        let masters = Arc::new(Masters::new(
             &cfg.masters,
             cfg.leader.clone(),
             id,
             token.as_ref(),
             engine.handle(),
-        )?;
+        )?);
         // Staging is local-only (peers never reach it); the store space is what other
         // clients write objects into and read them from: exported for both.
         let staging = Staging::new(&engine, cfg.staging_size)?;
@@ -248,7 +278,8 @@ impl Client {
     /// space from now on (its replicas stay readable while this process serves them, and the
     /// master drops the ranges after its unmount grace, or sooner when the pings stop), and
     /// the heartbeat stops. Calls after it may still read and write through other nodes.
-    /// Dropping a client without `close` leaves the master to notice at its client TTL.
+    /// Dropping the last handle without `close` removes the client's space at the master at
+    /// once (see `Drop`), its replicas with it.
     pub fn close(
         &self,
         opts: impl Into<Options>,

@@ -203,6 +203,9 @@ master_api! {
     /// See `Master::stats`.
     idempotent fn stats() -> Result<Stats>
         = |m, _, _| Ok(m.stats());
+    /// See `Master::leave`.
+    idempotent fn leave() -> Result<()>
+        = |m, now, client| { m.leave(client, now); Ok(()) };
 }
 
 #[cfg(test)]
@@ -239,6 +242,7 @@ mod tests {
             "remove_all",
             "list",
             "stats",
+            "leave",
         ];
         assert_eq!(super::WIRE_ORDER, expected);
     }

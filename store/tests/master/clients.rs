@@ -236,3 +236,37 @@ fn an_expired_client_loses_its_space_objects_and_writes_then_must_remount() {
     assert_eq!(fx.m.stats().clients, 3);
     fx.check();
 }
+
+#[test]
+fn a_client_that_leaves_loses_its_space_objects_and_writes_at_once() {
+    let mut fx = three_nodes();
+    fx.m.put_start(
+        B,
+        0,
+        "solo",
+        100,
+        &on(&["n1"], 1),
+        yuebing_store::Write::Put,
+    )
+    .unwrap();
+    fx.m.put_end(B, 0, "solo").unwrap();
+    fx.m.put_start(A, 0, "wip", 100, &on(&["n2"], 1), yuebing_store::Write::Put)
+        .unwrap();
+    fx.drain();
+    // A (node n1) leaves long before its TTL.
+    fx.m.leave(A, 10);
+    fx.check();
+    assert!(!fx.m.exist("solo").unwrap(), "its only replica was on n1");
+    assert_eq!(fx.m.put_end(A, 11, "wip").unwrap_err().code(), -704);
+    assert_eq!(fx.m.stats().clients, 2);
+    assert_eq!(fx.m.stats().mounts, 2);
+    // Leaving again, or as a client the master never knew, changes nothing.
+    fx.m.leave(A, 12);
+    fx.m.leave(ClientId(999), 12);
+    assert_eq!(fx.m.stats().mounts, 2);
+    // A client that left and comes back mounts anew, as after expiry.
+    assert_eq!(fx.m.ping(A, 13), PingResult::NeedRemount);
+    fx.m.remount(A, 14, &[spec("n1", 0x10, MIB)]).unwrap();
+    assert_eq!(fx.m.stats().mounts, 3);
+    fx.check();
+}

@@ -148,29 +148,47 @@ impl Master {
             .collect();
         dead.sort();
         for client in dead {
-            self.clients.remove(&client);
-            let mounts = self.space.of_client(client);
-            for &mount in &mounts {
-                self.remove_mount(now, mount);
-            }
-            let mut writes: Vec<Box<str>> = self
-                .writes
-                .iter()
-                .filter(|(_, w)| w.client == client)
-                .map(|(k, _)| k.clone())
-                .collect();
-            writes.sort();
-            let n = writes.len();
-            for key in writes {
-                self.commit(now, Record::WriteRevoke { key, hold: false });
-            }
-            tracing::info!(%client, mounts = mounts.len(), writes = n, "client expired");
+            let (mounts, writes) = self.forget_client(now, client);
+            tracing::info!(%client, mounts, writes, "client expired");
             self.effects.push_back(Effect::ClientExpired {
                 client,
-                mounts: mounts.len(),
-                writes: n,
+                mounts,
+                writes,
             });
         }
+    }
+
+    /// A client says it is gone for good (it dropped its store space without a graceful
+    /// unmount): what its expiry would do, at once, so that no new replica is placed in space
+    /// that no longer exists. Its store space is removed (objects left with no replica go with
+    /// it) and its writes in progress are revoked; a later call from it must remount, as after
+    /// expiry. Repeating it, or calling it as a client the master does not know, is `Ok`.
+    pub fn leave(&mut self, client: ClientId, now: Millis) {
+        let now = self.tick(now);
+        let (mounts, writes) = self.forget_client(now, client);
+        tracing::info!(%client, mounts, writes, "client left");
+    }
+
+    /// Forgets `client`: removes its ranges and revokes its writes in progress. Returns how
+    /// many of each there were.
+    fn forget_client(&mut self, now: Millis, client: ClientId) -> (usize, usize) {
+        self.clients.remove(&client);
+        let mounts = self.space.of_client(client);
+        for &mount in &mounts {
+            self.remove_mount(now, mount);
+        }
+        let mut writes: Vec<Box<str>> = self
+            .writes
+            .iter()
+            .filter(|(_, w)| w.client == client)
+            .map(|(k, _)| k.clone())
+            .collect();
+        writes.sort();
+        let n = writes.len();
+        for key in writes {
+            self.commit(now, Record::WriteRevoke { key, hold: false });
+        }
+        (mounts.len(), n)
     }
 
     /// The range `client` has mounted at exactly `spec` (node, base and length), if any.
