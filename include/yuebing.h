@@ -580,6 +580,17 @@ typedef void (*yuebing_each_cb)(void *user_data,
                                 const int32_t *codes,
                                 const uint64_t *values);
 
+// One part of a ranged read (`yuebing_store_batch_get_ranges`): `len` bytes at `offset`
+// inside the object, into registered memory at `addr`.
+typedef struct {
+  // Where the bytes go: registered memory of this process.
+  uint64_t addr;
+  // Where they start inside the object.
+  uint64_t offset;
+  // How many bytes.
+  uint64_t len;
+} yuebing_fragment;
+
 // Bytes lent to a callback, valid only until it returns.
 typedef struct {
   // The bytes (NULL when empty or failed).
@@ -1204,6 +1215,46 @@ int32_t yuebing_store_batch_get_into_async(yuebing_store_t store,
                                            void *user_data,
                                            yuebing_call_t *call_out,
                                            yuebing_error *err);
+
+// Reads parts of objects into registered memory without a copy: item i reads, for each of
+// the next `counts[i]` elements of `fragments` (`addr`, `offset`, `len`), `len` bytes at
+// `offset` inside object `keys[i]` into `addr`. The results are one per fragment, in order:
+// its code to `codes_out` and its length to `lens_out` (NULL: not wanted), both holding the
+// sum of `counts`. A fragment outside its object is `YUEBING_ERR_INVALID_PARAMS` in its
+// place, and the item's others are still read; a key that cannot be read answers its code
+// in each of its fragments. The memory is written until the call ends.
+//
+// # Safety
+// `keys` and `counts` valid for `n` elements, keys NUL-terminated; `fragments` valid for
+// the sum of `counts` elements, and `codes_out` (and `lens_out` unless NULL) writable for
+// as many; `opts` NULL or readable; `err` NULL or writable.
+int32_t yuebing_store_batch_get_ranges(yuebing_store_t store,
+                                       const char *const *keys,
+                                       const size_t *counts,
+                                       const yuebing_fragment *fragments,
+                                       size_t n,
+                                       const yuebing_options *opts,
+                                       int32_t *codes_out,
+                                       uint64_t *lens_out,
+                                       yuebing_error *err);
+
+// `yuebing_store_batch_get_ranges` in callback form: `cb` gets one code and one length per
+// fragment. Returns 0 and then calls `cb` exactly once, or returns an error and never calls
+// it.
+//
+// # Safety
+// As `yuebing_store_batch_get_ranges`; `user_data` usable on the callback thread;
+// `call_out` NULL or writable.
+int32_t yuebing_store_batch_get_ranges_async(yuebing_store_t store,
+                                             const char *const *keys,
+                                             const size_t *counts,
+                                             const yuebing_fragment *fragments,
+                                             size_t n,
+                                             const yuebing_options *opts,
+                                             yuebing_each_cb cb,
+                                             void *user_data,
+                                             yuebing_call_t *call_out,
+                                             yuebing_error *err);
 
 // Whether each of `n` keys exists: item i's code goes to `codes_out[i]` and 1 or 0 to
 // `exists_out[i]` (NULL: not wanted).

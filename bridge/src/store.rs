@@ -8,7 +8,7 @@ use std::future::Future;
 
 use yuebing_engine::TransferEngine;
 use yuebing_store::master::{ListedObject, ReplicaList, Stats};
-use yuebing_store::{Client, ClientConfig, ClientHealth, Fetched, Located, Options};
+use yuebing_store::{Client, ClientConfig, ClientHealth, Fetched, Fragment, Located, Options};
 
 use crate::bridge::Bridge;
 use crate::call::Call;
@@ -243,6 +243,15 @@ impl BlockingClient {
         opts: impl Into<Options>,
     ) -> Result<Each<u64>> {
         self.wait(|| self.client.batch_get_into(items, opts))
+    }
+
+    /// See [`Client::batch_get_ranges`].
+    pub fn batch_get_ranges<K: AsRef<str>>(
+        &self,
+        items: &[(K, &[Fragment])],
+        opts: impl Into<Options>,
+    ) -> Result<Vec<Each<u64>>> {
+        self.wait(|| self.client.batch_get_ranges(items, opts))
     }
 
     /// See [`Client::batch_exist`].

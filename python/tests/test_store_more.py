@@ -231,3 +231,29 @@ def test_a_shared_engine_must_carry_the_stores_token_and_settings(cluster):
         yuebing.Store(cluster.address, engine=e, bind="127.0.0.1:7")
     with pytest.raises(TypeError):
         yuebing.Store(cluster.address, engine="not an engine")
+
+
+def test_batch_get_ranges_gathers_parts_and_refuses_each_bad_fragment(store, key):
+    a = bytes(range(256)) * 40
+    b = b"0123456789" * 10
+    store.put(key + "a", a)
+    store.put(key + "b", b)
+    first, second = bytearray(64), np.zeros(32, dtype=np.uint8)
+    out = store.batch_get_ranges(
+        [key + "a", key + "b", key + "a", key + "missing"],
+        [first, first, second, second],
+        [[(0, 100, 10), (10, 10_000, 2000)], [(20, 95, 5), (60, 0, 5)], [(0, 10_239, 1)],
+         [(8, 0, 4)]],
+    )
+    assert out[0][0] == 10
+    assert isinstance(out[0][1], yuebing.InvalidParams), "outside the object"
+    assert out[1][0] == 5
+    assert isinstance(out[1][1], yuebing.InvalidParams), "outside its buffer (60 + 5 > 64)"
+    assert out[2] == [1]
+    assert isinstance(out[3][0], yuebing.ObjectNotFound)
+    assert bytes(first[:10]) == a[100:110]
+    assert bytes(first[20:25]) == b[95:]
+    assert bytes(first[60:64]) == bytes(4), "nothing written for a refused fragment"
+    assert second[0] == a[10_239] and not second[8:12].any()
+    with pytest.raises(yuebing.InvalidArgument):
+        store.batch_get_ranges([key + "a"], [first], [])

@@ -235,6 +235,19 @@ class Store:
     ) -> list[Union[int, YuebingError]]:
         """Reads each key into its writable buffer. A read-only buffer, or memory in a read-only
         registration, raises ``InvalidArgument`` naming it (``buffers[i]``) and nothing is read."""
+    def batch_get_ranges(
+        self,
+        keys: Sequence[str],
+        buffers: Sequence[MemoryLike],
+        fragments: Sequence[Sequence[tuple[int, int, int]]],
+        sizes: Optional[Sequence[Optional[int]]] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> list[list[Union[int, YuebingError]]]:
+        """Reads parts of objects: each ``(at, offset, length)`` of ``fragments[i]`` reads
+        ``length`` bytes at ``offset`` of ``keys[i]`` into ``buffers[i]`` at ``at``. One list per
+        item, one entry per fragment: its length or why it was not read (a fragment outside its
+        buffer or object is ``InvalidParams`` there, the others still read)."""
     def batch_exist(self, keys: Sequence[str], *, timeout: Optional[float] = None) -> list[Union[bool, YuebingError]]: ...
     def register_buffer(self, buffer: MemoryLike, size: Optional[int] = None) -> int:
         """Registers ``buffer`` until ``unregister_buffer``; returns its address. Read-only memory

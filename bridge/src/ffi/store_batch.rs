@@ -5,12 +5,12 @@
 use std::ffi::{c_char, c_void};
 use std::future::Future;
 
-use yuebing_store::{Client, Options};
+use yuebing_store::{Client, Fragment, Options};
 
 use crate::Each;
 
 use super::deliver::{required, Op, UserData};
-use super::error::{entry, yuebing_error, FfiResult};
+use super::error::{entry, yuebing_error, Failure, FfiResult};
 use super::raw;
 use super::store_api::target;
 use super::store_ops::{check_range, switch};
@@ -438,6 +438,113 @@ pub unsafe extern "C" fn yuebing_store_batch_get_into_async(
         // SAFETY: forwarded contract.
         let op = unsafe { batch_get_into_op(store, keys, addrs, lens, n, opts) }?;
         then_each(op, n, cb, user_data, call_out, identity)
+    })
+}
+
+/// `batch_get_ranges`: item i is `keys[i]` with the next `counts[i]` of `fragments`; the
+/// results come flat, one per fragment, in order. Returns the op and the number of fragments.
+unsafe fn batch_get_ranges_op(
+    store: yuebing_store_t,
+    k: *const *const c_char,
+    counts: *const usize,
+    fragments: *const yuebing_fragment,
+    n: usize,
+    opts: *const yuebing_options,
+) -> FfiResult<(Op<Each<u64>>, usize)> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let (k, counts) = unsafe { (keys(k, n)?, raw::array(counts, n, "counts")?) };
+    let total = counts
+        .iter()
+        .try_fold(0usize, |sum, &c| sum.checked_add(c))
+        .ok_or_else(|| Failure::invalid("counts: their sum overflows"))?;
+    // SAFETY: forwarded contract (`fragments` holds the sum of `counts` elements).
+    let all = unsafe { raw::array(fragments, total, "fragments") }?;
+    let mut rest = all.as_slice();
+    let mut lists: Vec<Vec<Fragment>> = Vec::with_capacity(n);
+    for &c in &counts {
+        let (mine, next) = rest.split_at(c);
+        lists.push(
+            mine.iter()
+                .map(|f| Fragment {
+                    addr: f.addr,
+                    offset: f.offset,
+                    len: f.len,
+                })
+                .collect(),
+        );
+        rest = next;
+    }
+    let items: Vec<(&str, &[Fragment])> = k
+        .iter()
+        .zip(&lists)
+        .map(|(k, f)| (k.as_str(), f.as_slice()))
+        .collect();
+    let read = client.client().batch_get_ranges(&items, opts);
+    let flat = async move {
+        let each: Each<u64> = read.await?.into_iter().flatten().collect();
+        Ok::<_, yuebing_store::Error>(each)
+    };
+    Ok((Op::new(client.bridge(), flat), total))
+}
+
+/// Reads parts of objects into registered memory without a copy: item i reads, for each of
+/// the next `counts[i]` elements of `fragments` (`addr`, `offset`, `len`), `len` bytes at
+/// `offset` inside object `keys[i]` into `addr`. The results are one per fragment, in order:
+/// its code to `codes_out` and its length to `lens_out` (NULL: not wanted), both holding the
+/// sum of `counts`. A fragment outside its object is `YUEBING_ERR_INVALID_PARAMS` in its
+/// place, and the item's others are still read; a key that cannot be read answers its code
+/// in each of its fragments. The memory is written until the call ends.
+///
+/// # Safety
+/// `keys` and `counts` valid for `n` elements, keys NUL-terminated; `fragments` valid for
+/// the sum of `counts` elements, and `codes_out` (and `lens_out` unless NULL) writable for
+/// as many; `opts` NULL or readable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_get_ranges(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    counts: *const usize,
+    fragments: *const yuebing_fragment,
+    n: usize,
+    opts: *const yuebing_options,
+    codes_out: *mut i32,
+    lens_out: *mut u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let (op, total) = unsafe { batch_get_ranges_op(store, keys, counts, fragments, n, opts) }?;
+        wait_each(op, total, codes_out, lens_out, identity)
+    })
+}
+
+/// `yuebing_store_batch_get_ranges` in callback form: `cb` gets one code and one length per
+/// fragment. Returns 0 and then calls `cb` exactly once, or returns an error and never calls
+/// it.
+///
+/// # Safety
+/// As `yuebing_store_batch_get_ranges`; `user_data` usable on the callback thread;
+/// `call_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_get_ranges_async(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    counts: *const usize,
+    fragments: *const yuebing_fragment,
+    n: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_each_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        required(cb)?;
+        // SAFETY: forwarded contract.
+        let (op, total) = unsafe { batch_get_ranges_op(store, keys, counts, fragments, n, opts) }?;
+        then_each(op, total, cb, user_data, call_out, identity)
     })
 }
 

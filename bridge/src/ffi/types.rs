@@ -88,6 +88,19 @@ pub const YUEBING_ACCESS_WRITE: u32 = 2;
 /// Peers may read and write the memory.
 pub const YUEBING_ACCESS_READ_WRITE: u32 = 3;
 
+/// One part of a ranged read (`yuebing_store_batch_get_ranges`): `len` bytes at `offset`
+/// inside the object, into registered memory at `addr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct yuebing_fragment {
+    /// Where the bytes go: registered memory of this process.
+    pub addr: u64,
+    /// Where they start inside the object.
+    pub offset: u64,
+    /// How many bytes.
+    pub len: u64,
+}
+
 /// Per-call settings of a store call; pass NULL for the client's defaults.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]

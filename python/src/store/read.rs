@@ -7,14 +7,15 @@ use std::future::Future;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use yuebing_store::{Client, Fetched, Located, Options};
+use yuebing_store::{Client, Fetched, Fragment, Located, Options};
 
-use super::ranges::batch_over;
+use super::ranges::{batch_over, ranges, same_length};
 use super::Store;
 use crate::errors;
 use crate::memory::{Access, Memory};
 use crate::options;
 use crate::types::Location;
+use crate::wait::wait;
 
 #[pymethods]
 impl Store {
@@ -131,6 +132,85 @@ impl Store {
     ) -> PyResult<Vec<Py<PyAny>>> {
         let opts = options::call(py, timeout)?;
         batch_get_into(self, py, keys, buffers, sizes, &opts)
+    }
+
+    /// Reads parts of objects into the caller's memory without a copy: each `(at, offset,
+    /// length)` of `fragments[i]` reads `length` bytes at `offset` inside object `keys[i]`
+    /// into `buffers[i]` (or an int address with `sizes[i]`) at `at`. One list per item, one
+    /// entry per fragment: its length, or the `YuebingError` instance of why it was not read.
+    /// A fragment outside its buffer or its object is `InvalidParams` in its place, and the
+    /// item's other fragments are still read. Items may repeat a key and a buffer.
+    #[pyo3(signature = (keys, buffers, fragments, sizes=None, *, timeout=None))]
+    fn batch_get_ranges(
+        &self,
+        py: Python<'_>,
+        keys: Vec<String>,
+        buffers: Vec<Bound<'_, PyAny>>,
+        fragments: Vec<Vec<(u64, u64, u64)>>,
+        sizes: Option<Vec<Option<u64>>>,
+        timeout: Option<f64>,
+    ) -> PyResult<Vec<Vec<Py<PyAny>>>> {
+        let opts = options::call(py, timeout)?;
+        same_length(py, keys.len(), "fragment lists", fragments.len())?;
+        let client = self.client(py)?;
+        let ranges = ranges(self, py, keys, buffers, sizes, Access::Write)?;
+        // Each fragment as the client reads it, or `None` where it leaves its buffer.
+        let plan: Vec<Vec<Option<Fragment>>> = ranges
+            .items
+            .iter()
+            .zip(&fragments)
+            .map(|((_, addr, len), frags)| {
+                frags
+                    .iter()
+                    .map(|&(at, offset, n)| {
+                        let end = at.checked_add(n).filter(|end| end <= len);
+                        end.map(|_| Fragment {
+                            addr: addr + at,
+                            offset,
+                            len: n,
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        let sent: Vec<Vec<Fragment>> = plan
+            .iter()
+            .map(|p| p.iter().flatten().copied().collect())
+            .collect();
+        let items: Vec<(&str, &[Fragment])> = ranges
+            .items
+            .iter()
+            .zip(&sent)
+            .map(|((key, _, _), f)| (key.as_str(), f.as_slice()))
+            .collect();
+        let each = wait(py, client.call(|c| c.batch_get_ranges(&items, &opts)));
+        // The call's work has stopped: the memory may go.
+        drop(ranges);
+        let outside = |py| {
+            errors::item(
+                py,
+                yuebing_store::Error::InvalidParams {
+                    reason: "the fragment does not fit in its buffer".into(),
+                },
+            )
+        };
+        plan.iter()
+            .zip(each?)
+            .map(|(planned, read)| {
+                let mut read = read.into_iter();
+                planned
+                    .iter()
+                    .map(|p| match p {
+                        None => Ok(outside(py)),
+                        Some(_) => match read.next() {
+                            Some(Ok(n)) => Ok(n.into_pyobject(py)?.into_any().unbind()),
+                            Some(Err(e)) => Ok(errors::item(py, e)),
+                            None => Err(errors::invalid(py, "fewer results than fragments")),
+                        },
+                    })
+                    .collect()
+            })
+            .collect()
     }
 }
 

@@ -82,7 +82,8 @@ impl Client {
             crate::args::buffer(addr, len)?;
             fits(&found.key, &found.list, len)?;
             let until = c.until(&opts).min(found.until);
-            c.read_object(&found.key, &found.list, found.sent, addr, until, None)
+            let whole = [super::Fragment::whole(addr, found.list.size)];
+            c.read_object(&found.key, &found.list, found.sent, &whole, until, None)
                 .await?;
             Ok(found.list.size)
         })

@@ -21,6 +21,8 @@ mod located;
 mod masters;
 mod ops;
 mod peers;
+mod ranged;
+mod replicas;
 mod sift;
 mod staging;
 
@@ -28,19 +30,18 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use yuebing_engine::{EngineBuffer, RemoteAccess, TransferEngine, TransferRequest};
+use yuebing_engine::{EngineBuffer, RemoteAccess, TransferEngine};
 
 pub use self::admin::ClientHealth;
 pub use self::config::ClientConfig;
 pub use self::located::{Fetched, Located};
 use self::masters::Masters;
 use self::peers::Peers;
+pub use self::replicas::Fragment;
 use self::staging::Staging;
 use crate::args;
 use crate::error::{Error, Result};
-use crate::master::{
-    ClientId, MasterClient, MountId, MountSpec, PutConfig, ReplicaDesc, ReplicaList, Write,
-};
+use crate::master::{ClientId, MasterClient, MountId, MountSpec, PutConfig, ReplicaList, Write};
 
 /// The cluster token of a client configuration: `token`, or `engine.token` (they may not
 /// differ).
@@ -408,7 +409,9 @@ impl Client {
             let until = c.until(&opts);
             let (sent, list) = c.replica_list(&key, until).await?;
             fits(&key, &list, len)?;
-            c.read_object(&key, &list, sent, addr, until, None).await?;
+            let whole = [Fragment::whole(addr, list.size)];
+            c.read_object(&key, &list, sent, &whole, until, None)
+                .await?;
             Ok(list.size)
         })
     }
@@ -525,7 +528,8 @@ impl Client {
     ) -> Result<Vec<u8>> {
         let scratch = self.inner.staging.get(&self.inner.engine, list.size)?;
         let keep = Some(scratch.clone());
-        self.read_object(key, list, sent, scratch.addr(), until, keep)
+        let whole = [Fragment::whole(scratch.addr(), list.size)];
+        self.read_object(key, list, sent, &whole, until, keep)
             .await?;
         let mut out = vec![0u8; list.size as usize];
         scratch.read(&mut out)?;
@@ -555,7 +559,8 @@ impl Client {
                 key,
             )
             .await?;
-        match self.write_replicas(addr, len, &descs, until, keep).await {
+        let whole = [Fragment::whole(addr, len)];
+        match self.write_replicas(&whole, &descs, until, keep).await {
             Ok(()) => {
                 self.master(until, |m, k| async move { m.put_end(&k).await }, key)
                     .await
@@ -574,117 +579,6 @@ impl Client {
         opts.put
             .clone()
             .unwrap_or_else(|| self.inner.cfg.put.clone())
-    }
-
-    /// Writes `len` bytes at `src` to every replica at once; the first failure is the result.
-    pub(crate) async fn write_replicas(
-        &self,
-        src: u64,
-        len: u64,
-        descs: &[ReplicaDesc],
-        until: Instant,
-        keep: Option<Arc<staging::Scratch>>,
-    ) -> Result<()> {
-        let writes = descs.iter().map(|d| {
-            let keep = keep.clone();
-            async move {
-                let r = self.transfer_one(d, src, len, until, true, keep).await;
-                if r.is_err() {
-                    self.inner.peers.failed(&d.node);
-                }
-                r
-            }
-        });
-        futures::future::join_all(writes)
-            .await
-            .into_iter()
-            .collect()
-    }
-
-    /// Reads an object into `dst` from its replicas in order; each gets an equal share of the
-    /// time left. The transfer must end inside the lease (counted from `sent`, minus the
-    /// margin), or the bytes may belong to a newer object: `LeaseExpired`.
-    pub(crate) async fn read_object(
-        &self,
-        key: &str,
-        list: &ReplicaList,
-        sent: Instant,
-        dst: u64,
-        until: Instant,
-        keep: Option<Arc<staging::Scratch>>,
-    ) -> Result<()> {
-        let lease = Duration::from_millis(list.lease_ms);
-        let margin = self.inner.cfg.lease_margin.min(lease / 4);
-        let lease_end = sent + lease - margin;
-        let order = self.inner.peers.order(&list.replicas);
-        let mut last = None;
-        for (i, d) in order.iter().enumerate() {
-            let now = Instant::now();
-            if now >= until {
-                break;
-            }
-            if now >= lease_end {
-                // Never start a transfer outside the lease: the space may hold another object.
-                return Err(Error::LeaseExpired { key: key.into() });
-            }
-            let share = (until - now) / (order.len() - i) as u32;
-            let attempt_end = (now + share).min(lease_end);
-            match self
-                .transfer_one(d, dst, list.size, attempt_end, false, keep.clone())
-                .await
-            {
-                Ok(()) if Instant::now() > lease_end => {
-                    return Err(Error::LeaseExpired { key: key.into() })
-                }
-                Ok(()) => return Ok(()),
-                Err(e) => {
-                    tracing::debug!(key, node = %d.node, error = %e, "replica failed, trying the next");
-                    self.inner.peers.failed(&d.node);
-                    last = Some(e);
-                }
-            }
-        }
-        let now = Instant::now();
-        Err(match last {
-            // The attempts were cut at the lease's end: that is why they failed.
-            _ if now >= lease_end && lease_end < until => Error::LeaseExpired { key: key.into() },
-            _ if now >= until => Error::Timeout,
-            Some(e) => e,
-            None => Error::ReplicaNotReady { key: key.into() },
-        })
-    }
-
-    /// Moves one replica's bytes within the deadline. `keep` (the scratch memory) is held
-    /// until the transfer is over: if this future is dropped, the engine's transfer is dropped
-    /// first, and from then on the engine no longer touches the memory.
-    async fn transfer_one(
-        &self,
-        d: &ReplicaDesc,
-        local: u64,
-        len: u64,
-        until: Instant,
-        write: bool,
-        keep: Option<Arc<staging::Scratch>>,
-    ) -> Result<()> {
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(Error::Timeout);
-        }
-        let handle = self.inner.peers.handle(&d.node, until).await?;
-        if handle == self.inner.engine.own_segment() {
-            self.inner.check_own_replica(d.addr, len)?;
-        }
-        let req = match write {
-            true => TransferRequest::write(local, handle, d.addr, len),
-            false => TransferRequest::read(local, handle, d.addr, len),
-        };
-        // A tuple's fields drop in order: the transfer before the memory it moves.
-        let mut op = (
-            Box::pin(self.inner.engine.transfer(req.with_deadline(left))),
-            keep,
-        );
-        op.0.as_mut().await?;
-        Ok(())
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use super::sift::{self, Sifted};
 use super::staging::Scratch;
-use super::{Client, Options};
+use super::{Client, Fragment, Options};
 use crate::args;
 use crate::error::{Error, Result};
 use crate::master::{MasterClient, PutConfig, ReplicaList};
@@ -88,7 +88,8 @@ impl Client {
                     Err(e) => return Outcome::NotStarted(e),
                 };
                 let (addr, len, keep) = source.place();
-                match self.write_replicas(addr, len, &descs, until, keep).await {
+                let whole = [Fragment::whole(addr, len)];
+                match self.write_replicas(&whole, &descs, until, keep).await {
                     Ok(()) => Outcome::Written,
                     Err(e) => Outcome::Failed(e),
                 }
@@ -174,7 +175,8 @@ impl Client {
                     async move {
                         let list = list?;
                         super::fits(key, &list, *len)?;
-                        c.read_object(key, &list, sent, *addr, until, None).await?;
+                        let whole = [Fragment::whole(*addr, list.size)];
+                        c.read_object(key, &list, sent, &whole, until, None).await?;
                         Ok(list.size)
                     }
                 });
@@ -184,7 +186,7 @@ impl Client {
     }
 
     /// One `batch_get_replica_list` for `keys` (granting their leases), and when it was sent.
-    async fn replica_lists(
+    pub(crate) async fn replica_lists(
         &self,
         keys: &[String],
         until: Instant,
