@@ -209,6 +209,47 @@ def test_a_client_with_its_own_segment_and_remove_all(cluster):
     assert st.close() == 0 and st.health_check() == 1
 
 
+def test_a_hostname_without_port_gets_one_from_mooncakes_range(cluster, monkeypatch):
+    monkeypatch.setenv("MC_STORE_CLIENT_MIN_PORT", "13300")
+    monkeypatch.setenv("MC_STORE_CLIENT_MAX_PORT", "13350")
+    st = MooncakeDistributedStore()
+    assert st.setup("localhost", "P2PHANDSHAKE", 16 * MIB, 16 * MIB, "tcp", "",
+                    cluster.address) == 0
+    try:
+        host, port = st.get_hostname().split(":")
+        assert host == "localhost" and 13300 <= int(port) <= 13350
+        # Mooncake's name for the segment places there, as yuebing's does.
+        cfg = ReplicateConfig()
+        cfg.preferred_segment = st.get_hostname()
+        key = f"own/{uuid.uuid4().hex}"
+        assert st.put(key, b"mine", cfg) == 0
+        (r,) = st.get_replica_desc(key)
+        endpoint = r.get_memory_descriptor().buffer_descriptor.transport_endpoint
+        assert endpoint == f"127.0.0.1:{port}"
+        # A second client of the same host name gets another port of the range.
+        other = MooncakeDistributedStore()
+        assert other.setup("localhost", "P2PHANDSHAKE", 0, 16 * MIB, "tcp", "",
+                           cluster.address) == 0
+        assert other.get_hostname() != st.get_hostname()
+        other.close()
+    finally:
+        st.close()
+
+
+def test_a_soft_pin_ttl_needs_enable_as_in_mooncake(mc, k):
+    cfg = ReplicateConfig()
+    cfg.soft_pin_ttl_ms = 1000
+    assert mc.put(k, b"v", cfg) == -600, "PRESERVE with a TTL"
+    cfg.soft_pin_action = SoftPinAction.DISABLE
+    assert mc.upsert(k, b"v", cfg) == -600
+    cfg.soft_pin_action = SoftPinAction.ENABLE
+    cfg.soft_pin_ttl_ms = 24 * 3600 * 1000 + 1
+    assert mc.put(k, b"v", cfg) == -600, "above Mooncake's max_kv_soft_pin_ttl"
+    cfg.soft_pin_ttl_ms = 1000
+    assert mc.put(k, b"v", cfg) == 0
+    assert mc.is_exist(k) == 1
+
+
 def test_close_then_setup_again_works_like_a_new_client(cluster):
     """Mooncake's test_client_tear_down: a value put into the client's own segment is gone
     after close() (its memory went with the client), and the same object set up again stores

@@ -14,7 +14,7 @@ import threading
 
 import yuebing
 
-from . import _codes, _setup
+from . import _codes, _hostname, _setup
 from ._codes import INVALID_PARAMS, OBJECT_ALREADY_EXISTS
 from ._types import (Descriptor, MemoryDescriptor, ObjectDataType, ReplicaDescriptor,
                      ReplicaStatus, ReplicateConfig, SoftPinAction, TaskStatus, TaskType)
@@ -27,15 +27,27 @@ __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction", "Obje
 _DEFAULT = ReplicateConfig()
 
 
+# Mooncake's master refuses a longer soft-pin TTL (its `max_kv_soft_pin_ttl`, 24 h).
+_MAX_SOFT_PIN_TTL_MS = 24 * 60 * 60 * 1000
+
+
 def _put_options(config):
     """The keyword arguments of a yuebing put for a ``ReplicateConfig``; ``None`` for a
-    config Mooncake refuses on a put (``prefer_alloc_in_same_node``)."""
+    config Mooncake refuses on a put or upsert (``prefer_alloc_in_same_node``; a
+    ``soft_pin_ttl_ms`` without ``SoftPinAction.ENABLE``, or above 24 h)."""
     if not isinstance(config, ReplicateConfig):
         raise TypeError("config must be a mooncake.store.ReplicateConfig, "
                         f"not {type(config).__name__}")
     if config.prefer_alloc_in_same_node:
         return None
-    return {"replicas": max(1, int(config.replica_num)), "preferred": config.preferred() or None,
+    ttl = config.soft_pin_ttl_ms
+    if ttl is not None and (config.soft_pin_action != SoftPinAction.ENABLE
+                            or ttl > _MAX_SOFT_PIN_TTL_MS):
+        _codes.log.error("soft_pin_ttl_ms=%d needs soft_pin_action ENABLE and at most %d ms",
+                         ttl, _MAX_SOFT_PIN_TTL_MS)
+        return None
+    preferred = [_hostname.node_name(n) for n in config.preferred()]
+    return {"replicas": max(1, int(config.replica_num)), "preferred": preferred or None,
             "soft_pin": config.soft_pin_action == SoftPinAction.ENABLE,
             "hard_pin": bool(config.with_hard_pin)}
 
@@ -71,6 +83,17 @@ def _each(results, what, ok=lambda r: 0, fail=_code):
     return [fail(r, what) if isinstance(r, yuebing.YuebingError) else ok(r) for r in results]
 
 
+def _ranged_shape(buffers, all_keys, all_dst_offsets):
+    """Mooncake's results of a ranged read before anything is read: ``-600`` for each
+    fragment, one list per key of each buffer (one entry where a list is missing)."""
+    def count(outer, i, j=None):
+        if i >= len(outer):
+            return 1
+        return len(outer[i]) if j is None else (len(outer[i][j]) if j < len(outer[i]) else 1)
+    return [[[INVALID_PARAMS] * count(all_dst_offsets, i, j) for j in range(count(all_keys, i))]
+            for i in range(buffers)]
+
+
 class MooncakeDistributedStore:
     """Mooncake's store client, on yuebing. Make one, then ``setup`` it; it may be shared by
     threads, and subclassed (``mooncake.async_store`` style wrappers work)."""
@@ -79,6 +102,9 @@ class MooncakeDistributedStore:
         self._store = None
         # The setup's local_buffer_size: Mooncake stages every bytes-API value through it.
         self._local_buffer = 0
+        self._hostname = ""
+        # The regions of register_buffer, {address: size}.
+        self._regions = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ lifecycle
@@ -96,9 +122,7 @@ class MooncakeDistributedStore:
         except _setup.SetupError as e:
             _codes.log.error("%s", e)
             return e.code
-        host = a.local_hostname.rsplit(":", 1)[0] if ":" in a.local_hostname else a.local_hostname
-        kw = {"store_size": a.global_segment_size, "staging_size": a.local_buffer_size,
-              "bind": f"{host}:0"}
+        kw = {"store_size": a.global_segment_size, "staging_size": a.local_buffer_size}
         transport = os.environ.get("YUEBING_MOONCAKE_TRANSPORT", "auto")
         if transport not in ("auto", "tcp", "shm"):
             _codes.log.error("setup: YUEBING_MOONCAKE_TRANSPORT=%r is not auto, tcp or shm",
@@ -112,10 +136,12 @@ class MooncakeDistributedStore:
                 raise RuntimeError("Unable to cast Python instance of type "
                                    f"{type(a.engine)} to C++ type 'std::shared_ptr<mooncake::"
                                    "TransferEngine>': pass TransferEngine.get_engine()")
-            kw = {"store_size": a.global_segment_size, "staging_size": a.local_buffer_size,
-                  "engine": a.engine.engine}
+            kw["engine"] = a.engine.engine
+            binds = [None]
+        else:
+            binds = _hostname.candidates(a.local_hostname)
         try:
-            store = yuebing.Store(a.master_server_addr, **kw)
+            store, hostname = self._start(a, kw, binds)
         except yuebing.YuebingError as e:
             _codes.log.error("setup: cannot start the store client: %s (yuebing code %d)", e, e.code)
             return _codes.INTERNAL_ERROR
@@ -125,9 +151,30 @@ class MooncakeDistributedStore:
         with self._lock:
             old, self._store = self._store, store
             self._local_buffer = a.local_buffer_size
+            self._hostname = hostname
+            self._regions = {}
         if old is not None:
             old.close()
         return 0
+
+    @staticmethod
+    def _start(a, kw, binds):
+        """A started ``yuebing.Store`` and Mooncake's name for it: bound at the first of
+        ``binds`` (``(host, port)`` pairs; ``None``: on a given engine) that is free."""
+        for i, bind in enumerate(binds):
+            if bind is not None:
+                kw["bind"] = f"{bind[0]}:{bind[1]}"
+            try:
+                store = yuebing.Store(a.master_server_addr, **kw)
+            except yuebing.Bind as e:
+                if i + 1 == len(binds):
+                    raise
+                _codes.log.info("setup: %s; trying another port", e)
+                continue
+            if bind is None:
+                return store, store.hostname
+            return store, f"{bind[0]}:{_hostname.split(store.hostname)[1]}"
+        raise AssertionError("no bind to try")
 
     def init_all(self, protocol, device_name, mount_segment_size, /):
         """Mooncake's old form of ``setup``: P2P metadata, a master on 127.0.0.1:50051."""
@@ -138,6 +185,7 @@ class MooncakeDistributedStore:
         """Leaves the cluster; 0 (also before ``setup`` and a second time)."""
         with self._lock:
             store, self._store = self._store, None
+            self._regions = {}
         if store is not None:
             try:
                 store.close()
@@ -158,9 +206,10 @@ class MooncakeDistributedStore:
             return _codes.HC_NOT_INITIALIZED
 
     def get_hostname(self):
-        """This client's node name, ``host:port``."""
+        """This client's name, Mooncake's way: ``local_hostname`` with the port its engine
+        listens on (``localhost:13077``)."""
         store = self._need()
-        return "" if store is None else store.hostname
+        return "" if store is None else self._hostname
 
     def _need(self):
         """The store, or ``None`` before ``setup`` / after ``close``."""
@@ -286,15 +335,33 @@ class MooncakeDistributedStore:
     def register_buffer(self, buffer_ptr, size):
         """Registers ``size`` bytes at ``buffer_ptr`` for zero-copy calls; 0, or -600 for an
         overlap."""
-        return self._run("register_buffer", INVALID_PARAMS,
+        code = self._run("register_buffer", INVALID_PARAMS,
                          _ok(lambda s: s.register_buffer(buffer_ptr, size)),
                          _logged(INVALID_PARAMS))
+        if code == 0:
+            with self._lock:
+                self._regions[int(buffer_ptr)] = int(size)
+        return code
 
     def unregister_buffer(self, buffer_ptr):
         """Ends a registration; 0, or -600 for an address not registered."""
-        return self._run("unregister_buffer", INVALID_PARAMS,
+        code = self._run("unregister_buffer", INVALID_PARAMS,
                          _ok(lambda s: s.unregister_buffer(buffer_ptr)),
                          _logged(INVALID_PARAMS))
+        if code == 0:
+            with self._lock:
+                self._regions.pop(int(buffer_ptr), None)
+        return code
+
+    def _room(self, ptr):
+        """Bytes from ``ptr`` to the end of the ``register_buffer`` region it lies in (0 if
+        none): how much a ranged read may write there, as Mooncake resolves it."""
+        with self._lock:
+            regions = list(self._regions.items())
+        for base, size in regions:
+            if base <= ptr < base + size:
+                return base + size - ptr
+        return 0
 
     def _put_from(self, what, key, ptr, size, config, upsert):
         opts = _put_options(config)
@@ -381,6 +448,43 @@ class MooncakeDistributedStore:
             for (i, _), code in zip(todo, codes):
                 out[i] = code
         return out
+
+    def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets,
+                        all_sizes):
+        """Buffer-major ranged reads: for each buffer ``i``, key ``j`` and fragment ``k``,
+        ``all_sizes[i][j][k]`` bytes at ``all_src_offsets[i][j][k]`` of ``all_keys[i][j]`` into
+        ``buffer_ptrs[i]`` (inside its ``register_buffer`` region) at
+        ``all_dst_offsets[i][j][k]``. ``results[i][j][k]`` is the bytes read or a negative
+        code; lists of mismatched lengths answer ``-600`` in their places, as in Mooncake. The
+        reads of all keys take one round trip to the master."""
+        results = _ranged_shape(len(buffer_ptrs), all_keys, all_dst_offsets)
+        lists = (all_keys, all_dst_offsets, all_src_offsets, all_sizes)
+        if any(len(x) != len(buffer_ptrs) for x in lists):
+            _codes.log.error("get_into_ranges: the lists are not one per buffer")
+            return results
+        keys, ptrs, frags, rooms, where = [], [], [], [], []
+        for i, ptr in enumerate(buffer_ptrs):
+            room = self._room(int(ptr)) if ptr else 0
+            groups = [all_keys[i], all_dst_offsets[i], all_src_offsets[i], all_sizes[i]]
+            if room == 0 or len({len(g) for g in groups}) != 1:
+                continue
+            for j, (key, dst, src, sizes) in enumerate(zip(*groups)):
+                if len(dst) == len(src) == len(sizes):
+                    keys.append(key)
+                    ptrs.append(int(ptr))
+                    rooms.append(room)
+                    frags.append(list(zip(dst, src, sizes)))
+                    where.append((i, j))
+        if not keys:
+            return results
+        each = self._run("get_into_ranges", INVALID_PARAMS,
+                         lambda s: s.batch_get_ranges(keys, ptrs, frags, rooms))
+        for n, (i, j) in enumerate(where):
+            if isinstance(each, int):
+                results[i][j] = [each] * len(frags[n])
+            else:
+                results[i][j] = _each(each[n], "get_into_ranges", ok=lambda r: r)
+        return results
 
     # ------------------------------------------------------------------ keys and metadata
 

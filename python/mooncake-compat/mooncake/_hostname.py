@@ -1,0 +1,70 @@
+"""Mooncake's client host names on yuebing.
+
+Mooncake names a client's segment ``local_hostname:PORT``. When ``local_hostname`` names no
+port, it picks one in ``MC_STORE_CLIENT_MIN_PORT`` … ``MC_STORE_CLIENT_MAX_PORT`` (12300 …
+14300), trying ``MC_STORE_CLIENT_SETUP_RETRIES`` (20) times. The drop-in binds the client's
+engine on that port, so the name is also where the engine listens; yuebing names the same node
+by its address (``127.0.0.1:PORT``), and :func:`node_name` turns one into the other.
+"""
+
+import functools
+import os
+import random
+import socket
+
+from . import _codes
+
+_MIN, _MAX, _RETRIES = 12300, 14300, 20
+
+
+def split(hostname):
+    """``(host, port)`` of ``host[:port]``; port ``None`` when none is named."""
+    host, sep, port = hostname.rpartition(":")
+    if sep and host and port.isdigit() and 0 < int(port) < 65536:
+        return host, int(port)
+    return hostname, None
+
+
+def _env_int(name, default):
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        _codes.log.warning("%s=%r is not an integer; using %d", name, os.environ[name], default)
+        return default
+
+
+def port_range():
+    """The ports a client without one picks from, as Mooncake validates them (a range that is
+    empty or outside 1 … 65535 falls back to the default)."""
+    lo, hi = _env_int("MC_STORE_CLIENT_MIN_PORT", _MIN), _env_int("MC_STORE_CLIENT_MAX_PORT", _MAX)
+    if not 0 < lo <= hi < 65536:
+        _codes.log.warning("MC_STORE_CLIENT_MIN_PORT/MAX_PORT %d…%d is not a port range; "
+                           "using %d…%d", lo, hi, _MIN, _MAX)
+        return _MIN, _MAX
+    return lo, hi
+
+
+def candidates(local_hostname):
+    """The ``(host, port)`` binds to try for ``local_hostname``, in order: its own port if it
+    names one (then any free port, as Mooncake's engine does not need that one free), else
+    random ports of :func:`port_range`."""
+    host, port = split(local_hostname)
+    if port is not None:
+        return [(host, port), (host, 0)]
+    lo, hi = port_range()
+    tries = max(1, _env_int("MC_STORE_CLIENT_SETUP_RETRIES", _RETRIES))
+    return [(host, random.randint(lo, hi)) for _ in range(tries)]
+
+
+@functools.lru_cache(maxsize=1024)
+def node_name(name):
+    """yuebing's name for the node Mooncake calls ``name`` (``localhost:13001`` →
+    ``127.0.0.1:13001``); ``name`` itself where its host does not resolve to IPv4."""
+    host, port = split(name)
+    if port is None:
+        return name
+    try:
+        infos = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return name
+    return f"{infos[0][4][0]}:{port}" if infos else name
