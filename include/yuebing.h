@@ -1216,6 +1216,84 @@ int32_t yuebing_store_batch_get_into_async(yuebing_store_t store,
                                            yuebing_call_t *call_out,
                                            yuebing_error *err);
 
+// Stores `n` values, each gathered without a copy from several buffers of registered memory
+// (per-layer KV blocks): key i's value is its next `counts[i]` buffers (`addrs`, `lens`,
+// which hold the sum of `counts`) end to end; item i's code goes to `codes_out[i]` (as in
+// `yuebing_store_batch_put_from`, `YUEBING_OPT_UPSERT` included). The memory is read until
+// the call ends.
+//
+// # Safety
+// `keys` and `counts` valid for `n` elements, keys NUL-terminated; `addrs` and `lens` valid
+// for the sum of `counts`; `codes_out` writable for `n`; `opts` NULL or readable; `err` NULL
+// or writable.
+int32_t yuebing_store_batch_put_from_buffers(yuebing_store_t store,
+                                             const char *const *keys,
+                                             const size_t *counts,
+                                             const uint64_t *addrs,
+                                             const uint64_t *lens,
+                                             size_t n,
+                                             const yuebing_options *opts,
+                                             int32_t *codes_out,
+                                             yuebing_error *err);
+
+// `yuebing_store_batch_put_from_buffers` in callback form. Returns 0 and then calls `cb`
+// exactly once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_batch_put_from_buffers`; `user_data` usable on the callback thread;
+// `call_out` NULL or writable.
+int32_t yuebing_store_batch_put_from_buffers_async(yuebing_store_t store,
+                                                   const char *const *keys,
+                                                   const size_t *counts,
+                                                   const uint64_t *addrs,
+                                                   const uint64_t *lens,
+                                                   size_t n,
+                                                   const yuebing_options *opts,
+                                                   yuebing_each_cb cb,
+                                                   void *user_data,
+                                                   yuebing_call_t *call_out,
+                                                   yuebing_error *err);
+
+// Reads `n` objects without a copy, each spread over several buffers of registered memory:
+// key i fills its next `counts[i]` buffers (`addrs`, `lens`, which hold the sum of
+// `counts`) in order. Item i's code goes to `codes_out[i]` and its size to `sizes_out[i]`
+// (NULL: not wanted); buffers with less room in all than the object are
+// `YUEBING_ERR_INVALID_PARAMS` for that item and nothing is written there. The memory is
+// written until the call ends.
+//
+// # Safety
+// `keys` and `counts` valid for `n` elements, keys NUL-terminated; `addrs` and `lens` valid
+// for the sum of `counts`; `codes_out` (and `sizes_out` unless NULL) writable for `n`; `opts`
+// NULL or readable; `err` NULL or writable.
+int32_t yuebing_store_batch_get_into_buffers(yuebing_store_t store,
+                                             const char *const *keys,
+                                             const size_t *counts,
+                                             const uint64_t *addrs,
+                                             const uint64_t *lens,
+                                             size_t n,
+                                             const yuebing_options *opts,
+                                             int32_t *codes_out,
+                                             uint64_t *sizes_out,
+                                             yuebing_error *err);
+
+// `yuebing_store_batch_get_into_buffers` in callback form (`values` are the sizes). Returns
+// 0 and then calls `cb` exactly once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_batch_get_into_buffers`; `user_data` usable on the callback thread;
+// `call_out` NULL or writable.
+int32_t yuebing_store_batch_get_into_buffers_async(yuebing_store_t store,
+                                                   const char *const *keys,
+                                                   const size_t *counts,
+                                                   const uint64_t *addrs,
+                                                   const uint64_t *lens,
+                                                   size_t n,
+                                                   const yuebing_options *opts,
+                                                   yuebing_each_cb cb,
+                                                   void *user_data,
+                                                   yuebing_call_t *call_out,
+                                                   yuebing_error *err);
+
 // Reads parts of objects into registered memory without a copy: item i reads, for each of
 // the next `counts[i]` elements of `fragments` (`addr`, `offset`, `len`), `len` bytes at
 // `offset` inside object `keys[i]` into `addr`. The results are one per fragment, in order:

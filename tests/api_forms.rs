@@ -19,6 +19,7 @@ const WRITES: &[&str] = &[
     "put_from",
     "batch_put",
     "batch_put_from",
+    "batch_put_from_buffers",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

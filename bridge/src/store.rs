@@ -227,6 +227,15 @@ impl BlockingClient {
         self.wait(|| self.client.batch_put_from(items, opts))
     }
 
+    /// See [`Client::batch_put_from_buffers`].
+    pub fn batch_put_from_buffers<K: AsRef<str>, B: AsRef<[(u64, u64)]>>(
+        &self,
+        items: &[(K, B)],
+        opts: impl Into<Options>,
+    ) -> Result<Each<()>> {
+        self.wait(|| self.client.batch_put_from_buffers(items, opts))
+    }
+
     /// See [`Client::batch_get`].
     pub fn batch_get<K: AsRef<str>>(
         &self,
@@ -245,10 +254,19 @@ impl BlockingClient {
         self.wait(|| self.client.batch_get_into(items, opts))
     }
 
-    /// See [`Client::batch_get_ranges`].
-    pub fn batch_get_ranges<K: AsRef<str>>(
+    /// See [`Client::batch_get_into_buffers`].
+    pub fn batch_get_into_buffers<K: AsRef<str>, B: AsRef<[(u64, u64)]>>(
         &self,
-        items: &[(K, &[Fragment])],
+        items: &[(K, B)],
+        opts: impl Into<Options>,
+    ) -> Result<Each<u64>> {
+        self.wait(|| self.client.batch_get_into_buffers(items, opts))
+    }
+
+    /// See [`Client::batch_get_ranges`].
+    pub fn batch_get_ranges<K: AsRef<str>, B: AsRef<[Fragment]>>(
+        &self,
+        items: &[(K, B)],
         opts: impl Into<Options>,
     ) -> Result<Vec<Each<u64>>> {
         self.wait(|| self.client.batch_get_ranges(items, opts))

@@ -1,6 +1,8 @@
-//! The C form of ranged reads, `yuebing_store_batch_get_ranges` (blocking and callback):
-//! fragments of several objects into registered memory, one code and length per fragment, a
-//! bad fragment refused in its place.
+//! The C forms of moving objects in parts: ranged reads, `yuebing_store_batch_get_ranges`
+//! (fragments of several objects into registered memory, one code and length per fragment, a
+//! bad fragment refused in its place), and the multi-buffer batches
+//! `yuebing_store_batch_put_from_buffers` / `yuebing_store_batch_get_into_buffers`, blocking
+//! and in callback form.
 
 mod common;
 
@@ -110,6 +112,101 @@ fn ranged_reads_through_the_c_abi() {
     };
     assert_eq!(rc, YUEBING_ERR_INVALID_ARGUMENT);
     drop(dst);
+    // SAFETY: valid handles, freed once.
+    unsafe {
+        yuebing_store_destroy(store, nul());
+        yuebing_bridge::ffi::bridge_api::yuebing_bridge_destroy(bridge, nul());
+    }
+}
+
+#[test]
+fn multi_buffer_batches_through_the_c_abi() {
+    let cluster = Cluster::start();
+    let bridge = new_bridge();
+    let store = cluster.store(bridge);
+    let mut src = Registered::new(store, 1 << 16, 0);
+    // Key "p0": layers of 100 and 50 bytes; key "p1": one of 10, one of 200. Written before
+    // any call: local-only memory that nothing else writes between calls.
+    let a = pattern(3, 150);
+    let b = pattern(4, 210);
+    for (at, part) in [
+        (0, &a[..100]),
+        (1000, &a[100..]),
+        (2000, &b[..10]),
+        (3000, &b[10..]),
+    ] {
+        src.bytes[at..at + part.len()].copy_from_slice(part);
+    }
+    let (_keep, keys) = c_keys(&["p0", "p1"]);
+    let counts = [2usize, 2];
+    let addrs = [src.addr(0), src.addr(1000), src.addr(2000), src.addr(3000)];
+    let lens = [100u64, 50, 10, 200];
+    let mut codes = [9i32; 2];
+    // SAFETY: arrays as long as promised; the memory stays registered through the call.
+    let rc = unsafe {
+        yuebing_store_batch_put_from_buffers(
+            store,
+            keys.as_ptr(),
+            counts.as_ptr(),
+            addrs.as_ptr(),
+            lens.as_ptr(),
+            2,
+            NO_OPTS,
+            codes.as_mut_ptr(),
+            nul(),
+        )
+    };
+    assert_eq!((rc, codes), (0, [0, 0]), "{}", last());
+    assert_eq!(common::value_of(store, "p0"), Ok(a.clone()));
+    assert_eq!(common::value_of(store, "p1"), Ok(b.clone()));
+
+    // Back into one buffer each, then (callback form) into buffers too small in all.
+    let dst = Registered::new(store, 1 << 16, 0);
+    let counts = [1usize, 1];
+    let addrs = [dst.addr(0), dst.addr(4096)];
+    let lens = [4096u64, 4096];
+    let mut sizes = [0u64; 2];
+    // SAFETY: as above.
+    let rc = unsafe {
+        yuebing_store_batch_get_into_buffers(
+            store,
+            keys.as_ptr(),
+            counts.as_ptr(),
+            addrs.as_ptr(),
+            lens.as_ptr(),
+            2,
+            NO_OPTS,
+            codes.as_mut_ptr(),
+            sizes.as_mut_ptr(),
+            nul(),
+        )
+    };
+    assert_eq!((rc, codes, sizes), (0, [0, 0], [150, 210]), "{}", last());
+    // SAFETY: the call is over: nothing writes the registered memory now.
+    let got = unsafe { copied(dst.addr(0) as *const u8, 8192) };
+    assert_eq!(&got[..150], &a[..]);
+    assert_eq!(&got[4096..4306], &b[..]);
+    let small = [100u64, 40];
+    let addrs = [dst.addr(10_000), dst.addr(20_000)];
+    let one = [2usize];
+    // SAFETY: as above; the outcome is awaited while its `user_data` lives.
+    let done = outcome(|ud| unsafe {
+        yuebing_store_batch_get_into_buffers_async(
+            store,
+            keys.as_ptr(),
+            one.as_ptr(),
+            addrs.as_ptr(),
+            small.as_ptr(),
+            1,
+            NO_OPTS,
+            Some(on_each),
+            ud,
+            NO_CALL,
+            nul(),
+        )
+    });
+    assert_eq!(done, Ok((0, (vec![YUEBING_ERR_INVALID_PARAMS], vec![0]))));
+    drop((src, dst));
     // SAFETY: valid handles, freed once.
     unsafe {
         yuebing_store_destroy(store, nul());

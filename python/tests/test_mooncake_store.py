@@ -331,3 +331,36 @@ def test_import_refuses_beside_the_stock_wheel(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=60)
     assert "refused:" in out.stdout and "mutually exclusive" in out.stdout, out
+
+
+def test_multi_buffer_batches_move_per_layer_blocks_as_one_object(mc, k):
+    # vLLM's layout: one paged KV buffer per layer, registered once; a key is one block of
+    # every layer.
+    layers, blocks, block = 8, 24, 4096
+    src = [np.random.default_rng(l).integers(0, 256, blocks * block, dtype=np.uint8)
+           for l in range(layers)]
+    dst = [np.zeros(blocks * block, dtype=np.uint8) for _ in range(layers)]
+    for a in src + dst:
+        assert mc.register_buffer(address(a), a.nbytes) == 0
+    keys = [f"{k}/{b}" for b in range(16)]
+    ptrs = [[address(src[l]) + b * block for l in range(layers)] for b in range(16)]
+    sizes = [[block] * layers for _ in range(16)]
+    assert mc.batch_put_from_multi_buffers(keys, ptrs, sizes) == [0] * 16
+    assert mc.get_size(keys[3]) == layers * block
+    assert mc.get(keys[3]) == b"".join(bytes(src[l][3 * block:4 * block]) for l in range(layers))
+    # Read back into other blocks: key b into block 23 - b of every layer.
+    out = [[address(dst[l]) + (23 - b) * block for l in range(layers)] for b in range(16)]
+    assert mc.batch_get_into_multi_buffers(keys, out, sizes) == [layers * block] * 16
+    for b in range(16):
+        for l in range(layers):
+            assert (dst[l][(23 - b) * block:(24 - b) * block] == src[l][b * block:(b + 1) * block]).all()
+    assert not dst[0][:8 * block].any(), "blocks no key was read into stay untouched"
+    # Per-key answers: too little room, mismatched lists, a missing key.
+    bad = mc.batch_get_into_multi_buffers(
+        [keys[0], keys[1], k + "/missing"],
+        [[address(dst[0])], [address(dst[0])], [address(dst[1])]],
+        [[block], [block, block], [block]])
+    assert bad[0] == -600 and bad[1] == -600 and bad[2] < 0
+    assert mc.batch_put_from_multi_buffers([k + "/x"], [[0]], [[block]]) == [-600]
+    for a in src + dst:
+        assert mc.unregister_buffer(address(a)) == 0

@@ -257,3 +257,23 @@ def test_batch_get_ranges_gathers_parts_and_refuses_each_bad_fragment(store, key
     assert second[0] == a[10_239] and not second[8:12].any()
     with pytest.raises(yuebing.InvalidArgument):
         store.batch_get_ranges([key + "a"], [first], [])
+
+
+def test_multi_buffer_forms_gather_scatter_and_upsert(store, key):
+    parts = [bytes([i]) * n for i, n in enumerate([300, 7000, 5])]
+    bufs = [bytearray(p) for p in parts]
+    assert store.batch_put_from_buffers([key], [bufs]) == [None]
+    assert store.get(key) == b"".join(parts)
+    (dup,) = store.batch_put_from_buffers([key], [bufs])
+    assert isinstance(dup, yuebing.ObjectAlreadyExists)
+    assert store.batch_upsert_from_buffers([key], [bufs[:1]]) == [None]
+    assert store.get(key) == parts[0]
+    store.upsert(key, b"".join(parts))
+    out = [np.zeros(4000, dtype=np.uint8), np.zeros(4000, dtype=np.uint8)]
+    assert store.batch_get_into_buffers([key], [out]) == [7305]
+    assert bytes(out[0]) + bytes(out[1][:3305]) == b"".join(parts)
+    assert not out[1][3305:].any()
+    (short,) = store.batch_get_into_buffers([key], [[np.zeros(7000, dtype=np.uint8)]])
+    assert isinstance(short, yuebing.InvalidParams)
+    with pytest.raises(yuebing.InvalidArgument):
+        store.batch_get_into_buffers([key], [out], [[4000]])

@@ -201,6 +201,33 @@ class Store:
         soft_pin: bool = False,
         hard_pin: bool = False,
     ) -> list[Optional[YuebingError]]: ...
+    def batch_put_from_buffers(
+        self,
+        keys: Sequence[str],
+        buffers: Sequence[Sequence[MemoryLike]],
+        sizes: Optional[Sequence[Sequence[Optional[int]]]] = None,
+        *,
+        timeout: Optional[float] = None,
+        replicas: Optional[int] = None,
+        preferred: Optional[Sequence[str]] = None,
+        soft_pin: bool = False,
+        hard_pin: bool = False,
+    ) -> list[Optional[YuebingError]]:
+        """Stores each key's value gathered from its buffers, ``buffers[i]`` end to end (per-layer
+        KV blocks), without a copy."""
+    def batch_upsert_from_buffers(
+        self,
+        keys: Sequence[str],
+        buffers: Sequence[Sequence[MemoryLike]],
+        sizes: Optional[Sequence[Sequence[Optional[int]]]] = None,
+        *,
+        timeout: Optional[float] = None,
+        replicas: Optional[int] = None,
+        preferred: Optional[Sequence[str]] = None,
+        soft_pin: bool = False,
+        hard_pin: bool = False,
+    ) -> list[Optional[YuebingError]]:
+        """As ``batch_put_from_buffers``, replacing existing values."""
     def batch_upsert(
         self,
         keys: Sequence[str],
@@ -235,6 +262,16 @@ class Store:
     ) -> list[Union[int, YuebingError]]:
         """Reads each key into its writable buffer. A read-only buffer, or memory in a read-only
         registration, raises ``InvalidArgument`` naming it (``buffers[i]``) and nothing is read."""
+    def batch_get_into_buffers(
+        self,
+        keys: Sequence[str],
+        buffers: Sequence[Sequence[MemoryLike]],
+        sizes: Optional[Sequence[Sequence[Optional[int]]]] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> list[Union[int, YuebingError]]:
+        """Reads each key into its buffers, filled in order; one entry per key: its size, or
+        ``InvalidParams`` when they hold less than the object."""
     def batch_get_ranges(
         self,
         keys: Sequence[str],

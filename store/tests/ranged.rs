@@ -1,5 +1,7 @@
-//! `Client::batch_get_ranges`: parts of objects gathered into registered memory, from the
-//! client's own space and from a peer's, each bad fragment refused in its place.
+//! Objects moved in parts: `Client::batch_get_ranges` (parts of objects into registered
+//! memory, each bad fragment refused in its place) and the multi-buffer batches
+//! (`batch_put_from_buffers` gathers a value from several buffers, `batch_get_into_buffers`
+//! spreads it over several), from the client's own space and from a peer's.
 
 mod common;
 
@@ -100,5 +102,108 @@ async fn ranged_reads_gather_fragments_and_refuse_each_bad_one_in_place() {
         let r = c.batch_get_ranges(&none, &opts).await.unwrap();
         assert_eq!(r[0][0].as_ref().unwrap_err().code(), -600);
         assert!(r[1].is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_buffer_batches_gather_and_scatter_per_layer_blocks() {
+    let (master, owner) = common::master_and_client().await;
+    let reader = Client::start(ClientConfig {
+        masters: vec![master.local_endpoint().clone()],
+        store_size: 0,
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let opts = Options::deadline(Duration::from_secs(10));
+    // Three "layers" of 1000, 3000 and 24 bytes per key, in one registered region.
+    let layers = [1000u64, 3000, 24];
+    let per_key: u64 = layers.iter().sum();
+    let src = owner.engine().allocate(1 << 16, true).unwrap();
+    let keys: Vec<String> = (0..4).map(|i| format!("kv{i}")).collect();
+    let mut expected = Vec::new();
+    let mut buffers: Vec<Vec<(u64, u64)>> = Vec::new();
+    for (i, _) in keys.iter().enumerate() {
+        let value = pattern(i as u8 + 10, per_key as usize);
+        let base = i as u64 * 8192;
+        let mut at = 0;
+        let mut mine = Vec::new();
+        for (l, &len) in layers.iter().enumerate() {
+            // Each layer's block lies apart from the others (a gap of 64 bytes after it).
+            let addr = base + l as u64 * 2048 + if l == 2 { 2048 } else { 0 };
+            // SAFETY: no transfer touches `src` yet.
+            unsafe { src.write_at(addr as usize, &value[at..at + len as usize]) }.unwrap();
+            mine.push((src.addr() + addr, len));
+            at += len as usize;
+        }
+        buffers.push(mine);
+        expected.push(value);
+    }
+    let items: Vec<(&str, &[(u64, u64)])> = keys
+        .iter()
+        .zip(&buffers)
+        .map(|(k, b)| (k.as_str(), b.as_slice()))
+        .collect();
+    let put = owner.batch_put_from_buffers(&items, &opts).await.unwrap();
+    assert!(put.iter().all(|r| r.is_ok()), "{put:?}");
+    for (k, v) in keys.iter().zip(&expected) {
+        assert_eq!(
+            &owner.get(k, &opts).await.unwrap(),
+            v,
+            "{k} is the layers end to end"
+        );
+    }
+    // A bad buffer refuses its item only; an empty list of buffers is an empty object.
+    let bad: [(u64, u64); 1] = [(0, 4)];
+    let refused = owner
+        .batch_put_from_buffers(&[("x", &bad[..]), ("y", &[][..])], &opts)
+        .await
+        .unwrap();
+    assert_eq!(refused[0].as_ref().unwrap_err().code(), -600);
+    assert_eq!(refused[1].as_ref().unwrap_err().code(), -600);
+
+    for c in [&owner, &reader] {
+        let dst = c.engine().allocate(1 << 16, true).unwrap();
+        // Read back into another layout: two buffers of 2500 and 4000 bytes per key.
+        let out: Vec<Vec<(u64, u64)>> = (0..4u64)
+            .map(|i| {
+                vec![
+                    (dst.addr() + i * 8000, 2500),
+                    (dst.addr() + i * 8000 + 3000, 4000),
+                ]
+            })
+            .collect();
+        let mut items: Vec<(&str, &[(u64, u64)])> = keys
+            .iter()
+            .zip(&out)
+            .map(|(k, b)| (k.as_str(), b.as_slice()))
+            .collect();
+        let short = [(dst.addr() + 40_000, 4000u64)];
+        items.push(("kv0", &short));
+        items.push(("nope", &short));
+        let got = c.batch_get_into_buffers(&items, &opts).await.unwrap();
+        let codes: Vec<Result<u64, i32>> = got
+            .iter()
+            .map(|r| r.as_ref().map(|n| *n).map_err(|e| e.code()))
+            .collect();
+        assert_eq!(codes[..4], [Ok(per_key); 4]);
+        assert_eq!(codes[4], Err(-600), "4000 bytes of room for 4024");
+        assert_eq!(codes[5], Err(-704));
+        let mut back = vec![0u8; 1 << 16];
+        // SAFETY: the batch is over; no transfer into `dst` is under way.
+        unsafe { dst.read_at(0, &mut back) }.unwrap();
+        for (i, v) in expected.iter().enumerate() {
+            let at = i * 8000;
+            assert_eq!(&back[at..at + 2500], &v[..2500]);
+            assert_eq!(&back[at + 3000..at + 3000 + 1524], &v[2500..]);
+            assert!(
+                back[at + 4524..at + 7000].iter().all(|&b| b == 0),
+                "past the object"
+            );
+        }
+        assert!(
+            back[40_000..44_000].iter().all(|&b| b == 0),
+            "a refused item writes nothing"
+        );
     }
 }

@@ -81,6 +81,72 @@ unsafe fn c_ranges(
     Ok(items)
 }
 
+/// `n` groups of `T`: group i is the next `counts[i]` elements of `items`, which holds their
+/// sum (an overflowing sum is refused before `items` is read). With the total.
+///
+/// # Safety
+/// `counts` valid for `n` elements, `items` for the sum of them.
+unsafe fn grouped<T: Copy>(
+    counts: *const usize,
+    n: usize,
+    items: *const T,
+    what: &str,
+) -> FfiResult<(Vec<Vec<T>>, usize)> {
+    // SAFETY: forwarded contract.
+    let counts = unsafe { raw::array(counts, n, "counts") }?;
+    let total = counts
+        .iter()
+        .try_fold(0usize, |sum, &c| sum.checked_add(c))
+        .ok_or_else(|| Failure::invalid("counts: their sum overflows"))?;
+    // SAFETY: forwarded contract (`items` holds the sum of `counts` elements).
+    let all = unsafe { raw::array(items, total, what) }?;
+    let mut rest = all.as_slice();
+    let groups = counts
+        .iter()
+        .map(|&c| {
+            let (mine, next) = rest.split_at(c);
+            rest = next;
+            mine.to_vec()
+        })
+        .collect();
+    Ok((groups, total))
+}
+
+/// One key's buffers of registered memory: address and length of each.
+type BufferList = Vec<(u64, u64)>;
+
+/// `n` keys, each with the next `counts[i]` buffers of registered memory (`addrs`, `lens`).
+///
+/// # Safety
+/// `k` and `counts` valid for `n` elements, keys NUL-terminated; `addrs` and `lens` for the
+/// sum of `counts`.
+unsafe fn c_buffer_lists(
+    k: *const *const c_char,
+    counts: *const usize,
+    addrs: *const u64,
+    lens: *const u64,
+    n: usize,
+) -> FfiResult<(Vec<String>, Vec<BufferList>)> {
+    // SAFETY: forwarded contract.
+    let (k, (a, total)) = unsafe { (keys(k, n)?, grouped(counts, n, addrs, "addrs")?) };
+    // SAFETY: forwarded contract; `lens` holds as many elements as `addrs`.
+    let l = unsafe { raw::array(lens, total, "lens") }?;
+    let mut l = l.into_iter();
+    let lists = a
+        .into_iter()
+        .map(|addrs| addrs.into_iter().zip(l.by_ref()).collect())
+        .collect();
+    Ok((k, lists))
+}
+
+/// A batch's items as the client takes them: each key with its list.
+fn borrowed<'a, T>(keys: &'a [String], lists: &'a [Vec<T>]) -> Vec<(&'a str, &'a [T])> {
+    keys.iter()
+        .zip(lists)
+        .map(|(k, l)| (k.as_str(), l.as_slice()))
+        .collect()
+}
+
 /// The batch's results, refused unless there is exactly one per item: the caller's arrays hold
 /// `n` elements, and an answer of another length (a faulty master) must write none of them.
 pub(crate) fn counted<T: Send + 'static>(op: Op<Each<T>>, n: usize) -> Op<Each<T>> {
@@ -441,6 +507,160 @@ pub unsafe extern "C" fn yuebing_store_batch_get_into_async(
     })
 }
 
+/// `batch_put_from_buffers`: key i's value gathered from its buffers.
+unsafe fn batch_put_from_buffers_op(
+    store: yuebing_store_t,
+    k: *const *const c_char,
+    counts: *const usize,
+    (addrs, lens): (*const u64, *const u64),
+    n: usize,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<Each<()>>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let (k, lists) = unsafe { c_buffer_lists(k, counts, addrs, lens, n) }?;
+    let put = client
+        .client()
+        .batch_put_from_buffers(&borrowed(&k, &lists), opts);
+    Ok(Op::new(client.bridge(), put))
+}
+
+/// Stores `n` values, each gathered without a copy from several buffers of registered memory
+/// (per-layer KV blocks): key i's value is its next `counts[i]` buffers (`addrs`, `lens`,
+/// which hold the sum of `counts`) end to end; item i's code goes to `codes_out[i]` (as in
+/// `yuebing_store_batch_put_from`, `YUEBING_OPT_UPSERT` included). The memory is read until
+/// the call ends.
+///
+/// # Safety
+/// `keys` and `counts` valid for `n` elements, keys NUL-terminated; `addrs` and `lens` valid
+/// for the sum of `counts`; `codes_out` writable for `n`; `opts` NULL or readable; `err` NULL
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_put_from_buffers(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    counts: *const usize,
+    addrs: *const u64,
+    lens: *const u64,
+    n: usize,
+    opts: *const yuebing_options,
+    codes_out: *mut i32,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_put_from_buffers_op(store, keys, counts, (addrs, lens), n, opts) }?;
+        wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
+    })
+}
+
+/// `yuebing_store_batch_put_from_buffers` in callback form. Returns 0 and then calls `cb`
+/// exactly once, or returns an error and never calls it.
+///
+/// # Safety
+/// As `yuebing_store_batch_put_from_buffers`; `user_data` usable on the callback thread;
+/// `call_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_put_from_buffers_async(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    counts: *const usize,
+    addrs: *const u64,
+    lens: *const u64,
+    n: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_each_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        required(cb)?;
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_put_from_buffers_op(store, keys, counts, (addrs, lens), n, opts) }?;
+        then_each(op, n, cb, user_data, call_out, nothing)
+    })
+}
+
+/// `batch_get_into_buffers`: key i spread over its buffers.
+unsafe fn batch_get_into_buffers_op(
+    store: yuebing_store_t,
+    k: *const *const c_char,
+    counts: *const usize,
+    (addrs, lens): (*const u64, *const u64),
+    n: usize,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<Each<u64>>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let (k, lists) = unsafe { c_buffer_lists(k, counts, addrs, lens, n) }?;
+    let get = client
+        .client()
+        .batch_get_into_buffers(&borrowed(&k, &lists), opts);
+    Ok(Op::new(client.bridge(), get))
+}
+
+/// Reads `n` objects without a copy, each spread over several buffers of registered memory:
+/// key i fills its next `counts[i]` buffers (`addrs`, `lens`, which hold the sum of
+/// `counts`) in order. Item i's code goes to `codes_out[i]` and its size to `sizes_out[i]`
+/// (NULL: not wanted); buffers with less room in all than the object are
+/// `YUEBING_ERR_INVALID_PARAMS` for that item and nothing is written there. The memory is
+/// written until the call ends.
+///
+/// # Safety
+/// `keys` and `counts` valid for `n` elements, keys NUL-terminated; `addrs` and `lens` valid
+/// for the sum of `counts`; `codes_out` (and `sizes_out` unless NULL) writable for `n`; `opts`
+/// NULL or readable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_get_into_buffers(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    counts: *const usize,
+    addrs: *const u64,
+    lens: *const u64,
+    n: usize,
+    opts: *const yuebing_options,
+    codes_out: *mut i32,
+    sizes_out: *mut u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_get_into_buffers_op(store, keys, counts, (addrs, lens), n, opts) }?;
+        wait_each(op, n, codes_out, sizes_out, identity)
+    })
+}
+
+/// `yuebing_store_batch_get_into_buffers` in callback form (`values` are the sizes). Returns
+/// 0 and then calls `cb` exactly once, or returns an error and never calls it.
+///
+/// # Safety
+/// As `yuebing_store_batch_get_into_buffers`; `user_data` usable on the callback thread;
+/// `call_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_get_into_buffers_async(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    counts: *const usize,
+    addrs: *const u64,
+    lens: *const u64,
+    n: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_each_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        required(cb)?;
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_get_into_buffers_op(store, keys, counts, (addrs, lens), n, opts) }?;
+        then_each(op, n, cb, user_data, call_out, identity)
+    })
+}
+
 /// `batch_get_ranges`: item i is `keys[i]` with the next `counts[i]` of `fragments`; the
 /// results come flat, one per fragment, in order. Returns the op and the number of fragments.
 unsafe fn batch_get_ranges_op(
@@ -454,34 +674,23 @@ unsafe fn batch_get_ranges_op(
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
     // SAFETY: forwarded contract.
-    let (k, counts) = unsafe { (keys(k, n)?, raw::array(counts, n, "counts")?) };
-    let total = counts
-        .iter()
-        .try_fold(0usize, |sum, &c| sum.checked_add(c))
-        .ok_or_else(|| Failure::invalid("counts: their sum overflows"))?;
-    // SAFETY: forwarded contract (`fragments` holds the sum of `counts` elements).
-    let all = unsafe { raw::array(fragments, total, "fragments") }?;
-    let mut rest = all.as_slice();
-    let mut lists: Vec<Vec<Fragment>> = Vec::with_capacity(n);
-    for &c in &counts {
-        let (mine, next) = rest.split_at(c);
-        lists.push(
-            mine.iter()
+    let (k, (groups, total)) =
+        unsafe { (keys(k, n)?, grouped(counts, n, fragments, "fragments")?) };
+    let lists: Vec<Vec<Fragment>> = groups
+        .into_iter()
+        .map(|g| {
+            g.into_iter()
                 .map(|f| Fragment {
                     addr: f.addr,
                     offset: f.offset,
                     len: f.len,
                 })
-                .collect(),
-        );
-        rest = next;
-    }
-    let items: Vec<(&str, &[Fragment])> = k
-        .iter()
-        .zip(&lists)
-        .map(|(k, f)| (k.as_str(), f.as_slice()))
+                .collect()
+        })
         .collect();
-    let read = client.client().batch_get_ranges(&items, opts);
+    let read = client
+        .client()
+        .batch_get_ranges(&borrowed(&k, &lists), opts);
     let flat = async move {
         let each: Each<u64> = read.await?.into_iter().flatten().collect();
         Ok::<_, yuebing_store::Error>(each)

@@ -424,6 +424,44 @@ class MooncakeDistributedStore:
         """``upsert_from`` for each item; one code per key."""
         return self._batch_from("batch_upsert_from", keys, buffer_ptrs, sizes, config, True)
 
+    def batch_put_from_multi_buffers(self, keys, all_buffer_ptrs, all_sizes, config=_DEFAULT):
+        """Stores each ``keys[i]`` gathered without a copy from its buffers
+        (``all_buffer_ptrs[i][j]``, ``all_sizes[i][j]`` bytes, end to end: per-layer KV
+        blocks); one code per key. The whole batch takes one placement and one publication
+        round trip, every buffer's transfer in flight together."""
+        opts = _put_options(config)
+        if opts is None or not len(keys) == len(all_buffer_ptrs) == len(all_sizes):
+            return [INVALID_PARAMS] * len(keys)
+        out, todo = _multi_items(keys, all_buffer_ptrs, all_sizes)
+        if todo:
+            ks, ps, ns = _multi_lists(todo)
+            each = self._run("batch_put_from_multi_buffers", INVALID_PARAMS,
+                             lambda s: s.batch_put_from_buffers(ks, ps, ns, **opts))
+            codes = [each] * len(todo) if isinstance(each, int) else _each(
+                each, "batch_put_from_multi_buffers", fail=_put_code)
+            for (i, _), code in zip(todo, codes):
+                out[i] = code
+        return out
+
+    def batch_get_into_multi_buffers(self, keys, all_buffer_ptrs, all_sizes,
+                                     prefer_alloc_in_same_node=False):
+        """Reads each ``keys[i]`` without a copy into its buffers, filled in order; the bytes
+        read per key, or a negative code (-600 when they hold less than the object). One
+        replica-list round trip for the batch. ``prefer_alloc_in_same_node`` is accepted: the
+        client already reads the nearest replica first."""
+        if not len(keys) == len(all_buffer_ptrs) == len(all_sizes):
+            return [INVALID_PARAMS] * len(keys)
+        out, todo = _multi_items(keys, all_buffer_ptrs, all_sizes)
+        if todo:
+            ks, ps, ns = _multi_lists(todo)
+            each = self._run("batch_get_into_multi_buffers", INVALID_PARAMS,
+                             lambda s: s.batch_get_into_buffers(ks, ps, ns))
+            codes = [each] * len(todo) if isinstance(each, int) else _each(
+                each, "batch_get_into_multi_buffers", ok=lambda n: n)
+            for (i, _), code in zip(todo, codes):
+                out[i] = code
+        return out
+
     def get_into(self, key, buffer_ptr, size):
         """Reads ``key`` into ``size`` bytes at ``buffer_ptr``; the bytes written, or a negative
         code (-600 when the buffer is too small)."""
@@ -574,6 +612,36 @@ def _items(keys, ptrs, sizes, empty):
         else:
             todo.append((i, (k, p, n)))
     return out, todo
+
+
+def _multi_items(keys, all_ptrs, all_sizes):
+    """Splits a multi-buffer batch: -600 by position for a key whose lists differ in length,
+    hold a bad address or size, or no byte at all; the ``(position, (key, [(ptr, size)]))``
+    items to run (buffers of 0 bytes left out)."""
+    out, todo = [None] * len(keys), []
+    for i, (k, ptrs, sizes) in enumerate(zip(keys, all_ptrs, all_sizes)):
+        try:
+            if len(ptrs) != len(sizes):
+                raise ValueError("lists of different lengths")
+            buffers = [(_address(p), _address(n)) for p, n in zip(ptrs, sizes)]
+        except (TypeError, ValueError) as e:
+            _codes.log.error("keys[%d]: %s", i, e)
+            out[i] = INVALID_PARAMS
+            continue
+        buffers = [(p, n) for p, n in buffers if n]
+        if not buffers or any(p == 0 for p, _ in buffers):
+            out[i] = INVALID_PARAMS
+        else:
+            todo.append((i, (k, buffers)))
+    return out, todo
+
+
+def _multi_lists(todo):
+    """The keys, address lists and size lists of the items ``_multi_items`` left to run."""
+    keys = [k for _, (k, _) in todo]
+    ptrs = [[p for p, _ in b] for _, (_, b) in todo]
+    sizes = [[n for _, n in b] for _, (_, b) in todo]
+    return keys, ptrs, sizes
 
 
 def _descriptors(found):

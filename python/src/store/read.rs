@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use yuebing_store::{Client, Fetched, Fragment, Located, Options};
 
-use super::ranges::{batch_over, ranges, same_length};
+use super::ranges::{batch_over, multi_ranges, ranges, same_length, Ranges};
 use super::Store;
 use crate::errors;
 use crate::memory::{Access, Memory};
@@ -131,7 +131,26 @@ impl Store {
         timeout: Option<f64>,
     ) -> PyResult<Vec<Py<PyAny>>> {
         let opts = options::call(py, timeout)?;
-        batch_get_into(self, py, keys, buffers, sizes, &opts)
+        let ranges = ranges(self, py, keys, buffers, sizes, Access::Write)?;
+        get_into_ranges_of(self, py, ranges, &opts)
+    }
+
+    /// Reads each key into several buffers (or int addresses with `sizes[i][j]`) without a
+    /// copy: the object's bytes fill `buffers[i]` in order (per-layer KV blocks). One entry per
+    /// key: the value's size, or the `YuebingError` instance of a failed item (buffers with
+    /// less room in all than the object: `InvalidParams`, nothing written).
+    #[pyo3(signature = (keys, buffers, sizes=None, *, timeout=None))]
+    fn batch_get_into_buffers(
+        &self,
+        py: Python<'_>,
+        keys: Vec<String>,
+        buffers: Vec<Vec<Bound<'_, PyAny>>>,
+        sizes: Option<Vec<Vec<Option<u64>>>>,
+        timeout: Option<f64>,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let opts = options::call(py, timeout)?;
+        let ranges = multi_ranges(self, py, keys, buffers, sizes, Access::Write)?;
+        get_into_ranges_of(self, py, ranges, &opts)
     }
 
     /// Reads parts of objects into the caller's memory without a copy: each `(at, offset,
@@ -159,11 +178,12 @@ impl Store {
             .items
             .iter()
             .zip(&fragments)
-            .map(|((_, addr, len), frags)| {
+            .map(|((_, buffer), frags)| {
+                let (addr, len) = buffer[0];
                 frags
                     .iter()
                     .map(|&(at, offset, n)| {
-                        let end = at.checked_add(n).filter(|end| end <= len);
+                        let end = at.checked_add(n).filter(|&end| end <= len);
                         end.map(|_| Fragment {
                             addr: addr + at,
                             offset,
@@ -181,7 +201,7 @@ impl Store {
             .items
             .iter()
             .zip(&sent)
-            .map(|((key, _, _), f)| (key.as_str(), f.as_slice()))
+            .map(|((key, _), f)| (key.as_str(), f.as_slice()))
             .collect();
         let each = wait(py, client.call(|c| c.batch_get_ranges(&items, &opts)));
         // The call's work has stopped: the memory may go.
@@ -305,22 +325,18 @@ fn uninit_bytes(py: Python<'_>, size: u64) -> PyResult<(Bound<'_, PyBytes>, *mut
 /// straight into memory sized for it.
 pub(crate) const INLINE_MAX: u64 = super::write::ZERO_COPY_MIN - 1;
 
-/// `Store.batch_get_into`.
-pub(crate) fn batch_get_into(
+/// `Store.batch_get_into` and `Store.batch_get_into_buffers`: each key read into its
+/// buffers; one entry per key, its size or its error.
+fn get_into_ranges_of(
     store: &Store,
     py: Python<'_>,
-    keys: Vec<String>,
-    buffers: Vec<Bound<'_, PyAny>>,
-    sizes: Option<Vec<Option<u64>>>,
+    ranges: Ranges<'_>,
     opts: &Options,
 ) -> PyResult<Vec<Py<PyAny>>> {
-    let call = |c: &Client, items: &[(String, u64, u64)]| c.batch_get_into(items, opts);
-    batch_over(
-        store,
-        py,
-        (keys, buffers, sizes),
-        Access::Write,
-        call,
-        |py, n: u64| Ok(n.into_pyobject(py)?.into_any().unbind()),
-    )
+    let client = store.client(py)?;
+    let call =
+        |c: &Client, items: &[(String, Vec<(u64, u64)>)]| c.batch_get_into_buffers(items, opts);
+    batch_over(py, client, ranges, call, |py, n: u64| {
+        Ok(n.into_pyobject(py)?.into_any().unbind())
+    })
 }

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use yuebing_store::{Client, Options, Write};
 
-use super::ranges::{batch_over, same_length};
+use super::ranges::{batch_over, multi_ranges, ranges, same_length, Ranges};
 use super::Store;
 use crate::errors;
 use crate::memory::{copy_of, Access, Memory};
@@ -237,7 +237,8 @@ impl Store {
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
-        batch_put_from(self, py, keys, buffers, sizes, &opts)
+        let ranges = ranges(self, py, keys, buffers, sizes, Access::Read)?;
+        put_from_ranges(self, py, ranges, &opts)
     }
 
     /// As `batch_put_from`, replacing existing values; one entry per key: `None`, or the
@@ -262,14 +263,55 @@ impl Store {
             timeout,
             Replicas::of(replicas, preferred, soft_pin, hard_pin),
         )?;
-        batch_put_from(
-            self,
-            py,
-            keys,
-            buffers,
-            sizes,
-            &opts.with_write(Write::Upsert),
-        )
+        let ranges = ranges(self, py, keys, buffers, sizes, Access::Read)?;
+        put_from_ranges(self, py, ranges, &opts.with_write(Write::Upsert))
+    }
+
+    /// Stores each key's value gathered without copying from several buffers (or int
+    /// addresses with `sizes[i][j]`), `buffers[i]` end to end (per-layer KV blocks): one
+    /// placement and one publication for the batch. One entry per key: `None`, or the
+    /// `YuebingError` instance of a failed item.
+    #[pyo3(signature = (keys, buffers, sizes=None, *, timeout=None, replicas=None,
+        preferred=None, soft_pin=false, hard_pin=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn batch_put_from_buffers(
+        &self,
+        py: Python<'_>,
+        keys: Vec<String>,
+        buffers: Vec<Vec<Bound<'_, PyAny>>>,
+        sizes: Option<Vec<Vec<Option<u64>>>>,
+        timeout: Option<f64>,
+        replicas: Option<u32>,
+        preferred: Option<Vec<String>>,
+        soft_pin: bool,
+        hard_pin: bool,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let replicas = Replicas::of(replicas, preferred, soft_pin, hard_pin);
+        let opts = self.put_options(py, timeout, replicas)?;
+        let ranges = multi_ranges(self, py, keys, buffers, sizes, Access::Read)?;
+        put_from_ranges(self, py, ranges, &opts)
+    }
+
+    /// As `batch_put_from_buffers`, replacing existing values.
+    #[pyo3(signature = (keys, buffers, sizes=None, *, timeout=None, replicas=None,
+        preferred=None, soft_pin=false, hard_pin=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn batch_upsert_from_buffers(
+        &self,
+        py: Python<'_>,
+        keys: Vec<String>,
+        buffers: Vec<Vec<Bound<'_, PyAny>>>,
+        sizes: Option<Vec<Vec<Option<u64>>>>,
+        timeout: Option<f64>,
+        replicas: Option<u32>,
+        preferred: Option<Vec<String>>,
+        soft_pin: bool,
+        hard_pin: bool,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let replicas = Replicas::of(replicas, preferred, soft_pin, hard_pin);
+        let opts = self.put_options(py, timeout, replicas)?;
+        let ranges = multi_ranges(self, py, keys, buffers, sizes, Access::Read)?;
+        put_from_ranges(self, py, ranges, &opts.with_write(Write::Upsert))
     }
 }
 
@@ -386,22 +428,16 @@ pub(crate) fn batch_put(
     errors::items(py, each, |py, ()| Ok(py.None()))
 }
 
-/// `Store.batch_put_from` (and `Store.batch_upsert_from`).
-pub(crate) fn batch_put_from(
+/// The zero-copy batch puts (`batch_put_from`, `batch_put_from_buffers` and their upserts):
+/// each key's value from its buffers; one entry per key, `None` or its error.
+fn put_from_ranges(
     store: &Store,
     py: Python<'_>,
-    keys: Vec<String>,
-    buffers: Vec<Bound<'_, PyAny>>,
-    sizes: Option<Vec<Option<u64>>>,
+    ranges: Ranges<'_>,
     opts: &Options,
 ) -> PyResult<Vec<Py<PyAny>>> {
-    let call = |c: &Client, items: &[(String, u64, u64)]| c.batch_put_from(items, opts);
-    batch_over(
-        store,
-        py,
-        (keys, buffers, sizes),
-        Access::Read,
-        call,
-        |py, ()| Ok(py.None()),
-    )
+    let client = store.client(py)?;
+    let call =
+        |c: &Client, items: &[(String, Vec<(u64, u64)>)]| c.batch_put_from_buffers(items, opts);
+    batch_over(py, client, ranges, call, |py, ()| Ok(py.None()))
 }

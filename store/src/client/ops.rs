@@ -48,9 +48,31 @@ impl Client {
         let cfg = self.put_config(&opts);
         let sifted = Sifted::new(items, |(key, addr, len)| {
             args::key(key.as_ref())?;
-            args::buffer(*addr, *len)?;
             args::put_config(&cfg)?;
-            Ok((key.as_ref().to_string(), Source::Registered(*addr, *len)))
+            let source = Source::gathered(&[(*addr, *len)])?;
+            Ok((key.as_ref().to_string(), source))
+        });
+        self.call(move |c| async move { c.batch_put_sources(sifted, &opts, cfg).await })
+    }
+
+    /// Stores each key's value gathered from several buffers of registered memory, in order
+    /// (per-layer KV blocks that make one object), without a copy; otherwise as
+    /// [`Client::batch_put_from`]: one placement and one publication round trip for the whole
+    /// batch, the transfers of every buffer of every key in flight together.
+    pub fn batch_put_from_buffers<K: AsRef<str>, B: AsRef<[(u64, u64)]>>(
+        &self,
+        items: &[(K, B)],
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<Vec<Result<()>>>> + Send + 'static {
+        let opts = opts.into();
+        let cfg = self.put_config(&opts);
+        let sifted = Sifted::new(items, |(key, buffers)| {
+            args::key(key.as_ref())?;
+            args::put_config(&cfg)?;
+            Ok((
+                key.as_ref().to_string(),
+                Source::gathered(buffers.as_ref())?,
+            ))
         });
         self.call(move |c| async move { c.batch_put_sources(sifted, &opts, cfg).await })
     }
@@ -87,9 +109,8 @@ impl Client {
                     Ok(d) => d,
                     Err(e) => return Outcome::NotStarted(e),
                 };
-                let (addr, len, keep) = source.place();
-                let whole = [Fragment::whole(addr, len)];
-                match self.write_replicas(&whole, &descs, until, keep).await {
+                let (pieces, keep) = source.place();
+                match self.write_replicas(&pieces, &descs, until, keep).await {
                     Ok(()) => Outcome::Written,
                     Err(e) => Outcome::Failed(e),
                 }
@@ -153,30 +174,58 @@ impl Client {
         items: &[(K, u64, u64)],
         opts: impl Into<Options>,
     ) -> impl Future<Output = Result<Vec<Result<u64>>>> + Send + 'static {
-        let opts = opts.into();
         let sifted = Sifted::new(items, |(key, addr, len)| {
             args::key(key.as_ref())?;
             args::buffer(*addr, *len)?;
-            Ok((key.as_ref().to_string(), *addr, *len))
+            Ok((key.as_ref().to_string(), vec![(*addr, *len)]))
         });
+        self.read_into_buffers(sifted, opts.into())
+    }
+
+    /// Reads each key into several buffers of registered memory, without a copy: the
+    /// object's bytes fill them in order (the last ones used may be filled in part, or not at
+    /// all). One result per key (the object's size), in order; buffers with less room in all
+    /// than the object are `InvalidParams` for that key and nothing is written there. One
+    /// replica-list round trip for the whole batch, every buffer's transfer in flight together.
+    pub fn batch_get_into_buffers<K: AsRef<str>, B: AsRef<[(u64, u64)]>>(
+        &self,
+        items: &[(K, B)],
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<Vec<Result<u64>>>> + Send + 'static {
+        let sifted = Sifted::new(items, |(key, buffers)| {
+            args::key(key.as_ref())?;
+            for &(addr, len) in buffers.as_ref() {
+                args::buffer(addr, len)?;
+            }
+            Ok((key.as_ref().to_string(), buffers.as_ref().to_vec()))
+        });
+        self.read_into_buffers(sifted, opts.into())
+    }
+
+    /// A batch read of each key into its buffers (see [`Client::batch_get_into_buffers`]).
+    fn read_into_buffers(
+        &self,
+        sifted: Sifted<(String, Vec<(u64, u64)>)>,
+        opts: Options,
+    ) -> impl Future<Output = Result<Vec<Result<u64>>>> + Send + 'static {
         self.call(move |c| async move {
             if sifted.passed.is_empty() {
                 return Ok(sifted.merge([]));
             }
             let until = c.until(&opts);
-            let keys: Vec<String> = sifted.passed.iter().map(|(k, _, _)| k.clone()).collect();
+            let keys: Vec<String> = sifted.passed.iter().map(|(k, _)| k.clone()).collect();
             let (sent, lists) = c.replica_lists(&keys, until).await?;
             let reads = sifted
                 .passed
                 .iter()
                 .zip(lists)
-                .map(|((key, addr, len), list)| {
+                .map(|((key, buffers), list)| {
                     let c = &c;
                     async move {
                         let list = list?;
-                        super::fits(key, &list, *len)?;
-                        let whole = [Fragment::whole(*addr, list.size)];
-                        c.read_object(key, &list, sent, &whole, until, None).await?;
+                        let pieces = scatter(key, buffers, list.size)?;
+                        c.read_object(key, &list, sent, &pieces, until, None)
+                            .await?;
                         Ok(list.size)
                     }
                 });
@@ -277,11 +326,27 @@ impl Client {
 enum Source {
     /// Plain bytes, copied into registered scratch memory when the call was made.
     Staged(Arc<Scratch>),
-    /// Registered memory: address and length.
-    Registered(u64, u64),
+    /// Registered memory: buffers laid end to end in the object, and their total.
+    Registered(Vec<Fragment>, u64),
 }
 
 impl Source {
+    /// The object made of `buffers` (address, length) end to end: each buffer and the total
+    /// checked (a buffer of at least one byte that does not wrap; a total that fits u64).
+    fn gathered(buffers: &[(u64, u64)]) -> Result<Source> {
+        let mut pieces = Vec::with_capacity(buffers.len());
+        let mut offset = 0u64;
+        for &(addr, len) in buffers {
+            args::buffer(addr, len)?;
+            pieces.push(Fragment { addr, offset, len });
+            offset = offset
+                .checked_add(len)
+                .ok_or_else(|| Error::params("the buffers' lengths add up past 2^64"))?;
+        }
+        args::size(offset)?;
+        Ok(Source::Registered(pieces, offset))
+    }
+
     fn len(&self) -> u64 {
         match self {
             Source::Staged(scratch) => scratch.len(),
@@ -289,13 +354,38 @@ impl Source {
         }
     }
 
-    /// Address, length, and the scratch memory to keep while transfers may touch it.
-    fn place(&self) -> (u64, u64, Option<Arc<Scratch>>) {
+    /// The pieces to write, and the scratch memory to keep while transfers may touch it.
+    fn place(&self) -> (Vec<Fragment>, Option<Arc<Scratch>>) {
         match self {
-            Source::Staged(scratch) => (scratch.addr(), scratch.len(), Some(scratch.clone())),
-            Source::Registered(addr, len) => (*addr, *len, None),
+            Source::Staged(scratch) => (
+                vec![Fragment::whole(scratch.addr(), scratch.len())],
+                Some(scratch.clone()),
+            ),
+            Source::Registered(pieces, _) => (pieces.clone(), None),
         }
     }
+}
+
+/// The pieces that spread an object of `size` bytes over `buffers` in order; `InvalidParams`
+/// if they hold less than it.
+fn scatter(key: &str, buffers: &[(u64, u64)], size: u64) -> Result<Vec<Fragment>> {
+    let mut pieces = Vec::with_capacity(buffers.len());
+    let mut offset = 0u64;
+    for &(addr, room) in buffers {
+        if offset == size {
+            break;
+        }
+        let len = room.min(size - offset);
+        pieces.push(Fragment { addr, offset, len });
+        offset += len;
+    }
+    if offset < size {
+        let room: u128 = buffers.iter().map(|&(_, l)| u128::from(l)).sum();
+        return Err(Error::params(format!(
+            "buffers of {room} bytes in all are smaller than {key:?} ({size} bytes)"
+        )));
+    }
+    Ok(pieces)
 }
 
 /// What happened to one item of a batch put.

@@ -18,15 +18,15 @@ impl Client {
     /// answers its error in every fragment of its items. Items may name the same key: it is
     /// looked up once. The memory is written until the call ends, only by this client's engine:
     /// register it local-only (see [`Client::engine`]).
-    pub fn batch_get_ranges<K: AsRef<str>>(
+    pub fn batch_get_ranges<K: AsRef<str>, F: AsRef<[Fragment]>>(
         &self,
-        items: &[(K, &[Fragment])],
+        items: &[(K, F)],
         opts: impl Into<Options>,
     ) -> impl Future<Output = Result<Vec<Vec<Result<u64>>>>> + Send + 'static {
         let opts = opts.into();
         let items: Vec<Item> = items
             .iter()
-            .map(|(key, fragments)| Item::new(key.as_ref(), fragments))
+            .map(|(key, fragments)| Item::new(key.as_ref(), fragments.as_ref()))
             .collect();
         self.call(move |c| async move {
             let mut keys: Vec<String> = Vec::new();
