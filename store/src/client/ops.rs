@@ -251,6 +251,16 @@ impl Client {
                 "",
             )
             .await?;
+        // One list per key, in order, or the answers cannot be matched to the keys.
+        if lists.len() != keys.len() {
+            return Err(Error::Internal {
+                reason: format!(
+                    "the master answered {} replica lists for {} keys",
+                    lists.len(),
+                    keys.len()
+                ),
+            });
+        }
         Ok((sent, lists))
     }
 

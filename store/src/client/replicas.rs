@@ -132,8 +132,7 @@ impl Client {
         write: bool,
         keep: Option<Arc<Scratch>>,
     ) -> Result<()> {
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        if Instant::now() >= until {
             return Err(Error::Timeout);
         }
         let mut requests = Vec::with_capacity(pieces.len());
@@ -146,9 +145,25 @@ impl Client {
                     p.offset, p.len, d.len
                 )));
             }
-            requests.push((p, d.addr + p.offset));
+            // The replica's address is the master's word: checked, not trusted to fit.
+            let remote = d
+                .addr
+                .checked_add(p.offset)
+                .filter(|r| r.checked_add(p.len).is_some())
+                .ok_or_else(|| Error::Internal {
+                    reason: format!(
+                        "replica at {:#x} of {} bytes on {} overflows the address space",
+                        d.addr, d.len, d.node
+                    ),
+                })?;
+            requests.push((p, remote));
         }
         let handle = self.inner.peers.handle(&d.node, until).await?;
+        // The time left once the peer is known (its handshake may have taken some).
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Error::Timeout);
+        }
         if handle == self.inner.engine.own_segment() {
             for &(p, remote) in &requests {
                 self.inner.check_own_replica(remote, p.len)?;

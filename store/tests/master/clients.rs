@@ -264,9 +264,37 @@ fn a_client_that_leaves_loses_its_space_objects_and_writes_at_once() {
     fx.m.leave(A, 12);
     fx.m.leave(ClientId(999), 12);
     assert_eq!(fx.m.stats().mounts, 2);
-    // A client that left and comes back mounts anew, as after expiry.
-    assert_eq!(fx.m.ping(A, 13), PingResult::NeedRemount);
-    fx.m.remount(A, 14, &[spec("n1", 0x10, MIB)]).unwrap();
-    assert_eq!(fx.m.stats().mounts, 3);
+    // The revoked write's space on n2 is held until its release time: transfers the
+    // leaving process had started may still land there.
+    assert!(fx.m.stats().bytes_used > 0, "held, not freed");
+    ping_all(&mut fx, 900);
+    fx.m.handle_timeout(900);
+    assert!(fx.m.stats().bytes_used > 0, "still held at 900");
+    ping_all(&mut fx, 3_000);
+    fx.m.handle_timeout(3_000);
+    assert_eq!(fx.m.stats().bytes_used, 0, "released at put_release_ms");
+    fx.check();
+}
+
+/// A remount the leaving process's heartbeat had on the wire, landing after its `leave`,
+/// must not mount the space the process freed as it left: refused for a client TTL.
+#[test]
+fn a_client_that_left_cannot_mount_again_within_its_ttl() {
+    let mut fx = three_nodes();
+    fx.m.leave(A, 10);
+    fx.drain();
+    let seq = fx.m.last_seq();
+    assert_eq!(fx.m.ping(A, 11), PingResult::NeedRemount);
+    let e = fx.m.remount(A, 12, &[spec("n1", 0x10, MIB)]).unwrap_err();
+    assert_eq!((e.name(), e.code()), ("IllegalClient", -601));
+    let e = fx.m.mount(A, 12, &[spec("n1", 0x10, MIB)]).unwrap_err();
+    assert_eq!(e.code(), -601);
+    assert_eq!(fx.m.last_seq(), seq, "refusals change nothing");
+    assert_eq!(fx.m.stats().mounts, 2);
+    // Other clients are not affected; after the TTL the id is forgotten.
+    fx.m.mount(B, 12, &[spec("n2", 0x4000_0000, MIB)]).unwrap();
+    fx.m.remount(A, 10 + 1_000, &[spec("n1", 0x10, MIB)])
+        .unwrap();
+    assert_eq!(fx.m.stats().mounts, 4);
     fx.check();
 }

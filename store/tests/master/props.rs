@@ -64,6 +64,9 @@ enum Op {
     Remount {
         client: u8,
     },
+    Leave {
+        client: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -86,7 +89,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0u16..1500).prop_map(|ms| Op::Advance { ms }),
         3 => client.clone().prop_map(|client| Op::Ping { client }),
         1 => client.clone().prop_map(|client| Op::Unmount { client }),
-        1 => client.prop_map(|client| Op::Remount { client }),
+        1 => client.clone().prop_map(|client| Op::Remount { client }),
+        1 => client.prop_map(|client| Op::Leave { client }),
     ]
 }
 
@@ -142,6 +146,10 @@ impl Run {
                 .is_ok()
                 {
                     m.put_end(c, now, &k(key)).unwrap();
+                    // A put over an object whose replicas all leave with their ranges writes
+                    // it anew, as an upsert: leases on the old version protect its (held)
+                    // replicas only.
+                    self.leases.remove(&k(key));
                 }
             }
             Op::Start {
@@ -228,6 +236,7 @@ impl Run {
                 let i = *client as usize;
                 let _ = m.remount(CLIENTS[i], now, &[spec(NODES[i], base(NODES[i]), MIB)]);
             }
+            Op::Leave { client } => m.leave(CLIENTS[*client as usize], now),
         }
     }
 }

@@ -17,7 +17,8 @@ impl Master {
     ///
     /// Errors: `InvalidParams` (empty node name, length 0, overflowing range),
     /// `SegmentAlreadyExists` (overlap with another mounted range of the same node, whoever's,
-    /// one being unmounted included, or with another new range of this call).
+    /// one being unmounted included, or with another new range of this call), `IllegalClient`
+    /// (a client that left, see [`Master::leave`]).
     pub fn mount(
         &mut self,
         client: ClientId,
@@ -25,6 +26,7 @@ impl Master {
         specs: &[MountSpec],
     ) -> Result<Vec<MountId>> {
         let now = self.tick(now);
+        self.check_not_left(client, now)?;
         let mounted: Vec<Option<MountId>> = specs
             .iter()
             .map(|s| {
@@ -59,6 +61,7 @@ impl Master {
     /// Mounts the client's store space again after `NeedRemount`: ranges the master still
     /// knows for this client (same node, base and length: restored from disk) become readable
     /// again, new ones are added, and its ranges not listed are removed with their replicas.
+    /// Errors as [`Master::mount`].
     pub fn remount(
         &mut self,
         client: ClientId,
@@ -66,6 +69,7 @@ impl Master {
         specs: &[MountSpec],
     ) -> Result<Vec<MountId>> {
         let now = self.tick(now);
+        self.check_not_left(client, now)?;
         let known = self.space.of_client(client);
         let fresh: Vec<MountSpec> = specs
             .iter()
@@ -148,7 +152,7 @@ impl Master {
             .collect();
         dead.sort();
         for client in dead {
-            let (mounts, writes) = self.forget_client(now, client);
+            let (mounts, writes) = self.forget_client(now, client, false);
             tracing::info!(%client, mounts, writes, "client expired");
             self.effects.push_back(Effect::ClientExpired {
                 client,
@@ -161,17 +165,32 @@ impl Master {
     /// A client says it is gone for good (it dropped its store space without a graceful
     /// unmount): what its expiry would do, at once, so that no new replica is placed in space
     /// that no longer exists. Its store space is removed (objects left with no replica go with
-    /// it) and its writes in progress are revoked; a later call from it must remount, as after
-    /// expiry. Repeating it, or calling it as a client the master does not know, is `Ok`.
+    /// it) and its writes in progress are revoked, their space held until their release time
+    /// (transfers the process had started may still land). For a client TTL from now, a mount
+    /// or remount from it is refused (`IllegalClient`): one its heartbeat had under way must
+    /// not mount the freed space again. Repeating it, or calling it as a client the master
+    /// does not know, is `Ok`.
     pub fn leave(&mut self, client: ClientId, now: Millis) {
         let now = self.tick(now);
-        let (mounts, writes) = self.forget_client(now, client);
+        self.left.retain(|_, until| *until > now);
+        self.left
+            .insert(client, now.saturating_add(self.cfg.client_ttl_ms));
+        let (mounts, writes) = self.forget_client(now, client, true);
         tracing::info!(%client, mounts, writes, "client left");
     }
 
-    /// Forgets `client`: removes its ranges and revokes its writes in progress. Returns how
-    /// many of each there were.
-    fn forget_client(&mut self, now: Millis, client: ClientId) -> (usize, usize) {
+    fn check_not_left(&self, client: ClientId, now: Millis) -> Result<()> {
+        match self.left.get(&client) {
+            Some(&until) if until > now => Err(Error::IllegalClient {
+                key: format!("client {client} left the cluster"),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Forgets `client`: removes its ranges and revokes its writes in progress, their space
+    /// held until their release time (`hold`) or freed. Returns how many of each there were.
+    fn forget_client(&mut self, now: Millis, client: ClientId, hold: bool) -> (usize, usize) {
         self.clients.remove(&client);
         let mounts = self.space.of_client(client);
         for &mount in &mounts {
@@ -186,7 +205,7 @@ impl Master {
         writes.sort();
         let n = writes.len();
         for key in writes {
-            self.commit(now, Record::WriteRevoke { key, hold: false });
+            self.commit(now, Record::WriteRevoke { key, hold });
         }
         (mounts.len(), n)
     }

@@ -64,6 +64,10 @@ pub struct Master {
     /// Store space removed while readers may still read it under earlier leases (soft state):
     /// a new mount over it is refused until then (see `remove_mount`).
     pub(crate) removed: Vec<RemovedRange>,
+    /// Clients that said they left, and until when a mount or remount from them is refused
+    /// (soft state): a remount their heartbeat had on the wire must not mount space that the
+    /// process freed as it left.
+    pub(crate) left: HashMap<ClientId, Millis>,
 }
 
 /// A removed range of a node's memory, and until when readers may still read it.
@@ -87,6 +91,7 @@ impl Master {
             writes: KeyMap::new(hasher),
             space,
             clients: HashMap::new(),
+            left: HashMap::new(),
             held: Vec::new(),
             effects: VecDeque::new(),
             seq: 0,
