@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 
 # Debian packages the tests need: valgrind (memcheck); etcd and protoc for yuebing-etcd (its
 # etcd client compiles etcd's protos at build time; the protos import libprotobuf-dev's
-# descriptor.proto, only a Recommends of protobuf-compiler).
-need_pkgs=(valgrind etcd-server etcd-client protobuf-compiler libprotobuf-dev)
+# descriptor.proto, only a Recommends of protobuf-compiler); iproute2 and util-linux (`ip`,
+# `unshare`: Mooncake's engine tests run in a loopback-only network namespace).
+need_pkgs=(valgrind etcd-server etcd-client protobuf-compiler libprotobuf-dev iproute2 util-linux)
 missing=()
 for pkg in "${need_pkgs[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

@@ -209,6 +209,17 @@ def test_a_client_with_its_own_segment_and_remove_all(cluster):
     assert st.close() == 0 and st.health_check() == 1
 
 
+def test_host_names_split_into_host_and_port_as_mooncake_writes_them():
+    from mooncake import _hostname
+    assert _hostname.split("localhost:13001") == ("localhost", 13001)
+    assert _hostname.split("127.0.0.1") == ("127.0.0.1", None)
+    assert _hostname.split("[::1]:13001") == ("[::1]", 13001)
+    assert _hostname.split("::1") == ("::1", None), "a bare IPv6 address names no port"
+    assert _hostname.split("fe80::1:2") == ("fe80::1:2", None)
+    assert _hostname.split("host:0") == ("host:0", None)
+    assert _hostname.split("host:70000") == ("host:70000", None)
+
+
 def test_a_hostname_without_port_gets_one_from_mooncakes_range(cluster, monkeypatch):
     monkeypatch.setenv("MC_STORE_CLIENT_MIN_PORT", "13300")
     monkeypatch.setenv("MC_STORE_CLIENT_MAX_PORT", "13350")

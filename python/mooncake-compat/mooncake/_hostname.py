@@ -18,9 +18,12 @@ _MIN, _MAX, _RETRIES = 12300, 14300, 20
 
 
 def split(hostname):
-    """``(host, port)`` of ``host[:port]``; port ``None`` when none is named."""
+    """``(host, port)`` of ``host[:port]`` or ``[v6]:port``; port ``None`` when none is named
+    (a bare IPv6 address such as ``::1`` names none: its last group is not a port)."""
     host, sep, port = hostname.rpartition(":")
-    if sep and host and port.isdigit() and 0 < int(port) < 65536:
+    bracketed = host.startswith("[") and host.endswith("]")
+    if sep and host and (":" not in host or bracketed) and port.isdigit() \
+            and 0 < int(port) < 65536:
         return host, int(port)
     return hostname, None
 

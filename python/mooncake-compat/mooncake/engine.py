@@ -14,7 +14,7 @@ import threading
 
 import yuebing
 
-from . import _codes, _setup
+from . import _codes, _hostname, _setup
 from ._codes import ERR_INVALID_ARGUMENT
 
 __all__ = ["TransferEngine", "TransferOpcode", "TransferNotify", "InnerTransferEngine", "Read",
@@ -109,9 +109,11 @@ class TransferEngine:
         if protocol != "tcp":
             _codes.log.error("initialize: protocol %r is not supported (only 'tcp')", protocol)
             return ERR_INVALID_ARGUMENT
-        host = local_hostname.rsplit(":", 1)[0] if ":" in local_hostname else local_hostname
+        # The name peers use is where the engine listens: a port given in local_hostname is
+        # bound (as Mooncake's P2P handshake listens there), else any free one.
+        host, port = _hostname.split(local_hostname)
         try:
-            engine = yuebing.Engine(f"{host}:0")
+            engine = yuebing.Engine(f"{host}:{port or 0}")
         except (yuebing.YuebingError, ValueError) as e:
             _codes.log.error("initialize: %s", e)
             return ERR_INVALID_ARGUMENT
