@@ -375,3 +375,14 @@ def test_multi_buffer_batches_move_per_layer_blocks_as_one_object(mc, k):
     assert mc.batch_put_from_multi_buffers([k + "/x"], [[0]], [[block]]) == [-600]
     for a in src + dst:
         assert mc.unregister_buffer(address(a)) == 0
+
+
+def test_tensor_methods_raise_not_implemented_naming_torch(mc, k):
+    from mooncake import store
+    assert len(store._TENSOR_METHODS) == 42
+    for name in store._TENSOR_METHODS:
+        with pytest.raises(NotImplementedError, match="need torch"):
+            getattr(mc, name)(k, None)
+    with pytest.raises(NotImplementedError, match="put_tensor"):
+        mc.put_tensor(k, object())
+    assert mc.is_exist(k) == 0, "nothing was stored"

@@ -586,6 +586,44 @@ class MooncakeDistributedStore:
                 if not isinstance(r, yuebing.YuebingError)}
 
 
+
+# Mooncake's PyTorch methods (the stock 0.3.13.post1 wheel's 42). They need torch, which the
+# drop-in does not depend on and which cannot be installed where it is tested: each raises
+# ``NotImplementedError`` saying so, not ``AttributeError``, so a caller learns why at once.
+_TENSOR_METHODS = (
+    "batch_get_tensor", "batch_get_tensor_into", "batch_get_tensor_into_cuda",
+    "batch_get_tensor_with_parallelism", "batch_get_tensor_with_parallelism_into",
+    "batch_get_tensor_with_tp", "batch_get_tensor_with_tp_into", "batch_pub_tensor",
+    "batch_pub_tensor_with_tp", "batch_put_tensor", "batch_put_tensor_from",
+    "batch_put_tensor_with_parallelism", "batch_put_tensor_with_parallelism_from",
+    "batch_put_tensor_with_tp", "batch_put_tensor_with_tp_from", "batch_upsert_pub_tensor",
+    "batch_upsert_tensor", "batch_upsert_tensor_from", "batch_upsert_tensor_with_parallelism",
+    "batch_upsert_tensor_with_parallelism_from", "get_tensor", "get_tensor_into",
+    "get_tensor_into_cuda", "get_tensor_with_parallelism", "get_tensor_with_parallelism_into",
+    "get_tensor_with_tp", "get_tensor_with_tp_into", "load_tensor_from_safetensor", "pub_tensor",
+    "pub_tensor_with_tp", "put_tensor", "put_tensor_from", "put_tensor_with_parallelism",
+    "put_tensor_with_parallelism_from", "put_tensor_with_tp", "put_tensor_with_tp_from",
+    "save_tensor_to_safetensor", "upsert_pub_tensor", "upsert_tensor", "upsert_tensor_from",
+    "upsert_tensor_with_parallelism", "upsert_tensor_with_parallelism_from",
+)
+
+
+def _tensor_method(name):
+    def refuse(self, *args, **kwargs):
+        raise NotImplementedError(
+            f"MooncakeDistributedStore.{name}: the PyTorch tensor methods are not in "
+            "yuebing-mooncake (they need torch); move tensors' bytes with put_from / get_into "
+            "on tensor.data_ptr() instead")
+    refuse.__name__ = refuse.__qualname__ = name
+    refuse.__doc__ = f"Mooncake's ``{name}``: raises ``NotImplementedError`` (needs torch)."
+    return refuse
+
+
+for _name in _TENSOR_METHODS:
+    setattr(MooncakeDistributedStore, _name, _tensor_method(_name))
+del _name
+
+
 def _address(value):
     """An address or size as an ``int`` (``numpy`` integers too); ``ValueError`` when it does
     not fit 64 bits or is negative."""
