@@ -5,6 +5,7 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -91,10 +92,19 @@ def test_mooncakes_engine_pair_passes_unmodified(tmp_path):
         tests = ["test_random_write_circle_times", "test_batch_write_read",
                  "test_async_batch_write_read", "test_send_probe_reachable_peer"]
         cmd, expected = [*cmd, *(f"TestVLLMAdaptorTransfer.{t}" for t in tests)], len(tests)
-    run = subprocess.run(cmd, cwd=UPSTREAM, env=env, capture_output=True, text=True,
-                         timeout=600)
-    out = run.stdout + run.stderr
+    # A process group of its own, killed whatever happens: the spinning target goes with the
+    # script even if the script timed out or died before its own `kill`.
+    proc = subprocess.Popen(cmd, cwd=UPSTREAM, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
     log = (tmp_path / "target.log").read_text() if (tmp_path / "target.log").exists() else ""
-    assert run.returncode == 0, out[-6000:] + "\n--- target:\n" + log[-3000:]
+    assert proc.returncode == 0, out[-6000:] + "\n--- target:\n" + log[-3000:]
     ran = re.search(r"Ran (\d+) tests?", out)
     assert ran and int(ran.group(1)) == expected and "\nOK" in out, out[-3000:]
