@@ -216,8 +216,9 @@ def test_host_names_split_into_host_and_port_as_mooncake_writes_them():
     assert _hostname.split("[::1]:13001") == ("[::1]", 13001)
     assert _hostname.split("::1") == ("::1", None), "a bare IPv6 address names no port"
     assert _hostname.split("fe80::1:2") == ("fe80::1:2", None)
-    assert _hostname.split("host:0") == ("host:0", None)
+    assert _hostname.split("host:0") == ("host", 0)
     assert _hostname.split("host:70000") == ("host:70000", None)
+    assert _hostname.split("host:\u00b2") == ("host:\u00b2", None), "not an ASCII digit"
 
 
 def test_a_hostname_without_port_gets_one_from_mooncakes_range(cluster, monkeypatch):
@@ -386,3 +387,17 @@ def test_tensor_methods_raise_not_implemented_naming_torch(mc, k):
     with pytest.raises(NotImplementedError, match="put_tensor"):
         mc.put_tensor(k, object())
     assert mc.is_exist(k) == 0, "nothing was stored"
+
+
+def test_an_engine_binds_its_named_port_or_a_free_one_when_taken():
+    from mooncake.engine import TransferEngine
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    first = TransferEngine()
+    assert first.initialize(f"127.0.0.1:{port}", "P2PHANDSHAKE", "tcp", "") == 0
+    assert first.get_rpc_port() == port, "peers reach it under its name"
+    second = TransferEngine()
+    assert second.initialize(f"127.0.0.1:{port}", "P2PHANDSHAKE", "tcp", "") == 0
+    assert second.get_rpc_port() not in (0, port)

@@ -44,8 +44,10 @@ ENGINE_PAIR = """
 set -u
 [ -n "${NETNS:-}" ] && ip link set lo up
 python=$1
-"$python" transfer_engine_target.py > "$TARGET_LOG" 2>&1 &
+# Bounded, and killed on every exit: the target spins until it is stopped.
+timeout 900 "$python" transfer_engine_target.py > "$TARGET_LOG" 2>&1 &
 target=$!
+trap 'kill $target 2>/dev/null' EXIT
 for _ in $(seq 100); do
   grep -q "Target server ready" "$TARGET_LOG" && break
   kill -0 $target 2>/dev/null || break
@@ -53,7 +55,6 @@ for _ in $(seq 100); do
 done
 "$python" transfer_engine_initiator_test.py -v "${@:2}"
 rc=$?
-kill $target
 exit $rc
 """
 # The two tests of a peer that is not there name it "unreachable_peer:9": resolving that name
@@ -64,10 +65,16 @@ UNKNOWN_PEER = ["test_async_submit_to_unknown_peer_returns_zero", "test_send_pro
 ENGINE_TESTS = 6
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(n):
+    """``n`` distinct free ports (each socket is held until all are chosen)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def _netns_works():
@@ -79,9 +86,9 @@ def _netns_works():
 
 
 def test_mooncakes_engine_pair_passes_unmodified(tmp_path):
-    target, initiator = _free_port(), _free_port()
+    target, initiator, metadata = _free_ports(3)
     env = dict(os.environ, MC_FORCE_TCP="true", PROTOCOL="tcp", PYTHONUNBUFFERED="1",
-               MC_METADATA_SERVER=f"http://127.0.0.1:{_free_port()}/metadata",
+               MC_METADATA_SERVER=f"http://127.0.0.1:{metadata}/metadata",
                TARGET_SERVER_NAME=f"127.0.0.1:{target}",
                INITIATOR_SERVER_NAME=f"127.0.0.1:{initiator}",
                TARGET_LOG=str(tmp_path / "target.log"))

@@ -19,11 +19,12 @@ _MIN, _MAX, _RETRIES = 12300, 14300, 20
 
 def split(hostname):
     """``(host, port)`` of ``host[:port]`` or ``[v6]:port``; port ``None`` when none is named
-    (a bare IPv6 address such as ``::1`` names none: its last group is not a port)."""
+    (a bare IPv6 address such as ``::1`` names none: its last group is not a port); port 0
+    is any free one."""
     host, sep, port = hostname.rpartition(":")
     bracketed = host.startswith("[") and host.endswith("]")
-    if sep and host and (":" not in host or bracketed) and port.isdigit() \
-            and 0 < int(port) < 65536:
+    if sep and host and (":" not in host or bracketed) and port.isascii() and port.isdigit() \
+            and int(port) < 65536:
         return host, int(port)
     return hostname, None
 

@@ -10,6 +10,7 @@ peers, as in Mooncake.
 import enum
 import itertools
 import json
+import logging
 import threading
 
 import yuebing
@@ -110,12 +111,18 @@ class TransferEngine:
             _codes.log.error("initialize: protocol %r is not supported (only 'tcp')", protocol)
             return ERR_INVALID_ARGUMENT
         # The name peers use is where the engine listens: a port given in local_hostname is
-        # bound (as Mooncake's P2P handshake listens there), else any free one.
+        # bound (as Mooncake's P2P handshake listens there), else any free one; a named port
+        # that is taken falls back to a free one, as Mooncake's does (get_rpc_port says which).
         host, port = _hostname.split(local_hostname)
-        try:
-            engine = yuebing.Engine(f"{host}:{port or 0}")
-        except (yuebing.YuebingError, ValueError) as e:
-            _codes.log.error("initialize: %s", e)
+        engine = None
+        for bind in dict.fromkeys([port or 0, 0]):
+            try:
+                engine = yuebing.Engine(f"{host}:{bind}")
+                break
+            except (yuebing.YuebingError, ValueError) as e:
+                _codes.log.log(logging.WARNING if bind else logging.ERROR,
+                               "initialize on port %d: %s", bind, e)
+        if engine is None:
             return ERR_INVALID_ARGUMENT
         with self._lock:
             self._engine = engine
