@@ -10,7 +10,9 @@
 # through both; single-thread memcpy (the peers' baseline program); and `yuebing bench store`'s
 # Rust 4 KiB get, for the Python overhead per call.
 # Settings: PEERS (default ../shared/peers), PEER_VENV (default ~/.cache/yuebing-peer-venv, made by
-# $PEERS/setup.sh if missing), SIZES (default 4K,1M,16M), DURATION (seconds per cell, default 1).
+# $PEERS/setup.sh if missing), SIZES (default 4K,1M,16M), DURATION (seconds per cell, default 1),
+# MULTI (the multi-buffer cell LAYERSxSIZE, default 32x64K: batches of 32 keys, each one block in
+# each of 32 per-layer buffers, as vLLM lays out its paged KV cache; empty: none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
@@ -18,6 +20,7 @@ peers="$(cd "${PEERS:-../shared/peers}" && pwd)"
 peer_venv="${PEER_VENV:-$HOME/.cache/yuebing-peer-venv}"
 sizes="${SIZES:-4K,1M,16M}"
 duration="${DURATION:-1}"
+multi="${MULTI-32x64K}"
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 out="$target/compat-bench"
 venv="$target/compat-venv"
@@ -43,6 +46,7 @@ rm -rf "$target/compat-wheels"
 gcc -O2 -o "$out/memcpy_bw" "$peers/baselines/memcpy_bw.c"
 
 bench=(--sizes "$sizes" --duration "$duration" --small-duration "$duration")
+if [ -n "$multi" ]; then bench+=(--multi "$multi"); fi
 # One run of the benchmark through yuebing-mooncake against a fresh `yuebing master`.
 yuebing_run() { # clients transport out
   local log addr pid
