@@ -16,7 +16,9 @@ pub mod client;
 pub mod error;
 pub mod master;
 
-pub use client::{Client, ClientConfig, ClientHealth, Fetched, Fragment, Located, Options};
+pub use client::{
+    Client, ClientConfig, ClientHealth, Fetched, Fragment, Located, Options, Reservation,
+};
 pub use error::{Error, Result, WireError};
 pub use master::Write;
 

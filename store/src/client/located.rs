@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::time::Instant;
 
-use super::{fits, Client, Options};
+use super::{fits, Client, Fragment, Options};
 use crate::error::Result;
 use crate::master::ReplicaList;
 
@@ -82,10 +82,75 @@ impl Client {
             crate::args::buffer(addr, len)?;
             fits(&found.key, &found.list, len)?;
             let until = c.until(&opts).min(found.until);
-            let whole = [super::Fragment::whole(addr, found.list.size)];
+            let whole = [Fragment::whole(addr, found.list.size)];
             c.read_object(&found.key, &found.list, found.sent, &whole, until, None)
                 .await?;
             Ok(found.list.size)
+        })
+    }
+
+    /// Finds each key and takes its read lease, without reading it: one master round trip for
+    /// the batch (Mooncake's get session start). One result per key, in order; read them with
+    /// [`Client::batch_read_located`] before their leases end.
+    pub fn batch_locate<K: AsRef<str>>(
+        &self,
+        keys: &[K],
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<Vec<Result<Located>>>> + Send + 'static {
+        let (sifted, opts) = (super::sift::keys(keys), opts.into());
+        self.call(move |c| async move {
+            if sifted.passed.is_empty() {
+                return Ok(sifted.merge([]));
+            }
+            let until = c.until(&opts);
+            let (sent, lists) = c.replica_lists(&sifted.passed, until).await?;
+            let found = sifted.passed.iter().zip(lists).map(|(key, list)| {
+                Ok(Located {
+                    key: key.clone(),
+                    list: list?,
+                    sent,
+                    until,
+                })
+            });
+            let found: Vec<_> = found.collect();
+            Ok(sifted.merge(found))
+        })
+    }
+
+    /// For each `(located, fragments)`, reads each fragment's `len` bytes at `offset` inside
+    /// the located object into registered memory at `addr`; no master round trip. One result
+    /// per item: the bytes read (the fragments' total), or why none was read (a fragment
+    /// outside the object or a bad address: `InvalidParams`, and none of the item's fragments
+    /// is read; a read that cannot end inside the lease: `LeaseExpired`). Each item ends by
+    /// `opts`' deadline and by that of the call that located it; every fragment of every item
+    /// is in flight together. The memory is written until the call ends, only by this client's
+    /// engine: register it local-only (see [`Client::engine`]).
+    pub fn batch_read_located<F: AsRef<[Fragment]>>(
+        &self,
+        items: &[(&Located, F)],
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<Vec<Result<u64>>>> + Send + 'static {
+        let opts = opts.into();
+        let items: Vec<(Located, Result<Pieces>)> = items
+            .iter()
+            .map(|(found, fragments)| {
+                let checked = in_object(&found.key, found.list.size, fragments.as_ref());
+                ((*found).clone(), checked)
+            })
+            .collect();
+        self.call(move |c| async move {
+            let until = c.until(&opts);
+            let reads = items.iter().map(|(found, checked)| {
+                let c = &c;
+                async move {
+                    let (pieces, total) = checked.clone()?;
+                    let until = until.min(found.until);
+                    c.read_object(&found.key, &found.list, found.sent, &pieces, until, None)
+                        .await?;
+                    Ok(total)
+                }
+            });
+            Ok(futures::future::join_all(reads).await)
         })
     }
 
@@ -114,4 +179,27 @@ impl Client {
             }))
         })
     }
+}
+
+/// An item's fragments, checked, and their total length.
+pub(super) type Pieces = (Vec<Fragment>, u64);
+
+/// The fragments of one item of a ranged call on object `key` of `size` bytes, and their total:
+/// each with a good address and inside the object, or `InvalidParams` naming the first that is
+/// not.
+pub(super) fn in_object(key: &str, size: u64, fragments: &[Fragment]) -> Result<Pieces> {
+    let mut total = 0u64;
+    for f in fragments {
+        crate::args::buffer(f.addr, f.len)?;
+        if !f.inside(size) {
+            return Err(crate::Error::params(format!(
+                "bytes {}+{} lie outside {key:?} ({size} bytes)",
+                f.offset, f.len
+            )));
+        }
+        total = total
+            .checked_add(f.len)
+            .ok_or_else(|| crate::Error::params("the fragments' lengths add up past 2^64"))?;
+    }
+    Ok((fragments.to_vec(), total))
 }

@@ -23,6 +23,7 @@ mod ops;
 mod peers;
 mod ranged;
 mod replicas;
+mod reserved;
 mod sift;
 mod staging;
 
@@ -38,6 +39,7 @@ pub use self::located::{Fetched, Located};
 use self::masters::Masters;
 use self::peers::Peers;
 pub use self::replicas::Fragment;
+pub use self::reserved::Reservation;
 use self::staging::Staging;
 use crate::args;
 use crate::error::{Error, Result};

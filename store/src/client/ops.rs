@@ -91,16 +91,7 @@ impl Client {
         let (until, write) = (self.until(opts), opts.write);
         let items = &sifted.passed;
         let starts: Vec<(String, u64)> = items.iter().map(|(k, s)| (k.clone(), s.len())).collect();
-        let placed = self
-            .master(
-                until,
-                |m, _| {
-                    let (starts, cfg) = (starts.clone(), cfg.clone());
-                    async move { m.batch_put_start(starts, &cfg, write).await }
-                },
-                "",
-            )
-            .await?;
+        let placed = self.put_starts(&starts, &cfg, write, until).await?;
         let writes = items
             .iter()
             .zip(placed)
@@ -305,8 +296,39 @@ impl Client {
         })
     }
 
+    /// One `batch_put_start` for `starts` (key, size): the replicas placed for each, in order.
+    pub(super) async fn put_starts(
+        &self,
+        starts: &[(String, u64)],
+        cfg: &PutConfig,
+        write: crate::Write,
+        until: Instant,
+    ) -> Result<Vec<Result<Vec<crate::master::ReplicaDesc>>>> {
+        let placed = self
+            .master(
+                until,
+                |m, _| {
+                    let (starts, cfg) = (starts.to_vec(), cfg.clone());
+                    async move { m.batch_put_start(starts, &cfg, write).await }
+                },
+                "",
+            )
+            .await?;
+        // One placement per key, in order, or the answers cannot be matched to the keys.
+        if placed.len() != starts.len() {
+            return Err(Error::Internal {
+                reason: format!(
+                    "the master answered {} placements for {} keys",
+                    placed.len(),
+                    starts.len()
+                ),
+            });
+        }
+        Ok(placed)
+    }
+
     /// `batch_put_end` (`end`) or `batch_put_revoke` of `keys`.
-    async fn batch_call(
+    pub(super) async fn batch_call(
         &self,
         until: Instant,
         keys: Vec<String>,
