@@ -18,7 +18,7 @@
 //! - `options`: per-call settings from keyword arguments.
 //! - `store`: the `Store` class: opening it, writes, reads, and what it knows of its keys.
 //! - `engine`: the `Engine` class, its batches of transfers and its `Buffer`s.
-//! - `types`: the small result classes (`ObjectInfo`, `Replicas`, `Location`, `BatchStatus`,
+//! - `types`: the small result classes (`ObjectInfo`, `Replicas`, `Location`, `Reservation`, `BatchStatus`,
 //!   `TaskStatus`).
 
 mod engine;
@@ -43,6 +43,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::ObjectInfo>()?;
     m.add_class::<types::Replicas>()?;
     m.add_class::<types::Location>()?;
+    m.add_class::<types::Reservation>()?;
     m.add_class::<types::BatchStatus>()?;
     m.add_class::<types::TaskStatus>()?;
     m.add_function(wrap_pyfunction!(errors::error_codes, m)?)?;

@@ -106,6 +106,42 @@ impl Location {
     }
 }
 
+/// Space reserved for one object by `Store.batch_reserve`, not readable yet: `key`, `size`,
+/// and `sealed` (its publication or revocation has started: it takes no more writes). Write it
+/// with `Store.batch_write_reserved`, then `Store.batch_publish` or `Store.batch_revoke` it.
+#[pyclass(module = "yuebing._native", frozen)]
+pub(crate) struct Reservation(pub(crate) yuebing_store::Reservation);
+
+#[pymethods]
+impl Reservation {
+    /// The object's key.
+    #[getter]
+    fn key(&self) -> &str {
+        self.0.key()
+    }
+
+    /// The object's size in bytes.
+    #[getter]
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+
+    /// Whether its publication or revocation has started.
+    #[getter]
+    fn sealed(&self) -> bool {
+        self.0.sealed()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Reservation(key={:?}, size={}, sealed={})",
+            self.0.key(),
+            self.0.size(),
+            self.0.sealed()
+        )
+    }
+}
+
 /// A task state's name: "waiting", "pending", "completed", "failed", "timeout", "canceled".
 pub(crate) fn state_name(s: TaskState) -> &'static str {
     match s {

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import ctypes
 import os
+import pathlib
 import pickle
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 
 import numpy as np
 import pytest
+from conftest import Cluster
 
 from mooncake.store import (MooncakeDistributedStore, ReplicaStatus, ReplicateConfig,
                             SoftPinAction)
@@ -401,3 +404,101 @@ def test_an_engine_binds_its_named_port_or_a_free_one_when_taken():
     second = TransferEngine()
     assert second.initialize(f"127.0.0.1:{port}", "P2PHANDSHAKE", "tcp", "") == 0
     assert second.get_rpc_port() not in (0, port)
+
+
+def test_ranged_sessions_move_layers_after_one_master_round_trip(mc, k):
+    # Mooncake's layerwise save and load: one buffer per layer, each key one page of each.
+    layers, page, n = 4, 4096, 6
+    src = [np.random.default_rng(l).integers(0, 256, n * page, dtype=np.uint8)
+           for l in range(layers)]
+    dst = [np.zeros(n * page, dtype=np.uint8) for _ in range(layers)]
+    for a in src + dst:
+        assert mc.register_buffer(address(a), a.nbytes) == 0
+    keys = [f"{k}/{i}" for i in range(n)]
+    assert mc.batch_put_session_start(keys, [layers * page] * n) == [0] * n
+    assert mc.batch_put_session_start(keys[:1], [page]) == [-600], "already open"
+    assert mc.is_exist(keys[0]) == 0, "not readable before its end"
+    for layer in reversed(range(layers)):
+        rcs = mc.batch_put_from_multi_buffer_ranges(
+            keys, [[address(src[layer]) + i * page] for i in range(n)], [[page]] * n,
+            [[layer * page]] * n)
+        assert rcs == [page] * n
+    # Per key: a range past the object, mismatched lists, no session.
+    bad = mc.batch_put_from_multi_buffer_ranges(
+        [keys[0], keys[1], k + "/none"], [[address(src[0])], [address(src[0])] * 2,
+                                          [address(src[0])]],
+        [[page]] * 3, [[layers * page - 1], [0], [0]])
+    assert bad == [-600, -600, -600]
+    assert mc.batch_put_session_end(keys + [k + "/none"]) == [0] * n + [-600]
+    assert mc.batch_put_from_multi_buffer_ranges(
+        keys[:1], [[address(src[0])]], [[page]], [[0]]) == [-600], "ended"
+    for i in range(n):
+        assert mc.get(keys[i]) == b"".join(bytes(src[l][i * page:(i + 1) * page])
+                                           for l in range(layers))
+    assert mc.batch_get_session_start(keys + [k + "/missing"]) == [0] * n + [-704]
+    for layer in range(layers):
+        rcs = mc.batch_get_into_multi_buffer_ranges(
+            keys, [[address(dst[layer]) + (n - 1 - i) * page] for i in range(n)],
+            [[page]] * n, [[layer * page]] * n)
+        assert rcs == [page] * n
+    # Two ranges of one key into one call; a range outside the object; no session.
+    two = mc.batch_get_into_multi_buffer_ranges(
+        [keys[0], keys[1], k + "/missing"],
+        [[address(dst[0]), address(dst[0]) + 10], [address(dst[0])], [address(dst[0])]],
+        [[10, 20], [page], [page]], [[0, 10], [layers * page - 1], [0]])
+    assert two == [30, -600, -600]
+    assert mc.batch_get_session_end(keys) == 0
+    assert mc.batch_get_into_multi_buffer_ranges(
+        keys[:1], [[address(dst[0])]], [[page]], [[0]]) == [-600], "closed"
+    for layer in range(layers):
+        for i in range(n):
+            got = dst[layer][(n - 1 - i) * page:(n - i) * page]
+            if layer == 0 and i == n - 1:
+                got = got[30:]
+            want = src[layer][i * page:(i + 1) * page]
+            assert (got == want[-len(got):]).all()
+    # Revoke: nothing stored, the key free again.
+    assert mc.batch_put_session_start([k + "/r"], [page]) == [0]
+    assert mc.batch_put_session_revoke([k + "/r", k + "/none"]) == [0, -600]
+    assert mc.is_exist(k + "/r") == 0
+    assert mc.batch_put_session_start([k + "/r"], [page]) == [0]
+    assert mc.batch_put_session_revoke([k + "/r"]) == [0]
+    for a in src + dst:
+        assert mc.unregister_buffer(address(a)) == 0
+
+
+def test_a_get_session_past_its_lease_is_lease_expired_and_dropped(cluster, k):
+    short = Cluster(nodes=1, master_args=("--lease-ttl-ms", "300"))
+    st = MooncakeDistributedStore()
+    try:
+        assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MIB, "tcp", "", short.address) == 0
+        assert st.put(k, b"x" * 1000) == 0
+        buf = np.zeros(1000, dtype=np.uint8)
+        assert st.register_buffer(address(buf), buf.nbytes) == 0
+        assert st.batch_get_session_start([k]) == [0]
+        time.sleep(0.5)
+        args = ([k], [[address(buf)]], [[1000]], [[0]])
+        assert st.batch_get_into_multi_buffer_ranges(*args) == [-707]
+        assert not buf.any(), "nothing read outside the lease"
+        assert st.batch_get_into_multi_buffer_ranges(*args) == [-600], "the session was dropped"
+        assert st.batch_get_session_start([k]) == [0]
+        assert st.batch_get_into_multi_buffer_ranges(*args) == [1000]
+        assert bytes(buf) == b"x" * 1000
+    finally:
+        st.close()
+        short.stop()
+
+
+def test_mooncakes_session_e2e_passes_unmodified(cluster, tmp_path):
+    # Mooncake's script imports the built pybind module as `store`; the stock wheel's users
+    # import it as `mooncake.store`, which is what the shim names.
+    (tmp_path / "store.py").write_text("from mooncake.store import MooncakeDistributedStore\n")
+    script = (pathlib.Path(__file__).resolve().parents[1] / "mooncake-upstream-tests"
+              / "session_ranges_tcp_e2e.py")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), MOONCAKE_MASTER=cluster.address,
+               MOONCAKE_PROTOCOL="tcp", MOONCAKE_LOCAL_HOSTNAME="localhost",
+               MOONCAKE_TE_META_DATA_SERVER="P2PHANDSHAKE")
+    run = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "session_ranges_tcp_e2e PASSED" in run.stdout

@@ -102,3 +102,42 @@ def test_a_location_outlives_a_closed_store_but_cannot_be_read_through_it(cluste
         s.read_located(loc, bytearray(100))
     with pytest.raises(ValueError, match="closed"):
         s.locate(key)
+
+
+def test_sessions_locate_or_reserve_once_then_move_ranges(store, key):
+    layers, page = 3, 5000
+    values = [payload(layers * page, s) for s in (1, 2)]
+    keys = [f"{key}/a", f"{key}/b"]
+    res = store.batch_reserve(keys + [""], [layers * page] * 3)
+    assert isinstance(res[2], yuebing.InvalidParams)
+    rs = res[:2]
+    assert all(isinstance(r, yuebing.Reservation) for r in rs)
+    assert (rs[0].key, rs[0].size, rs[0].sealed) == (keys[0], layers * page, False)
+    # Layer by layer from bytes, bytearrays and numpy arrays (each layer of both keys at once).
+    for layer in range(layers):
+        part = [v[layer * page:(layer + 1) * page] for v in values]
+        bufs = [[part[0]], [np.frombuffer(bytearray(part[1]), dtype=np.uint8)]]
+        got = store.batch_write_reserved(rs, bufs, [[layer * page]] * 2)
+        assert got == [page, page]
+    late = store.batch_write_reserved(rs[:1], [[b"x" * 10]], [[layers * page - 5]])
+    assert isinstance(late[0], yuebing.InvalidParams), "outside the object"
+    assert store.batch_publish(rs) == [None, None]
+    assert rs[0].sealed
+    assert isinstance(store.batch_write_reserved(rs[:1], [[b"x"]], [[0]])[0],
+                      yuebing.InvalidParams), "published: sealed"
+    assert [store.get(k) for k in keys] == values
+    # A reserved key revoked: not stored.
+    (r,) = store.batch_reserve([f"{key}/c"], [10])
+    assert store.batch_revoke([r]) == [None]
+    assert not store.exist(f"{key}/c")
+    # Reads: located once, then ranges (two per item), from the end backwards.
+    found = store.batch_locate(keys + [f"{key}/none"])
+    assert isinstance(found[2], yuebing.ObjectNotFound)
+    out = [bytearray(layers * page), np.zeros(layers * page, dtype=np.uint8)]
+    for layer in reversed(range(layers)):
+        at = layer * page
+        views = [[memoryview(o)[at:at + 100], memoryview(o)[at + 100:at + page]] for o in out]
+        assert store.batch_read_located(found[:2], views, [[at, at + 100]] * 2) == [page] * 2
+    assert bytes(out[0]) == values[0] and out[1].tobytes() == values[1]
+    with pytest.raises(yuebing.InvalidArgument):
+        store.batch_read_located(found[:1], [[bytearray(1)]], [[0, 1]])

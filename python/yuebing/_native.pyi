@@ -61,6 +61,16 @@ class Location:
     @property
     def size(self) -> int: ...
 
+class Reservation:
+    """Space reserved for one object by ``Store.batch_reserve``, not readable yet: write it with
+    ``Store.batch_write_reserved``, then ``Store.batch_publish`` or ``Store.batch_revoke`` it."""
+    @property
+    def key(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def sealed(self) -> bool: ...
+
 class Store:
     """A client of a yuebing store (see ``help(yuebing.Store)``)."""
     def __init__(
@@ -285,6 +295,53 @@ class Store:
         ``length`` bytes at ``offset`` of ``keys[i]`` into ``buffers[i]`` at ``at``. One list per
         item, one entry per fragment: its length or why it was not read (a fragment outside its
         buffer or object is ``InvalidParams`` there, the others still read)."""
+    def batch_locate(
+        self, keys: Sequence[str], *, timeout: Optional[float] = None
+    ) -> list[Union[Location, YuebingError]]:
+        """Finds each key and takes its read lease, without reading it: one master round trip."""
+    def batch_read_located(
+        self,
+        locations: Sequence[Location],
+        buffers: Sequence[Sequence[MemoryLike]],
+        offsets: Sequence[Sequence[int]],
+        sizes: Optional[Sequence[Sequence[Optional[int]]]] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> list[Union[int, YuebingError]]:
+        """Reads ``buffers[i][j]``'s length from ``offsets[i][j]`` of ``locations[i]``'s object,
+        without a master round trip; the bytes read per location."""
+    def batch_reserve(
+        self,
+        keys: Sequence[str],
+        sizes: Sequence[int],
+        *,
+        timeout: Optional[float] = None,
+        replicas: Optional[int] = None,
+        preferred: Optional[Sequence[str]] = None,
+        soft_pin: bool = False,
+        hard_pin: bool = False,
+        upsert: bool = False,
+    ) -> list[Union[Reservation, YuebingError]]:
+        """Reserves space for each object without writing it: one master round trip."""
+    def batch_write_reserved(
+        self,
+        reservations: Sequence[Reservation],
+        buffers: Sequence[Sequence[MemoryLike]],
+        offsets: Sequence[Sequence[int]],
+        sizes: Optional[Sequence[Sequence[Optional[int]]]] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> list[Union[int, YuebingError]]:
+        """Writes ``buffers[i][j]`` to ``offsets[i][j]`` of ``reservations[i]``'s object, without
+        a master round trip; the bytes written per reservation."""
+    def batch_publish(
+        self, reservations: Sequence[Reservation], *, timeout: Optional[float] = None
+    ) -> list[Optional[YuebingError]]:
+        """Makes each reserved object readable once its writes under way ended."""
+    def batch_revoke(
+        self, reservations: Sequence[Reservation], *, timeout: Optional[float] = None
+    ) -> list[Optional[YuebingError]]:
+        """Drops each reserved object once its writes under way ended."""
     def batch_exist(self, keys: Sequence[str], *, timeout: Optional[float] = None) -> list[Union[bool, YuebingError]]: ...
     def register_buffer(self, buffer: MemoryLike, size: Optional[int] = None) -> int:
         """Registers ``buffer`` until ``unregister_buffer``; returns its address. Read-only memory

@@ -105,6 +105,9 @@ class MooncakeDistributedStore:
         self._hostname = ""
         # The regions of register_buffer, {address: size}.
         self._regions = {}
+        # The open ranged sessions: {key: yuebing.Location} and {key: yuebing.Reservation}.
+        self._get_sessions = {}
+        self._put_sessions = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ lifecycle
@@ -153,6 +156,7 @@ class MooncakeDistributedStore:
             self._local_buffer = a.local_buffer_size
             self._hostname = hostname
             self._regions = {}
+            self._get_sessions, self._put_sessions = {}, {}
         if old is not None:
             old.close()
         return 0
@@ -186,6 +190,7 @@ class MooncakeDistributedStore:
         with self._lock:
             store, self._store = self._store, None
             self._regions = {}
+            self._get_sessions, self._put_sessions = {}, {}
         if store is not None:
             try:
                 store.close()
@@ -524,6 +529,160 @@ class MooncakeDistributedStore:
                 results[i][j] = _each(each[n], "get_into_ranges", ok=lambda r: r)
         return results
 
+    # ------------------------------------------------------------------ ranged sessions
+
+    def batch_get_session_start(self, keys):
+        """Looks each key up once, taking its read lease, for the ranged reads of
+        ``batch_get_into_multi_buffer_ranges``; one code per key (0, or why it cannot be
+        read)."""
+        store = self._need()
+        if store is None:
+            return [INVALID_PARAMS] * len(keys)
+        if not keys:
+            return []
+        each = self._run("batch_get_session_start", INVALID_PARAMS,
+                         lambda s: s.batch_locate(list(keys)))
+        if isinstance(each, int):
+            return [each] * len(keys)
+        out = []
+        with self._lock:
+            for key, found in zip(keys, each):
+                if isinstance(found, yuebing.YuebingError):
+                    self._get_sessions.pop(key, None)
+                    out.append(_code(found, "batch_get_session_start"))
+                else:
+                    self._get_sessions[key] = found
+                    out.append(0)
+        return out
+
+    def batch_get_into_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes,
+                                           all_src_offsets):
+        """Reads, for each key of an open get session, ``all_sizes[i][j]`` bytes at
+        ``all_src_offsets[i][j]`` of the object into ``all_buffer_ptrs[i][j]``, without a
+        round trip to the master; the bytes read per key, or a negative code (-600 without a
+        session or for a range outside the object; -707 once the lease ended: the session is
+        dropped)."""
+        with self._lock:
+            sessions = dict(self._get_sessions)
+        todo = _session_items("batch_get_into_multi_buffer_ranges", keys, all_buffer_ptrs,
+                              all_sizes, all_src_offsets, sessions)
+        out, items = todo
+        if not items:
+            return out
+        each = self._run("batch_get_into_multi_buffer_ranges", INVALID_PARAMS,
+                         lambda s: s.batch_read_located(*_session_lists(items)))
+        for n, (i, _) in enumerate(items):
+            result = each if isinstance(each, int) else each[n]
+            if isinstance(result, yuebing.LeaseExpired):
+                with self._lock:
+                    if self._get_sessions.get(keys[i]) is sessions[keys[i]]:
+                        del self._get_sessions[keys[i]]
+            out[i] = result if isinstance(result, int) else _code(
+                result, "batch_get_into_multi_buffer_ranges")
+        return out
+
+    def batch_get_session_end(self, keys):
+        """Closes the get sessions of ``keys`` (their leases run out on their own); 0."""
+        with self._lock:
+            for key in keys:
+                self._get_sessions.pop(key, None)
+        return 0
+
+    def batch_put_session_start(self, keys, sizes, config=None):
+        """Reserves space for each object of ``sizes[i]`` bytes under ``keys[i]`` (one round
+        trip to the master), for the ranged writes of ``batch_put_from_multi_buffer_ranges``;
+        one code per key (-600 for a key whose put session is open already)."""
+        config = _DEFAULT if config is None else config
+        if self._need() is None or len(keys) != len(sizes):
+            return [INVALID_PARAMS] * len(keys)
+        if config.group_ids is not None and len(config.group_ids) != len(keys):
+            _codes.log.error("batch_put_session_start: %d group_ids for %d keys",
+                             len(config.group_ids), len(keys))
+            return [INVALID_PARAMS] * len(keys)
+        opts = _put_options(config)
+        if opts is None:
+            return [INVALID_PARAMS] * len(keys)
+        out = [0] * len(keys)
+        with self._lock:
+            start = [i for i, k in enumerate(keys) if k not in self._put_sessions]
+        for i in set(range(len(keys))) - set(start):
+            _codes.log.error("batch_put_session_start: a put session of %r is open", keys[i])
+            out[i] = INVALID_PARAMS
+        try:
+            ks, ns = [keys[i] for i in start], [_address(sizes[i]) for i in start]
+        except (TypeError, ValueError) as e:
+            _codes.log.error("batch_put_session_start: %s", e)
+            return [INVALID_PARAMS] * len(keys)
+        if not start:
+            return out
+        each = self._run("batch_put_session_start", INVALID_PARAMS,
+                         lambda s: s.batch_reserve(ks, ns, **opts))
+        with self._lock:
+            for n, i in enumerate(start):
+                r = each if isinstance(each, int) else each[n]
+                if isinstance(r, yuebing.Reservation):
+                    self._put_sessions[keys[i]] = r
+                else:
+                    out[i] = r if isinstance(r, int) else _code(r, "batch_put_session_start")
+        return out
+
+    def batch_put_from_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes,
+                                           all_dst_offsets):
+        """Writes, for each key of an open put session, ``all_sizes[i][j]`` bytes from
+        ``all_buffer_ptrs[i][j]`` to ``all_dst_offsets[i][j]`` of the object, without a round
+        trip to the master; the bytes written per key, or a negative code (-600 without a
+        session, for a range outside the object, or once the session is ending)."""
+        with self._lock:
+            sessions = dict(self._put_sessions)
+        out, items = _session_items("batch_put_from_multi_buffer_ranges", keys,
+                                    all_buffer_ptrs, all_sizes, all_dst_offsets, sessions)
+        if not items:
+            return out
+        each = self._run("batch_put_from_multi_buffer_ranges", INVALID_PARAMS,
+                         lambda s: s.batch_write_reserved(*_session_lists(items)))
+        for n, (i, _) in enumerate(items):
+            result = each if isinstance(each, int) else each[n]
+            out[i] = result if isinstance(result, int) else _code(
+                result, "batch_put_from_multi_buffer_ranges")
+        return out
+
+    def batch_put_session_end(self, keys):
+        """Makes each put session's object readable once its range writes under way ended
+        (one round trip to the master); one code per key. A failed one stays open: end it
+        again or revoke it."""
+        return self._finish_sessions("batch_put_session_end", keys, True)
+
+    def batch_put_session_revoke(self, keys):
+        """Drops each put session's object once its range writes under way ended (one round
+        trip to the master); one code per key."""
+        return self._finish_sessions("batch_put_session_revoke", keys, False)
+
+    def _finish_sessions(self, what, keys, publish):
+        if self._need() is None:
+            return [INVALID_PARAMS] * len(keys)
+        with self._lock:
+            found = [(i, self._put_sessions.get(k)) for i, k in enumerate(keys)]
+        out = [INVALID_PARAMS] * len(keys)
+        todo = [(i, r) for i, r in found if r is not None]
+        if not todo:
+            return out
+        rs = [r for _, r in todo]
+        each = self._run(what, INVALID_PARAMS, (lambda s: s.batch_publish(rs)) if publish
+                         else (lambda s: s.batch_revoke(rs)))
+        with self._lock:
+            for n, (i, r) in enumerate(todo):
+                result = each if isinstance(each, int) else each[n]
+                # A revoke of a write the master no longer has leaves nothing to drop.
+                done = result is None or (not publish
+                                          and isinstance(result, yuebing.ObjectNotFound))
+                if done:
+                    if self._put_sessions.get(keys[i]) is r:
+                        del self._put_sessions[keys[i]]
+                    out[i] = 0
+                else:
+                    out[i] = result if isinstance(result, int) else _code(result, what)
+        return out
+
     # ------------------------------------------------------------------ keys and metadata
 
     def is_exist(self, key, /):
@@ -680,6 +839,44 @@ def _multi_lists(todo):
     ptrs = [[p for p, _ in b] for _, (_, b) in todo]
     sizes = [[n for _, n in b] for _, (_, b) in todo]
     return keys, ptrs, sizes
+
+
+def _session_items(what, keys, all_ptrs, all_sizes, all_offsets, sessions):
+    """Splits a ranged session call: -600 by position for a key without a session or whose
+    lists are bad; the ``(position, (session, [(ptr, size, offset)]))`` items to run."""
+    out = [INVALID_PARAMS] * len(keys)
+    if not len(keys) == len(all_ptrs) == len(all_sizes) == len(all_offsets):
+        _codes.log.error("%s: the lists are not one per key", what)
+        return out, []
+    todo = []
+    for i, (key, ptrs, sizes, offsets) in enumerate(zip(keys, all_ptrs, all_sizes,
+                                                         all_offsets)):
+        session = sessions.get(key)
+        try:
+            if not len(ptrs) == len(sizes) == len(offsets):
+                raise ValueError("lists of different lengths")
+            ranges = [(_address(p), _address(n), _address(o))
+                      for p, n, o in zip(ptrs, sizes, offsets)]
+        except (TypeError, ValueError) as e:
+            _codes.log.error("%s: keys[%d]: %s", what, i, e)
+            continue
+        if session is None:
+            _codes.log.error("%s: no open session of %r", what, key)
+        elif not ranges or any(p == 0 or n == 0 for p, n, _ in ranges):
+            _codes.log.error("%s: keys[%d]: an empty range or a null address", what, i)
+        else:
+            todo.append((i, (session, ranges)))
+    return out, todo
+
+
+def _session_lists(items):
+    """The sessions, address lists, offset lists and size lists of ``_session_items``' items,
+    as ``yuebing.Store``'s ranged calls take them."""
+    sessions = [s for _, (s, _) in items]
+    ptrs = [[p for p, _, _ in r] for _, (_, r) in items]
+    offsets = [[o for _, _, o in r] for _, (_, r) in items]
+    sizes = [[n for _, n, _ in r] for _, (_, r) in items]
+    return sessions, ptrs, offsets, sizes
 
 
 def _descriptors(found):
