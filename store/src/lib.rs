@@ -17,7 +17,7 @@ pub mod error;
 pub mod master;
 
 pub use client::{
-    Client, ClientConfig, ClientHealth, Fetched, Fragment, Located, Options, Reservation,
+    Client, ClientConfig, ClientHealth, Fetched, Fragment, Located, Options, Reservation, SpaceId,
 };
 pub use error::{Error, Result, WireError};
 pub use master::Write;

@@ -56,13 +56,15 @@ async fn beat(c: &Inner, bound: std::time::Duration) {
         Ok(Ok(PingResult::Ok)) => {}
         Ok(Ok(PingResult::NeedRemount)) => {
             let until = std::time::Instant::now() + bound;
+            let _turn = c.spaces.turn().await;
+            let specs = c.spaces.specs();
             let remount = c.masters.call(until, |m| {
-                let specs = c.specs.clone();
+                let specs = specs.clone();
                 async move { m.remount(specs).await }
             });
             match tokio::time::timeout(bound, remount).await {
                 Ok(Ok(ids)) => {
-                    *c.lock_mounts() = ids;
+                    c.spaces.remounted(&specs, &ids);
                     tracing::info!(client = %c.id, "store space mounted again")
                 }
                 Ok(Err(e)) => tracing::warn!(error = %e, "remount failed; retrying"),

@@ -25,13 +25,14 @@ mod ranged;
 mod replicas;
 mod reserved;
 mod sift;
+mod spaces;
 mod staging;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use yuebing_engine::{EngineBuffer, RemoteAccess, TransferEngine};
+use yuebing_engine::{RemoteAccess, TransferEngine};
 
 pub use self::admin::ClientHealth;
 pub use self::config::ClientConfig;
@@ -40,10 +41,12 @@ use self::masters::Masters;
 use self::peers::Peers;
 pub use self::replicas::Fragment;
 pub use self::reserved::Reservation;
+pub use self::spaces::SpaceId;
+use self::spaces::Spaces;
 use self::staging::Staging;
 use crate::args;
 use crate::error::{Error, Result};
-use crate::master::{ClientId, MasterClient, MountId, MountSpec, PutConfig, ReplicaList, Write};
+use crate::master::{ClientId, MasterClient, MountSpec, PutConfig, ReplicaList, Write};
 
 /// The cluster token of a client configuration: `token`, or `engine.token` (they may not
 /// differ).
@@ -61,15 +64,10 @@ impl Inner {
     /// reaches local-only memory too (staging, users' buffers): the master's address must lie
     /// inside this client's store space, or the copy is refused.
     fn check_own_replica(&self, addr: u64, len: u64) -> Result<()> {
-        let space = self._space.as_ref().map(|s| (s.addr(), s.len() as u64));
-        match inside(space, addr, len) {
+        match self.spaces.contains(addr, len) {
             true => Ok(()),
             false => Err(yuebing_engine::Error::OutOfBounds { addr, len }.into()),
         }
-    }
-
-    pub(crate) fn lock_mounts(&self) -> std::sync::MutexGuard<'_, Vec<MountId>> {
-        self.mounts.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -88,7 +86,7 @@ impl Drop for Inner {
         let (masters, engine, space) = (
             self.masters.clone(),
             self.engine.clone(),
-            self._space.take(),
+            self.spaces.take_buffers(),
         );
         let bound = self.cfg.deadline.min(LEAVE_BOUND);
         let id = self.id;
@@ -156,12 +154,10 @@ pub(crate) struct Inner {
     pub(crate) masters: Arc<Masters>,
     pub(crate) staging: Staging,
     pub(crate) peers: Peers,
-    pub(crate) specs: Vec<MountSpec>,
-    /// The master's ids of the mounted ranges (new at every remount).
-    pub(crate) mounts: std::sync::Mutex<Vec<MountId>>,
+    /// The store space mounted, with the master's ids of its ranges.
+    pub(crate) spaces: Spaces,
     /// Set by [`Client::close`].
     pub(crate) closed: std::sync::atomic::AtomicBool,
-    _space: Option<Arc<EngineBuffer>>,
 }
 
 /// A store client. Cheap to clone; its heartbeat stops when the last clone is dropped.
@@ -241,14 +237,7 @@ impl Client {
             // the store space in this engine's descriptor: published before it is mounted.
             engine.publish().await?;
         }
-        let specs: Vec<MountSpec> = space
-            .iter()
-            .map(|b| MountSpec {
-                node: engine.name().to_string(),
-                base: b.addr(),
-                len: b.len() as u64,
-            })
-            .collect();
+        let specs: Vec<MountSpec> = space.iter().map(|b| spaces::spec_of(&engine, b)).collect();
         let mounts = masters
             .call(
                 yuebing_rpc::deadline_after(Instant::now(), cfg.deadline),
@@ -258,6 +247,19 @@ impl Client {
                 },
             )
             .await?;
+        if mounts.len() != specs.len() {
+            return Err(Error::Internal {
+                reason: format!(
+                    "the master answered {} mount ids for {} ranges",
+                    mounts.len(),
+                    specs.len()
+                ),
+            });
+        }
+        let first = space
+            .zip(specs.into_iter().next())
+            .zip(mounts.first().copied())
+            .map(|((buffer, spec), mount)| (buffer, spec, mount));
         let inner = Arc::new(Inner {
             peers: Peers::new(engine.clone(), cfg.avoid_failed_for),
             cfg,
@@ -265,10 +267,8 @@ impl Client {
             engine,
             masters,
             staging,
-            specs,
-            mounts: std::sync::Mutex::new(mounts),
+            spaces: Spaces::new(first),
             closed: std::sync::atomic::AtomicBool::new(false),
-            _space: space,
         });
         let heartbeat = heartbeat::Heartbeat::start(Arc::downgrade(&inner), inner.engine.handle());
         Ok(Client {
@@ -294,7 +294,8 @@ impl Client {
                 .store(true, std::sync::atomic::Ordering::Release);
             c._heartbeat.stop().await;
             let until = c.until(&opts);
-            let mounts = c.inner.lock_mounts().clone();
+            let _turn = c.inner.spaces.turn().await;
+            let mounts = c.inner.spaces.mounts();
             for mount in mounts {
                 let unmounted = c
                     .master(until, |m, _| async move { m.unmount(mount).await }, "")

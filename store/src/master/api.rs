@@ -206,6 +206,9 @@ master_api! {
     /// See `Master::leave`.
     idempotent fn leave() -> Result<()>
         = |m, now, client| { m.leave(client, now); Ok(()) };
+    /// See `Master::unmount_within`.
+    once fn unmount_within(mount: MountId, grace_ms: u64) -> Result<()>
+        = |m, now, client| m.unmount_within(client, now, mount, grace_ms);
 }
 
 #[cfg(test)]
@@ -243,6 +246,7 @@ mod tests {
             "list",
             "stats",
             "leave",
+            "unmount_within",
         ];
         assert_eq!(super::WIRE_ORDER, expected);
     }

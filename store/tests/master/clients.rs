@@ -130,6 +130,34 @@ fn a_graceful_unmount_takes_no_new_replicas_and_drops_its_own_after_the_grace() 
     fx.check();
 }
 
+#[test]
+fn an_unmount_may_shorten_its_grace_but_not_lengthen_it() {
+    let mut fx = three_nodes();
+    for (key, node) in [("k1", "n1"), ("k2", "n2")] {
+        fx.m.put_start(A, 0, key, 100, &on(&[node], 1), yuebing_store::Write::Put)
+            .unwrap();
+        fx.m.put_end(A, 0, key).unwrap();
+    }
+    // Grace 0: gone at the next timer run. A grace past the configured 500 ms: 500 ms.
+    fx.m.unmount_within(A, 10, MountId(1), 0).unwrap();
+    fx.m.unmount_within(B, 10, MountId(2), 1_000_000).unwrap();
+    fx.m.handle_timeout(10);
+    assert_eq!(fx.m.get_replica_list(10, "k1").unwrap_err().code(), -704);
+    ping_all(&mut fx, 500);
+    fx.m.handle_timeout(509);
+    assert!(fx.m.get_replica_list(509, "k2").is_ok());
+    fx.m.handle_timeout(510);
+    assert_eq!(fx.m.get_replica_list(510, "k2").unwrap_err().code(), -704);
+    assert_eq!(
+        fx.m.unmount_within(A, 510, MountId(3), 0)
+            .unwrap_err()
+            .code(),
+        -601,
+        "another client's range"
+    );
+    fx.check();
+}
+
 /// A node that closed (a graceful unmount) may free its memory at once, as a client that
 /// closes and is dropped does: its objects are leaving. A put of such a key writes a new object
 /// into live space instead of answering that it exists (which Mooncake's API reports as a

@@ -110,6 +110,19 @@ impl Master {
     ///
     /// Errors: `SegmentNotFound`, `IllegalClient` (another client's range).
     pub fn unmount(&mut self, client: ClientId, now: Millis, mount: MountId) -> Result<()> {
+        self.unmount_within(client, now, mount, self.cfg.unmount_grace_ms)
+    }
+
+    /// As [`Master::unmount`] with a grace period of `grace_ms` (at most the configured one:
+    /// a client may shorten how long its leaving range stays readable, not hold it longer).
+    /// With 0 the range and its replicas go at the next timer run.
+    pub fn unmount_within(
+        &mut self,
+        client: ClientId,
+        now: Millis,
+        mount: MountId,
+        grace_ms: u64,
+    ) -> Result<()> {
         let now = self.tick(now);
         let m = self
             .space
@@ -121,7 +134,7 @@ impl Master {
             });
         }
         if m.draining_until.is_none() {
-            let until = now + self.cfg.unmount_grace_ms;
+            let until = now.saturating_add(grace_ms.min(self.cfg.unmount_grace_ms));
             self.commit(now, Record::UnmountBegin { mount, until });
         }
         Ok(())
