@@ -502,3 +502,74 @@ def test_mooncakes_session_e2e_passes_unmodified(cluster, tmp_path):
                          text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "session_ranges_tcp_e2e PASSED" in run.stdout
+
+
+def mc_replicas_on(st, key):
+    return [d.get_memory_descriptor().buffer_descriptor.transport_endpoint
+            for d in st.get_replica_desc(key)]
+
+
+def test_segments_are_allocated_mounted_and_freed_at_run_time(cluster, k):
+    from mooncake.store import MooncakeDistributedStore as Store
+    reader = Store()
+    owner = Store()
+    try:
+        assert reader.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MIB, "tcp", "",
+                            cluster.address) == 0
+        assert owner.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MIB, "tcp", "",
+                           cluster.address) == 0
+        r = owner.allocate_and_mount_segment(5 * MIB)
+        assert r["ret"] == 0 and r["allocated_size"] == 8 * MIB, r
+        (segment,) = r["segment_ids"]
+        # Zero-copy from the client's pool memory into its own segments: 40 MiB fit only in
+        # the second one.
+        big = os.urandom(40 * MIB)
+        addr = owner.alloc_from_mem_pool(len(big))
+        assert addr != 0
+        ctypes.memmove(addr, big, len(big))
+        r2 = owner.allocate_and_mount_segment(44 * MIB)
+        assert r2["ret"] == 0
+        here = ReplicateConfig()
+        here.preferred_segment = owner.get_hostname()
+        assert owner.put_from(k, addr, len(big), here) == 0
+        assert mc_replicas_on(reader, k) == [owner.get_hostname()]
+        assert reader.get(k) == big
+        assert owner.unmount_and_free_segment(r2["segment_ids"]) == 0
+        deadline = time.time() + 5
+        while reader.is_exist(k) == 1 and time.time() < deadline:
+            time.sleep(0.05)
+        assert reader.is_exist(k) == 0, "its only replica went with the segment"
+        assert owner.unmount_and_free_segment(r2["segment_ids"]) == -1, "not mounted any more"
+        assert owner.unmount_and_free_segment(["no-such-id", segment]) == -1
+        assert owner.unmount_and_free_segment([segment]) == -1, "the second one went already"
+        # Bad requests mount nothing.
+        for bad in (0, -1, "x"):
+            assert owner.allocate_and_mount_segment(bad)["ret"] == -1
+        assert owner.allocate_and_mount_segment(MIB, protocol="rdma")["ret"] == -1
+        assert owner.alloc_from_mem_pool(0) == 0
+    finally:
+        owner.close()
+        reader.close()
+    assert owner.allocate_and_mount_segment(MIB)["ret"] == -1, "closed"
+
+
+def test_host_memory_is_never_freed_while_a_store_has_it_registered(mc):
+    from mooncake.store import MooncakeHostMemAllocator, bind_to_numa_node
+    alloc = MooncakeHostMemAllocator()
+    ptr = alloc.alloc(3 * MIB)
+    assert ptr != 0 and ptr % 4096 == 0
+    assert ctypes.string_at(ptr, 16) == bytes(16), "zero-filled"
+    assert mc.register_buffer(ptr, 3 * MIB) == 0
+    assert alloc.free(ptr) == -1, "still registered"
+    assert mc.unregister_buffer(ptr) == 0
+    assert alloc.free(ptr) == 0
+    assert alloc.free(ptr) == -1, "freed already"
+    assert alloc.alloc(0) == 0
+    before = os.sched_getaffinity(0)
+    try:
+        bind_to_numa_node(0)
+        assert os.sched_getaffinity(0) <= before
+        with pytest.raises(ValueError, match="NUMA node 4096"):
+            bind_to_numa_node(4096)
+    finally:
+        os.sched_setaffinity(0, before)

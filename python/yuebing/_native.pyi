@@ -295,6 +295,14 @@ class Store:
         ``length`` bytes at ``offset`` of ``keys[i]`` into ``buffers[i]`` at ``at``. One list per
         item, one entry per fragment: its length or why it was not read (a fragment outside its
         buffer or object is ``InvalidParams`` there, the others still read)."""
+    def mount_space(self, size: Union[int, str], *, timeout: Optional[float] = None) -> int:
+        """Allocates ``size`` bytes and mounts them as more store space; returns its id."""
+    def unmount_space(
+        self, space: int, grace: float = 0.0, *, timeout: Optional[float] = None
+    ) -> None:
+        """Unmounts a range of store space; its objects stay readable for ``grace`` seconds."""
+    def spaces(self) -> list[tuple[int, int, int]]:
+        """The ranges of store space mounted now: ``(id, address, size)`` each."""
     def batch_locate(
         self, keys: Sequence[str], *, timeout: Optional[float] = None
     ) -> list[Union[Location, YuebingError]]:

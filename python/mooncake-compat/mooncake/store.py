@@ -11,18 +11,20 @@ says so and why.
 import operator
 import os
 import threading
+import uuid
 
 import yuebing
 
-from . import _codes, _hostname, _setup
+from . import _codes, _hostname, _memory, _setup
 from ._codes import INVALID_PARAMS, OBJECT_ALREADY_EXISTS
 from ._types import (Descriptor, MemoryDescriptor, ObjectDataType, ReplicaDescriptor,
                      ReplicaStatus, ReplicateConfig, SoftPinAction, TaskStatus, TaskType)
+from ._memory import MooncakeHostMemAllocator, bind_to_numa_node
 from ._values import BufferHandle, byte_parts, byte_value, raw_view
 
 __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction", "ObjectDataType",
            "ReplicaStatus", "ReplicaDescriptor", "MemoryDescriptor", "Descriptor", "TaskStatus",
-           "TaskType", "BufferHandle"]
+           "TaskType", "BufferHandle", "MooncakeHostMemAllocator", "bind_to_numa_node"]
 
 _DEFAULT = ReplicateConfig()
 
@@ -108,7 +110,12 @@ class MooncakeDistributedStore:
         # The open ranged sessions: {key: yuebing.Location} and {key: yuebing.Reservation}.
         self._get_sessions = {}
         self._put_sessions = {}
+        # Segments mounted since setup: {segment id: yuebing space id}.
+        self._segments = {}
+        # alloc_from_mem_pool's memory, registered: {address: size}; freed at close.
+        self._pool = {}
         self._lock = threading.Lock()
+        _memory.track(self)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -153,13 +160,20 @@ class MooncakeDistributedStore:
             return INVALID_PARAMS
         with self._lock:
             old, self._store = self._store, store
+            old_pool = self._reset()
             self._local_buffer = a.local_buffer_size
             self._hostname = hostname
-            self._regions = {}
-            self._get_sessions, self._put_sessions = {}, {}
         if old is not None:
-            old.close()
+            _close(old, old_pool)
         return 0
+
+    def _reset(self):
+        """Forgets the state of the client set up last (under the lock); its pool memory."""
+        pool, self._pool = self._pool, {}
+        self._regions = {}
+        self._get_sessions, self._put_sessions = {}, {}
+        self._segments = {}
+        return pool
 
     @staticmethod
     def _start(a, kw, binds):
@@ -189,13 +203,9 @@ class MooncakeDistributedStore:
         """Leaves the cluster; 0 (also before ``setup`` and a second time)."""
         with self._lock:
             store, self._store = self._store, None
-            self._regions = {}
-            self._get_sessions, self._put_sessions = {}, {}
+            pool = self._reset()
         if store is not None:
-            try:
-                store.close()
-            except yuebing.YuebingError as e:
-                _codes.log.warning("close: %s (yuebing code %d)", e, e.code)
+            _close(store, pool)
         return 0
 
     def health_check(self):
@@ -683,6 +693,96 @@ class MooncakeDistributedStore:
                     out[i] = result if isinstance(result, int) else _code(result, what)
         return out
 
+    # ------------------------------------------------------------------ segments and memory
+
+    def allocate_and_mount_segment(self, size, protocol="tcp", location=""):
+        """Allocates ``size`` bytes (rounded up to 4 MiB, as Mooncake's slabs) and mounts them
+        as a segment of this client: ``{"ret": 0, "segment_ids": [id], "allocated_size": n}``,
+        or ``ret`` -1 (nothing mounted)."""
+        fail = {"ret": -1, "segment_ids": [], "allocated_size": 0}
+        store = self._need()
+        if store is None or not _protocol_ok("allocate_and_mount_segment", protocol):
+            return fail
+        try:
+            size = _address(size)
+        except (TypeError, ValueError) as e:
+            _codes.log.error("allocate_and_mount_segment: %s", e)
+            return fail
+        if size == 0 or size > (1 << 64) - _SLAB:
+            _codes.log.error("allocate_and_mount_segment: size %d", size)
+            return fail
+        aligned = -(-size // _SLAB) * _SLAB
+        try:
+            space = store.mount_space(aligned)
+        except yuebing.YuebingError as e:
+            _codes.log.error("allocate_and_mount_segment: %s (yuebing code %d)", e, e.code)
+            return fail
+        segment = str(uuid.uuid4())
+        with self._lock:
+            self._segments[segment] = space
+        return {"ret": 0, "segment_ids": [segment], "allocated_size": aligned}
+
+    def unmount_and_free_segment(self, segment_ids, grace_period_seconds=0):
+        """Unmounts segments of ``allocate_and_mount_segment`` and frees their memory once
+        ``grace_period_seconds`` passed (their objects stay readable meanwhile; 0: dropped at
+        once); 0, or the first failure's code (-1 for an id not mounted here)."""
+        store = self._need()
+        if store is None:
+            return -1
+        try:
+            grace = float(_address(grace_period_seconds))
+        except (TypeError, ValueError) as e:
+            _codes.log.error("unmount_and_free_segment: %s", e)
+            return -1
+        first = 0
+        for segment in segment_ids:
+            with self._lock:
+                space = self._segments.get(segment)
+            if space is None:
+                _codes.log.error("unmount_and_free_segment: %r is not mounted here", segment)
+                first = first or -1
+                continue
+            try:
+                store.unmount_space(space, grace)
+            except yuebing.YuebingError as e:
+                # Kept: its memory is still mounted, ask again.
+                first = first or _code(e, "unmount_and_free_segment")
+                continue
+            with self._lock:
+                self._segments.pop(segment, None)
+        return first
+
+    def alloc_from_mem_pool(self, size):
+        """The address of ``size`` zero-filled bytes registered with this client for the
+        zero-copy calls, freed at ``close``; 0 on failure."""
+        store = self._need()
+        try:
+            size = _address(size)
+        except (TypeError, ValueError) as e:
+            _codes.log.error("alloc_from_mem_pool: %s", e)
+            return 0
+        if store is None or size == 0:
+            return 0
+        addr = _memory.map_anonymous(size)
+        if not addr:
+            return 0
+        if self.register_buffer(addr, size) != 0:
+            _memory.unmap(addr, size)
+            return 0
+        with self._lock:
+            if self._store is store:
+                self._pool[addr] = size
+                return addr
+        # Closed meanwhile: the registration went with the store.
+        _memory.unmap(addr, size)
+        return 0
+
+    def _overlaps(self, ptr, size):
+        """Whether a ``register_buffer`` region of this client overlaps ``[ptr, ptr+size)``."""
+        with self._lock:
+            regions = list(self._regions.items())
+        return any(base < ptr + size and ptr < base + n for base, n in regions)
+
     # ------------------------------------------------------------------ keys and metadata
 
     def is_exist(self, key, /):
@@ -839,6 +939,39 @@ def _multi_lists(todo):
     ptrs = [[p for p, _ in b] for _, (_, b) in todo]
     sizes = [[n for _, n in b] for _, (_, b) in todo]
     return keys, ptrs, sizes
+
+
+# Mooncake rounds an allocated segment up to its allocator's slab size (cachelib, 4 MiB).
+_SLAB = 4 << 20
+
+
+def _protocol_ok(what, protocol):
+    """Whether yuebing moves a segment's bytes over ``protocol`` (tcp; shared memory on one
+    host): rdma and the rest are not built."""
+    if protocol in ("tcp", ""):
+        return True
+    _codes.log.error("%s: protocol %r: yuebing-mooncake moves bytes over tcp (and shared memory "
+                     "between processes of one host)", what, protocol)
+    return False
+
+
+def _close(store, pool):
+    """Closes a ``yuebing.Store``, returning ``alloc_from_mem_pool`` memory (``pool``) once
+    nothing uses it."""
+    free = []
+    for addr, size in pool.items():
+        try:
+            store.unregister_buffer(addr)
+            free.append((addr, size))
+        except (yuebing.YuebingError, ValueError) as e:
+            # Left mapped: memory still registered is never given back.
+            _codes.log.warning("close: unregistering pool memory %#x: %s", addr, e)
+    try:
+        store.close()
+    except yuebing.YuebingError as e:
+        _codes.log.warning("close: %s (yuebing code %d)", e, e.code)
+    for addr, size in free:
+        _memory.unmap(addr, size)
 
 
 def _session_items(what, keys, all_ptrs, all_sizes, all_offsets, sessions):

@@ -8,6 +8,7 @@
 //! - [`write`]: puts and upserts, one key or a batch, copied or from the caller's memory;
 //! - [`read`]: gets, into new `bytes` or the caller's memory, and the located reads;
 //! - [`sessions`]: ranged sessions, a batch located or reserved once and moved in ranges;
+//! - [`space`]: store space mounted and unmounted while the store runs;
 //! - [`keys`]: what the store knows of its keys: existence, sizes, replicas, removal,
 //!   listing, health and statistics;
 //! - [`ranges`]: the caller's memory of a zero-copy batch, held registered for the call.
@@ -17,6 +18,7 @@ mod open;
 mod ranges;
 mod read;
 mod sessions;
+mod space;
 mod write;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,0 +1,142 @@
+"""Host memory as Mooncake hands it out: ``MooncakeHostMemAllocator`` (page-aligned,
+zero-filled anonymous mappings, returned as int addresses) and ``bind_to_numa_node``.
+
+Memory a store still has registered is never freed: ``free`` of it answers -1 until every store
+that registered it has called ``unregister_buffer`` (or ``close``), so no transfer can land in
+memory that went back to the system.
+"""
+
+import ctypes
+import ctypes.util
+import mmap
+import os
+import threading
+import weakref
+
+from . import _codes
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_int, ctypes.c_long]
+_libc.munmap.restype = ctypes.c_int
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+# The drop-in's stores, for the check that memory is not freed while one has it registered.
+_STORES = weakref.WeakSet()
+
+
+def track(store):
+    """Counts ``store`` (a ``MooncakeDistributedStore``) among those ``free`` asks."""
+    _STORES.add(store)
+
+
+def _registered(ptr, size):
+    """Whether some live store has a registration overlapping ``[ptr, ptr + size)``."""
+    for store in list(_STORES):
+        if store._overlaps(ptr, size):
+            return True
+    return False
+
+
+def map_anonymous(size):
+    """A new zero-filled, page-aligned private mapping of ``size`` bytes; its address, or 0."""
+    if size <= 0:
+        return 0
+    addr = _libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE,
+                      mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    if addr in (None, _MAP_FAILED):
+        _codes.log.error("mmap of %d bytes: %s", size, os.strerror(ctypes.get_errno()))
+        return 0
+    return addr
+
+
+def unmap(addr, size):
+    """Returns a mapping of ``map_anonymous`` to the system."""
+    if _libc.munmap(addr, size) != 0:
+        _codes.log.error("munmap at %#x: %s", addr, os.strerror(ctypes.get_errno()))
+
+
+class MooncakeHostMemAllocator:
+    """Host memory for Mooncake Store calls: ``alloc(size)`` returns the address of ``size``
+    zero-filled, page-aligned bytes (0 on failure); ``free(ptr)`` returns them (0, or -1 for
+    an address it did not allocate or one a store still has registered). What is not freed
+    lives until the process exits."""
+
+    def __init__(self):
+        self._sizes = {}
+        self._lock = threading.Lock()
+
+    def alloc(self, size):
+        """The address of ``size`` new bytes, or 0."""
+        try:
+            size = int(size)
+        except (TypeError, ValueError):
+            _codes.log.error("MooncakeHostMemAllocator.alloc: size %r is not an int", size)
+            return 0
+        addr = map_anonymous(size)
+        if addr:
+            with self._lock:
+                self._sizes[addr] = size
+        return addr
+
+    def free(self, ptr):
+        """Frees memory ``alloc`` returned; 0, or -1 (not this allocator's, or still
+        registered with a store: unregister it first)."""
+        with self._lock:
+            size = self._sizes.get(int(ptr))
+            if size is None:
+                _codes.log.error("MooncakeHostMemAllocator.free: %#x was not allocated here",
+                                 int(ptr))
+                return -1
+            if _registered(int(ptr), size):
+                _codes.log.error("MooncakeHostMemAllocator.free: %#x is still registered with "
+                                 "a store; unregister_buffer it first", int(ptr))
+                return -1
+            del self._sizes[int(ptr)]
+        unmap(int(ptr), size)
+        return 0
+
+
+_SYS_SET_MEMPOLICY = {"x86_64": 238, "aarch64": 237}
+_MPOL_PREFERRED = 1
+
+
+def _cpus_of(node):
+    """The CPUs of NUMA node ``node``, from sysfs."""
+    with open(f"/sys/devices/system/node/node{node}/cpulist") as f:
+        text = f.read().strip()
+    cpus = set()
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def bind_to_numa_node(node):
+    """Runs the calling thread on NUMA node ``node``'s CPUs and makes its memory prefer that
+    node (Mooncake's ``numa_run_on_node`` + ``numa_set_preferred``). A node that does not exist
+    raises ``ValueError``."""
+    node = int(node)
+    try:
+        cpus = _cpus_of(node) if node >= 0 else None
+    except OSError:
+        cpus = None
+    if not cpus:
+        raise ValueError(f"NUMA node {node} does not exist on this machine "
+                         f"(see /sys/devices/system/node)")
+    os.sched_setaffinity(0, cpus)
+    number = _SYS_SET_MEMPOLICY.get(os.uname().machine)
+    if number is None:
+        _codes.log.warning("bind_to_numa_node: no set_mempolicy on %s; CPUs bound only",
+                           os.uname().machine)
+        return
+    bits = ctypes.c_ulong * (node // (8 * ctypes.sizeof(ctypes.c_ulong)) + 1)
+    mask = bits()
+    mask[node // (8 * ctypes.sizeof(ctypes.c_ulong))] = 1 << (node % (8 * ctypes.sizeof(
+        ctypes.c_ulong)))
+    maxnode = len(mask) * 8 * ctypes.sizeof(ctypes.c_ulong) + 1
+    if _libc.syscall(number, _MPOL_PREFERRED, mask, ctypes.c_ulong(maxnode)) != 0:
+        _codes.log.warning("bind_to_numa_node: set_mempolicy: %s",
+                           os.strerror(ctypes.get_errno()))
