@@ -18,22 +18,32 @@ FILES = ["test_distributed_object_store.py", "test_replicated_distributed_object
 EXPECTED = 21
 
 
-def test_mooncakes_store_tests_pass_unmodified():
-    # Mooncake's CI starts its master with --default_kv_lease_ttl=500 and tells the tests so.
+def _run_upstream(files, expected):
+    """Runs Mooncake's test ``files`` with pytest against a master as Mooncake's CI starts it
+    (--default_kv_lease_ttl=500, told to the tests); checks that ``expected`` tests passed."""
     cluster = Cluster(nodes=0, master_args=("--lease-ttl-ms", "500"))
     try:
         env = dict(os.environ, PROTOCOL="tcp", MASTER_SERVER=cluster.address.removeprefix("tcp://"),
                    MC_METADATA_SERVER="P2PHANDSHAKE", DEFAULT_KV_LEASE_TTL="500",
                    LOCAL_HOSTNAME="localhost")
         run = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *FILES],
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
             cwd=UPSTREAM, env=env, capture_output=True, text=True, timeout=600)
     finally:
         cluster.stop()
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-6000:]
     passed = re.search(r"(\d+) passed", out)
-    assert passed and int(passed.group(1)) == EXPECTED, out[-3000:]
+    assert passed and int(passed.group(1)) == expected, out[-3000:]
+
+
+def test_mooncakes_store_tests_pass_unmodified():
+    _run_upstream(FILES, EXPECTED)
+
+
+def test_mooncakes_replica_clear_tests_pass_unmodified():
+    # In a run of their own: their three clients mount 1600 MB each.
+    _run_upstream(["test_batch_replica_clear.py"], 12)
 
 
 # Mooncake's engine pair: a target process that allocates a buffer and spins, and the

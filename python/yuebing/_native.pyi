@@ -295,6 +295,10 @@ class Store:
         ``length`` bytes at ``offset`` of ``keys[i]`` into ``buffers[i]`` at ``at``. One list per
         item, one entry per fragment: its length or why it was not read (a fragment outside its
         buffer or object is ``InvalidParams`` there, the others still read)."""
+    def batch_replica_clear(
+        self, keys: Sequence[str], node: str = "", *, timeout: Optional[float] = None
+    ) -> list[str]:
+        """Drops idle objects' replicas on ``node`` (all of them for ""); the keys cleared."""
     def mount_space(self, size: Union[int, str], *, timeout: Optional[float] = None) -> int:
         """Allocates ``size`` bytes and mounts them as more store space; returns its id."""
     def unmount_space(

@@ -832,6 +832,18 @@ class MooncakeDistributedStore:
         """Removes every object (without ``force``, not those with a read lease); how many."""
         return self._run("remove_all", INVALID_PARAMS, lambda s: s.remove_all(force))
 
+    def batch_replica_clear(self, keys, segment_name=""):
+        """Drops the replicas of ``keys`` on segment ``segment_name`` (a client's
+        ``get_hostname()``; all replicas when empty) where nothing uses the object: no lease
+        (a put counts as a read, as in Mooncake), no write in progress. An object left with
+        no replica is removed. Returns the keys cleared."""
+        if not keys:
+            return []
+        node = _hostname.node_name(segment_name) if segment_name else ""
+        found = self._run("batch_replica_clear", [],
+                          lambda s: s.batch_replica_clear(list(keys), node), _logged([]))
+        return found if isinstance(found, list) else []
+
     def get_replica_desc(self, key):
         """The replicas of ``key`` (``[]`` when it is missing)."""
         found = self._run("get_replica_desc", [], lambda s: s.replicas(key), _logged([]))

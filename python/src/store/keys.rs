@@ -70,6 +70,21 @@ impl Store {
         errors::items(py, each, |py, ()| Ok(py.None()))
     }
 
+    /// Drops the replicas of `keys` on node `node` (all their replicas when `node` is "")
+    /// where nothing uses the object: no read lease, no write in progress, no access for a
+    /// lease TTL; an object left with no replica is removed. Returns the keys cleared.
+    #[pyo3(signature = (keys, node="", *, timeout=None))]
+    fn batch_replica_clear(
+        &self,
+        py: Python<'_>,
+        keys: Vec<String>,
+        node: &str,
+        timeout: Option<f64>,
+    ) -> PyResult<Vec<String>> {
+        let opts = options::call(py, timeout)?;
+        self.run(py, |c| c.batch_replica_clear(&keys, node, &opts))
+    }
+
     /// Removes every object (`force`: leased ones too); returns how many.
     #[pyo3(signature = (force=false, *, timeout=None))]
     fn remove_all(&self, py: Python<'_>, force: bool, timeout: Option<f64>) -> PyResult<u64> {

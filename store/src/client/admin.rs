@@ -90,6 +90,24 @@ impl Client {
         })
     }
 
+    /// Drops the replicas of `keys` on node `node` (all their replicas when `node` is empty)
+    /// where nothing uses the object: no read lease, no write in progress and no access for a
+    /// lease TTL; an object left with no replica is removed (Mooncake's
+    /// `batch_replica_clear`). Returns the keys cleared, in order; the others are skipped.
+    pub fn batch_replica_clear<K: AsRef<str>>(
+        &self,
+        keys: &[K],
+        node: impl Into<String>,
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<Vec<String>>> + Send + 'static {
+        let keys: Vec<String> = keys.iter().map(|k| k.as_ref().to_string()).collect();
+        let node = node.into();
+        self.master_call(opts, move |m| {
+            let (keys, node) = (keys.clone(), node.clone());
+            async move { m.batch_replica_clear(keys, node).await }
+        })
+    }
+
     /// Removes every object whose key `pattern` matches somewhere (a regular expression, see
     /// [`KeyPattern`](crate::master::KeyPattern); anchor it with `^…$` for whole keys), as
     /// [`Client::remove_all`] does; returns how many. A bad pattern is `InvalidParams`.

@@ -209,6 +209,9 @@ master_api! {
     /// See `Master::unmount_within`.
     once fn unmount_within(mount: MountId, grace_ms: u64) -> Result<()>
         = |m, now, client| m.unmount_within(client, now, mount, grace_ms);
+    /// See `Master::batch_replica_clear`.
+    once fn batch_replica_clear(keys: Vec<String>, node: String) -> Result<Vec<String>>
+        = |m, now, _| Ok(m.batch_replica_clear(now, &keys, &node));
 }
 
 #[cfg(test)]
@@ -247,6 +250,7 @@ mod tests {
             "stats",
             "leave",
             "unmount_within",
+            "batch_replica_clear",
         ];
         assert_eq!(super::WIRE_ORDER, expected);
     }

@@ -83,6 +83,16 @@ pub enum Record {
     },
     /// Held-back space whose time has come is released.
     Release,
+    /// Some replicas of a completed object are dropped (`batch_replica_clear` of one node);
+    /// the object keeps its others (a drop of all of them is a `Remove`).
+    ReplicasDrop {
+        /// The key.
+        key: Box<str>,
+        /// The ranges whose replicas of it go.
+        mounts: Vec<MountId>,
+        /// Their space stays out of use until then (a restart's no-reuse window).
+        hold_until: Millis,
+    },
 }
 
 /// A record with its place in the log.

@@ -144,3 +144,43 @@ fn exist_size_list_and_stats() {
     assert!(r[0].is_ok());
     assert_eq!(r[1].as_ref().unwrap_err().code(), -704);
 }
+
+#[test]
+fn replica_clear_drops_idle_objects_on_a_node_or_everywhere() {
+    let mut fx = three_nodes();
+    let two = fx.put(A, 0, "two", 1000, 2).unwrap();
+    fx.put(A, 0, "one", 1000, 1).unwrap();
+    fx.put(A, 0, "busy", 1000, 1).unwrap();
+    let keys: Vec<String> = ["two", "one", "busy", "missing", ""]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    // Within a lease TTL (100 ms) of its put an object is in use, as Mooncake's put leases it.
+    assert!(fx.m.batch_replica_clear(99, &keys, "").is_empty());
+    fx.m.get_replica_list(150, "busy").unwrap();
+    let other = ["n1", "n2", "n3"]
+        .into_iter()
+        .find(|n| two.iter().all(|d| d.node != *n))
+        .unwrap();
+    assert!(
+        fx.m.batch_replica_clear(200, &keys[..1], other).is_empty(),
+        "no replica there"
+    );
+    let used = fx.used();
+    assert_eq!(
+        fx.m.batch_replica_clear(200, &keys[..1], &two[0].node),
+        ["two"]
+    );
+    fx.check();
+    assert!(fx.used() < used, "the dropped replica's space is free");
+    let left = fx.m.get_replica_list(201, "two").unwrap().replicas;
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].node, two[1].node);
+    // "two" was just read (leased); "busy" is leased until 250.
+    assert_eq!(fx.m.batch_replica_clear(240, &keys, ""), ["one"]);
+    assert_eq!(fx.m.get_replica_list(241, "one").unwrap_err().code(), -704);
+    assert_eq!(fx.m.batch_replica_clear(400, &keys, ""), ["two", "busy"]);
+    assert_eq!(fx.m.stats().objects, 0);
+    assert_eq!(fx.used(), 0);
+    fx.check();
+}

@@ -44,6 +44,12 @@ fn history(fx: &mut Fx, from: u64) {
     fx.m.put_end(A, t + 5, &format!("s{t}")).unwrap();
     fx.m.get_replica_list(t + 6, &format!("b{t}")).unwrap();
     fx.m.remove(t + 7, &format!("b{t}"), true).unwrap();
+    let two = fx.put(A, t + 8, &format!("r{t}"), 100, 2).unwrap();
+    let r = [format!("r{t}")];
+    assert!(
+        fx.m.batch_replica_clear(t + 8, &r, &two[0].node).is_empty(),
+        "just put: as if leased"
+    );
     fx.drain();
 }
 
@@ -65,6 +71,18 @@ fn replaying_the_log_after_a_snapshot_rebuilds_the_same_state() {
     let snap = fx.m.snapshot();
     let cut = fx.log.len();
     history(&mut fx, 100);
+    // One of r10's two replicas dropped (a `ReplicasDrop`): the first node holding one.
+    let r10 = ["r10".to_string()];
+    let dropped = ["n1", "n2", "n3"]
+        .iter()
+        .any(|n| !fx.m.batch_replica_clear(150, &r10, n).is_empty());
+    assert!(dropped);
+    fx.drain();
+    assert!(fx
+        .log
+        .iter()
+        .any(|e| matches!(e.record, Record::ReplicasDrop { .. })));
+    fx.check();
     fx.m.unmount(C, 200, MountId(3)).unwrap();
     ping_all(&mut fx, 300);
     fx.m.handle_timeout(700);

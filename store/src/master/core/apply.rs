@@ -106,6 +106,31 @@ impl Master {
                     self.evicted_total += 1;
                 }
             }
+            Record::ReplicasDrop {
+                key,
+                mounts,
+                hold_until,
+            } => {
+                let o = self
+                    .objects
+                    .get_mut(&key)
+                    .ok_or_else(|| format!("replica drop of unknown {key:?}"))?;
+                let (gone, kept): (Replicas, Replicas) = o
+                    .replicas
+                    .iter()
+                    .copied()
+                    .partition(|r| mounts.contains(&r.mount));
+                if gone.is_empty() || kept.is_empty() {
+                    return Err(format!(
+                        "replica drop of {key:?} on {mounts:?} drops {} of {} replicas",
+                        gone.len(),
+                        o.replicas.len()
+                    ));
+                }
+                o.replicas = kept;
+                let size = o.size;
+                self.hold_or_free(&gone, size, hold_until, now);
+            }
             Record::Release => {
                 let (due, keep): (Vec<Held>, Vec<Held>) =
                     self.held.drain(..).partition(|h| h.until <= now);

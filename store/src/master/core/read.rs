@@ -4,7 +4,7 @@ use super::Master;
 use crate::error::{Error, Result};
 use crate::master::log::Record;
 use crate::master::pattern::KeyPattern;
-use crate::master::types::{ListedObject, Millis, ReplicaList, Stats};
+use crate::master::types::{ListedObject, Millis, MountId, ReplicaList, Stats};
 
 impl Master {
     /// The readable replicas of `key`, granting (or extending) a read lease of the configured
@@ -116,6 +116,65 @@ impl Master {
             }
             None => Err(Error::ObjectNotFound { key: key.into() }),
         }
+    }
+
+    /// Mooncake's `BatchReplicaClear`: for each key, drops its replicas on `node` (all of them
+    /// when `node` is empty) if nothing uses the object: no read lease, no write in progress,
+    /// and no access (its put or a read) for a lease TTL, as if its put had granted a lease as
+    /// Mooncake's does. An object left with no replica is removed. Returns the keys cleared, in
+    /// order; keys that are bad, missing, in use or with no replica on `node` are skipped.
+    pub fn batch_replica_clear(&mut self, now: Millis, keys: &[String], node: &str) -> Vec<String> {
+        let now = self.tick(now);
+        let ttl = self.cfg.lease_ttl_ms;
+        let mut cleared = Vec::new();
+        for key in keys {
+            if self.check_key(key).is_err() {
+                continue;
+            }
+            let Some(o) = self.objects.get(key.as_str()) else {
+                continue;
+            };
+            if o.leased(now) || o.writing || o.accessed(ttl).saturating_add(ttl) > now {
+                continue;
+            }
+            let mut on: Vec<MountId> = o
+                .replicas
+                .iter()
+                .map(|r| r.mount)
+                .filter(|&m| {
+                    node.is_empty()
+                        || self
+                            .space
+                            .get(m)
+                            .is_some_and(|s| self.space.node_name(s.node) == node)
+                })
+                .collect();
+            on.sort_unstable();
+            on.dedup();
+            if on.is_empty() {
+                continue;
+            }
+            let all = o.replicas.iter().all(|r| on.contains(&r.mount));
+            let (key_box, hold_until) = (
+                Box::<str>::from(key.as_str()),
+                self.reuse_after(o.lease_until),
+            );
+            let record = match all {
+                true => Record::Remove {
+                    key: key_box,
+                    evicted: false,
+                    hold_until,
+                },
+                false => Record::ReplicasDrop {
+                    key: key_box,
+                    mounts: on,
+                    hold_until,
+                },
+            };
+            self.commit(now, record);
+            cleared.push(key.clone());
+        }
+        cleared
     }
 
     /// Removes every completed object (without `force`: those with no lease and no write in
