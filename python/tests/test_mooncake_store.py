@@ -573,3 +573,72 @@ def test_host_memory_is_never_freed_while_a_store_has_it_registered(mc):
             bind_to_numa_node(4096)
     finally:
         os.sched_setaffinity(0, before)
+
+
+# Every public name of the stock 0.3.13.post1 wheel's mooncake.store and mooncake.engine
+# (dir() of each, without the underscored ones).
+STOCK_STORE_NAMES = """ACTIVATION BufferHandle BufferLease BufferLeaseView BufferPool COMPLETE
+Descriptor DiskDescriptor EngramStore EngramStoreConfig FAILED GENERAL GRADIENT INITIALIZED
+KVCACHE METADATA MemoryDescriptor MooncakeDistributedNoFRegister MooncakeDistributedStore
+MooncakeHostMemAllocator OPTIMIZER_STATE ObjectDataType PENDING PROCESSING ParallelAxis
+QueryTaskResponse REMOVED REPLICA_COPY REPLICA_MOVE ReadTarget RegisteredBufferLease
+RegisteredBufferLeaseView RegisteredBufferPool ReplicaDescriptor ReplicaStatus ReplicateConfig
+SAMPLE SUCCESS SoftPinAction TENSOR TaskStatus TaskType TensorParallelism UNDEFINED UNKNOWN
+WEIGHT bind_to_numa_node get_alloc_func_addr get_free_func_addr""".split()
+
+
+def test_the_store_module_has_every_name_of_the_stock_wheel():
+    from mooncake import store
+    assert len(STOCK_STORE_NAMES) == 49
+    assert [n for n in STOCK_STORE_NAMES if not hasattr(store, n)] == []
+    assert store.PENDING is store.TaskStatus.PENDING and store.FAILED is store.TaskStatus.FAILED
+    assert store.KVCACHE is store.ObjectDataType.KVCACHE and store.REMOVED.name == "REMOVED"
+    for name in ("EngramStore", "MooncakeDistributedNoFRegister"):
+        with pytest.raises(NotImplementedError, match=name):
+            getattr(store, name)()
+    # The pluggable-allocator pair: C functions that allocate and free host memory.
+    alloc = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)(
+        store.get_alloc_func_addr())
+    free = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                            ctypes.c_void_p)(store.get_free_func_addr())
+    p = alloc(4096, 0, None)
+    assert p
+    ctypes.memset(p, 7, 4096)
+    free(p, 4096, 0, None)
+    r = store.QueryTaskResponse()
+    assert r.status is store.TaskStatus.PENDING and r.message == ""
+
+
+def test_buffer_pool_leases_registered_memory_for_zero_copy_calls(mc, k):
+    from mooncake.buffer_pool import BufferPool, RegisteredBufferPool
+    assert RegisteredBufferPool is BufferPool
+    pool = BufferPool(mc, max_regions=2)
+    value = os.urandom(100_000)
+    with pool.buffer(len(value)) as src:
+        src.buffer[:] = value
+        assert mc.put_from(k, src.ptr, src.size) == 0
+    with pool.acquire(len(value)) as dst:
+        assert dst.ptr == src._pool._all[0].addr, "the region is reused"
+        assert mc.get_into(k, dst.ptr, dst.size) == len(value)
+        whole = dst.buffer
+        view = whole[:10]
+        with pytest.raises(BufferError):
+            dst.release()
+        assert bytes(view) == value[:10], "still leased"
+        del view
+    with pytest.raises(ValueError):
+        whole[0]
+    with pytest.raises(RuntimeError, match="released"):
+        dst.ptr
+    a, b = pool.acquire(10), pool.acquire(10)
+    with pytest.raises(RuntimeError, match="exhausted"):
+        pool.acquire(10, block=False)
+    with pytest.raises(RuntimeError, match="exhausted"):
+        pool.acquire(10, timeout=0.05)
+    with pytest.raises(RuntimeError, match="still out"):
+        pool.close()
+    a.release()
+    b.release()
+    pool.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.acquire(10)

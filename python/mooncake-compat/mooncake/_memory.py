@@ -140,3 +140,17 @@ def bind_to_numa_node(node):
     if _libc.syscall(number, _MPOL_PREFERRED, mask, ctypes.c_ulong(maxnode)) != 0:
         _codes.log.warning("bind_to_numa_node: set_mempolicy: %s",
                            os.strerror(ctypes.get_errno()))
+
+
+def get_alloc_func_addr():
+    """The address of a C allocation function with the signature of PyTorch's pluggable
+    allocators, ``void *alloc(size_t size, int device, void *stream)``: the C library's
+    ``malloc`` (the System V ABI passes the extra arguments in registers ``malloc`` ignores).
+    Host memory only."""
+    return ctypes.cast(_libc.malloc, ctypes.c_void_p).value
+
+
+def get_free_func_addr():
+    """The address of the matching ``void free(void *ptr, size_t size, int device, void
+    *stream)``: the C library's ``free``."""
+    return ctypes.cast(_libc.free, ctypes.c_void_p).value

@@ -148,3 +148,70 @@ class ReplicaDescriptor:
 
     def get_disk_descriptor(self):
         raise RuntimeError("Expected DiskDescriptor")
+
+
+class DiskDescriptor:
+    """Where a disk replica is (yuebing keeps none yet: replicas are memory replicas)."""
+
+    def __init__(self):
+        self.file_path = ""
+        self.object_size = 0
+
+
+class QueryTaskResponse:
+    """What ``query_task`` reports of a copy or move task."""
+
+    def __init__(self):
+        self.id = None
+        self.type = TaskType.REPLICA_COPY
+        self.status = TaskStatus.PENDING
+        self.created_at_ms_epoch = 0
+        self.last_updated_at_ms_epoch = 0
+        self.assigned_client = None
+        self.message = ""
+
+    def __repr__(self):
+        return (f"<QueryTaskResponse id={self.id} type={self.type.name} "
+                f"status={self.status.name} message={self.message!r}>")
+
+
+class ParallelAxis:
+    """One axis of a tensor's parallel layout (for the tensor methods, which need torch)."""
+
+    def __init__(self):
+        self.kind = ""
+        self.rank = 0
+        self.size = 1
+        self.split_dim = 0
+        self.expert_id = None
+        self.stage_id = None
+
+
+class TensorParallelism:
+    """A tensor's parallel layout: its ``axes``."""
+
+    def __init__(self, axes=None):
+        self.axes = list(axes or [])
+
+
+class ReadTarget:
+    """How a tensor read lays out what it reads: ``mode`` and ``parallelism``."""
+
+    def __init__(self):
+        self.mode = ""
+        self.parallelism = TensorParallelism()
+
+
+def _needs(name, what):
+    """A class of the stock wheel that yuebing-mooncake does not provide: making one raises
+    ``NotImplementedError`` saying why."""
+    def refuse(self, *args, **kwargs):
+        raise NotImplementedError(f"mooncake.store.{name}: {what}")
+    return type(name, (), {"__init__": refuse, "__doc__": f"Not provided: {what}."})
+
+
+EngramStore = _needs("EngramStore", "the Engram embedding store needs torch")
+EngramStoreConfig = _needs("EngramStoreConfig", "the Engram embedding store needs torch")
+MooncakeDistributedNoFRegister = _needs(
+    "MooncakeDistributedNoFRegister",
+    "NVMe-over-Fabrics SSD registration is not in yuebing (its SSD tier is planned, issue 31)")

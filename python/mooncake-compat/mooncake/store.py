@@ -17,14 +17,33 @@ import yuebing
 
 from . import _codes, _hostname, _memory, _setup
 from ._codes import INVALID_PARAMS, OBJECT_ALREADY_EXISTS
-from ._types import (Descriptor, MemoryDescriptor, ObjectDataType, ReplicaDescriptor,
-                     ReplicaStatus, ReplicateConfig, SoftPinAction, TaskStatus, TaskType)
-from ._memory import MooncakeHostMemAllocator, bind_to_numa_node
+from ._pool import (BufferLease, BufferLeaseView, BufferPool, RegisteredBufferLease,
+                    RegisteredBufferLeaseView, RegisteredBufferPool)
+from ._types import (Descriptor, DiskDescriptor, EngramStore, EngramStoreConfig,
+                     MemoryDescriptor, MooncakeDistributedNoFRegister, ObjectDataType,
+                     ParallelAxis, QueryTaskResponse, ReadTarget, ReplicaDescriptor,
+                     ReplicaStatus, ReplicateConfig, SoftPinAction, TaskStatus, TaskType,
+                     TensorParallelism)
+from ._memory import (MooncakeHostMemAllocator, bind_to_numa_node, get_alloc_func_addr,
+                      get_free_func_addr)
 from ._values import BufferHandle, byte_parts, byte_value, raw_view
 
+# pybind11's export_values(): the enums' members at module level, as in the stock wheel (where
+# names clash, TaskStatus's FAILED and PROCESSING win, as there).
+for _enum in (ObjectDataType, ReplicaStatus, TaskType, TaskStatus):
+    globals().update(_enum.__members__)
+del _enum
+
 __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction", "ObjectDataType",
-           "ReplicaStatus", "ReplicaDescriptor", "MemoryDescriptor", "Descriptor", "TaskStatus",
-           "TaskType", "BufferHandle", "MooncakeHostMemAllocator", "bind_to_numa_node"]
+           "ReplicaStatus", "ReplicaDescriptor", "MemoryDescriptor", "DiskDescriptor",
+           "Descriptor", "TaskStatus", "TaskType", "QueryTaskResponse", "BufferHandle",
+           "BufferPool", "RegisteredBufferPool", "BufferLease", "BufferLeaseView",
+           "RegisteredBufferLease", "RegisteredBufferLeaseView", "MooncakeHostMemAllocator",
+           "bind_to_numa_node", "get_alloc_func_addr", "get_free_func_addr", "ParallelAxis",
+           "TensorParallelism", "ReadTarget", "EngramStore", "EngramStoreConfig",
+           "MooncakeDistributedNoFRegister",
+           *ObjectDataType.__members__, *ReplicaStatus.__members__, *TaskType.__members__,
+           *TaskStatus.__members__]
 
 _DEFAULT = ReplicateConfig()
 
