@@ -18,10 +18,11 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "== python venv in $venv"
   "$python" -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c "import pytest, numpy, wheel" 2>/dev/null || [ ! -x "$venv/bin/maturin" ]; then
-  echo "== pip install maturin pytest numpy setuptools wheel"
+# aiohttp: the drop-in's HTTP metadata server (a dependency of it, as of the stock wheel).
+if ! "$venv/bin/python" -c "import pytest, numpy, wheel, aiohttp" 2>/dev/null || [ ! -x "$venv/bin/maturin" ]; then
+  echo "== pip install maturin pytest numpy setuptools wheel aiohttp"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check \
-    "maturin>=1.16,<2" "pytest>=7" "numpy>=1.24" "setuptools>=68" wheel
+    "maturin>=1.16,<2" "pytest>=7" "numpy>=1.24" "setuptools>=68" wheel "aiohttp>=3.9"
 fi
 
 # The `etcd` feature of the package and of the binary (etcd:// master addresses) where its
