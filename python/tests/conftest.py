@@ -32,14 +32,17 @@ def yuebing_bin() -> str:
 class Process:
     """A `yuebing` child process that printed `<prefix><announced>` as its first line."""
 
-    def __init__(self, args: list[str], prefix: str, timeout: float = 30.0):
+    def __init__(self, args: list[str], prefix: str, timeout: float = 30.0,
+                 program: list[str] | None = None):
+        # `program`: another command that runs yuebing (the drop-in's mooncake_master).
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            [yuebing_bin(), *args],
+            [*(program or [yuebing_bin()]), *args],
             stdout=subprocess.PIPE,
             stderr=self.log,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
+            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn"),
+                 "YUEBING_BIN": yuebing_bin()},
         )
         self.pid = self.proc.pid
         line = self._first_line(timeout)

@@ -1,6 +1,7 @@
-"""The drop-in's pure-Python services against real sockets on 127.0.0.1: the HTTP metadata
-server (``mooncake.http_metadata_server``, its ``mooncake_http_metadata_server`` command), and
-Mooncake's own test of it, unmodified."""
+"""The drop-in's services and commands against real processes on 127.0.0.1: the HTTP metadata
+server (``mooncake.http_metadata_server``, its ``mooncake_http_metadata_server`` command, and
+Mooncake's own test of it, unmodified), and the ``mooncake_master`` / ``mooncake_client`` launch
+lines run as ``yuebing master`` / ``yuebing node``."""
 
 from __future__ import annotations
 
@@ -12,11 +13,20 @@ import sys
 import urllib.error
 import urllib.request
 
+import socket
+
 import pytest
+from conftest import Process, yuebing_bin
 
 from mooncake.http_metadata_server import KVBootstrapServer, KVPoll
 
 UPSTREAM = pathlib.Path(__file__).resolve().parents[1] / "mooncake-upstream-tests"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def call(port, method, key, body=None):
@@ -76,3 +86,68 @@ def test_mooncakes_metadata_server_test_passes_unmodified():
                          text=True, timeout=120, env=dict(os.environ))
     assert run.returncode == 0, run.stdout + run.stderr
     assert "5 passed" in run.stdout, run.stdout
+
+
+def mooncake_command(module, *args):
+    env = dict(os.environ, YUEBING_BIN=yuebing_bin())
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
+                          timeout=30, env=env)
+
+
+def test_mooncake_master_and_client_launch_lines_run_yuebing(tmp_path):
+    from mooncake.store import MooncakeDistributedStore
+    master = Process(["--rpc_port=0", "--rpc_address", "127.0.0.1", "--default_kv_lease_ttl=2s",
+                      "--client_ttl", "5", "--eviction_high_watermark_ratio=0.8",
+                      "--allocation_strategy=random", "--rpc_thread_num=2", "--noenable_ha"],
+                     "yuebing master ready on ", program=[sys.executable, "-m", "mooncake.cli"])
+    node = None
+    st = MooncakeDistributedStore()
+    try:
+        address = master.announced.removeprefix("tcp://")
+        node = Process(["--master_server_address", address, "--global_segment_size=64 MB",
+                        "--protocol=tcp", "--metadata_server=P2PHANDSHAKE", "--host=127.0.0.1",
+                        "--local_buffer_size=16MB"],
+                       "yuebing node ready ", program=[sys.executable, "-m", "mooncake.cli_client"])
+        assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", address) == 0
+        assert st.put("k", b"v" * 1000) == 0
+        assert st.get("k") == b"v" * 1000
+        # The lease of --default_kv_lease_ttl=2s: a get's lease holds off a plain remove.
+        assert st.remove("k") == -706
+    finally:
+        st.close()
+        for p in (node, master):
+            if p is not None:
+                p.kill()
+
+
+def test_mooncake_master_serves_the_http_metadata_server_beside_it():
+    port = free_port()
+    master = Process(["--port=0", "--enable_http_metadata_server",
+                      f"--http_metadata_server_port={port}"], "yuebing master ready on ",
+                     program=[sys.executable, "-m", "mooncake.cli"])
+    try:
+        assert call(port, "PUT", "k", b"v")[0] == 200
+        assert call(port, "GET", "k") == (200, b"v")
+        master.signal(signal.SIGTERM)
+        assert master.proc.wait(timeout=20) in (0, 143)
+    finally:
+        master.kill()
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metadata?key=k", timeout=2)
+
+
+@pytest.mark.parametrize("module,args,named", [
+    ("mooncake.cli", ["--metrics_port=9003"], "--metrics_port"),
+    ("mooncake.cli", ["--enable_ha"], "--etcd_endpoints"),
+    ("mooncake.cli", ["--allocation_strategy=cxl"], "--allocation_strategy"),
+    ("mooncake.cli", ["--no_such_flag=1"], "--no_such_flag"),
+    ("mooncake.cli", ["--default_kv_lease_ttl=soon"], "duration"),
+    ("mooncake.cli_client", ["--master_server_address=127.0.0.1:1", "--port=50052"], "--port"),
+    ("mooncake.cli_client", ["--master_server_address=127.0.0.1:1", "--protocol=rdma"],
+     "--protocol"),
+    ("mooncake.cli_client", ["--global_segment_size=1GB"], "--master_server_address"),
+])
+def test_flags_yuebing_cannot_honour_are_refused_by_name(module, args, named):
+    run = mooncake_command(module, *args)
+    assert run.returncode == 1, run
+    assert named in run.stderr, run.stderr
