@@ -1,0 +1,166 @@
+"""The integrators' call sequences through the drop-in, as their sources make them, against a
+real ``yuebing master`` and node, every byte checked:
+
+- vLLM's Mooncake store connector (``vllm/distributed/kv_transfer/kv_connector/v1/mooncake/
+  store/worker.py``): per-layer paged KV buffers registered once, ``batch_is_exist`` to find
+  the blocks not stored yet, ``batch_put_from_multi_buffers`` of those (each key one block of
+  every layer's K and V), ``batch_get_into_multi_buffers`` into other blocks on the consumer,
+  ``batch_get_replica_desc``, ``remove_all(force=True)``, ``close``;
+- LMCache's Mooncake connector (``lmcache/v1/storage_backend/connector/
+  mooncakestore_connector.py``): chunks stored with ``put_parts(key, metadata, kv)`` (and
+  ``put_parts(key, b"", data)``) and read back with ``batch_get_buffer``; the zero-copy mode's
+  ``register_buffer``, ``put_from``, ``batch_put_from``, ``get_into``, ``batch_get_into``,
+  ``is_exist`` and ``batch_is_exist``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import uuid
+
+import numpy as np
+import pytest
+
+from mooncake.store import MooncakeDistributedStore, ReplicateConfig
+
+MIB = 1 << 20
+
+
+def address(a: np.ndarray) -> int:
+    return a.ctypes.data
+
+
+@pytest.fixture
+def pair(cluster):
+    """A producer that contributes store space (vLLM's embedded mode) and a consumer that
+    contributes none (standalone-store mode)."""
+    producer, consumer = MooncakeDistributedStore(), MooncakeDistributedStore()
+    assert producer.setup("127.0.0.1", "P2PHANDSHAKE", 64 * MIB, 64 * MIB, "tcp", "",
+                          cluster.address) == 0
+    assert consumer.setup("127.0.0.1", "P2PHANDSHAKE", 0, 64 * MIB, "tcp", "",
+                          cluster.address) == 0
+    yield producer, consumer
+    assert consumer.close() == 0
+    assert producer.close() == 0
+
+
+class PagedKV:
+    """One K and one V buffer per layer, ``blocks`` blocks of ``block`` bytes each, as vLLM's
+    paged KV cache lays them out; registered with ``store`` once."""
+
+    def __init__(self, store, layers, blocks, block, seed=None):
+        rng = np.random.default_rng(seed)
+        make = ((lambda: rng.integers(0, 256, blocks * block, dtype=np.uint8))
+                if seed is not None else (lambda: np.zeros(blocks * block, dtype=np.uint8)))
+        self.tensors = [make() for _ in range(2 * layers)]
+        self.block = block
+        for t in self.tensors:
+            assert store.register_buffer(address(t), t.nbytes) == 0
+
+    def addrs(self, block_id):
+        return [address(t) + block_id * self.block for t in self.tensors]
+
+    def sizes(self):
+        return [self.block] * len(self.tensors)
+
+    def block_bytes(self, block_id):
+        return [t[block_id * self.block:(block_id + 1) * self.block] for t in self.tensors]
+
+    def unregister(self, store):
+        for t in self.tensors:
+            assert store.unregister_buffer(address(t)) == 0
+
+
+@pytest.mark.parametrize("batch", [16, 32, 64])
+def test_vllm_stores_and_loads_paged_kv_blocks(pair, batch):
+    producer, consumer = pair
+    layers, blocks, block = 8, 80, 4096
+    src = PagedKV(producer, layers, blocks, block, seed=batch)
+    dst = PagedKV(consumer, layers, blocks, block)
+    prefix = f"vllm@tp0@{uuid.uuid4().hex}"
+    keys = [f"{prefix}@{i}" for i in range(batch)]
+    # Save: the blocks not stored yet, all layers of each in one key.
+    config = ReplicateConfig()
+    assert producer.batch_is_exist(keys) == [0] * batch
+    src_ids = list(range(3, 3 + batch))
+    assert producer.batch_put_from_multi_buffers(
+        keys, [src.addrs(b) for b in src_ids], [src.sizes()] * batch, config) == [0] * batch
+    exists = producer.batch_is_exist(keys)
+    assert exists == [1] * batch
+    missing = [i for i, e in enumerate(exists) if e != 1]
+    assert missing == [], "a second save stores nothing"
+    # Load on the consumer into other blocks.
+    dst_ids = [blocks - 1 - i for i in range(batch)]
+    got = consumer.batch_get_into_multi_buffers(
+        keys, [dst.addrs(b) for b in dst_ids], [dst.sizes()] * batch)
+    assert got == [2 * layers * block] * batch
+    for s, d in zip(src_ids, dst_ids):
+        for a, b in zip(src.block_bytes(s), dst.block_bytes(d)):
+            assert (a == b).all()
+    untouched = set(range(blocks)) - set(dst_ids)
+    assert all(not t[i * block:(i + 1) * block].any() for t in dst.tensors for i in untouched)
+    descs = consumer.batch_get_replica_desc(keys + [prefix + "@none"])
+    assert sorted(descs) == sorted(keys)
+    assert all(d[0].is_memory_replica() for d in descs.values())
+    # A missing block among present ones is a negative code in its place only.
+    mixed = consumer.batch_get_into_multi_buffers(
+        [keys[0], prefix + "@none"], [dst.addrs(0), dst.addrs(1)], [dst.sizes()] * 2)
+    assert mixed[0] == 2 * layers * block and mixed[1] < 0
+    assert producer.remove_all(force=True) >= batch
+    assert consumer.batch_is_exist(keys) == [0] * batch
+    src.unregister(producer)
+    dst.unregister(consumer)
+
+
+METADATA = struct.Struct("iiiiii")
+
+
+def test_lmcache_puts_chunks_with_metadata_and_reads_them_back(pair):
+    producer, consumer = pair
+    assert producer.get_hostname().startswith("127.0.0.1:")
+    rng = np.random.default_rng(7)
+    chunks = {}
+    for i in range(12):
+        kv = rng.integers(0, 256, 2 * 16 * 256 * 8, dtype=np.uint8)
+        key = f"lmcache@{uuid.uuid4().hex}@{i}"
+        meta = METADATA.pack(kv.nbytes, 3, 2, 16, 256, 8)
+        kv_bytes = memoryview((ctypes.c_ubyte * kv.nbytes).from_address(address(kv)))
+        assert producer.put_parts(key, meta, kv_bytes) == 0
+        chunks[key] = (meta, kv.tobytes())
+    plain = f"lmcache@{uuid.uuid4().hex}@plain"
+    assert producer.put_parts(plain, b"", b"remote-bytes") == 0
+    keys = list(chunks)
+    assert consumer.batch_is_exist(keys + [plain]) == [1] * (len(keys) + 1)
+    for key, handle in zip(keys, consumer.batch_get_buffer(keys)):
+        value = memoryview(handle)
+        meta, kv = chunks[key]
+        assert handle.size() == len(meta) + len(kv)
+        assert METADATA.unpack(value[:METADATA.size]) == METADATA.unpack(meta)
+        assert bytes(value[METADATA.size:]) == kv
+    (one,) = consumer.batch_get_buffer([plain])
+    assert bytes(one) == b"remote-bytes"
+    assert consumer.batch_get_buffer([plain + "-missing"]) == [None]
+
+
+def test_lmcache_zero_copy_mode_moves_chunks_between_registered_pools(pair):
+    producer, consumer = pair
+    chunk, n = 256 * 1024, 8
+    pool = np.random.default_rng(3).integers(0, 256, chunk * n, dtype=np.uint8)
+    back = np.zeros(chunk * n, dtype=np.uint8)
+    assert producer.register_buffer(address(pool), pool.nbytes) == 0
+    assert consumer.register_buffer(address(back), back.nbytes) == 0
+    config = ReplicateConfig()
+    base = f"lmcache@{uuid.uuid4().hex}"
+    assert producer.put_from(f"{base}@0", address(pool), chunk, config) == 0
+    keys = [f"{base}@{i}" for i in range(1, n)]
+    ptrs = [address(pool) + i * chunk for i in range(1, n)]
+    assert producer.batch_put_from(keys, ptrs, [chunk] * (n - 1), config) == [0] * (n - 1)
+    assert consumer.is_exist(f"{base}@0") == 1
+    assert consumer.get_into(f"{base}@0", address(back), chunk) == chunk
+    got = consumer.batch_get_into(keys, [address(back) + i * chunk for i in range(1, n)],
+                                  [chunk] * (n - 1))
+    assert got == [chunk] * (n - 1)
+    assert (back == pool).all()
+    assert producer.unregister_buffer(address(pool)) == 0
+    assert consumer.unregister_buffer(address(back)) == 0
