@@ -1393,6 +1393,42 @@ int32_t yuebing_store_batch_remove_async(yuebing_store_t store,
                                          yuebing_call_t *call_out,
                                          yuebing_error *err);
 
+// Drops the replicas of `n` keys on node `node` (all their replicas when `node` is NULL or
+// empty) where nothing uses the object: no read lease, no write in progress, no access for a
+// lease TTL; an object left with no replica is removed (Mooncake's `batch_replica_clear`).
+// Item i's code goes to `codes_out[i]` (0) and 1 (cleared) or 0 (skipped) to
+// `cleared_out[i]` (NULL: not wanted).
+//
+// # Safety
+// `keys` valid for `n` NUL-terminated keys; `node` NULL or NUL-terminated; `codes_out` (and
+// `cleared_out` unless NULL) writable for `n`; `opts` NULL or readable; `err` NULL or
+// writable.
+int32_t yuebing_store_batch_replica_clear(yuebing_store_t store,
+                                          const char *const *keys,
+                                          size_t n,
+                                          const char *node,
+                                          const yuebing_options *opts,
+                                          int32_t *codes_out,
+                                          uint64_t *cleared_out,
+                                          yuebing_error *err);
+
+// `yuebing_store_batch_replica_clear` in callback form (`values` are 1 for a key cleared, 0
+// for one skipped). Returns 0 and then calls `cb` exactly once, or returns an error and never
+// calls it.
+//
+// # Safety
+// As `yuebing_store_batch_replica_clear`; `user_data` usable on the callback thread;
+// `call_out` NULL or writable.
+int32_t yuebing_store_batch_replica_clear_async(yuebing_store_t store,
+                                                const char *const *keys,
+                                                size_t n,
+                                                const char *node,
+                                                const yuebing_options *opts,
+                                                yuebing_each_cb cb,
+                                                void *user_data,
+                                                yuebing_call_t *call_out,
+                                                yuebing_error *err);
+
 // The values of `n` keys: item i's code goes to `codes_out[i]` and its bytes to
 // `values_out[i]` (free each with `yuebing_buf_free`; a failed item's is empty).
 //
@@ -1518,6 +1554,78 @@ int32_t yuebing_store_read_located_async(yuebing_store_t store,
                                          void *user_data,
                                          yuebing_call_t *call_out,
                                          yuebing_error *err);
+
+// Finds each of `n` keys and takes its read lease, without reading it: one round trip to the
+// master (Mooncake's get session start). Item i's code goes to `codes_out[i]` and its
+// location to `locations_out[i]` (yours: free each with `yuebing_location_free`; 0 for a
+// failed item). Read them with `yuebing_store_batch_read_located` before their leases end.
+//
+// # Safety
+// `keys` valid for `n` NUL-terminated keys; `codes_out` and `locations_out` writable for `n`;
+// `opts` NULL or readable; `err` NULL or writable.
+int32_t yuebing_store_batch_locate(yuebing_store_t store,
+                                   const char *const *keys,
+                                   size_t n,
+                                   const yuebing_options *opts,
+                                   int32_t *codes_out,
+                                   yuebing_location_t *locations_out,
+                                   yuebing_error *err);
+
+// `yuebing_store_batch_locate` in callback form: `values` are the locations, made on the
+// callback thread just before the call (yours: free each with `yuebing_location_free`).
+// Returns 0 and then calls `cb` exactly once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_batch_locate`; `user_data` usable on the callback thread; `call_out` NULL
+// or writable.
+int32_t yuebing_store_batch_locate_async(yuebing_store_t store,
+                                         const char *const *keys,
+                                         size_t n,
+                                         const yuebing_options *opts,
+                                         yuebing_each_cb cb,
+                                         void *user_data,
+                                         yuebing_call_t *call_out,
+                                         yuebing_error *err);
+
+// Reads ranges of located objects into registered memory without a copy and without a
+// round trip to the master: item i reads, for each of the next `counts[i]` elements of
+// `fragments` (`addr`, `offset`, `len`), `len` bytes at `offset` inside `locations[i]`'s
+// object into `addr`. Item i's code goes to `codes_out[i]` and the bytes it read to
+// `lens_out[i]` (NULL: not wanted); a fragment outside its object refuses its whole item
+// (`YUEBING_ERR_INVALID_PARAMS`), a read past the lease is `YUEBING_ERR_LEASE_EXPIRED`. The
+// memory is written until the call ends.
+//
+// # Safety
+// `locations` and `counts` valid for `n` elements; `fragments` for the sum of `counts`;
+// `codes_out` (and `lens_out` unless NULL) writable for `n`; `opts` NULL or readable; `err`
+// NULL or writable.
+int32_t yuebing_store_batch_read_located(yuebing_store_t store,
+                                         const yuebing_location_t *locations,
+                                         const size_t *counts,
+                                         const yuebing_fragment *fragments,
+                                         size_t n,
+                                         const yuebing_options *opts,
+                                         int32_t *codes_out,
+                                         uint64_t *lens_out,
+                                         yuebing_error *err);
+
+// `yuebing_store_batch_read_located` in callback form (`values` are the bytes read per
+// item): the memory is written until the callback runs. Returns 0 and then calls `cb` exactly
+// once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_batch_read_located`; `user_data` usable on the callback thread;
+// `call_out` NULL or writable.
+int32_t yuebing_store_batch_read_located_async(yuebing_store_t store,
+                                               const yuebing_location_t *locations,
+                                               const size_t *counts,
+                                               const yuebing_fragment *fragments,
+                                               size_t n,
+                                               const yuebing_options *opts,
+                                               yuebing_each_cb cb,
+                                               void *user_data,
+                                               yuebing_call_t *call_out,
+                                               yuebing_error *err);
 
 // The size in bytes of a located object in `out`: the room `yuebing_store_read_located`
 // needs.

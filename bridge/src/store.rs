@@ -272,6 +272,34 @@ impl BlockingClient {
         self.wait(|| self.client.batch_get_ranges(items, opts))
     }
 
+    /// See [`Client::batch_locate`].
+    pub fn batch_locate<K: AsRef<str>>(
+        &self,
+        keys: &[K],
+        opts: impl Into<Options>,
+    ) -> Result<Each<Located>> {
+        self.wait(|| self.client.batch_locate(keys, opts))
+    }
+
+    /// See [`Client::batch_read_located`].
+    pub fn batch_read_located<F: AsRef<[Fragment]>>(
+        &self,
+        items: &[(&Located, F)],
+        opts: impl Into<Options>,
+    ) -> Result<Each<u64>> {
+        self.wait(|| self.client.batch_read_located(items, opts))
+    }
+
+    /// See [`Client::batch_replica_clear`].
+    pub fn batch_replica_clear<K: AsRef<str>>(
+        &self,
+        keys: &[K],
+        node: impl Into<String>,
+        opts: impl Into<Options>,
+    ) -> Result<Vec<String>> {
+        self.wait(|| self.client.batch_replica_clear(keys, node, opts))
+    }
+
     /// See [`Client::batch_exist`].
     pub fn batch_exist<K: AsRef<str>>(
         &self,

@@ -20,7 +20,7 @@ use super::types::*;
 ///
 /// # Safety
 /// `keys` valid for `n` pointers, each NUL-terminated.
-unsafe fn keys(keys: *const *const c_char, n: usize) -> FfiResult<Vec<String>> {
+pub(crate) unsafe fn keys(keys: *const *const c_char, n: usize) -> FfiResult<Vec<String>> {
     // SAFETY: forwarded contract.
     let ptrs = unsafe { raw::array(keys, n, "keys") }?;
     // SAFETY: forwarded contract.
@@ -86,7 +86,7 @@ unsafe fn c_ranges(
 ///
 /// # Safety
 /// `counts` valid for `n` elements, `items` for the sum of them.
-unsafe fn grouped<T: Copy>(
+pub(crate) unsafe fn grouped<T: Copy>(
     counts: *const usize,
     n: usize,
     items: *const T,
@@ -170,7 +170,7 @@ fn split<T>(each: Each<T>, value: fn(T) -> u64) -> (Vec<i32>, Vec<u64>) {
 }
 
 /// Waits for a batch and writes its codes (required) and numbers (optional), `n` each.
-fn wait_each<T: Send + 'static>(
+pub(crate) fn wait_each<T: Send + 'static>(
     op: Op<Each<T>>,
     n: usize,
     codes_out: *mut i32,
@@ -194,7 +194,7 @@ fn wait_each<T: Send + 'static>(
 }
 
 /// Starts a batch whose outcome goes to a [`yuebing_each_cb`].
-fn then_each<T: Send + 'static>(
+pub(crate) fn then_each<T: Send + 'static>(
     op: Op<Each<T>>,
     n: usize,
     cb: yuebing_each_cb,
@@ -885,6 +885,91 @@ pub unsafe extern "C" fn yuebing_store_batch_remove_async(
         // SAFETY: forwarded contract.
         let op = unsafe { batch_remove_op(store, keys, n, force, opts) }?;
         then_each(op, n, cb, user_data, call_out, nothing)
+    })
+}
+
+/// `batch_replica_clear`, as one result per key: whether it was cleared.
+///
+/// # Safety
+/// `k` valid for `n` NUL-terminated keys; `node` NULL or NUL-terminated; `opts` NULL or
+/// readable.
+unsafe fn batch_replica_clear_op(
+    store: yuebing_store_t,
+    k: *const *const c_char,
+    n: usize,
+    node: *const c_char,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<Each<bool>>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let k = unsafe { keys(k, n) }?;
+    let node = match node.is_null() {
+        true => String::new(),
+        // SAFETY: non-NULL, NUL-terminated (the caller's promise).
+        false => unsafe { raw::text(node, "node") }?,
+    };
+    let cleared = client.client().batch_replica_clear(&k, node, opts);
+    let each = async move {
+        let cleared: std::collections::HashSet<String> = cleared.await?.into_iter().collect();
+        let each: Each<bool> = k.iter().map(|key| Ok(cleared.contains(key))).collect();
+        Ok::<_, yuebing_store::Error>(each)
+    };
+    Ok(Op::new(client.bridge(), each))
+}
+
+/// Drops the replicas of `n` keys on node `node` (all their replicas when `node` is NULL or
+/// empty) where nothing uses the object: no read lease, no write in progress, no access for a
+/// lease TTL; an object left with no replica is removed (Mooncake's `batch_replica_clear`).
+/// Item i's code goes to `codes_out[i]` (0) and 1 (cleared) or 0 (skipped) to
+/// `cleared_out[i]` (NULL: not wanted).
+///
+/// # Safety
+/// `keys` valid for `n` NUL-terminated keys; `node` NULL or NUL-terminated; `codes_out` (and
+/// `cleared_out` unless NULL) writable for `n`; `opts` NULL or readable; `err` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_replica_clear(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    n: usize,
+    node: *const c_char,
+    opts: *const yuebing_options,
+    codes_out: *mut i32,
+    cleared_out: *mut u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_replica_clear_op(store, keys, n, node, opts) }?;
+        wait_each(op, n, codes_out, cleared_out, u64::from)
+    })
+}
+
+/// `yuebing_store_batch_replica_clear` in callback form (`values` are 1 for a key cleared, 0
+/// for one skipped). Returns 0 and then calls `cb` exactly once, or returns an error and never
+/// calls it.
+///
+/// # Safety
+/// As `yuebing_store_batch_replica_clear`; `user_data` usable on the callback thread;
+/// `call_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_replica_clear_async(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    n: usize,
+    node: *const c_char,
+    opts: *const yuebing_options,
+    cb: yuebing_each_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        required(cb)?;
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_replica_clear_op(store, keys, n, node, opts) }?;
+        then_each(op, n, cb, user_data, call_out, u64::from)
     })
 }
 

@@ -11,14 +11,16 @@ use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 
 use yuebing_store::master::ReplicaList;
-use yuebing_store::{Client, Fetched, Located};
+use yuebing_store::{Client, Fetched, Fragment, Located};
 
 use super::deliver::{self, required, Op, UserData};
-use super::error::{c_string, entry, yuebing_error, FfiResult};
+use super::error::{c_string, entry, yuebing_error, Failure, FfiResult};
 use super::handles::{self, Kind, Object};
 use super::raw;
 use super::store_api::{target, text_op};
-use super::store_batch::{keys_op, then_each_lent, wait_each_values};
+use super::store_batch::{
+    counted, grouped, keys_op, then_each, then_each_lent, wait_each, wait_each_values,
+};
 use super::store_ops::{check_range, wait_number};
 use super::store_whole::wait_into;
 use super::types::*;
@@ -262,6 +264,193 @@ pub unsafe extern "C" fn yuebing_store_read_located_async(
         // SAFETY: forwarded contract.
         let op = unsafe { read_located_op(store, location, addr, len, opts) }?;
         op.then(call_out, deliver)
+    })
+}
+
+/// Each result's code and, for a located object, a new location handle for it (0 for a failed
+/// item, and for one whose handle could not be made: its code says why).
+fn location_handles(each: crate::Each<Located>) -> (Vec<i32>, Vec<yuebing_location_t>) {
+    each.into_iter()
+        .map(
+            |r| match r.map_err(Failure::from).and_then(location_handle) {
+                Ok(h) => (0, h),
+                Err(e) => (e.code, 0),
+            },
+        )
+        .unzip()
+}
+
+/// Finds each of `n` keys and takes its read lease, without reading it: one round trip to the
+/// master (Mooncake's get session start). Item i's code goes to `codes_out[i]` and its
+/// location to `locations_out[i]` (yours: free each with `yuebing_location_free`; 0 for a
+/// failed item). Read them with `yuebing_store_batch_read_located` before their leases end.
+///
+/// # Safety
+/// `keys` valid for `n` NUL-terminated keys; `codes_out` and `locations_out` writable for `n`;
+/// `opts` NULL or readable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_locate(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    n: usize,
+    opts: *const yuebing_options,
+    codes_out: *mut i32,
+    locations_out: *mut yuebing_location_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        raw::check_out_array(codes_out, n, "codes_out")?;
+        raw::check_out_array(locations_out, n, "locations_out")?;
+        // SAFETY: forwarded contract.
+        let op = unsafe { keys_op(store, (keys, n), opts, |c, k, o| c.batch_locate(&k, o)) }?;
+        let (codes, handles) = location_handles(counted(op, n).wait()?);
+        // SAFETY: both outputs are writable for `n` elements (the caller's promise, checked
+        // above), and a counted batch answers one result per item.
+        unsafe {
+            raw::write_array(codes_out, codes);
+            raw::write_array(locations_out, handles);
+        }
+        Ok(())
+    })
+}
+
+/// `yuebing_store_batch_locate` in callback form: `values` are the locations, made on the
+/// callback thread just before the call (yours: free each with `yuebing_location_free`).
+/// Returns 0 and then calls `cb` exactly once, or returns an error and never calls it.
+///
+/// # Safety
+/// As `yuebing_store_batch_locate`; `user_data` usable on the callback thread; `call_out` NULL
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_locate_async(
+    store: yuebing_store_t,
+    keys: *const *const c_char,
+    n: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_each_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let (f, ud) = (required(cb)?, UserData::new(user_data));
+        // SAFETY: forwarded contract.
+        let op = unsafe { keys_op(store, (keys, n), opts, |c, k, o| c.batch_locate(&k, o)) }?;
+        counted(op, n).then(call_out, move |code, msg, each| {
+            let (codes, handles) = each.map(location_handles).unwrap_or_default();
+            let (c, v) = match codes.is_empty() {
+                false => (codes.as_ptr(), handles.as_ptr()),
+                true => (std::ptr::null(), std::ptr::null()),
+            };
+            // SAFETY: the caller's callback, called once; the arrays outlive it.
+            unsafe { f(ud.get(), code, msg, codes.len(), c, v) }
+        })
+    })
+}
+
+/// `batch_read_located`: item i is `locations[i]` with the next `counts[i]` of `fragments`.
+///
+/// # Safety
+/// `locations` and `counts` valid for `n` elements; `fragments` for the sum of `counts`;
+/// `opts` NULL or readable.
+unsafe fn batch_read_located_op(
+    store: yuebing_store_t,
+    locations: *const yuebing_location_t,
+    counts: *const usize,
+    fragments: *const yuebing_fragment,
+    n: usize,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<crate::Each<u64>>> {
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    // SAFETY: forwarded contract.
+    let handles = unsafe { raw::array(locations, n, "locations") }?;
+    let found = handles
+        .into_iter()
+        .map(handles::location)
+        .collect::<FfiResult<Vec<Arc<Located>>>>()?;
+    // SAFETY: forwarded contract.
+    let (groups, _) = unsafe { grouped(counts, n, fragments, "fragments") }?;
+    let lists: Vec<Vec<Fragment>> = groups
+        .into_iter()
+        .map(|g| g.into_iter().map(fragment).collect())
+        .collect();
+    let items: Vec<(&Located, &[Fragment])> = found
+        .iter()
+        .map(|l| &**l)
+        .zip(lists.iter().map(Vec::as_slice))
+        .collect();
+    Ok(Op::new(
+        client.bridge(),
+        client.client().batch_read_located(&items, opts),
+    ))
+}
+
+/// A fragment as the client takes it.
+fn fragment(f: yuebing_fragment) -> Fragment {
+    Fragment {
+        addr: f.addr,
+        offset: f.offset,
+        len: f.len,
+    }
+}
+
+/// Reads ranges of located objects into registered memory without a copy and without a
+/// round trip to the master: item i reads, for each of the next `counts[i]` elements of
+/// `fragments` (`addr`, `offset`, `len`), `len` bytes at `offset` inside `locations[i]`'s
+/// object into `addr`. Item i's code goes to `codes_out[i]` and the bytes it read to
+/// `lens_out[i]` (NULL: not wanted); a fragment outside its object refuses its whole item
+/// (`YUEBING_ERR_INVALID_PARAMS`), a read past the lease is `YUEBING_ERR_LEASE_EXPIRED`. The
+/// memory is written until the call ends.
+///
+/// # Safety
+/// `locations` and `counts` valid for `n` elements; `fragments` for the sum of `counts`;
+/// `codes_out` (and `lens_out` unless NULL) writable for `n`; `opts` NULL or readable; `err`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_read_located(
+    store: yuebing_store_t,
+    locations: *const yuebing_location_t,
+    counts: *const usize,
+    fragments: *const yuebing_fragment,
+    n: usize,
+    opts: *const yuebing_options,
+    codes_out: *mut i32,
+    lens_out: *mut u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_read_located_op(store, locations, counts, fragments, n, opts) }?;
+        wait_each(op, n, codes_out, lens_out, |v| v)
+    })
+}
+
+/// `yuebing_store_batch_read_located` in callback form (`values` are the bytes read per
+/// item): the memory is written until the callback runs. Returns 0 and then calls `cb` exactly
+/// once, or returns an error and never calls it.
+///
+/// # Safety
+/// As `yuebing_store_batch_read_located`; `user_data` usable on the callback thread;
+/// `call_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_batch_read_located_async(
+    store: yuebing_store_t,
+    locations: *const yuebing_location_t,
+    counts: *const usize,
+    fragments: *const yuebing_fragment,
+    n: usize,
+    opts: *const yuebing_options,
+    cb: yuebing_each_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        required(cb)?;
+        // SAFETY: forwarded contract.
+        let op = unsafe { batch_read_located_op(store, locations, counts, fragments, n, opts) }?;
+        then_each(op, n, cb, user_data, call_out, |v| v)
     })
 }
 

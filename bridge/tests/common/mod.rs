@@ -22,13 +22,22 @@ pub(crate) struct Cluster {
 
 impl Cluster {
     pub(crate) fn start() -> Cluster {
+        Cluster::start_with(MasterServerConfig::default())
+    }
+
+    /// A master whose read leases last `lease_ms`.
+    pub(crate) fn start_with_lease_ms(lease_ms: u64) -> Cluster {
+        let mut cfg = MasterServerConfig::default();
+        cfg.core.lease_ttl_ms = lease_ms;
+        Cluster::start_with(cfg)
+    }
+
+    fn start_with(cfg: MasterServerConfig) -> Cluster {
         let host = Bridge::new(BridgeConfig::default()).unwrap();
         let handle = host.handle().clone();
         let bind: yuebing_rpc::Endpoint = "127.0.0.1:0".parse().unwrap();
         let master = host
-            .block_on(async move {
-                RunningMaster::start_on(MasterServerConfig::default(), &bind, handle).await
-            })
+            .block_on(async move { RunningMaster::start_on(cfg, &bind, handle).await })
             .unwrap();
         let endpoint = CString::new(master.local_endpoint().to_string()).unwrap();
         Cluster {

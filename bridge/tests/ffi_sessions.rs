@@ -1,0 +1,209 @@
+//! The C forms of reads located once and moved in ranges (`yuebing_store_batch_locate` and
+//! `yuebing_store_batch_read_located`, Mooncake's get sessions) and of
+//! `yuebing_store_batch_replica_clear`, blocking and in callback form, against a master in
+//! this process.
+
+mod common;
+
+use yuebing_bridge::ffi::error::*;
+use yuebing_bridge::ffi::store_batch::*;
+use yuebing_bridge::ffi::store_located::*;
+use yuebing_bridge::ffi::types::*;
+
+use common::{
+    c_keys, copied, exists, last, new_bridge, nul, on_each, outcome, put, Cluster, Registered,
+    NO_CALL, NO_OPTS,
+};
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(13) ^ seed)
+        .collect()
+}
+
+#[test]
+fn located_objects_are_read_in_ranges_through_the_c_abi() {
+    let cluster = Cluster::start();
+    let store = cluster.store(new_bridge());
+    let (a, b) = (pattern(1, 50_000), pattern(2, 4000));
+    put(store, "s/a", &a);
+    put(store, "s/b", &b);
+    let (_keep, keys) = c_keys(&["s/a", "s/none", "s/b"]);
+    let mut codes = [9i32; 3];
+    let mut found: [yuebing_location_t; 3] = [9; 3];
+    // SAFETY: arrays of 3; valid keys.
+    let rc = unsafe {
+        yuebing_store_batch_locate(
+            store,
+            keys.as_ptr(),
+            3,
+            NO_OPTS,
+            codes.as_mut_ptr(),
+            found.as_mut_ptr(),
+            nul(),
+        )
+    };
+    assert_eq!(rc, 0, "{}", last());
+    assert_eq!(codes, [0, YUEBING_ERR_OBJECT_NOT_FOUND, 0]);
+    assert_eq!(found[1], 0, "a failed item has no location");
+    let dst = Registered::new(store, 1 << 17, 0);
+    let f = |at: usize, offset: u64, len: u64| yuebing_fragment {
+        addr: dst.addr(at),
+        offset,
+        len,
+    };
+    // a in two halves (one item), b whole, then a range past b's end refusing its item.
+    let locations = [found[0], found[2], found[2]];
+    let counts = [2usize, 1, 1];
+    let fragments = [
+        f(0, 0, 25_000),
+        f(25_000, 25_000, 25_000),
+        f(60_000, 0, 4000),
+        f(70_000, 3999, 2),
+    ];
+    let (mut codes, mut lens) = ([9i32; 3], [9u64; 3]);
+    // SAFETY: arrays as long as promised; the memory stays registered through the call.
+    let rc = unsafe {
+        yuebing_store_batch_read_located(
+            store,
+            locations.as_ptr(),
+            counts.as_ptr(),
+            fragments.as_ptr(),
+            3,
+            NO_OPTS,
+            codes.as_mut_ptr(),
+            lens.as_mut_ptr(),
+            nul(),
+        )
+    };
+    assert_eq!(rc, 0, "{}", last());
+    assert_eq!(codes, [0, 0, YUEBING_ERR_INVALID_PARAMS]);
+    assert_eq!(lens, [50_000, 4000, 0]);
+    // SAFETY: the call is over: nothing writes the registered memory now.
+    let got = unsafe { copied(dst.addr(0) as *const u8, 1 << 17) };
+    assert_eq!(&got[..50_000], &a[..]);
+    assert_eq!(&got[60_000..64_000], &b[..]);
+    assert_eq!(
+        &got[70_000..70_002],
+        &[0, 0],
+        "a refused item reads nothing"
+    );
+
+    // The callback forms: locations made for the callback, and ranges read.
+    // SAFETY: valid keys; the outcome is awaited while its `user_data` lives.
+    let done = outcome(|ud| unsafe {
+        yuebing_store_batch_locate_async(
+            store,
+            keys.as_ptr(),
+            3,
+            NO_OPTS,
+            Some(on_each),
+            ud,
+            NO_CALL,
+            nul(),
+        )
+    });
+    let (code, (codes, again)): (i32, (Vec<i32>, Vec<u64>)) = done.unwrap();
+    assert_eq!(
+        (code, codes[1], again[1]),
+        (0, YUEBING_ERR_OBJECT_NOT_FOUND, 0)
+    );
+    let one = [f(100_000, 10, 20)];
+    // SAFETY: as above.
+    let done = outcome(|ud| unsafe {
+        yuebing_store_batch_read_located_async(
+            store,
+            &again[0],
+            &1,
+            one.as_ptr(),
+            1,
+            NO_OPTS,
+            Some(on_each),
+            ud,
+            NO_CALL,
+            nul(),
+        )
+    });
+    assert_eq!(done, Ok((0, (vec![0], vec![20]))));
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { copied(dst.addr(100_000) as *const u8, 20) },
+        &a[10..30]
+    );
+
+    // A freed location, or one of another kind, refuses the whole call.
+    for h in [found[0], found[2], again[0], again[2]] {
+        // SAFETY: handles of this library.
+        assert_eq!(unsafe { yuebing_location_free(h, nul()) }, 0);
+    }
+    // SAFETY: as above; the library checks the handles before anything is read.
+    let rc = unsafe {
+        yuebing_store_batch_read_located(
+            store,
+            &found[0],
+            &1,
+            one.as_ptr(),
+            1,
+            NO_OPTS,
+            codes_buf().as_mut_ptr(),
+            std::ptr::null_mut(),
+            nul(),
+        )
+    };
+    assert_eq!(rc, YUEBING_ERR_INVALID_HANDLE);
+}
+
+fn codes_buf() -> [i32; 1] {
+    [9]
+}
+
+#[test]
+fn idle_objects_are_cleared_through_the_c_abi() {
+    // A short lease: an object is idle a lease TTL after its put.
+    let cluster = Cluster::start_with_lease_ms(200);
+    let store = cluster.store(new_bridge());
+    put(store, "c/a", b"one");
+    put(store, "c/b", b"two");
+    let (_keep, keys) = c_keys(&["c/a", "c/none"]);
+    let (mut codes, mut cleared) = ([9i32; 2], [9u64; 2]);
+    let clear = |codes: &mut [i32; 2], cleared: &mut [u64; 2]| {
+        // SAFETY: arrays of 2; valid keys; a NULL node is every node.
+        unsafe {
+            yuebing_store_batch_replica_clear(
+                store,
+                keys.as_ptr(),
+                2,
+                std::ptr::null(),
+                NO_OPTS,
+                codes.as_mut_ptr(),
+                cleared.as_mut_ptr(),
+                nul(),
+            )
+        }
+    };
+    assert_eq!(clear(&mut codes, &mut cleared), 0, "{}", last());
+    assert_eq!((codes, cleared), ([0, 0], [0, 0]), "just put: in use");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(clear(&mut codes, &mut cleared), 0, "{}", last());
+    assert_eq!((codes, cleared), ([0, 0], [1, 0]));
+    assert!(!exists(store, "c/a"));
+    // The callback form, on a node that holds nothing of it: skipped.
+    let (_keep_b, b) = c_keys(&["c/b"]);
+    let node = std::ffi::CString::new("127.0.0.1:1").unwrap();
+    // SAFETY: valid key and node; the outcome is awaited while its `user_data` lives.
+    let done = outcome(|ud| unsafe {
+        yuebing_store_batch_replica_clear_async(
+            store,
+            b.as_ptr(),
+            1,
+            node.as_ptr(),
+            NO_OPTS,
+            Some(on_each),
+            ud,
+            NO_CALL,
+            nul(),
+        )
+    });
+    assert_eq!(done, Ok((0, (vec![0], vec![0]))));
+    assert!(exists(store, "c/b"));
+}
