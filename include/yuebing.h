@@ -684,6 +684,10 @@ typedef void (*yuebing_bytes_cb)(void *user_data,
                                  const uint8_t *data,
                                  size_t len);
 
+// A reservation handle (see `yuebing_store_batch_reserve`): space for one object, not
+// readable yet; free it with `yuebing_reservation_free`.
+typedef uint64_t yuebing_reservation_t;
+
 // A callback with a listing of `n` objects, valid only until it returns.
 typedef void (*yuebing_list_cb)(void *user_data,
                                 int32_t code,
@@ -1980,6 +1984,202 @@ int32_t yuebing_store_remove_async(yuebing_store_t store,
                                    void *user_data,
                                    yuebing_call_t *call_out,
                                    yuebing_error *err);
+
+// Reserves space for each of `n` objects (`keys[i]`, `sizes[i]` bytes; a put, or an upsert
+// with `YUEBING_OPT_UPSERT`, with `opts`' replica settings) without writing it: one round
+// trip to the master. Item i's code goes to `codes_out[i]` and its reservation to
+// `reservations_out[i]` (yours: free each with `yuebing_reservation_free`; 0 for a failed
+// item). Write them with `yuebing_store_batch_write_reserved` within `opts`' deadline, then
+// publish or revoke them.
+//
+// # Safety
+// `keys` and `sizes` valid for `n` elements, keys NUL-terminated; `codes_out` and
+// `reservations_out` writable for `n`; `opts` NULL or readable; `err` NULL or writable.
+int32_t yuebing_store_batch_reserve(yuebing_store_t store,
+                                    const char *const *keys,
+                                    const uint64_t *sizes,
+                                    size_t n,
+                                    const yuebing_options *opts,
+                                    int32_t *codes_out,
+                                    yuebing_reservation_t *reservations_out,
+                                    yuebing_error *err);
+
+// `yuebing_store_batch_reserve` in callback form: `values` are the reservations, made on the
+// callback thread just before the call (yours: free each with `yuebing_reservation_free`).
+// Returns 0 and then calls `cb` exactly once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_batch_reserve`; `user_data` usable on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_batch_reserve_async(yuebing_store_t store,
+                                          const char *const *keys,
+                                          const uint64_t *sizes,
+                                          size_t n,
+                                          const yuebing_options *opts,
+                                          yuebing_each_cb cb,
+                                          void *user_data,
+                                          yuebing_call_t *call_out,
+                                          yuebing_error *err);
+
+// Writes ranges of reserved objects from registered memory without a copy and without a
+// round trip to the master: item i writes, for each of the next `counts[i]` elements of
+// `fragments` (`addr`, `offset`, `len`), `len` bytes at `addr` to `offset` inside
+// `reservations[i]`'s object, on every replica. Item i's code goes to `codes_out[i]` and the
+// bytes it wrote to `lens_out[i]` (NULL: not wanted); a fragment outside its object, or a
+// reservation published or revoked already, is `YUEBING_ERR_INVALID_PARAMS` for its item.
+// The memory is read until the call ends.
+//
+// # Safety
+// `reservations` and `counts` valid for `n` elements; `fragments` for the sum of `counts`;
+// `codes_out` (and `lens_out` unless NULL) writable for `n`; `opts` NULL or readable; `err`
+// NULL or writable.
+int32_t yuebing_store_batch_write_reserved(yuebing_store_t store,
+                                           const yuebing_reservation_t *reservations,
+                                           const size_t *counts,
+                                           const yuebing_fragment *fragments,
+                                           size_t n,
+                                           const yuebing_options *opts,
+                                           int32_t *codes_out,
+                                           uint64_t *lens_out,
+                                           yuebing_error *err);
+
+// `yuebing_store_batch_write_reserved` in callback form (`values` are the bytes written per
+// item): the memory is read until the callback runs. Returns 0 and then calls `cb` exactly
+// once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_batch_write_reserved`; `user_data` usable on the callback thread;
+// `call_out` NULL or writable.
+int32_t yuebing_store_batch_write_reserved_async(yuebing_store_t store,
+                                                 const yuebing_reservation_t *reservations,
+                                                 const size_t *counts,
+                                                 const yuebing_fragment *fragments,
+                                                 size_t n,
+                                                 const yuebing_options *opts,
+                                                 yuebing_each_cb cb,
+                                                 void *user_data,
+                                                 yuebing_call_t *call_out,
+                                                 yuebing_error *err);
+
+// Makes each of `n` reserved objects readable, once the writes under way have ended (later
+// ones are refused): one round trip to the master. Item i's code goes to `codes_out[i]`; a
+// publication whose answer was lost may be asked again.
+//
+// # Safety
+// `reservations` valid for `n` elements; `codes_out` writable for `n`; `opts` NULL or
+// readable; `err` NULL or writable.
+int32_t yuebing_store_batch_publish(yuebing_store_t store,
+                                    const yuebing_reservation_t *reservations,
+                                    size_t n,
+                                    const yuebing_options *opts,
+                                    int32_t *codes_out,
+                                    yuebing_error *err);
+
+// `yuebing_store_batch_publish` in callback form (`values` are 0). Returns 0 and then calls
+// `cb` exactly once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_batch_publish`; `user_data` usable on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_batch_publish_async(yuebing_store_t store,
+                                          const yuebing_reservation_t *reservations,
+                                          size_t n,
+                                          const yuebing_options *opts,
+                                          yuebing_each_cb cb,
+                                          void *user_data,
+                                          yuebing_call_t *call_out,
+                                          yuebing_error *err);
+
+// Drops each of `n` reserved objects, once the writes under way have ended (later ones are
+// refused): nothing is stored, and the key may be put again. One round trip to the master;
+// item i's code goes to `codes_out[i]`.
+//
+// # Safety
+// `reservations` valid for `n` elements; `codes_out` writable for `n`; `opts` NULL or
+// readable; `err` NULL or writable.
+int32_t yuebing_store_batch_revoke(yuebing_store_t store,
+                                   const yuebing_reservation_t *reservations,
+                                   size_t n,
+                                   const yuebing_options *opts,
+                                   int32_t *codes_out,
+                                   yuebing_error *err);
+
+// `yuebing_store_batch_revoke` in callback form (`values` are 0). Returns 0 and then calls
+// `cb` exactly once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_batch_revoke`; `user_data` usable on the callback thread; `call_out` NULL
+// or writable.
+int32_t yuebing_store_batch_revoke_async(yuebing_store_t store,
+                                         const yuebing_reservation_t *reservations,
+                                         size_t n,
+                                         const yuebing_options *opts,
+                                         yuebing_each_cb cb,
+                                         void *user_data,
+                                         yuebing_call_t *call_out,
+                                         yuebing_error *err);
+
+// Releases a reservation handle (writes of it in flight end normally; the reservation itself
+// is not revoked: revoke it first, or the master revokes it when the client leaves); a freed,
+// 0 or other-kind handle is `YUEBING_ERR_INVALID_HANDLE`.
+//
+// # Safety
+// `err` is NULL or writable.
+int32_t yuebing_reservation_free(yuebing_reservation_t reservation,
+                                 yuebing_error *err);
+
+// Allocates `size` bytes of this process's memory and mounts them as more store space of the
+// client: new objects may be placed there once this returns. Its id goes to `id_out` (NULL:
+// not wanted), for `yuebing_store_unmount_space`.
+//
+// # Safety
+// `opts` NULL or readable; `id_out` NULL or writable; `err` NULL or writable.
+int32_t yuebing_store_mount_space(yuebing_store_t store,
+                                  uint64_t size,
+                                  const yuebing_options *opts,
+                                  uint64_t *id_out,
+                                  yuebing_error *err);
+
+// `yuebing_store_mount_space` in callback form (the value is the id). Returns 0 and then
+// calls `cb` exactly once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_mount_space`; `user_data` usable on the callback thread; `call_out` NULL
+// or writable.
+int32_t yuebing_store_mount_space_async(yuebing_store_t store,
+                                        uint64_t size,
+                                        const yuebing_options *opts,
+                                        yuebing_u64_cb cb,
+                                        void *user_data,
+                                        yuebing_call_t *call_out,
+                                        yuebing_error *err);
+
+// Unmounts range `id` of the client's store space: no new object goes there; its objects
+// stay readable for `grace_ms` (at most the master's unmount grace; 0: dropped at once), then
+// the memory is freed. An id not mounted is `YUEBING_ERR_INVALID_PARAMS`.
+//
+// # Safety
+// `opts` NULL or readable; `err` NULL or writable.
+int32_t yuebing_store_unmount_space(yuebing_store_t store,
+                                    uint64_t id,
+                                    uint64_t grace_ms,
+                                    const yuebing_options *opts,
+                                    yuebing_error *err);
+
+// `yuebing_store_unmount_space` in callback form. Returns 0 and then calls `cb` exactly once,
+// or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_unmount_space`; `user_data` usable on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_unmount_space_async(yuebing_store_t store,
+                                          uint64_t id,
+                                          uint64_t grace_ms,
+                                          const yuebing_options *opts,
+                                          yuebing_done_cb cb,
+                                          void *user_data,
+                                          yuebing_call_t *call_out,
+                                          yuebing_error *err);
 
 // Lists keys starting with `prefix`, sorted, at most `limit`; the listing goes to `out` (free
 // it with `yuebing_list_free`).

@@ -8,7 +8,9 @@ use std::future::Future;
 
 use yuebing_engine::TransferEngine;
 use yuebing_store::master::{ListedObject, ReplicaList, Stats};
-use yuebing_store::{Client, ClientConfig, ClientHealth, Fetched, Fragment, Located, Options};
+use yuebing_store::{
+    Client, ClientConfig, ClientHealth, Fetched, Fragment, Located, Options, Reservation, SpaceId,
+};
 
 use crate::bridge::Bridge;
 use crate::call::Call;
@@ -298,6 +300,57 @@ impl BlockingClient {
         opts: impl Into<Options>,
     ) -> Result<Vec<String>> {
         self.wait(|| self.client.batch_replica_clear(keys, node, opts))
+    }
+
+    /// See [`Client::batch_reserve`].
+    pub fn batch_reserve<K: AsRef<str>>(
+        &self,
+        items: &[(K, u64)],
+        opts: impl Into<Options>,
+    ) -> Result<Each<Reservation>> {
+        self.wait(|| self.client.batch_reserve(items, opts))
+    }
+
+    /// See [`Client::batch_write_reserved`].
+    pub fn batch_write_reserved<F: AsRef<[Fragment]>>(
+        &self,
+        items: &[(&Reservation, F)],
+        opts: impl Into<Options>,
+    ) -> Result<Each<u64>> {
+        self.wait(|| self.client.batch_write_reserved(items, opts))
+    }
+
+    /// See [`Client::batch_publish`].
+    pub fn batch_publish(
+        &self,
+        reservations: &[Reservation],
+        opts: impl Into<Options>,
+    ) -> Result<Each<()>> {
+        self.wait(|| self.client.batch_publish(reservations, opts))
+    }
+
+    /// See [`Client::batch_revoke`].
+    pub fn batch_revoke(
+        &self,
+        reservations: &[Reservation],
+        opts: impl Into<Options>,
+    ) -> Result<Each<()>> {
+        self.wait(|| self.client.batch_revoke(reservations, opts))
+    }
+
+    /// See [`Client::mount_space`].
+    pub fn mount_space(&self, len: u64, opts: impl Into<Options>) -> Result<SpaceId> {
+        self.wait(|| self.client.mount_space(len, opts))
+    }
+
+    /// See [`Client::unmount_space`].
+    pub fn unmount_space(
+        &self,
+        id: SpaceId,
+        grace: std::time::Duration,
+        opts: impl Into<Options>,
+    ) -> Result<()> {
+        self.wait(|| self.client.unmount_space(id, grace, opts))
     }
 
     /// See [`Client::batch_exist`].

@@ -1,5 +1,7 @@
 //! The C forms of reads located once and moved in ranges (`yuebing_store_batch_locate` and
-//! `yuebing_store_batch_read_located`, Mooncake's get sessions) and of
+//! `yuebing_store_batch_read_located`, Mooncake's get sessions), of writes reserved once and
+//! moved in ranges (`yuebing_store_batch_reserve`, `_write_reserved`, `_publish`, `_revoke`:
+//! its put sessions), of store space mounted at run time and of
 //! `yuebing_store_batch_replica_clear`, blocking and in callback form, against a master in
 //! this process.
 
@@ -8,11 +10,12 @@ mod common;
 use yuebing_bridge::ffi::error::*;
 use yuebing_bridge::ffi::store_batch::*;
 use yuebing_bridge::ffi::store_located::*;
+use yuebing_bridge::ffi::store_reserved::*;
 use yuebing_bridge::ffi::types::*;
 
 use common::{
-    c_keys, copied, exists, last, new_bridge, nul, on_each, outcome, put, Cluster, Registered,
-    NO_CALL, NO_OPTS,
+    c_keys, copied, exists, last, new_bridge, nul, on_done, on_each, on_number, outcome, put,
+    Cluster, Registered, NO_CALL, NO_OPTS,
 };
 
 fn pattern(seed: u8, len: usize) -> Vec<u8> {
@@ -206,4 +209,176 @@ fn idle_objects_are_cleared_through_the_c_abi() {
     });
     assert_eq!(done, Ok((0, (vec![0], vec![0]))));
     assert!(exists(store, "c/b"));
+}
+
+#[test]
+fn reserved_objects_are_written_in_ranges_and_published_through_the_c_abi() {
+    let cluster = Cluster::start();
+    let store = cluster.store(new_bridge());
+    let value = pattern(5, 30_000);
+    let mut src = Registered::new(store, 30_000, 0);
+    // Filled before any transfer reads it.
+    src.bytes.copy_from_slice(&value);
+    let (_keep, keys) = c_keys(&["r/a", "r/b", ""]);
+    let sizes = [30_000u64, 10, 5];
+    let (mut codes, mut reserved) = ([9i32; 3], [9u64; 3]);
+    // SAFETY: arrays of 3; valid keys.
+    let rc = unsafe {
+        yuebing_store_batch_reserve(
+            store,
+            keys.as_ptr(),
+            sizes.as_ptr(),
+            3,
+            NO_OPTS,
+            codes.as_mut_ptr(),
+            reserved.as_mut_ptr(),
+            nul(),
+        )
+    };
+    assert_eq!(rc, 0, "{}", last());
+    assert_eq!(codes, [0, 0, YUEBING_ERR_INVALID_PARAMS]);
+    assert_eq!(reserved[2], 0);
+    assert!(!exists(store, "r/a"), "not readable before its publication");
+    // Two halves of a, in reverse; b from the start of the same memory; then a range past a.
+    let f = |at: usize, offset: u64, len: u64| yuebing_fragment {
+        addr: src.addr(at),
+        offset,
+        len,
+    };
+    let items = [reserved[0], reserved[1], reserved[0]];
+    let counts = [2usize, 1, 1];
+    let fragments = [
+        f(15_000, 15_000, 15_000),
+        f(0, 0, 15_000),
+        f(0, 0, 10),
+        f(0, 29_999, 2),
+    ];
+    let (mut codes, mut lens) = ([9i32; 3], [9u64; 3]);
+    // SAFETY: arrays as long as promised; `src` stays registered through the call.
+    let rc = unsafe {
+        yuebing_store_batch_write_reserved(
+            store,
+            items.as_ptr(),
+            counts.as_ptr(),
+            fragments.as_ptr(),
+            3,
+            NO_OPTS,
+            codes.as_mut_ptr(),
+            lens.as_mut_ptr(),
+            nul(),
+        )
+    };
+    assert_eq!(rc, 0, "{}", last());
+    assert_eq!(codes, [0, 0, YUEBING_ERR_INVALID_PARAMS]);
+    assert_eq!(lens, [30_000, 10, 0]);
+    let mut codes = [9i32; 1];
+    // SAFETY: arrays of 1.
+    let rc = unsafe {
+        yuebing_store_batch_publish(store, &reserved[0], 1, NO_OPTS, codes.as_mut_ptr(), nul())
+    };
+    assert_eq!((rc, codes), (0, [0]), "{}", last());
+    assert_eq!(common::value_of(store, "r/a"), Ok(value.clone()));
+    // Published: sealed, a later write is refused (callback form).
+    let one = [f(0, 0, 10)];
+    // SAFETY: as above; the outcome is awaited while its `user_data` lives.
+    let done = outcome(|ud| unsafe {
+        yuebing_store_batch_write_reserved_async(
+            store,
+            &reserved[0],
+            &1,
+            one.as_ptr(),
+            1,
+            NO_OPTS,
+            Some(on_each),
+            ud,
+            NO_CALL,
+            nul(),
+        )
+    });
+    assert_eq!(done, Ok((0, (vec![YUEBING_ERR_INVALID_PARAMS], vec![0]))));
+    // b revoked (callback form): not stored.
+    // SAFETY: as above.
+    let done = outcome(|ud| unsafe {
+        yuebing_store_batch_revoke_async(
+            store,
+            &reserved[1],
+            1,
+            NO_OPTS,
+            Some(on_each),
+            ud,
+            NO_CALL,
+            nul(),
+        )
+    });
+    assert_eq!(done, Ok((0, (vec![0], vec![0]))));
+    assert!(!exists(store, "r/b"));
+    for h in &reserved[..2] {
+        // SAFETY: handles of this library.
+        assert_eq!(unsafe { yuebing_reservation_free(*h, nul()) }, 0);
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { yuebing_reservation_free(*h, nul()) },
+            YUEBING_ERR_INVALID_HANDLE
+        );
+    }
+    // A freed reservation, or a location handle, refuses the call.
+    let mut codes = [9i32; 1];
+    // SAFETY: arrays of 1.
+    let rc = unsafe {
+        yuebing_store_batch_publish(store, &reserved[0], 1, NO_OPTS, codes.as_mut_ptr(), nul())
+    };
+    assert_eq!(rc, YUEBING_ERR_INVALID_HANDLE);
+}
+
+#[test]
+fn store_space_is_mounted_and_unmounted_through_the_c_abi() {
+    let cluster = Cluster::start();
+    let store = cluster.store(new_bridge());
+    let mut id = 0u64;
+    // SAFETY: a valid output.
+    let rc = unsafe { yuebing_store_mount_space(store, 4 << 20, NO_OPTS, &mut id, nul()) };
+    assert_eq!(rc, 0, "{}", last());
+    assert_ne!(id, 0, "the configuration's own space is 0");
+    // SAFETY: the outcome is awaited while its `user_data` lives.
+    let second = outcome(|ud| unsafe {
+        yuebing_store_mount_space_async(
+            store,
+            1 << 20,
+            NO_OPTS,
+            Some(on_number),
+            ud,
+            NO_CALL,
+            nul(),
+        )
+    });
+    let (code, other) = second.unwrap();
+    assert_eq!(code, 0);
+    assert_ne!(other, id);
+    // SAFETY: no pointer arguments but the error.
+    unsafe {
+        assert_eq!(yuebing_store_unmount_space(store, id, 0, NO_OPTS, nul()), 0);
+        assert_eq!(
+            yuebing_store_unmount_space(store, id, 0, NO_OPTS, nul()),
+            YUEBING_ERR_INVALID_PARAMS,
+            "not mounted any more"
+        );
+        assert_eq!(
+            yuebing_store_mount_space(store, 0, NO_OPTS, &mut id, nul()),
+            YUEBING_ERR_INVALID_PARAMS
+        );
+    }
+    // SAFETY: as above.
+    let done = outcome(|ud| unsafe {
+        yuebing_store_unmount_space_async(
+            store,
+            other,
+            0,
+            NO_OPTS,
+            Some(on_done),
+            ud,
+            NO_CALL,
+            nul(),
+        )
+    });
+    assert_eq!(done, Ok((0, ())));
 }

@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use yuebing_store::Located;
+use yuebing_store::{Located, Reservation};
 
 use crate::{BlockingClient, BlockingMaster, Bridge, Canceller};
 
@@ -23,6 +23,7 @@ pub(crate) enum Kind {
     Call = 5,
     Master = 6,
     Location = 7,
+    Reservation = 8,
 }
 
 /// An engine's batch, with the engine it belongs to.
@@ -43,6 +44,8 @@ pub(crate) enum Object {
     Master(BlockingMaster),
     /// An object a store client located (`yuebing_store_locate`), with its read lease.
     Location(Arc<Located>),
+    /// Space reserved for an object (`yuebing_store_batch_reserve`), not readable yet.
+    Reservation(Arc<Reservation>),
 }
 
 impl Object {
@@ -55,6 +58,7 @@ impl Object {
             Object::Call(_) => Kind::Call,
             Object::Master(_) => Kind::Master,
             Object::Location(_) => Kind::Location,
+            Object::Reservation(_) => Kind::Reservation,
         }
     }
 }
@@ -177,6 +181,8 @@ lookups! {
     master: Master -> BlockingMaster;
     /// A located object.
     location: Location -> Arc<Located>;
+    /// A reservation.
+    reservation: Reservation -> Arc<Reservation>;
 }
 
 /// The store client and its engine's object.

@@ -32,7 +32,7 @@
 //!   touched until the call ends — its blocking form returns or its callback runs.
 //! - Bytes, listings and replicas the library hands over are freed with `yuebing_buf_free`,
 //!   `yuebing_list_free` and `yuebing_replicas_free`; a location handle with
-//!   `yuebing_location_free`.
+//!   `yuebing_location_free`, a reservation with `yuebing_reservation_free`.
 
 #![allow(non_camel_case_types)]
 
@@ -48,5 +48,6 @@ pub mod store_api;
 pub mod store_batch;
 pub mod store_located;
 pub mod store_ops;
+pub mod store_reserved;
 pub mod store_whole;
 pub mod types;

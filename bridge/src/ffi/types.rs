@@ -23,6 +23,10 @@ pub type yuebing_master_t = u64;
 /// normally).
 pub type yuebing_location_t = u64;
 
+/// A reservation handle (see `yuebing_store_batch_reserve`): space for one object, not
+/// readable yet; free it with `yuebing_reservation_free`.
+pub type yuebing_reservation_t = u64;
+
 /// How a bridge is built; a field left 0 takes its default.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
