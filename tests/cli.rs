@@ -164,9 +164,13 @@ fn bench_store_runs_a_node_and_reports_every_operation() {
         "1",
         "--transport",
         "tcp",
+        "--multi",
+        "4x16K",
     ]);
     let rows = doc["rows"].as_array().unwrap();
     for case in [
+        "batch_put_from_buffers 4x16KiB x4",
+        "batch_get_into_buffers 4x16KiB x4",
         "put_from 4KiB",
         "get_into 64KiB",
         "batch_get_into 64KiB x4",

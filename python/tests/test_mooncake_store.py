@@ -642,3 +642,22 @@ def test_buffer_pool_leases_registered_memory_for_zero_copy_calls(mc, k):
     pool.close()
     with pytest.raises(RuntimeError, match="closed"):
         pool.acquire(10)
+
+
+def test_close_ends_every_registration_before_host_memory_may_be_freed(cluster):
+    from mooncake.store import MooncakeHostMemAllocator
+    alloc = MooncakeHostMemAllocator()
+    st = MooncakeDistributedStore()
+    assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MIB, "tcp", "", cluster.address) == 0
+    ptr = alloc.alloc(MIB)
+    assert st.register_buffer(ptr, MIB) == 0
+    pool = st.alloc_from_mem_pool(MIB)
+    assert pool != 0
+    assert alloc.free(ptr) == -1, "registered"
+    # Set up again: the first client's registrations end with it.
+    assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MIB, "tcp", "", cluster.address) == 0
+    assert alloc.free(ptr) == 0
+    ptr = alloc.alloc(MIB)
+    assert st.register_buffer(ptr, MIB) == 0
+    assert st.close() == 0
+    assert alloc.free(ptr) == 0, "close ended the registration"

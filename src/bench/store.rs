@@ -3,8 +3,11 @@
 //! node` process holding the store space, and a pure client (store size 0) in this process
 //! issuing the calls, one replica, one call at a time. Per value size: put_from / get_into
 //! (registered memory, zero copy), put / get (bytes), batch_put_from / batch_get_into; on 1 KiB
-//! values the small operations (put_from, get_into, exist hit and miss, batch exist).
-//! `--transport shm|tcp` forces how client and node talk.
+//! values the small operations (put_from, get_into, exist hit and miss, batch exist). With
+//! `--multi LAYERSxBLOCK` (default 32x64K, the peer bench's `--multi`; `none` to skip) the
+//! multi-buffer batches too: each key one block in each of LAYERS per-layer buffers (vLLM's
+//! paged KV layout), `batch_put_from_buffers` / `batch_get_into_buffers` of `--batch` keys,
+//! the bytes read back checked. `--transport shm|tcp` forces how client and node talk.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -44,6 +47,10 @@ pub struct BenchStoreArgs {
     /// Repetitions [default: 3; config: bench.repeat].
     #[arg(long, env = "YUEBING_BENCH_REPEAT")]
     pub repeat: Option<u32>,
+    /// The multi-buffer cell, LAYERSxBLOCK: each key one BLOCK in each of LAYERS buffers;
+    /// `none` skips it [default: 32x64K; config: bench.multi].
+    #[arg(long, env = "YUEBING_BENCH_MULTI")]
+    pub multi: Option<String>,
     /// Also write the results as JSON to this file.
     #[arg(long, env = "YUEBING_BENCH_JSON")]
     pub json: Option<PathBuf>,
@@ -74,6 +81,9 @@ impl BenchStoreArgs {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let segment = file.resolve("bench", "segment", self.segment, "512M".to_string())?;
+        let multi =
+            multi_cell(&file.resolve("bench", "multi", self.multi, "32x64K".to_string())?)
+                .map_err(CliError::Usage)?;
         let cfg = StoreBenchConfig {
             sizes: list(file.resolve(
                 "bench",
@@ -88,10 +98,11 @@ impl BenchStoreArgs {
                 .max(1),
             repeat: file.resolve("bench", "repeat", self.repeat, 3)?.max(1),
             transports,
+            multi,
             token,
         };
-        let total =
-            u64::from(cfg.repeat) * cfg.transports.len() as u64 * (cfg.sizes.len() as u64 + 1);
+        let cells = cfg.sizes.len() as u64 + 1 + u64::from(cfg.multi.is_some());
+        let total = u64::from(cfg.repeat) * cfg.transports.len() as u64 * cells;
         let bar = progress(total);
         let rows = run(&cfg, ticker(&bar)).await;
         let header = format!(
@@ -117,6 +128,8 @@ pub struct StoreBenchConfig {
     pub repeat: u32,
     /// Transports measured.
     pub transports: Vec<TransportKind>,
+    /// The multi-buffer cell: (layers, block bytes), or none.
+    pub multi: Option<(usize, usize)>,
     /// The cluster token of the bench's master, node and clients.
     pub token: Option<yuebing_rpc::Token>,
 }
@@ -151,6 +164,20 @@ where
         p50_us: hist.value_at_quantile(0.5) as f64 / 1000.0,
         p99_us: hist.value_at_quantile(0.99) as f64 / 1000.0,
     })
+}
+
+/// `LAYERSxBLOCK` (`32x64K`), or `none`.
+fn multi_cell(text: &str) -> Result<Option<(usize, usize)>, String> {
+    if text.trim() == "none" {
+        return Ok(None);
+    }
+    let bad = || format!("--multi {text:?}: expected LAYERSxBLOCK (32x64K) or none");
+    let (layers, block) = text.split_once(['x', 'X']).ok_or_else(bad)?;
+    let layers: usize = layers.trim().parse().map_err(|_| bad())?;
+    if layers == 0 {
+        return Err(bad());
+    }
+    Ok(Some((layers, positive_size(block).map_err(|_| bad())?)))
 }
 
 /// Keys per measurement for `size`: at most `max_calls`, and no more than 80 % of the segment.
@@ -240,6 +267,65 @@ async fn round(
     Ok(())
 }
 
+/// The multi-buffer cell: `batch` keys per call, key b one `block` at `b * block` in each of
+/// `layers` per-layer regions of `src` (and of `dst` when read back), the bytes of the last
+/// call read back checked.
+async fn multi_round(
+    c: &Client,
+    (src, dst): (&EngineBuffer, &EngineBuffer),
+    cfg: &StoreBenchConfig,
+    (layers, block): (usize, usize),
+    tag: &str,
+    out: &mut Vec<(String, Sample)>,
+) -> Result<(), String> {
+    let o = &Options::default();
+    let object = layers * block;
+    let batch = cfg.batch.min(keys_for(cfg, object)).max(1);
+    let calls = (keys_for(cfg, object) / batch).max(1);
+    // Layer l of key b at `l * batch * block + b * block`, in both buffers.
+    let layout = |base: u64, keys: &[String]| -> Vec<(String, Vec<(u64, u64)>)> {
+        keys.iter()
+            .enumerate()
+            .map(|(b, k)| {
+                let at = |l: usize| base + ((l * batch + b) * block) as u64;
+                (
+                    k.clone(),
+                    (0..layers).map(|l| (at(l), block as u64)).collect(),
+                )
+            })
+            .collect()
+    };
+    let keys = |j: usize| -> Vec<String> {
+        (0..batch)
+            .map(|b| format!("{tag}/multi/{}", j * batch + b))
+            .collect()
+    };
+    let cell = format!("{layers}x{} x{batch}", label(block));
+    let s = timed(calls, batch, object, |j| {
+        let items = layout(src.addr(), &keys(j));
+        async move { check_all(c.batch_put_from_buffers(&items, o).await.map_err(err)?) }
+    })
+    .await?;
+    out.push((format!("batch_put_from_buffers {cell}"), s));
+    let s = timed(calls, batch, object, |j| {
+        let items = layout(dst.addr(), &keys(j));
+        async move { check_all(c.batch_get_into_buffers(&items, o).await.map_err(err)?) }
+    })
+    .await?;
+    out.push((format!("batch_get_into_buffers {cell}"), s));
+    let span = layers * batch * block;
+    let (mut a, mut b) = (vec![0u8; span], vec![1u8; span]);
+    // SAFETY: every call above has ended: no transfer reads `src` or writes `dst` now.
+    unsafe { src.read_at(0, &mut a).and_then(|()| dst.read_at(0, &mut b)) }
+        .map_err(|e| e.to_string())?;
+    if a != b {
+        return Err(format!(
+            "{cell}: the blocks read back differ from those written"
+        ));
+    }
+    drain(c).await
+}
+
 /// exist (hit and miss) and batch exist on 1 KiB values.
 async fn small_ops(
     c: &Client,
@@ -322,7 +408,9 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
     // measurement waits for the store to be empty before it starts.
     let token = cfg.token.as_ref();
     let (_master, addr) = ChildProcess::master(&["--lease-ttl-ms", "2000"], token).await?;
-    let biggest = cfg.sizes.iter().copied().max().unwrap_or(1 << 20) * cfg.batch.max(1);
+    let multi = cfg.multi.map_or(0, |(layers, block)| layers * block);
+    let biggest =
+        (cfg.sizes.iter().copied().max().unwrap_or(1 << 20)).max(multi) * cfg.batch.max(1);
     let mut samples: Vec<(String, String, Sample)> = Vec::new();
     // The node serves both transports; only this process's client forces one (the client
     // initiates every transfer).
@@ -359,6 +447,13 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
             small_ops(&client, &src, cfg, &format!("r{rep}"), &mut out).await?;
             samples.extend(out.into_iter().map(|(case, s)| (case, variant.clone(), s)));
             tick(&format!("{variant} small operations"));
+            if let Some(cell) = cfg.multi {
+                let mut out = Vec::new();
+                let tag = format!("r{rep}");
+                multi_round(&client, (&src, &dst), cfg, cell, &tag, &mut out).await?;
+                samples.extend(out.into_iter().map(|(case, s)| (case, variant.clone(), s)));
+                tick(&format!("{variant} multi-buffer"));
+            }
         }
     }
     Ok(rows(&samples))

@@ -290,3 +290,55 @@ async fn located_objects_are_read_in_ranges_without_the_master() {
         assert_eq!(read_back(&dst, 300), vec![0u8; 300]);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_whose_write_failed_or_whose_deadline_passed_is_not_published() {
+    let (master, _owner) = common::master_and_client().await;
+    let c = Client::start(client_of(&master, 0)).await.unwrap();
+    let opts = Options::deadline(Duration::from_secs(10));
+    let src = filled(&c, 4096, &pattern(6, 4096));
+    let r = c.batch_reserve(&[("f", 4096)], &opts).await.unwrap();
+    let r = r.into_iter().next().unwrap().unwrap();
+    // Memory the engine never registered: the transfer fails once it has started.
+    let plain = vec![0u8; 4096];
+    let unregistered = [Fragment::whole(plain.as_ptr() as u64, 4096)];
+    let w = c
+        .batch_write_reserved(&[(&r, &unregistered)], &opts)
+        .await
+        .unwrap();
+    assert!(w[0].is_err(), "{:?}", w[0]);
+    // A later write that succeeds does not make it publishable: a replica may be partial.
+    let good = [Fragment::whole(src.addr(), 4096)];
+    let w = c.batch_write_reserved(&[(&r, &good)], &opts).await.unwrap();
+    assert!(w[0].is_ok(), "{:?}", w[0]);
+    let p = c
+        .batch_publish(std::slice::from_ref(&r), &opts)
+        .await
+        .unwrap();
+    assert_eq!(p[0].as_ref().unwrap_err().code(), -700, "{:?}", p[0]);
+    assert!(!c.exist("f", &opts).await.unwrap());
+    assert!(c.batch_revoke(&[r], &opts).await.unwrap()[0].is_ok());
+    // Past the reserving call's deadline: not published, and a revoke is left to the master.
+    let short = Options::deadline(Duration::from_millis(300));
+    let late = c.batch_reserve(&[("late", 4096)], &short).await.unwrap();
+    let late = late.into_iter().next().unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let w = c
+        .batch_write_reserved(&[(&late, &good)], &opts)
+        .await
+        .unwrap();
+    assert_eq!(
+        w[0].as_ref().unwrap_err().code(),
+        yuebing_store::Error::Timeout.code()
+    );
+    let p = c
+        .batch_publish(std::slice::from_ref(&late), &opts)
+        .await
+        .unwrap();
+    assert_eq!(
+        p[0].as_ref().unwrap_err().code(),
+        yuebing_store::Error::Timeout.code()
+    );
+    assert!(!c.exist("late", &opts).await.unwrap());
+    assert!(c.batch_revoke(&[late], &opts).await.unwrap()[0].is_ok());
+}

@@ -150,3 +150,40 @@ async fn mounted_space_is_mounted_again_after_a_master_restart() {
     assert_eq!(node.spaces().len(), 1);
     master.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mount_by_a_client_the_master_expired_brings_back_all_of_its_space() {
+    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
+    let mut cfg = MasterServerConfig::default();
+    cfg.core.client_ttl_ms = 300;
+    let master = RunningMaster::start(cfg, &bind).await.unwrap();
+    let at = master.local_endpoint().clone();
+    // Pings far apart: the master expires the client before its next one.
+    let node = Client::start(ClientConfig {
+        heartbeat: Duration::from_secs(30),
+        ..client_of(&at, 2 << 20)
+    })
+    .await
+    .unwrap();
+    let opts = Options::deadline(Duration::from_secs(10));
+    let stats = |c: &Client| {
+        let c = c.clone();
+        let opts = opts.clone();
+        async move { c.stats(&opts).await.unwrap() }
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while stats(&node).await.bytes_capacity != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the master never expired the client"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    node.mount_space(4 << 20, &opts).await.unwrap();
+    assert_eq!(
+        stats(&node).await.bytes_capacity,
+        6 << 20,
+        "the configuration's range is mounted again with the new one"
+    );
+    node.put("k", &vec![1u8; 3 << 20], &opts).await.unwrap();
+}

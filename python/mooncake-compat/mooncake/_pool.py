@@ -146,6 +146,9 @@ class BufferPool:
         if size <= 0:
             raise ValueError("a lease needs at least one byte")
         n = self._class_of(size)
+        if self._max_bytes and n > self._max_bytes:
+            raise RuntimeError(f"a lease of {size} bytes ({n} with its size class) exceeds the "
+                               f"pool's max_bytes ({self._max_bytes})")
         block = self._block if block is None else bool(block)
         timeout = self._timeout if timeout is None else timeout
         end = None if timeout is None else time.monotonic() + float(timeout)

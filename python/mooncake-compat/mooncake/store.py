@@ -133,6 +133,8 @@ class MooncakeDistributedStore:
         self._segments = {}
         # alloc_from_mem_pool's memory, registered: {address: size}; freed at close.
         self._pool = {}
+        # Registrations of a closed client not ended yet: {address: size}.
+        self._retiring = {}
         self._lock = threading.Lock()
         _memory.track(self)
 
@@ -179,20 +181,45 @@ class MooncakeDistributedStore:
             return INVALID_PARAMS
         with self._lock:
             old, self._store = self._store, store
-            old_pool = self._reset()
+            retired = self._reset()
             self._local_buffer = a.local_buffer_size
             self._hostname = hostname
         if old is not None:
-            _close(old, old_pool)
+            self._close_store(old, *retired)
         return 0
 
     def _reset(self):
-        """Forgets the state of the client set up last (under the lock); its pool memory."""
+        """Forgets the state of the client set up last (under the lock); its pool memory and
+        its registrations, which stay visible to ``_overlaps`` (as retiring) until
+        ``_close_store`` has ended them."""
         pool, self._pool = self._pool, {}
-        self._regions = {}
+        regions, self._regions = self._regions, {}
+        self._retiring.update(regions)
         self._get_sessions, self._put_sessions = {}, {}
         self._segments = {}
-        return pool
+        return pool, regions
+
+    def _close_store(self, store, pool, regions):
+        """Closes a ``yuebing.Store`` of this client: its registrations ended first (no call
+        touches them once that returns), then ``alloc_from_mem_pool`` memory given back.
+        Memory whose registration could not be ended stays mapped and retiring."""
+        ended = []
+        for addr in regions:
+            try:
+                store.unregister_buffer(addr)
+                ended.append(addr)
+            except (yuebing.YuebingError, ValueError) as e:
+                _codes.log.warning("close: unregistering %#x: %s", addr, e)
+        try:
+            store.close()
+        except yuebing.YuebingError as e:
+            _codes.log.warning("close: %s (yuebing code %d)", e, e.code)
+        for addr in ended:
+            if addr in pool:
+                _memory.unmap(addr, pool[addr])
+        with self._lock:
+            for addr in ended:
+                self._retiring.pop(addr, None)
 
     @staticmethod
     def _start(a, kw, binds):
@@ -222,9 +249,9 @@ class MooncakeDistributedStore:
         """Leaves the cluster; 0 (also before ``setup`` and a second time)."""
         with self._lock:
             store, self._store = self._store, None
-            pool = self._reset()
+            retired = self._reset()
         if store is not None:
-            _close(store, pool)
+            self._close_store(store, *retired)
         return 0
 
     def health_check(self):
@@ -785,21 +812,30 @@ class MooncakeDistributedStore:
         addr = _memory.map_anonymous(size)
         if not addr:
             return 0
-        if self.register_buffer(addr, size) != 0:
+        try:
+            store.register_buffer(addr, size)
+        except (yuebing.YuebingError, ValueError) as e:
+            _codes.log.error("alloc_from_mem_pool: %s", e)
             _memory.unmap(addr, size)
             return 0
         with self._lock:
             if self._store is store:
                 self._pool[addr] = size
+                self._regions[addr] = size
                 return addr
-        # Closed meanwhile: the registration went with the store.
+        # Closed or set up again meanwhile: ended on the store it was registered with.
+        try:
+            store.unregister_buffer(addr)
+        except (yuebing.YuebingError, ValueError) as e:
+            _codes.log.warning("alloc_from_mem_pool: %s; %#x stays mapped", e, addr)
+            return 0
         _memory.unmap(addr, size)
         return 0
 
     def _overlaps(self, ptr, size):
         """Whether a ``register_buffer`` region of this client overlaps ``[ptr, ptr+size)``."""
         with self._lock:
-            regions = list(self._regions.items())
+            regions = [*self._regions.items(), *self._retiring.items()]
         return any(base < ptr + size and ptr < base + n for base, n in regions)
 
     # ------------------------------------------------------------------ keys and metadata
@@ -984,25 +1020,6 @@ def _protocol_ok(what, protocol):
     _codes.log.error("%s: protocol %r: yuebing-mooncake moves bytes over tcp (and shared memory "
                      "between processes of one host)", what, protocol)
     return False
-
-
-def _close(store, pool):
-    """Closes a ``yuebing.Store``, returning ``alloc_from_mem_pool`` memory (``pool``) once
-    nothing uses it."""
-    free = []
-    for addr, size in pool.items():
-        try:
-            store.unregister_buffer(addr)
-            free.append((addr, size))
-        except (yuebing.YuebingError, ValueError) as e:
-            # Left mapped: memory still registered is never given back.
-            _codes.log.warning("close: unregistering pool memory %#x: %s", addr, e)
-    try:
-        store.close()
-    except yuebing.YuebingError as e:
-        _codes.log.warning("close: %s (yuebing code %d)", e, e.code)
-    for addr, size in free:
-        _memory.unmap(addr, size)
 
 
 def _session_items(what, keys, all_ptrs, all_sizes, all_offsets, sessions):

@@ -52,26 +52,43 @@ impl Drop for Heartbeat {
 async fn beat(c: &Inner, bound: std::time::Duration) {
     let until = std::time::Instant::now() + bound;
     let ping = c.masters.call(until, |m| async move { m.ping().await });
-    match tokio::time::timeout(bound, ping).await {
-        Ok(Ok(PingResult::Ok)) => {}
-        Ok(Ok(PingResult::NeedRemount)) => {
-            let until = std::time::Instant::now() + bound;
-            let _turn = c.spaces.turn().await;
-            let specs = c.spaces.specs();
-            let remount = c.masters.call(until, |m| {
-                let specs = specs.clone();
-                async move { m.remount(specs).await }
-            });
-            match tokio::time::timeout(bound, remount).await {
-                Ok(Ok(ids)) => {
-                    c.spaces.remounted(&specs, &ids);
-                    tracing::info!(client = %c.id, "store space mounted again")
-                }
-                Ok(Err(e)) => tracing::warn!(error = %e, "remount failed; retrying"),
-                Err(_) => tracing::warn!("remount timed out; retrying"),
-            }
+    let need = match tokio::time::timeout(bound, ping).await {
+        Ok(Ok(PingResult::Ok)) => false,
+        Ok(Ok(PingResult::NeedRemount)) => true,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "ping failed");
+            false
         }
-        Ok(Err(e)) => tracing::warn!(error = %e, "ping failed"),
-        Err(_) => tracing::warn!("ping timed out"),
+        Err(_) => {
+            tracing::warn!("ping timed out");
+            false
+        }
+    };
+    // Also when a call's outcome at the master is unknown (its ids may be stale).
+    if !(c.spaces.take_remount_due() || need) {
+        return;
+    }
+    let until = std::time::Instant::now() + bound;
+    let _turn = c.spaces.turn().await;
+    let specs = c.spaces.specs();
+    let remount = c.masters.call(until, |m| {
+        let specs = specs.clone();
+        async move { m.remount(specs).await }
+    });
+    match tokio::time::timeout(bound, remount).await {
+        Ok(Ok(ids)) => {
+            let dropped = c.spaces.remounted(&specs, &ids);
+            super::spaces::retire(&c.engine, dropped, std::time::Duration::ZERO);
+            tracing::info!(client = %c.id, "store space mounted again");
+        }
+        // Applied there or not: the next beat remounts again.
+        Ok(Err(e)) => {
+            c.spaces.remount_soon();
+            tracing::warn!(error = %e, "remount failed; retrying");
+        }
+        Err(_) => {
+            c.spaces.remount_soon();
+            tracing::warn!("remount timed out; retrying");
+        }
     }
 }

@@ -96,6 +96,8 @@ impl Drop for Inner {
             if let Err(e) = left.await {
                 tracing::debug!(client = %id, error = %e, "could not tell the master this client left; it expires at its TTL");
             }
+            // An engine shared with others goes on: the space must not stay exported there.
+            spaces::unregister(&engine, &space);
             drop((space, engine));
         });
     }

@@ -10,6 +10,7 @@
 //! the master was told it is complete, or after it was handed back for other objects.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -42,6 +43,20 @@ struct Reserved {
     /// `true` once a publication or revocation started. Writes hold it shared while they
     /// run; sealing takes it exclusively, so it waits for every running write.
     sealed: Arc<RwLock<bool>>,
+    /// Set when a write started and did not succeed (failed, timed out, or was dropped): some
+    /// replica may hold partial bytes, so the reservation may only be revoked.
+    failed: AtomicBool,
+}
+
+/// Marks a reservation failed when dropped armed: a write that did not reach its end.
+struct Attempt<'a>(&'a AtomicBool, bool);
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        if self.1 {
+            self.0.store(true, Ordering::Release);
+        }
+    }
 }
 
 impl Reservation {
@@ -103,6 +118,7 @@ impl Client {
                         replicas: p?,
                         until,
                         sealed: Arc::new(RwLock::new(false)),
+                        failed: AtomicBool::new(false),
                     }),
                 })
             });
@@ -149,8 +165,10 @@ impl Client {
                     if Instant::now() >= until {
                         return Err(Error::Timeout);
                     }
+                    let mut attempt = Attempt(&r.inner.failed, true);
                     c.write_replicas(&pieces, &r.inner.replicas, until, None)
                         .await?;
+                    attempt.1 = false;
                     drop(sealed);
                     Ok(total)
                 }
@@ -161,7 +179,11 @@ impl Client {
 
     /// Seals each reservation (waiting for its running writes) and makes its object readable:
     /// one master round trip. One result per reservation, in order. A publication whose
-    /// answer was lost may be asked again (the master answers a repeated one `Ok`).
+    /// answer was lost may be asked again (the master answers a repeated one `Ok`). Refused
+    /// in its place, and not sent: a reservation one of whose writes did not succeed
+    /// (`InvalidWrite`: a replica may hold partial bytes; revoke it), and one past the deadline
+    /// of the call that reserved it (`Timeout`: the master may have given its key to a newer
+    /// put by then, and revokes it itself).
     pub fn batch_publish(
         &self,
         reservations: &[Reservation],
@@ -173,7 +195,9 @@ impl Client {
     /// Seals each reservation (waiting for its running writes) and revokes it: the object is
     /// not stored, and its key is free for a new put at once. The master holds the space until
     /// the put's release time, as for any revoked put (bytes of a transfer that timed out may
-    /// still land there). One master round trip; one result per reservation, in order.
+    /// still land there). One master round trip; one result per reservation, in order. One
+    /// past the deadline of the call that reserved it is not sent (a revoke by key could end a
+    /// newer put of the key): the master revokes it itself, and it answers `Ok`.
     pub fn batch_revoke(
         &self,
         reservations: &[Reservation],
@@ -196,18 +220,52 @@ impl Client {
                     .await
                     .map_err(|_| Error::Timeout)?;
             }
-            let keys = reservations.iter().map(|r| r.inner.key.clone()).collect();
+            // Each reservation's answer known here, or `None`: sent to the master.
+            let now = Instant::now();
+            let known: Vec<Option<Result<()>>> = reservations
+                .iter()
+                .map(|r| match (publish, now >= r.inner.until) {
+                    (true, _) if r.inner.failed.load(Ordering::Acquire) => {
+                        Some(Err(Error::InvalidWrite {
+                            key: r.inner.key.clone(),
+                            reason: "a write of it did not succeed: revoke it".into(),
+                        }))
+                    }
+                    (true, true) => Some(Err(Error::Timeout)),
+                    // Left to the master (see `batch_revoke`).
+                    (false, true) => Some(Ok(())),
+                    (_, false) => None,
+                })
+                .collect();
+            let keys: Vec<String> = reservations
+                .iter()
+                .zip(&known)
+                .filter(|(_, k)| k.is_none())
+                .map(|(r, _)| r.inner.key.clone())
+                .collect();
+            let sent = keys.len();
             let results = c.batch_call(until, keys, publish).await?;
-            if results.len() != reservations.len() {
+            if results.len() != sent {
                 return Err(Error::Internal {
                     reason: format!(
-                        "the master answered {} results for {} reservations",
-                        results.len(),
-                        reservations.len()
+                        "the master answered {} results for {sent} keys",
+                        results.len()
                     ),
                 });
             }
-            Ok(results)
+            let mut results = results.into_iter();
+            Ok(known
+                .into_iter()
+                .map(|k| {
+                    k.unwrap_or_else(|| {
+                        results.next().unwrap_or_else(|| {
+                            Err(Error::Internal {
+                                reason: "fewer results than keys sent".into(),
+                            })
+                        })
+                    })
+                })
+                .collect())
         })
     }
 }
@@ -224,6 +282,7 @@ mod tests {
                 replicas: Vec::new(),
                 until: Instant::now(),
                 sealed: Arc::new(RwLock::new(false)),
+                failed: AtomicBool::new(false),
             }),
         }
     }

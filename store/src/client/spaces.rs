@@ -4,9 +4,18 @@
 //! exported for peers' reads and writes, mounted at the master under an id that changes at
 //! every remount; mounts, unmounts and the heartbeat's remounts take turns, so that a remount
 //! never mounts again a range that is being unmounted.
+//!
+//! A mount is a remount of every range plus the new one, so that a client the master expired
+//! meanwhile is known again with all of its space. A call whose outcome is unknown (its answer
+//! lost) leaves the master's view to the next remount, which the heartbeat then makes at once;
+//! memory that may still be mounted there stays registered until it has. Memory of an
+//! unmounted range is unregistered after its grace and given back to the system only
+//! [`QUARANTINE`] after the unmount, so that its addresses cannot belong to a newer range while
+//! a write placed there before the unmount may still arrive: such a write is refused, not
+//! landed in another object.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -36,12 +45,22 @@ struct Space {
     buffer: Arc<EngineBuffer>,
 }
 
+/// How long the memory of an unmounted range is kept mapped (unregistered) after the unmount.
+/// A put's writes end by its deadline (30 s by default) and the master revokes an unfinished
+/// put only at its release time; 60 s covers the writes of default deadlines.
+pub(crate) const QUARANTINE: Duration = Duration::from_secs(60);
+
 /// The ranges the client mounts.
 pub(crate) struct Spaces {
     /// Held by each mount, unmount and remount for its whole sequence of master calls.
     turn: tokio::sync::Mutex<()>,
     list: Mutex<Vec<Space>>,
     next: AtomicU64,
+    /// A call's outcome at the master is unknown: the next heartbeat remounts.
+    remount_due: AtomicBool,
+    /// Memory that may still be mounted at the master (a mount whose answer was lost): kept
+    /// registered until a remount has dropped it there.
+    limbo: Mutex<Vec<Arc<EngineBuffer>>>,
 }
 
 impl Spaces {
@@ -61,6 +80,8 @@ impl Spaces {
             turn: tokio::sync::Mutex::new(()),
             list: Mutex::new(list),
             next: AtomicU64::new(1),
+            remount_due: AtomicBool::new(false),
+            limbo: Mutex::new(Vec::new()),
         }
     }
 
@@ -83,16 +104,36 @@ impl Spaces {
         self.lock().iter().map(|s| s.mount).collect()
     }
 
-    /// Records the ids a remount of `specs` answered, in their order (a range unmounted
-    /// since is not there to take one: remounts take turns with unmounts).
-    pub(crate) fn remounted(&self, specs: &[MountSpec], ids: &[MountId]) {
+    /// Asks the next heartbeat to remount (a call's outcome at the master is unknown).
+    pub(crate) fn remount_soon(&self) {
+        self.remount_due.store(true, Ordering::Release);
+    }
+
+    /// Whether a remount was asked for since the last one; clears the request.
+    pub(crate) fn take_remount_due(&self) -> bool {
+        self.remount_due.swap(false, Ordering::AcqRel)
+    }
+
+    /// Records the ids a remount of `specs` answered, in their order (a range unmounted since
+    /// is not there to take one: remounts take turns with unmounts), and returns the memory
+    /// the master has now dropped (limbo). A count that does not match asks for another
+    /// remount and records nothing.
+    pub(crate) fn remounted(&self, specs: &[MountSpec], ids: &[MountId]) -> Vec<Arc<EngineBuffer>> {
+        if ids.len() != specs.len() {
+            tracing::warn!(
+                specs = specs.len(),
+                ids = ids.len(),
+                "a remount answered another count of ids; remounting again"
+            );
+            self.remount_soon();
+            return Vec::new();
+        }
         for s in self.lock().iter_mut() {
             if let Some(i) = specs.iter().position(|spec| *spec == s.spec) {
-                if let Some(&id) = ids.get(i) {
-                    s.mount = id;
-                }
+                s.mount = ids[i];
             }
         }
+        std::mem::take(&mut *self.limbo.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Whether `[addr, addr + len)` lies inside one range.
@@ -102,10 +143,46 @@ impl Spaces {
             .any(|s| super::inside(Some((s.buffer.addr(), s.buffer.len() as u64)), addr, len))
     }
 
-    /// The memory of every range, taken out (the client is going).
+    /// The memory of every range (and of limbo), taken out (the client is going).
     pub(crate) fn take_buffers(&self) -> Vec<Arc<EngineBuffer>> {
-        self.lock().drain(..).map(|s| s.buffer).collect()
+        let mut all: Vec<_> = self.lock().drain(..).map(|s| s.buffer).collect();
+        all.append(&mut self.limbo.lock().unwrap_or_else(|p| p.into_inner()));
+        all
     }
+}
+
+/// Unregisters `buffers` from `engine` (peers' requests to them are refused from now on).
+pub(crate) fn unregister(engine: &TransferEngine, buffers: &[Arc<EngineBuffer>]) {
+    for b in buffers {
+        if let Err(e) = engine.unregister(b.addr()) {
+            tracing::debug!(addr = b.addr(), error = %e, "unregistering store space");
+        }
+    }
+}
+
+/// Retires memory the master no longer places objects in: unregistered after `grace`
+/// (readers sent there before may still come meanwhile; before this returns when `grace` is
+/// zero), unmapped [`QUARANTINE`] after now, on the engine's runtime.
+pub(crate) fn retire(engine: &TransferEngine, buffers: Vec<Arc<EngineBuffer>>, grace: Duration) {
+    if buffers.is_empty() {
+        return;
+    }
+    let later = match grace.is_zero() {
+        true => {
+            unregister(engine, &buffers);
+            None
+        }
+        // The engine is held for the grace only, not for the quarantine.
+        false => Some(engine.clone()),
+    };
+    drop(engine.handle().spawn(async move {
+        if let Some(engine) = later {
+            tokio::time::sleep(grace).await;
+            unregister(&engine, &buffers);
+        }
+        tokio::time::sleep(QUARANTINE.saturating_sub(grace)).await;
+        drop(buffers);
+    }));
 }
 
 /// A mounted range's description for the master.
@@ -144,35 +221,53 @@ impl Client {
             let buffer =
                 engine.allocate_exported(len, inner.cfg.prefault, RemoteAccess::READ_WRITE)?;
             let spec = spec_of(engine, &buffer);
+            // Every range and the new one, in one remount: a client the master expired
+            // meanwhile is known again with all of its space.
+            let mut specs = inner.spaces.specs();
+            specs.push(spec.clone());
             // As at start: where descriptors are stored, peers the master sends here must
             // find the range in the descriptor before it is mounted.
             let mounted = async {
                 engine.publish().await?;
-                let specs = vec![spec.clone()];
-                let mount = |m: crate::master::MasterClient, _| {
+                let remount = |m: crate::master::MasterClient, _| {
                     let specs = specs.clone();
-                    async move { m.mount(specs).await }
+                    async move { m.remount(specs).await }
                 };
-                c.master(until, mount, "").await
+                c.master(until, remount, "").await
             }
             .await;
-            let mount = match mounted.map(|ids| ids.first().copied()) {
-                Ok(Some(id)) => id,
+            let ids = match mounted {
+                Ok(ids) if ids.len() == specs.len() => ids,
                 other => {
-                    let _ = engine.unregister(buffer.addr());
+                    // Maybe mounted there: kept registered until a remount drops it.
+                    inner
+                        .spaces
+                        .limbo
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(buffer);
+                    inner.spaces.remount_soon();
                     return Err(match other {
                         Err(e) => e,
-                        _ => Error::Internal {
-                            reason: "the master answered no mount id".into(),
+                        Ok(ids) => Error::Internal {
+                            reason: format!(
+                                "the master answered {} mount ids for {} ranges",
+                                ids.len(),
+                                specs.len()
+                            ),
                         },
                     });
                 }
             };
+            let limbo = inner
+                .spaces
+                .remounted(&specs[..specs.len() - 1], &ids[..ids.len() - 1]);
+            retire(engine, limbo, Duration::ZERO);
             let id = SpaceId(inner.spaces.next.fetch_add(1, Ordering::Relaxed));
             inner.spaces.lock().push(Space {
                 id,
                 spec,
-                mount,
+                mount: ids[ids.len() - 1],
                 buffer,
             });
             Ok(id)
@@ -181,8 +276,8 @@ impl Client {
 
     /// Unmounts a range of store space: no new replica goes there, and its replicas stay
     /// readable for `grace` (at most the master's unmount grace; `Duration::ZERO`: they are
-    /// dropped at once), after which the memory is unregistered and freed. An unknown id is
-    /// `InvalidParams`.
+    /// dropped at once), after which the memory is unregistered; it is freed [`QUARANTINE`]
+    /// after the unmount. An unknown id is `InvalidParams`.
     pub fn unmount_space(
         &self,
         id: SpaceId,
@@ -210,8 +305,11 @@ impl Client {
                 )
                 .await;
             match unmounted {
-                // Gone already (expired, or dropped by a remount the master applied).
-                Ok(()) | Err(Error::SegmentNotFound { .. }) => {}
+                Ok(()) => {}
+                // Gone already (expired, or dropped by a remount the master applied), or known
+                // there under an id newer than ours: the next remount, which no longer lists
+                // it, drops it in either case.
+                Err(Error::SegmentNotFound { .. }) => inner.spaces.remount_soon(),
                 Err(e) => return Err(e),
             }
             let gone = {
@@ -220,18 +318,7 @@ impl Client {
                 at.map(|i| list.remove(i))
             };
             if let Some(space) = gone {
-                // Readers sent here before the unmount may still come during the grace.
-                let engine = inner.engine.clone();
-                let free = async move {
-                    tokio::time::sleep(grace).await;
-                    if let Err(e) = engine.unregister(space.buffer.addr()) {
-                        tracing::debug!(space = %space.id, error = %e, "unregistering an unmounted range");
-                    }
-                };
-                match grace.is_zero() {
-                    true => free.await,
-                    false => drop(inner.engine.handle().spawn(free)),
-                }
+                retire(&inner.engine, vec![space.buffer], grace);
             }
             Ok(())
         })
