@@ -76,6 +76,12 @@ def test_calls_before_setup_return_codes_not_crashes():
     assert st.get_batch(["a", "b"]) == [b""]
     # Bogus pointers are not touched before setup.
     assert st.put_from_with_metadata("k", 1, 1, 10, 10) == -600
+    # The session calls answer as Mooncake's do before setup: [] (and -1 for get_session_end).
+    assert st.batch_get_session_start(["a"]) == [] and st.batch_get_session_end(["a"]) == -1
+    assert st.batch_put_session_start(["a"], [1]) == [] == st.batch_put_session_end(["a"])
+    assert st.batch_put_session_revoke(["a"]) == []
+    assert st.batch_get_into_multi_buffer_ranges(["a"], [[1]], [[1]], [[0]]) == []
+    assert st.batch_put_from_multi_buffer_ranges(["a"], [[1]], [[1]], [[0]]) == []
     assert st.health_check() == 1 and st.close() == 0
 
 

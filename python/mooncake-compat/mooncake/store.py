@@ -591,10 +591,8 @@ class MooncakeDistributedStore:
         """Looks each key up once, taking its read lease, for the ranged reads of
         ``batch_get_into_multi_buffer_ranges``; one code per key (0, or why it cannot be
         read)."""
-        store = self._need()
-        if store is None:
-            return [INVALID_PARAMS] * len(keys)
-        if not keys:
+        # Before setup / after close Mooncake answers the session calls' lists with [].
+        if self._need() is None or not keys:
             return []
         each = self._run("batch_get_session_start", INVALID_PARAMS,
                          lambda s: s.batch_locate(list(keys)))
@@ -618,6 +616,8 @@ class MooncakeDistributedStore:
         round trip to the master; the bytes read per key, or a negative code (-600 without a
         session or for a range outside the object; -707 once the lease ended: the session is
         dropped)."""
+        if self._need() is None:
+            return []
         with self._lock:
             sessions = dict(self._get_sessions)
         todo = _session_items("batch_get_into_multi_buffer_ranges", keys, all_buffer_ptrs,
@@ -638,7 +638,10 @@ class MooncakeDistributedStore:
         return out
 
     def batch_get_session_end(self, keys):
-        """Closes the get sessions of ``keys`` (their leases run out on their own); 0."""
+        """Closes the get sessions of ``keys`` (their leases run out on their own); 0 (-1
+        before setup, as Mooncake)."""
+        if self._need() is None:
+            return -1
         with self._lock:
             for key in keys:
                 self._get_sessions.pop(key, None)
@@ -649,7 +652,9 @@ class MooncakeDistributedStore:
         trip to the master), for the ranged writes of ``batch_put_from_multi_buffer_ranges``;
         one code per key (-600 for a key whose put session is open already)."""
         config = _DEFAULT if config is None else config
-        if self._need() is None or len(keys) != len(sizes):
+        if self._need() is None:
+            return []
+        if len(keys) != len(sizes):
             return [INVALID_PARAMS] * len(keys)
         if config.group_ids is not None and len(config.group_ids) != len(keys):
             _codes.log.error("batch_put_session_start: %d group_ids for %d keys",
@@ -688,6 +693,8 @@ class MooncakeDistributedStore:
         ``all_buffer_ptrs[i][j]`` to ``all_dst_offsets[i][j]`` of the object, without a round
         trip to the master; the bytes written per key, or a negative code (-600 without a
         session, for a range outside the object, or once the session is ending)."""
+        if self._need() is None:
+            return []
         with self._lock:
             sessions = dict(self._put_sessions)
         out, items = _session_items("batch_put_from_multi_buffer_ranges", keys,
@@ -715,7 +722,7 @@ class MooncakeDistributedStore:
 
     def _finish_sessions(self, what, keys, publish):
         if self._need() is None:
-            return [INVALID_PARAMS] * len(keys)
+            return []
         with self._lock:
             found = [(i, self._put_sessions.get(k)) for i, k in enumerate(keys)]
         out = [INVALID_PARAMS] * len(keys)
