@@ -206,8 +206,8 @@ master_api! {
     /// See `Master::leave`.
     idempotent fn leave() -> Result<()>
         = |m, now, client| { m.leave(client, now); Ok(()) };
-    /// See `Master::unmount_within`.
-    once fn unmount_within(mount: MountId, grace_ms: u64) -> Result<()>
+    /// See `Master::unmount_within` (a repeat is `Ok`: it may be sent again).
+    idempotent fn unmount_within(mount: MountId, grace_ms: u64) -> Result<()>
         = |m, now, client| m.unmount_within(client, now, mount, grace_ms);
     /// See `Master::batch_replica_clear`.
     once fn batch_replica_clear(keys: Vec<String>, node: String) -> Result<Vec<String>>

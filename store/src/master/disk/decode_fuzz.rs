@@ -156,6 +156,13 @@ fn record() -> impl Strategy<Value = Record> {
             }
         }),
         Just(Record::Release),
+        (key(), vec(mount(), 0..3), number()).prop_map(|(key, mounts, hold_until)| {
+            Record::ReplicasDrop {
+                key,
+                mounts,
+                hold_until,
+            }
+        }),
     ]
 }
 
@@ -371,6 +378,9 @@ fn set_number(e: &mut LogEntry, v: u64, which: u8) {
                 old_until: until, ..
             }
             | Record::Remove {
+                hold_until: until, ..
+            }
+            | Record::ReplicasDrop {
                 hold_until: until, ..
             },
         ) => *until = v,
