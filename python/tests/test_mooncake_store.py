@@ -667,3 +667,19 @@ def test_close_ends_every_registration_before_host_memory_may_be_freed(cluster):
     assert st.register_buffer(ptr, MIB) == 0
     assert st.close() == 0
     assert alloc.free(ptr) == 0, "close ended the registration"
+
+
+def test_setups_optional_arguments_are_checked_not_dropped(cluster, caplog):
+    # SGLang's full-client setup passes these keyword arguments.
+    base = ("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MIB, "tcp", "", cluster.address)
+    st = MooncakeDistributedStore()
+    with caplog.at_level("WARNING", logger="mooncake"):
+        assert st.setup(*base, enable_ssd_offload=True, ssd_offload_path="/tmp/x",
+                        enable_client_http_server=True, client_http_port=9300) == 0
+    assert "SSD tier" in caplog.text and "client HTTP server" in caplog.text
+    assert st.close() == 0
+    assert st.setup(*base, tenant_id="default") == 0
+    assert st.close() == 0
+    assert st.setup(*base, tenant_id="team-a") == -600, "tenants would not be kept apart"
+    with pytest.raises(TypeError, match="enable_ssd_offload"):
+        st.setup(*base, enable_ssd_offload="yes")

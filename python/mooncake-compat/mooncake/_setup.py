@@ -65,8 +65,33 @@ def from_call(args, kwargs):
         v = given[n]
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise TypeError(f"setup(): {n} must be a non-negative int, not {v!r}")
+    optional(given)
     out = SetupArgs(*(given[n] for n in _NAMES), engine=given.get("engine"))
     return check(out)
+
+
+def optional(given):
+    """Checks the optional arguments yuebing does not act on: their types as pybind11 would,
+    and their values. A tenant other than ``default`` is refused (its keys would not be kept
+    apart from other tenants'); SSD offload and the client HTTP server, which yuebing does not
+    have yet, are logged as off rather than silently dropped."""
+    types = {"enable_ssd_offload": bool, "ssd_offload_path": str, "tenant_id": str,
+             "enable_client_http_server": bool, "client_http_port": int}
+    for name, kind in types.items():
+        if name in given and not isinstance(given[name], kind):
+            raise TypeError(f"setup(): {name} must be {kind.__name__}, "
+                            f"not {type(given[name]).__name__}")
+    if given.get("tenant_id", "default") != "default":
+        raise SetupError(_codes.INVALID_PARAMS,
+                         f"setup: tenant_id {given['tenant_id']!r}: yuebing has no tenants; "
+                         "keys of different tenants would not be kept apart")
+    if given.get("enable_ssd_offload"):
+        _codes.log.warning("setup: enable_ssd_offload: yuebing has no SSD tier yet (issue 31); "
+                           "objects stay in memory only")
+    if given.get("enable_client_http_server"):
+        _codes.log.warning("setup: enable_client_http_server: the client HTTP server is not "
+                           "built yet (issue 28); nothing listens on port %s",
+                           given.get("client_http_port", 9300))
 
 
 def from_dict(config):
