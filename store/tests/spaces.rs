@@ -96,6 +96,8 @@ async fn a_graceful_unmount_keeps_replicas_readable_for_its_grace() {
         .unwrap();
     assert!(node.spaces().is_empty());
     assert_eq!(reader.get("k", &opts).await.unwrap(), vec![3u8; 5000]);
+    // Its own node's reads of it too (the local path checks the range is still served).
+    assert_eq!(node.get("k", &opts).await.unwrap(), vec![3u8; 5000]);
     assert!(
         node.put("k2", &[1u8; 10], &opts).await.is_err(),
         "no new replicas"

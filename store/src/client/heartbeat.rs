@@ -78,7 +78,8 @@ async fn beat(c: &Inner, bound: std::time::Duration) {
     match tokio::time::timeout(bound, remount).await {
         Ok(Ok(ids)) => {
             let dropped = c.spaces.remounted(&specs, &ids);
-            super::spaces::retire(&c.engine, dropped, std::time::Duration::ZERO);
+            c.spaces
+                .retire(&c.engine, dropped, std::time::Duration::ZERO);
             tracing::info!(client = %c.id, "store space mounted again");
         }
         // Applied there or not: the next beat remounts again.

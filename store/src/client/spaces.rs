@@ -61,6 +61,9 @@ pub(crate) struct Spaces {
     /// Memory that may still be mounted at the master (a mount whose answer was lost): kept
     /// registered until a remount has dropped it there.
     limbo: Mutex<Vec<Arc<EngineBuffer>>>,
+    /// Ranges unmounted gracefully whose grace has not ended: their replicas are still served,
+    /// and this client's own reads of them still go through (address and length of each).
+    draining: Arc<Mutex<Vec<(u64, u64)>>>,
 }
 
 impl Spaces {
@@ -82,11 +85,12 @@ impl Spaces {
             next: AtomicU64::new(1),
             remount_due: AtomicBool::new(false),
             limbo: Mutex::new(Vec::new()),
+            draining: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<Space>> {
-        self.list.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.list)
     }
 
     /// Waits for the turn to mount, unmount or remount.
@@ -133,20 +137,59 @@ impl Spaces {
                 s.mount = ids[i];
             }
         }
-        std::mem::take(&mut *self.limbo.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut *lock(&self.limbo))
     }
 
-    /// Whether `[addr, addr + len)` lies inside one range.
+    /// Whether `[addr, addr + len)` lies inside one range (one still in its unmount grace
+    /// included).
     pub(crate) fn contains(&self, addr: u64, len: u64) -> bool {
+        let inside = |base: u64, size: u64| super::inside(Some((base, size)), addr, len);
         self.lock()
             .iter()
-            .any(|s| super::inside(Some((s.buffer.addr(), s.buffer.len() as u64)), addr, len))
+            .any(|s| inside(s.buffer.addr(), s.buffer.len() as u64))
+            || lock(&self.draining).iter().any(|&(b, n)| inside(b, n))
+    }
+
+    /// Retires memory the master no longer places objects in: unregistered after `grace`
+    /// (readers sent there before may still come meanwhile, this client's own included;
+    /// before this returns when `grace` is zero), unmapped [`QUARANTINE`] after now, on the
+    /// engine's runtime.
+    pub(crate) fn retire(
+        &self,
+        engine: &TransferEngine,
+        buffers: Vec<Arc<EngineBuffer>>,
+        grace: Duration,
+    ) {
+        if buffers.is_empty() {
+            return;
+        }
+        let ranges: Vec<(u64, u64)> = buffers.iter().map(|b| (b.addr(), b.len() as u64)).collect();
+        let later = match grace.is_zero() {
+            true => {
+                unregister(engine, &buffers);
+                None
+            }
+            false => {
+                lock(&self.draining).extend(&ranges);
+                // The engine is held for the grace only, not for the quarantine.
+                Some((engine.clone(), self.draining.clone()))
+            }
+        };
+        drop(engine.handle().spawn(async move {
+            if let Some((engine, draining)) = later {
+                tokio::time::sleep(grace).await;
+                lock(&draining).retain(|r| !ranges.contains(r));
+                unregister(&engine, &buffers);
+            }
+            tokio::time::sleep(QUARANTINE.saturating_sub(grace)).await;
+            drop(buffers);
+        }));
     }
 
     /// The memory of every range (and of limbo), taken out (the client is going).
     pub(crate) fn take_buffers(&self) -> Vec<Arc<EngineBuffer>> {
         let mut all: Vec<_> = self.lock().drain(..).map(|s| s.buffer).collect();
-        all.append(&mut self.limbo.lock().unwrap_or_else(|p| p.into_inner()));
+        all.append(&mut lock(&self.limbo));
         all
     }
 }
@@ -160,29 +203,9 @@ pub(crate) fn unregister(engine: &TransferEngine, buffers: &[Arc<EngineBuffer>])
     }
 }
 
-/// Retires memory the master no longer places objects in: unregistered after `grace`
-/// (readers sent there before may still come meanwhile; before this returns when `grace` is
-/// zero), unmapped [`QUARANTINE`] after now, on the engine's runtime.
-pub(crate) fn retire(engine: &TransferEngine, buffers: Vec<Arc<EngineBuffer>>, grace: Duration) {
-    if buffers.is_empty() {
-        return;
-    }
-    let later = match grace.is_zero() {
-        true => {
-            unregister(engine, &buffers);
-            None
-        }
-        // The engine is held for the grace only, not for the quarantine.
-        false => Some(engine.clone()),
-    };
-    drop(engine.handle().spawn(async move {
-        if let Some(engine) = later {
-            tokio::time::sleep(grace).await;
-            unregister(&engine, &buffers);
-        }
-        tokio::time::sleep(QUARANTINE.saturating_sub(grace)).await;
-        drop(buffers);
-    }));
+/// A mutex's guard, poisoned or not.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A mounted range's description for the master.
@@ -221,10 +244,19 @@ impl Client {
             let buffer =
                 engine.allocate_exported(len, inner.cfg.prefault, RemoteAccess::READ_WRITE)?;
             let spec = spec_of(engine, &buffer);
+            // Listed before the master may place replicas there, so that this client's own
+            // puts into it pass `check_own_replica` at once; its mount id comes with the
+            // remount (no unmount runs meanwhile: this call has the turn).
+            let id = SpaceId(inner.spaces.next.fetch_add(1, Ordering::Relaxed));
+            inner.spaces.lock().push(Space {
+                id,
+                spec,
+                mount: MountId(u32::MAX),
+                buffer,
+            });
             // Every range and the new one, in one remount: a client the master expired
             // meanwhile is known again with all of its space.
-            let mut specs = inner.spaces.specs();
-            specs.push(spec.clone());
+            let specs = inner.spaces.specs();
             // As at start: where descriptors are stored, peers the master sends here must
             // find the range in the descriptor before it is mounted.
             let mounted = async {
@@ -240,12 +272,14 @@ impl Client {
                 Ok(ids) if ids.len() == specs.len() => ids,
                 other => {
                     // Maybe mounted there: kept registered until a remount drops it.
-                    inner
-                        .spaces
-                        .limbo
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(buffer);
+                    let listed = {
+                        let mut list = inner.spaces.lock();
+                        let at = list.iter().position(|s| s.id == id);
+                        at.map(|i| list.remove(i))
+                    };
+                    if let Some(space) = listed {
+                        lock(&inner.spaces.limbo).push(space.buffer);
+                    }
                     inner.spaces.remount_soon();
                     return Err(match other {
                         Err(e) => e,
@@ -259,17 +293,8 @@ impl Client {
                     });
                 }
             };
-            let limbo = inner
-                .spaces
-                .remounted(&specs[..specs.len() - 1], &ids[..ids.len() - 1]);
-            retire(engine, limbo, Duration::ZERO);
-            let id = SpaceId(inner.spaces.next.fetch_add(1, Ordering::Relaxed));
-            inner.spaces.lock().push(Space {
-                id,
-                spec,
-                mount: ids[ids.len() - 1],
-                buffer,
-            });
+            let limbo = inner.spaces.remounted(&specs, &ids);
+            inner.spaces.retire(engine, limbo, Duration::ZERO);
             Ok(id)
         })
     }
@@ -318,7 +343,9 @@ impl Client {
                 at.map(|i| list.remove(i))
             };
             if let Some(space) = gone {
-                retire(&inner.engine, vec![space.buffer], grace);
+                inner
+                    .spaces
+                    .retire(&inner.engine, vec![space.buffer], grace);
             }
             Ok(())
         })
