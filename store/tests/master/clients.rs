@@ -304,6 +304,34 @@ fn a_client_that_leaves_loses_its_space_objects_and_writes_at_once() {
     fx.check();
 }
 
+/// An expired client may be cut off from the master but not from its peers: transfers of its
+/// puts may still land. Its revoked writes hold their space until their release time, as a
+/// leaving client's do.
+#[test]
+fn an_expired_clients_writes_hold_their_space_until_their_release_time() {
+    let mut fx = three_nodes();
+    fx.m.put_start(A, 0, "wip", 100, &on(&["n2"], 1), yuebing_store::Write::Put)
+        .unwrap();
+    fx.drain();
+    // B and C ping; A stops, and expires at its TTL (1000 ms).
+    for now in [500, 1_000] {
+        fx.m.ping(B, now);
+        fx.m.ping(C, now);
+    }
+    fx.m.handle_timeout(1_000);
+    fx.check();
+    assert_eq!(fx.m.stats().clients, 2, "A expired");
+    assert_eq!(fx.m.put_end(A, 1_001, "wip").unwrap_err().code(), -704);
+    assert!(fx.m.stats().bytes_used > 0, "held, not freed");
+    for now in [1_500, 2_000, 2_500, 3_000] {
+        fx.m.ping(B, now);
+        fx.m.ping(C, now);
+    }
+    fx.m.handle_timeout(3_000);
+    assert_eq!(fx.m.stats().bytes_used, 0, "released at put_release_ms");
+    fx.check();
+}
+
 /// A remount the leaving process's heartbeat had on the wire, landing after its `leave`,
 /// must not mount the space the process freed as it left: refused for a client TTL.
 #[test]

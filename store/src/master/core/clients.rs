@@ -154,7 +154,9 @@ impl Master {
     }
 
     /// Expires clients that missed their pings for the TTL: their store space is removed
-    /// (objects left with no replica go with it) and their writes in progress are revoked.
+    /// (objects left with no replica go with it) and their writes in progress are revoked, their
+    /// space held until their release time, as a leaving client's: a client cut off from the
+    /// master but not from its peers may still be writing there.
     pub(crate) fn expire_clients(&mut self, now: Millis) {
         let ttl = self.cfg.client_ttl_ms;
         let mut dead: Vec<ClientId> = self
@@ -165,7 +167,7 @@ impl Master {
             .collect();
         dead.sort();
         for client in dead {
-            let (mounts, writes) = self.forget_client(now, client, false);
+            let (mounts, writes) = self.forget_client(now, client, true);
             tracing::info!(%client, mounts, writes, "client expired");
             self.effects.push_back(Effect::ClientExpired {
                 client,
