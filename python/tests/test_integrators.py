@@ -164,3 +164,53 @@ def test_lmcache_zero_copy_mode_moves_chunks_between_registered_pools(pair):
     assert (back == pool).all()
     assert producer.unregister_buffer(address(pool)) == 0
     assert consumer.unregister_buffer(address(back)) == 0
+
+
+def test_sglang_hicache_full_client_stores_and_loads_kv_pages(cluster):
+    """SGLang HiCache's Mooncake backend as a full client (``standalone_storage`` off; the
+    dummy-client mode is not in the drop-in yet): setup with its keyword arguments, the host KV
+    pool registered once, a warm-up put/get, then per page ``batch_is_exist`` and zero-copy
+    ``batch_put_from`` of the K and V halves (``ReplicateConfig.group_ids`` naming the page),
+    ``batch_get_into`` into another pool's pages."""
+    rng = np.random.default_rng(11)
+    page, pages = 64 * 1024, 48
+    src_pool = rng.integers(0, 256, 2 * pages * page, dtype=np.uint8)  # K pages, then V pages
+    dst_pool = np.zeros_like(src_pool)
+    stores = []
+    try:
+        for pool in (src_pool, dst_pool):
+            st = MooncakeDistributedStore()
+            assert st.setup("127.0.0.1", "P2PHANDSHAKE", 32 * MIB, 16 * MIB, "tcp", "",
+                            cluster.address, None, enable_ssd_offload=False) == 0
+            assert st.register_buffer(address(pool), pool.nbytes) == 0
+            stores.append(st)
+        writer, reader = stores
+        # Warm-up, as SGLang's backend does after setup.
+        warm = f"warmup-{uuid.uuid4().hex}"
+        assert writer.put(warm, b"x" * 4096) == 0
+        assert writer.is_exist(warm) == 1 and writer.get(warm) == b"x" * 4096
+        prefix = uuid.uuid4().hex
+        hashes = [f"{prefix}{i:04x}" for i in range(pages)]
+        keys = [f"{h}_0_{kv}" for h in hashes for kv in ("k", "v")]
+        ptrs = [address(src_pool) + (kv * pages + i) * page
+                for i in range(pages) for kv in (0, 1)]
+        config = ReplicateConfig()
+        config.group_ids = [h for h in hashes for _ in (0, 1)]
+        assert writer.batch_is_exist(keys) == [0] * len(keys)
+        assert writer.batch_put_from(keys, ptrs, [page] * len(keys), config) == [0] * len(keys)
+        assert reader.batch_is_exist(keys) == [1] * len(keys)
+        # Loaded into the pages in reverse order.
+        out = [address(dst_pool) + (kv * pages + (pages - 1 - i)) * page
+               for i in range(pages) for kv in (0, 1)]
+        assert reader.batch_get_into(keys, out, [page] * len(keys)) == [page] * len(keys)
+        for i in range(pages):
+            for kv in (0, 1):
+                a = src_pool[(kv * pages + i) * page:(kv * pages + i + 1) * page]
+                j = pages - 1 - i
+                b = dst_pool[(kv * pages + j) * page:(kv * pages + j + 1) * page]
+                assert (a == b).all()
+        assert writer.remove_all(force=True) >= len(keys)
+    finally:
+        for st, pool in zip(stores, (src_pool, dst_pool)):
+            st.unregister_buffer(address(pool))
+            st.close()
