@@ -11,6 +11,7 @@ use crate::Each;
 
 use super::deliver::{required, Op, UserData};
 use super::error::{entry, yuebing_error, Failure, FfiResult};
+use super::handles::{self, Object};
 use super::raw;
 use super::store_api::target;
 use super::store_ops::{check_range, switch};
@@ -212,6 +213,72 @@ pub(crate) fn then_each<T: Send + 'static>(
         // SAFETY: the caller's callback, called once; the arrays outlive it.
         unsafe { f(ud.get(), code, msg, codes.len(), c, v) }
     })
+}
+
+/// Each result's code and a new handle for its object (made by `object`; 0 for a failed item,
+/// and for one whose handle could not be made: its code says why).
+fn handles_of<T>(each: Each<T>, object: fn(T) -> Object) -> (Vec<i32>, Vec<u64>) {
+    each.into_iter()
+        .map(|r| {
+            match r
+                .map_err(Failure::from)
+                .and_then(|v| handles::insert(object(v)))
+            {
+                Ok(h) => (0, h),
+                Err(e) => (e.code, 0),
+            }
+        })
+        .unzip()
+}
+
+/// Waits for a batch whose items become handles (see [`handles_of`]: made after the wait, so
+/// that no call that ends another way leaves one behind) and writes the codes and the handles,
+/// `n` of each, into the two required outputs (`what` names the second).
+pub(crate) fn wait_each_handles<T: Send + 'static>(
+    op: Op<Each<T>>,
+    n: usize,
+    (codes_out, handles_out, what): (*mut i32, *mut u64, &str),
+    object: fn(T) -> Object,
+) -> FfiResult<()> {
+    raw::check_out_array(codes_out, n, "codes_out")?;
+    raw::check_out_array(handles_out, n, what)?;
+    let (codes, handles) = handles_of(counted(op, n).wait()?, object);
+    // SAFETY: both outputs are writable for `n` elements (the caller's promise, checked above),
+    // and a counted batch answers one result per item.
+    unsafe {
+        raw::write_array(codes_out, codes);
+        raw::write_array(handles_out, handles);
+    }
+    Ok(())
+}
+
+/// Starts a batch whose items become handles, delivered to a [`yuebing_each_cb`] as its
+/// values: made on the callback thread just before the call (the caller's from then on).
+pub(crate) fn then_each_handles<T: Send + 'static>(
+    op: Op<Each<T>>,
+    n: usize,
+    (cb, user_data, call_out): (yuebing_each_cb, *mut c_void, *mut yuebing_call_t),
+    object: fn(T) -> Object,
+) -> FfiResult<()> {
+    let (f, ud) = (required(cb)?, UserData::new(user_data));
+    counted(op, n).then(call_out, move |code, msg, each| {
+        let (codes, handles) = each.map(|e| handles_of(e, object)).unwrap_or_default();
+        let (c, v) = match codes.is_empty() {
+            false => (codes.as_ptr(), handles.as_ptr()),
+            true => (std::ptr::null(), std::ptr::null()),
+        };
+        // SAFETY: the caller's callback, called once; the arrays outlive it.
+        unsafe { f(ud.get(), code, msg, codes.len(), c, v) }
+    })
+}
+
+/// A fragment of a ranged call as the client takes it.
+pub(crate) fn fragment(f: yuebing_fragment) -> Fragment {
+    Fragment {
+        addr: f.addr,
+        offset: f.offset,
+        len: f.len,
+    }
 }
 
 /// Waits for a batch and writes its codes and its values (an item's made by `to_c`, a failed
@@ -678,15 +745,7 @@ unsafe fn batch_get_ranges_op(
         unsafe { (keys(k, n)?, grouped(counts, n, fragments, "fragments")?) };
     let lists: Vec<Vec<Fragment>> = groups
         .into_iter()
-        .map(|g| {
-            g.into_iter()
-                .map(|f| Fragment {
-                    addr: f.addr,
-                    offset: f.offset,
-                    len: f.len,
-                })
-                .collect()
-        })
+        .map(|g| g.into_iter().map(fragment).collect())
         .collect();
     let read = client
         .client()

@@ -14,12 +14,13 @@ use yuebing_store::master::ReplicaList;
 use yuebing_store::{Client, Fetched, Fragment, Located};
 
 use super::deliver::{self, required, Op, UserData};
-use super::error::{c_string, entry, yuebing_error, Failure, FfiResult};
+use super::error::{c_string, entry, yuebing_error, FfiResult};
 use super::handles::{self, Kind, Object};
 use super::raw;
 use super::store_api::{target, text_op};
 use super::store_batch::{
-    counted, grouped, keys_op, then_each, then_each_lent, wait_each, wait_each_values,
+    fragment, grouped, keys_op, then_each, then_each_handles, then_each_lent, wait_each,
+    wait_each_handles, wait_each_values,
 };
 use super::store_ops::{check_range, wait_number};
 use super::store_whole::wait_into;
@@ -267,17 +268,9 @@ pub unsafe extern "C" fn yuebing_store_read_located_async(
     })
 }
 
-/// Each result's code and, for a located object, a new location handle for it (0 for a failed
-/// item, and for one whose handle could not be made: its code says why).
-fn location_handles(each: crate::Each<Located>) -> (Vec<i32>, Vec<yuebing_location_t>) {
-    each.into_iter()
-        .map(
-            |r| match r.map_err(Failure::from).and_then(location_handle) {
-                Ok(h) => (0, h),
-                Err(e) => (e.code, 0),
-            },
-        )
-        .unzip()
+/// The object of a located object's handle.
+fn location_object(found: Located) -> Object {
+    Object::Location(Arc::new(found))
 }
 
 /// Finds each of `n` keys and takes its read lease, without reading it: one round trip to the
@@ -299,18 +292,10 @@ pub unsafe extern "C" fn yuebing_store_batch_locate(
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
-        raw::check_out_array(codes_out, n, "codes_out")?;
-        raw::check_out_array(locations_out, n, "locations_out")?;
         // SAFETY: forwarded contract.
         let op = unsafe { keys_op(store, (keys, n), opts, |c, k, o| c.batch_locate(&k, o)) }?;
-        let (codes, handles) = location_handles(counted(op, n).wait()?);
-        // SAFETY: both outputs are writable for `n` elements (the caller's promise, checked
-        // above), and a counted batch answers one result per item.
-        unsafe {
-            raw::write_array(codes_out, codes);
-            raw::write_array(locations_out, handles);
-        }
-        Ok(())
+        let outs = (codes_out, locations_out, "locations_out");
+        wait_each_handles(op, n, outs, location_object)
     })
 }
 
@@ -333,18 +318,10 @@ pub unsafe extern "C" fn yuebing_store_batch_locate_async(
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
-        let (f, ud) = (required(cb)?, UserData::new(user_data));
+        required(cb)?;
         // SAFETY: forwarded contract.
         let op = unsafe { keys_op(store, (keys, n), opts, |c, k, o| c.batch_locate(&k, o)) }?;
-        counted(op, n).then(call_out, move |code, msg, each| {
-            let (codes, handles) = each.map(location_handles).unwrap_or_default();
-            let (c, v) = match codes.is_empty() {
-                false => (codes.as_ptr(), handles.as_ptr()),
-                true => (std::ptr::null(), std::ptr::null()),
-            };
-            // SAFETY: the caller's callback, called once; the arrays outlive it.
-            unsafe { f(ud.get(), code, msg, codes.len(), c, v) }
-        })
+        then_each_handles(op, n, (cb, user_data, call_out), location_object)
     })
 }
 
@@ -384,15 +361,6 @@ unsafe fn batch_read_located_op(
         client.bridge(),
         client.client().batch_read_located(&items, opts),
     ))
-}
-
-/// A fragment as the client takes it.
-fn fragment(f: yuebing_fragment) -> Fragment {
-    Fragment {
-        addr: f.addr,
-        offset: f.offset,
-        len: f.len,
-    }
 }
 
 /// Reads ranges of located objects into registered memory without a copy and without a

@@ -14,30 +14,21 @@ use std::time::Duration;
 
 use yuebing_store::{Fragment, Reservation, SpaceId};
 
-use super::deliver::{self, required, Op, UserData};
-use super::error::{entry, yuebing_error, Failure, FfiResult};
+use super::deliver::{self, required, Op};
+use super::error::{entry, yuebing_error, FfiResult};
 use super::handles::{self, Kind, Object};
 use super::raw;
 use super::store_api::target;
-use super::store_batch::{counted, grouped, keys, then_each, wait_each};
+use super::store_batch::{
+    fragment, grouped, keys, then_each, then_each_handles, wait_each, wait_each_handles,
+};
 use super::store_ops::wait_number;
 use super::types::*;
 use crate::Each;
 
-/// Each result's code and, for a reservation, a new handle for it (0 for a failed item, and
-/// for one whose handle could not be made: its code says why).
-fn reservation_handles(each: Each<Reservation>) -> (Vec<i32>, Vec<yuebing_reservation_t>) {
-    each.into_iter()
-        .map(|r| {
-            let h = r
-                .map_err(Failure::from)
-                .and_then(|r| handles::insert(Object::Reservation(Arc::new(r))));
-            match h {
-                Ok(h) => (0, h),
-                Err(e) => (e.code, 0),
-            }
-        })
-        .unzip()
+/// The object of a reservation's handle.
+fn reservation_object(r: Reservation) -> Object {
+    Object::Reservation(Arc::new(r))
 }
 
 /// `batch_reserve` of `n` keys with their sizes.
@@ -84,18 +75,10 @@ pub unsafe extern "C" fn yuebing_store_batch_reserve(
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
-        raw::check_out_array(codes_out, n, "codes_out")?;
-        raw::check_out_array(reservations_out, n, "reservations_out")?;
         // SAFETY: forwarded contract.
         let op = unsafe { batch_reserve_op(store, keys, sizes, n, opts) }?;
-        let (codes, handles) = reservation_handles(counted(op, n).wait()?);
-        // SAFETY: both outputs are writable for `n` elements (the caller's promise, checked
-        // above), and a counted batch answers one result per item.
-        unsafe {
-            raw::write_array(codes_out, codes);
-            raw::write_array(reservations_out, handles);
-        }
-        Ok(())
+        let outs = (codes_out, reservations_out, "reservations_out");
+        wait_each_handles(op, n, outs, reservation_object)
     })
 }
 
@@ -119,18 +102,10 @@ pub unsafe extern "C" fn yuebing_store_batch_reserve_async(
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
-        let (f, ud) = (required(cb)?, UserData::new(user_data));
+        required(cb)?;
         // SAFETY: forwarded contract.
         let op = unsafe { batch_reserve_op(store, keys, sizes, n, opts) }?;
-        counted(op, n).then(call_out, move |code, msg, each| {
-            let (codes, handles) = each.map(reservation_handles).unwrap_or_default();
-            let (c, v) = match codes.is_empty() {
-                false => (codes.as_ptr(), handles.as_ptr()),
-                true => (std::ptr::null(), std::ptr::null()),
-            };
-            // SAFETY: the caller's callback, called once; the arrays outlive it.
-            unsafe { f(ud.get(), code, msg, codes.len(), c, v) }
-        })
+        then_each_handles(op, n, (cb, user_data, call_out), reservation_object)
     })
 }
 
@@ -169,15 +144,7 @@ unsafe fn batch_write_reserved_op(
     let (groups, _) = unsafe { grouped(counts, n, fragments, "fragments") }?;
     let lists: Vec<Vec<Fragment>> = groups
         .into_iter()
-        .map(|g| {
-            g.into_iter()
-                .map(|f| Fragment {
-                    addr: f.addr,
-                    offset: f.offset,
-                    len: f.len,
-                })
-                .collect()
-        })
+        .map(|g| g.into_iter().map(fragment).collect())
         .collect();
     let items: Vec<(&Reservation, &[Fragment])> = reserved
         .iter()
