@@ -25,6 +25,9 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 
 # The drop-in's stores, for the check that memory is not freed while one has it registered.
 _STORES = weakref.WeakSet()
+# Held by a store's registration and by `free`'s check-and-unmap, so that memory cannot be
+# registered between the check and the unmap.
+REGISTRATION = threading.Lock()
 
 
 def track(store):
@@ -84,7 +87,7 @@ class MooncakeHostMemAllocator:
     def free(self, ptr):
         """Frees memory ``alloc`` returned; 0, or -1 (not this allocator's, or still
         registered with a store: unregister it first)."""
-        with self._lock:
+        with REGISTRATION, self._lock:
             size = self._sizes.get(int(ptr))
             if size is None:
                 _codes.log.error("MooncakeHostMemAllocator.free: %#x was not allocated here",
@@ -95,7 +98,7 @@ class MooncakeHostMemAllocator:
                                  "a store; unregister_buffer it first", int(ptr))
                 return -1
             del self._sizes[int(ptr)]
-        unmap(int(ptr), size)
+            unmap(int(ptr), size)
         return 0
 
 

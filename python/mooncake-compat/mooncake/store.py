@@ -396,12 +396,13 @@ class MooncakeDistributedStore:
     def register_buffer(self, buffer_ptr, size):
         """Registers ``size`` bytes at ``buffer_ptr`` for zero-copy calls; 0, or -600 for an
         overlap."""
-        code = self._run("register_buffer", INVALID_PARAMS,
-                         _ok(lambda s: s.register_buffer(buffer_ptr, size)),
-                         _logged(INVALID_PARAMS))
-        if code == 0:
-            with self._lock:
-                self._regions[int(buffer_ptr)] = int(size)
+        with _memory.REGISTRATION:
+            code = self._run("register_buffer", INVALID_PARAMS,
+                             _ok(lambda s: s.register_buffer(buffer_ptr, size)),
+                             _logged(INVALID_PARAMS))
+            if code == 0:
+                with self._lock:
+                    self._regions[int(buffer_ptr)] = int(size)
         return code
 
     def unregister_buffer(self, buffer_ptr):
