@@ -318,6 +318,24 @@ async fn a_reservation_whose_write_failed_or_whose_deadline_passed_is_not_publis
     assert_eq!(p[0].as_ref().unwrap_err().code(), -700, "{:?}", p[0]);
     assert!(!c.exist("f", &opts).await.unwrap());
     assert!(c.batch_revoke(&[r], &opts).await.unwrap()[0].is_ok());
+    // Another client's reservation is refused in its place: its write is that client's.
+    let other = Client::start(client_of(&master, 0)).await.unwrap();
+    let theirs = other
+        .batch_reserve(&[("theirs", 4096)], &opts)
+        .await
+        .unwrap();
+    let theirs = theirs.into_iter().next().unwrap().unwrap();
+    let w = c
+        .batch_write_reserved(&[(&theirs, &good)], &opts)
+        .await
+        .unwrap();
+    assert_eq!(w[0].as_ref().unwrap_err().code(), -600);
+    let p = c
+        .batch_publish(std::slice::from_ref(&theirs), &opts)
+        .await
+        .unwrap();
+    assert_eq!(p[0].as_ref().unwrap_err().code(), -600);
+    assert!(other.batch_revoke(&[theirs], &opts).await.unwrap()[0].is_ok());
     // Past the reserving call's deadline: not published, and a revoke is left to the master.
     let short = Options::deadline(Duration::from_millis(300));
     let late = c.batch_reserve(&[("late", 4096)], &short).await.unwrap();

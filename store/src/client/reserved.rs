@@ -21,7 +21,7 @@ use super::sift::Sifted;
 use super::{Client, Fragment, Options};
 use crate::args;
 use crate::error::{Error, Result};
-use crate::master::ReplicaDesc;
+use crate::master::{ClientId, ReplicaDesc};
 
 /// Space the master placed for one object, not readable yet: write it with
 /// [`Client::batch_write_reserved`] within the deadline of the call that reserved it, then
@@ -35,6 +35,8 @@ pub struct Reservation {
 
 #[derive(Debug)]
 struct Reserved {
+    /// The client that reserved it: only its writes, publication and revocation are taken.
+    client: ClientId,
     key: String,
     size: u64,
     replicas: Vec<ReplicaDesc>,
@@ -113,6 +115,7 @@ impl Client {
             let reserved = sifted.passed.iter().zip(placed).map(|((key, size), p)| {
                 Ok(Reservation {
                     inner: Arc::new(Reserved {
+                        client: c.inner.id,
                         key: key.clone(),
                         size: *size,
                         replicas: p?,
@@ -143,7 +146,9 @@ impl Client {
         let items: Vec<(Reservation, Result<Pieces>)> = items
             .iter()
             .map(|(r, f)| {
-                let checked = in_object(&r.inner.key, r.inner.size, f.as_ref());
+                let checked = self
+                    .owns(r)
+                    .and_then(|()| in_object(&r.inner.key, r.inner.size, f.as_ref()));
                 ((*r).clone(), checked)
             })
             .collect();
@@ -206,6 +211,18 @@ impl Client {
         self.finish(reservations, opts.into(), false)
     }
 
+    /// `InvalidParams` for a reservation another client made (its write is that client's at
+    /// the master; bytes written here would go into another client's object).
+    fn owns(&self, r: &Reservation) -> Result<()> {
+        match r.inner.client == self.inner.id {
+            true => Ok(()),
+            false => Err(Error::params(format!(
+                "the reservation of {:?} belongs to another client",
+                r.inner.key
+            ))),
+        }
+    }
+
     fn finish(
         &self,
         reservations: &[Reservation],
@@ -225,6 +242,7 @@ impl Client {
             let known: Vec<Option<Result<()>>> = reservations
                 .iter()
                 .map(|r| match (publish, now >= r.inner.until) {
+                    _ if c.owns(r).is_err() => Some(c.owns(r)),
                     (true, _) if r.inner.failed.load(Ordering::Acquire) => {
                         Some(Err(Error::InvalidWrite {
                             key: r.inner.key.clone(),
@@ -277,6 +295,7 @@ mod tests {
     fn reservation() -> Reservation {
         Reservation {
             inner: Arc::new(Reserved {
+                client: ClientId(1),
                 key: "k".into(),
                 size: 10,
                 replicas: Vec::new(),
