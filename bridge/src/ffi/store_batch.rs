@@ -87,7 +87,7 @@ unsafe fn c_ranges(
 ///
 /// # Safety
 /// `counts` valid for `n` elements, `items` for the sum of them.
-pub(crate) unsafe fn grouped<T: Copy>(
+unsafe fn grouped<T: Copy>(
     counts: *const usize,
     n: usize,
     items: *const T,
@@ -272,13 +272,44 @@ pub(crate) fn then_each_handles<T: Send + 'static>(
     })
 }
 
-/// A fragment of a ranged call as the client takes it.
-pub(crate) fn fragment(f: yuebing_fragment) -> Fragment {
-    Fragment {
-        addr: f.addr,
-        offset: f.offset,
-        len: f.len,
-    }
+/// The fragments of a ranged call as the client takes them: item i's are the next `counts[i]`
+/// of `fragments`. With their total.
+///
+/// # Safety
+/// `counts` valid for `n` elements, `fragments` for the sum of them.
+pub(crate) unsafe fn fragment_lists(
+    counts: *const usize,
+    n: usize,
+    fragments: *const yuebing_fragment,
+) -> FfiResult<(Vec<Vec<Fragment>>, usize)> {
+    // SAFETY: forwarded contract.
+    let (groups, total) = unsafe { grouped(counts, n, fragments, "fragments") }?;
+    let lists = groups
+        .into_iter()
+        .map(|g| {
+            g.into_iter()
+                .map(|f| Fragment {
+                    addr: f.addr,
+                    offset: f.offset,
+                    len: f.len,
+                })
+                .collect()
+        })
+        .collect();
+    Ok((lists, total))
+}
+
+/// Items of a ranged call on handle objects (locations, reservations): each object with its
+/// fragments.
+pub(crate) fn with_fragments<'a, T>(
+    objects: &'a [std::sync::Arc<T>],
+    lists: &'a [Vec<Fragment>],
+) -> Vec<(&'a T, &'a [Fragment])> {
+    objects
+        .iter()
+        .map(|o| &**o)
+        .zip(lists.iter().map(Vec::as_slice))
+        .collect()
 }
 
 /// Waits for a batch and writes its codes and its values (an item's made by `to_c`, a failed
@@ -342,11 +373,13 @@ pub(crate) fn then_each_lent<T: Send + 'static, C: 'static>(
     })
 }
 
-fn nothing(_: ()) -> u64 {
+/// The value of an item that answers none: 0.
+pub(crate) fn nothing(_: ()) -> u64 {
     0
 }
 
-fn identity(v: u64) -> u64 {
+/// The value of an item that answers a number: itself.
+pub(crate) fn identity(v: u64) -> u64 {
     v
 }
 
@@ -741,12 +774,7 @@ unsafe fn batch_get_ranges_op(
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
     // SAFETY: forwarded contract.
-    let (k, (groups, total)) =
-        unsafe { (keys(k, n)?, grouped(counts, n, fragments, "fragments")?) };
-    let lists: Vec<Vec<Fragment>> = groups
-        .into_iter()
-        .map(|g| g.into_iter().map(fragment).collect())
-        .collect();
+    let (k, (lists, total)) = unsafe { (keys(k, n)?, fragment_lists(counts, n, fragments)?) };
     let read = client
         .client()
         .batch_get_ranges(&borrowed(&k, &lists), opts);

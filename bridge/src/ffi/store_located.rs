@@ -11,7 +11,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 
 use yuebing_store::master::ReplicaList;
-use yuebing_store::{Client, Fetched, Fragment, Located};
+use yuebing_store::{Client, Fetched, Located};
 
 use super::deliver::{self, required, Op, UserData};
 use super::error::{c_string, entry, yuebing_error, FfiResult};
@@ -19,8 +19,8 @@ use super::handles::{self, Kind, Object};
 use super::raw;
 use super::store_api::{target, text_op};
 use super::store_batch::{
-    fragment, grouped, keys_op, then_each, then_each_handles, then_each_lent, wait_each,
-    wait_each_handles, wait_each_values,
+    fragment_lists, identity, keys_op, then_each, then_each_handles, then_each_lent, wait_each,
+    wait_each_handles, wait_each_values, with_fragments,
 };
 use super::store_ops::{check_range, wait_number};
 use super::store_whole::wait_into;
@@ -347,16 +347,8 @@ unsafe fn batch_read_located_op(
         .map(handles::location)
         .collect::<FfiResult<Vec<Arc<Located>>>>()?;
     // SAFETY: forwarded contract.
-    let (groups, _) = unsafe { grouped(counts, n, fragments, "fragments") }?;
-    let lists: Vec<Vec<Fragment>> = groups
-        .into_iter()
-        .map(|g| g.into_iter().map(fragment).collect())
-        .collect();
-    let items: Vec<(&Located, &[Fragment])> = found
-        .iter()
-        .map(|l| &**l)
-        .zip(lists.iter().map(Vec::as_slice))
-        .collect();
+    let (lists, _) = unsafe { fragment_lists(counts, n, fragments) }?;
+    let items = with_fragments(&found, &lists);
     Ok(Op::new(
         client.bridge(),
         client.client().batch_read_located(&items, opts),
@@ -390,7 +382,7 @@ pub unsafe extern "C" fn yuebing_store_batch_read_located(
     entry(err, || {
         // SAFETY: forwarded contract.
         let op = unsafe { batch_read_located_op(store, locations, counts, fragments, n, opts) }?;
-        wait_each(op, n, codes_out, lens_out, |v| v)
+        wait_each(op, n, codes_out, lens_out, identity)
     })
 }
 
@@ -418,7 +410,7 @@ pub unsafe extern "C" fn yuebing_store_batch_read_located_async(
         required(cb)?;
         // SAFETY: forwarded contract.
         let op = unsafe { batch_read_located_op(store, locations, counts, fragments, n, opts) }?;
-        then_each(op, n, cb, user_data, call_out, |v| v)
+        then_each(op, n, cb, user_data, call_out, identity)
     })
 }
 

@@ -12,7 +12,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 use std::time::Duration;
 
-use yuebing_store::{Fragment, Reservation, SpaceId};
+use yuebing_store::{Reservation, SpaceId};
 
 use super::deliver::{self, required, Op};
 use super::error::{entry, yuebing_error, FfiResult};
@@ -20,7 +20,8 @@ use super::handles::{self, Kind, Object};
 use super::raw;
 use super::store_api::target;
 use super::store_batch::{
-    fragment, grouped, keys, then_each, then_each_handles, wait_each, wait_each_handles,
+    fragment_lists, identity, keys, nothing, then_each, then_each_handles, wait_each,
+    wait_each_handles, with_fragments,
 };
 use super::store_ops::wait_number;
 use super::types::*;
@@ -141,16 +142,8 @@ unsafe fn batch_write_reserved_op(
     // SAFETY: forwarded contract.
     let reserved = unsafe { reservations_of(reservations, n) }?;
     // SAFETY: forwarded contract.
-    let (groups, _) = unsafe { grouped(counts, n, fragments, "fragments") }?;
-    let lists: Vec<Vec<Fragment>> = groups
-        .into_iter()
-        .map(|g| g.into_iter().map(fragment).collect())
-        .collect();
-    let items: Vec<(&Reservation, &[Fragment])> = reserved
-        .iter()
-        .map(|r| &**r)
-        .zip(lists.iter().map(Vec::as_slice))
-        .collect();
+    let (lists, _) = unsafe { fragment_lists(counts, n, fragments) }?;
+    let items = with_fragments(&reserved, &lists);
     Ok(Op::new(
         client.bridge(),
         client.client().batch_write_reserved(&items, opts),
@@ -185,7 +178,7 @@ pub unsafe extern "C" fn yuebing_store_batch_write_reserved(
         // SAFETY: forwarded contract.
         let op =
             unsafe { batch_write_reserved_op(store, reservations, counts, fragments, n, opts) }?;
-        wait_each(op, n, codes_out, lens_out, |v| v)
+        wait_each(op, n, codes_out, lens_out, identity)
     })
 }
 
@@ -214,7 +207,7 @@ pub unsafe extern "C" fn yuebing_store_batch_write_reserved_async(
         // SAFETY: forwarded contract.
         let op =
             unsafe { batch_write_reserved_op(store, reservations, counts, fragments, n, opts) }?;
-        then_each(op, n, cb, user_data, call_out, |v| v)
+        then_each(op, n, cb, user_data, call_out, identity)
     })
 }
 
@@ -262,7 +255,7 @@ pub unsafe extern "C" fn yuebing_store_batch_publish(
     entry(err, || {
         // SAFETY: forwarded contract.
         let op = unsafe { finish_op(store, reservations, n, opts, true) }?;
-        wait_each(op, n, codes_out, std::ptr::null_mut(), |()| 0)
+        wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
     })
 }
 
@@ -287,7 +280,7 @@ pub unsafe extern "C" fn yuebing_store_batch_publish_async(
         required(cb)?;
         // SAFETY: forwarded contract.
         let op = unsafe { finish_op(store, reservations, n, opts, true) }?;
-        then_each(op, n, cb, user_data, call_out, |()| 0)
+        then_each(op, n, cb, user_data, call_out, nothing)
     })
 }
 
@@ -310,7 +303,7 @@ pub unsafe extern "C" fn yuebing_store_batch_revoke(
     entry(err, || {
         // SAFETY: forwarded contract.
         let op = unsafe { finish_op(store, reservations, n, opts, false) }?;
-        wait_each(op, n, codes_out, std::ptr::null_mut(), |()| 0)
+        wait_each(op, n, codes_out, std::ptr::null_mut(), nothing)
     })
 }
 
@@ -335,7 +328,7 @@ pub unsafe extern "C" fn yuebing_store_batch_revoke_async(
         required(cb)?;
         // SAFETY: forwarded contract.
         let op = unsafe { finish_op(store, reservations, n, opts, false) }?;
-        then_each(op, n, cb, user_data, call_out, |()| 0)
+        then_each(op, n, cb, user_data, call_out, nothing)
     })
 }
 
