@@ -140,6 +140,24 @@ crate_error_table! {
             reason: String,
         } = -1103, "Io", retryable: false,
             "i/o error on {path}: {reason}";
+        /// No copy or move task has that id: it never existed, or it finished long enough ago
+        /// that the master forgot it (it keeps `max_finished_tasks`). Remedy: check the id.
+        TaskNotFound {
+            /// The id, as `high-low`.
+            task: String,
+        } = -1400, "TaskNotFound", retryable: false,
+            "task {task} not found"
+            => wire |w| Some(Error::TaskNotFound { task: w.detail.clone() });
+        /// The master already has `max_pending_tasks` tasks waiting for their clients; nothing
+        /// was created. Remedy: retry when some have been taken, or raise the limit.
+        TaskPendingLimitExceeded {
+            /// The limit.
+            limit: u64,
+        } = -1401, "TaskPendingLimitExceeded", retryable: true,
+            "{limit} tasks are pending already"
+            => wire |w| Some(Error::TaskPendingLimitExceeded {
+                limit: w.detail.parse().unwrap_or(0),
+            });
         /// A snapshot or log file is damaged beyond its last complete entry. Remedy: restore the
         /// data directory from a backup or move it aside.
         Corrupt {
@@ -233,6 +251,8 @@ impl Error {
             Error::Internal { reason } | Error::InvalidParams { reason } => reason.clone(),
             Error::SegmentNotFound { mount } => mount.to_string(),
             Error::NoAvailableHandle { size } => size.to_string(),
+            Error::TaskNotFound { task } => task.clone(),
+            Error::TaskPendingLimitExceeded { limit } => limit.to_string(),
             Error::IllegalClient { key }
             | Error::ReplicaNotReady { key }
             | Error::ObjectNotFound { key }

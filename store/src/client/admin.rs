@@ -184,7 +184,7 @@ impl Client {
 
     /// One master call `f` that names no key (with failover, bounded by `opts`' deadline),
     /// inside the client's runtime.
-    fn master_call<T, F, Fut>(
+    pub(crate) fn master_call<T, F, Fut>(
         &self,
         opts: impl Into<Options>,
         f: F,

@@ -1,7 +1,8 @@
 //! The client's heartbeat: a ping every interval; on `NeedRemount` (the master restarted or
-//! expired this client) the store space is mounted again.
+//! expired this client) the store space is mounted again; on `TasksWaiting` the copy and move
+//! tasks the master assigned to this client are taken and started.
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 
 use super::Inner;
 use crate::master::PingResult;
@@ -49,12 +50,16 @@ impl Drop for Heartbeat {
     }
 }
 
-async fn beat(c: &Inner, bound: std::time::Duration) {
+async fn beat(c: &Arc<Inner>, bound: std::time::Duration) {
     let until = std::time::Instant::now() + bound;
     let ping = c.masters.call(until, |m| async move { m.ping().await });
     let need = match tokio::time::timeout(bound, ping).await {
         Ok(Ok(PingResult::Ok)) => false,
         Ok(Ok(PingResult::NeedRemount)) => true,
+        Ok(Ok(PingResult::TasksWaiting)) => {
+            super::tasks::take(c, bound).await;
+            false
+        }
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "ping failed");
             false

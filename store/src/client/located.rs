@@ -83,7 +83,8 @@ impl Client {
             fits(&found.key, &found.list, len)?;
             let until = c.until(&opts).min(found.until);
             let whole = [Fragment::whole(addr, found.list.size)];
-            c.read_object(&found.key, &found.list, found.sent, &whole, until, None)
+            c.inner
+                .read_object(&found.key, &found.list, found.sent, &whole, until, None)
                 .await?;
             Ok(found.list.size)
         })
@@ -145,7 +146,8 @@ impl Client {
                 async move {
                     let (pieces, total) = checked.clone()?;
                     let until = until.min(found.until);
-                    c.read_object(&found.key, &found.list, found.sent, &pieces, until, None)
+                    c.inner
+                        .read_object(&found.key, &found.list, found.sent, &pieces, until, None)
                         .await?;
                     Ok(total)
                 }

@@ -12,7 +12,8 @@
 //!   watched source names (HA). `staging`: registered
 //!   scratch memory for plain byte slices. `peers`: segment handles, replica order, back-off.
 //! - `ops`: batch operations (`sift`: a batch's bad items answered in their places);
-//!   `admin`: removals, listings, counts and health; `heartbeat`: pings and remounts.
+//!   `admin`: removals, listings, counts and health; `heartbeat`: pings and remounts;
+//!   `tasks`: copy and move tasks, asked for and run.
 
 mod admin;
 mod config;
@@ -27,6 +28,7 @@ mod reserved;
 mod sift;
 mod spaces;
 mod staging;
+mod tasks;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -160,6 +162,8 @@ pub(crate) struct Inner {
     pub(crate) spaces: Spaces,
     /// Set by [`Client::close`].
     pub(crate) closed: std::sync::atomic::AtomicBool,
+    /// The copy and move tasks this client runs for the master.
+    pub(crate) runner: tasks::Runner,
 }
 
 /// A store client. Cheap to clone; its heartbeat stops when the last clone is dropped.
@@ -271,6 +275,7 @@ impl Client {
             staging,
             spaces: Spaces::new(first),
             closed: std::sync::atomic::AtomicBool::new(false),
+            runner: tasks::Runner::default(),
         });
         let heartbeat = heartbeat::Heartbeat::start(Arc::downgrade(&inner), inner.engine.handle());
         Ok(Client {
@@ -295,6 +300,7 @@ impl Client {
                 .closed
                 .store(true, std::sync::atomic::Ordering::Release);
             c._heartbeat.stop().await;
+            c.inner.runner.stop_all();
             let until = c.until(&opts);
             let _turn = c.inner.spaces.turn().await;
             let mounts = c.inner.spaces.mounts();
@@ -415,7 +421,8 @@ impl Client {
             let (sent, list) = c.replica_list(&key, until).await?;
             fits(&key, &list, len)?;
             let whole = [Fragment::whole(addr, list.size)];
-            c.read_object(&key, &list, sent, &whole, until, None)
+            c.inner
+                .read_object(&key, &list, sent, &whole, until, None)
                 .await?;
             Ok(list.size)
         })
@@ -534,7 +541,8 @@ impl Client {
         let scratch = self.inner.staging.get(&self.inner.engine, list.size)?;
         let keep = Some(scratch.clone());
         let whole = [Fragment::whole(scratch.addr(), list.size)];
-        self.read_object(key, list, sent, &whole, until, keep)
+        self.inner
+            .read_object(key, list, sent, &whole, until, keep)
             .await?;
         let mut out = vec![0u8; list.size as usize];
         scratch.read(&mut out)?;
@@ -565,7 +573,7 @@ impl Client {
             )
             .await?;
         let whole = [Fragment::whole(addr, len)];
-        match self.write_replicas(&whole, &descs, until, keep).await {
+        match self.inner.write_replicas(&whole, &descs, until, keep).await {
             Ok(()) => {
                 self.master(until, |m, k| async move { m.put_end(&k).await }, key)
                     .await

@@ -101,7 +101,11 @@ impl Client {
                     Err(e) => return Outcome::NotStarted(e),
                 };
                 let (pieces, keep) = source.place();
-                match self.write_replicas(&pieces, &descs, until, keep).await {
+                match self
+                    .inner
+                    .write_replicas(&pieces, &descs, until, keep)
+                    .await
+                {
                     Ok(()) => Outcome::Written,
                     Err(e) => Outcome::Failed(e),
                 }
@@ -215,7 +219,8 @@ impl Client {
                     async move {
                         let list = list?;
                         let pieces = scatter(key, buffers, list.size)?;
-                        c.read_object(key, &list, sent, &pieces, until, None)
+                        c.inner
+                            .read_object(key, &list, sent, &pieces, until, None)
                             .await?;
                         Ok(list.size)
                     }

@@ -56,7 +56,8 @@ impl Client {
                     let read = match pieces.is_empty() {
                         true => Ok(()),
                         false => {
-                            c.read_object(&item.key, list, sent, &pieces, until, None)
+                            c.inner
+                                .read_object(&item.key, list, sent, &pieces, until, None)
                                 .await
                         }
                     };

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use yuebing_engine::TransferRequest;
 
 use super::staging::Scratch;
-use super::Client;
+use super::Inner;
 use crate::error::{Error, Result};
 use crate::master::{ReplicaDesc, ReplicaList};
 
@@ -42,7 +42,7 @@ impl Fragment {
     }
 }
 
-impl Client {
+impl Inner {
     /// Writes `pieces` to every replica at once; the first failure is the result.
     pub(crate) async fn write_replicas(
         &self,
@@ -56,7 +56,7 @@ impl Client {
             async move {
                 let r = self.transfer_pieces(d, pieces, until, true, keep).await;
                 if r.is_err() {
-                    self.inner.peers.failed(&d.node);
+                    self.peers.failed(&d.node);
                 }
                 r
             }
@@ -80,9 +80,9 @@ impl Client {
         keep: Option<Arc<Scratch>>,
     ) -> Result<()> {
         let lease = Duration::from_millis(list.lease_ms);
-        let margin = self.inner.cfg.lease_margin.min(lease / 4);
+        let margin = self.cfg.lease_margin.min(lease / 4);
         let lease_end = sent + lease - margin;
-        let order = self.inner.peers.order(&list.replicas);
+        let order = self.peers.order(&list.replicas);
         let mut last = None;
         for (i, d) in order.iter().enumerate() {
             let now = Instant::now();
@@ -105,7 +105,7 @@ impl Client {
                 Ok(()) => return Ok(()),
                 Err(e) => {
                     tracing::debug!(key, node = %d.node, error = %e, "replica failed, trying the next");
-                    self.inner.peers.failed(&d.node);
+                    self.peers.failed(&d.node);
                     last = Some(e);
                 }
             }
@@ -158,15 +158,15 @@ impl Client {
                 })?;
             requests.push((p, remote));
         }
-        let handle = self.inner.peers.handle(&d.node, until).await?;
+        let handle = self.peers.handle(&d.node, until).await?;
         // The time left once the peer is known (its handshake may have taken some).
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(Error::Timeout);
         }
-        if handle == self.inner.engine.own_segment() {
+        if handle == self.engine.own_segment() {
             for &(p, remote) in &requests {
-                self.inner.check_own_replica(remote, p.len)?;
+                self.check_own_replica(remote, p.len)?;
             }
         }
         let request = |&(p, remote): &(&Fragment, u64)| {
@@ -174,7 +174,7 @@ impl Client {
                 true => TransferRequest::write(p.addr, handle, remote, p.len),
                 false => TransferRequest::read(p.addr, handle, remote, p.len),
             };
-            self.inner.engine.transfer(req.with_deadline(left))
+            self.engine.transfer(req.with_deadline(left))
         };
         // A tuple's fields drop in order: the transfers before the memory they move.
         match requests.as_slice() {

@@ -171,7 +171,8 @@ impl Client {
                         return Err(Error::Timeout);
                     }
                     let mut attempt = Attempt(&r.inner.failed, true);
-                    c.write_replicas(&pieces, &r.inner.replicas, until, None)
+                    c.inner
+                        .write_replicas(&pieces, &r.inner.replicas, until, None)
                         .await?;
                     attempt.1 = false;
                     drop(sealed);

@@ -11,6 +11,7 @@
 
 use super::ha::bootstrap::SnapshotChunk;
 use super::service::{Answer, Arg, Health, MasterHandler, Reply};
+use super::task::{TaskId, TaskInfo, TaskWork};
 use super::types::{
     ClientId, ListedObject, MountId, MountSpec, PingResult, PutConfig, ReplicaDesc, ReplicaList,
     Stats, Write,
@@ -212,6 +213,21 @@ master_api! {
     /// See `Master::batch_replica_clear`.
     once fn batch_replica_clear(keys: Vec<String>, node: String) -> Result<Vec<String>>
         = |m, now, _| Ok(m.batch_replica_clear(now, &keys, &node));
+    /// See `Master::task_copy`.
+    once fn task_copy(key: String, targets: Vec<String>) -> Result<TaskId>
+        = |m, now, _| m.task_copy(now, &key, &targets);
+    /// See `Master::task_move`.
+    once fn task_move(key: String, source: String, target: String) -> Result<TaskId>
+        = |m, now, _| m.task_move(now, &key, &source, &target);
+    /// See `Master::task_query`.
+    idempotent fn task_query(id: TaskId) -> Result<TaskInfo>
+        = |m, _, _| m.task_query(id);
+    /// See `Master::task_take` (not sent again: a lost answer's tasks time out).
+    once fn task_take() -> Result<Vec<TaskWork>>
+        = |m, now, client| m.task_take(client, now);
+    /// See `Master::task_end` (a repeat is `Ok`: it may be sent again).
+    idempotent fn task_end(id: TaskId, error: Option<(i32, String)>) -> Result<()>
+        = |m, now, client| m.task_end(client, now, id, error);
 }
 
 #[cfg(test)]
@@ -251,6 +267,11 @@ mod tests {
             "leave",
             "unmount_within",
             "batch_replica_clear",
+            "task_copy",
+            "task_move",
+            "task_query",
+            "task_take",
+            "task_end",
         ];
         assert_eq!(super::WIRE_ORDER, expected);
     }

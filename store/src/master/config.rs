@@ -57,6 +57,21 @@ pub struct MasterConfig {
     pub placement: PlacementStrategy,
     /// Seed of the placement randomness (the core is deterministic given its inputs).
     pub seed: u64,
+    /// Copy and move tasks waiting for their client, at most; more are refused
+    /// (`TaskPendingLimitExceeded`). Default 10 000, as Mooncake's.
+    pub max_pending_tasks: usize,
+    /// Tasks being run at once, at most; more wait. Default 10 000.
+    pub max_processing_tasks: usize,
+    /// Finished tasks kept for `task_query`, the oldest forgotten first. Default 10 000.
+    pub max_finished_tasks: usize,
+    /// A task not taken by its client within this fails (0: never). Default 300 s.
+    pub pending_task_timeout_ms: u64,
+    /// A task taken but not ended within this fails, and its client's copy is given this long
+    /// to finish (a read lease on the object keeps it in place that long). Default 300 s.
+    pub processing_task_timeout_ms: u64,
+    /// A task whose target node has no room is retried at the client's next takes this many
+    /// times before it fails. Default 10.
+    pub max_task_retries: u32,
 }
 
 impl Default for MasterConfig {
@@ -74,6 +89,12 @@ impl Default for MasterConfig {
             max_key_len: 4096,
             placement: PlacementStrategy::Random,
             seed: 0x5eed,
+            max_pending_tasks: 10_000,
+            max_processing_tasks: 10_000,
+            max_finished_tasks: 10_000,
+            pending_task_timeout_ms: 300_000,
+            processing_task_timeout_ms: 300_000,
+            max_task_retries: 10,
         }
     }
 }
@@ -104,6 +125,11 @@ impl MasterConfig {
         }
         if self.lease_ttl_ms == 0 || self.client_ttl_ms == 0 {
             return Err("lease_ttl_ms and client_ttl_ms must be positive".into());
+        }
+        if self.processing_task_timeout_ms == 0 || self.max_processing_tasks == 0 {
+            return Err(
+                "processing_task_timeout_ms and max_processing_tasks must be positive".into(),
+            );
         }
         Ok(())
     }

@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::object::{deserialize_replicas, Pin, Replicas};
+use super::space::Replica;
+use super::task::{TaskId, TaskKind};
 use super::types::{ClientId, Millis, MountId};
 
 /// Format version of log entries and snapshots.
@@ -91,6 +93,40 @@ pub enum Record {
         /// The ranges whose replicas of it go.
         mounts: Vec<MountId>,
         /// Their space stays out of use until then (a restart's no-reuse window).
+        hold_until: Millis,
+    },
+    /// A copy or move task was created, for `client` to run.
+    TaskCreate {
+        /// Its id.
+        id: TaskId,
+        /// The object's key.
+        key: Box<str>,
+        /// What it does.
+        kind: TaskKind,
+        /// The client that runs it.
+        client: ClientId,
+    },
+    /// A task's client took it: the new replicas' space is placed, the source chosen.
+    TaskStart {
+        /// The task.
+        id: TaskId,
+        /// The replica copied from.
+        source: Replica,
+        /// Where the new replicas go.
+        #[serde(deserialize_with = "deserialize_replicas")]
+        targets: Replicas,
+        /// When the master fails it if it has not ended.
+        until: Millis,
+    },
+    /// A task ended. On success its new replicas become the object's (a move's source replica
+    /// is dropped, held until `hold_until`); on failure the new replicas' space is held until
+    /// `hold_until` (freed at once if that has passed).
+    TaskEnd {
+        /// The task.
+        id: TaskId,
+        /// Why it failed; `None` on success.
+        error: Option<String>,
+        /// Until when freed space stays out of use.
         hold_until: Millis,
     },
 }

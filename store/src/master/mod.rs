@@ -7,6 +7,7 @@
 //! - [`log`]: durable [`Record`]s, [`LogEntry`]s and [`Effect`]s.
 //! - [`snapshot`]: the durable state as a value, and replay of snapshot + log.
 //! - [`config`], [`types`]: settings and the words of the interface.
+//! - [`task`]: copy and move tasks — their words, and the core's table of them.
 //! - [`ha`]: the pure parts of high availability — the replicated log's groups, a standby's
 //!   tail, a leader's lease.
 //! - [`oplog`]: where durable records go — the data directory's log, or a [`LogSink`] (an
@@ -32,6 +33,7 @@ pub mod server;
 pub mod service;
 pub mod snapshot;
 mod space;
+pub mod task;
 pub mod types;
 
 pub use self::client::MasterClient;
@@ -46,6 +48,7 @@ pub use self::server::{wall_ms, MasterServerConfig, RunningMaster, ServeGate};
 pub use self::service::{Health, MasterService, SERVICE};
 pub use self::snapshot::Snapshot;
 pub use self::space::Replica;
+pub use self::task::{TaskId, TaskInfo, TaskKind, TaskState, TaskWork};
 pub use self::types::{
     ClientId, ListedObject, Millis, MountId, MountSpec, PingResult, PutConfig, ReplicaDesc,
     ReplicaList, Stats, Write,

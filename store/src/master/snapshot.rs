@@ -2,15 +2,17 @@
 //! log entries after it.
 //!
 //! A snapshot holds what the log would rebuild: store space, objects (without leases), writes in
-//! progress and held space. Soft state (leases, pings, statistics) is not in it. A restored
+//! progress, held space and copy/move tasks. Soft state (leases, pings, statistics) is not in it. A restored
 //! master knows its clients only from their store space: those ranges stay unreadable until the
 //! client remounts them, and a client that does not do so within the client TTL is expired.
 
 use serde::{Deserialize, Serialize};
 
 use super::core::{Master, Mode};
+use super::disk::frame::{read_frame, write_frame, Frame};
 use super::log::{LogEntry, FORMAT_VERSION};
 use super::object::{deserialize_replicas, Held, Object, PendingWrite, Pin, Replicas};
+use super::task::{Task, TaskId, TaskState};
 use super::types::{ClientId, Millis, MountId, MountSpec};
 use super::MasterConfig;
 use crate::error::{Error, Result};
@@ -31,6 +33,10 @@ pub struct Snapshot {
     objects: Vec<ObjectState>,
     writes: Vec<(String, PendingWrite)>,
     held: Vec<Held>,
+    /// Copy and move tasks: a frame of their own after the state's (see
+    /// [`Snapshot::write_frames`]), so that files written before tasks existed still load.
+    #[serde(skip)]
+    tasks: Vec<(TaskId, Task)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +62,31 @@ impl Snapshot {
     /// Objects it holds.
     pub fn object_count(&self) -> usize {
         self.objects.len()
+    }
+
+    /// Writes the snapshot as its files hold it after their header: the state's frame, then
+    /// the tasks' frame.
+    pub(crate) fn write_frames(&self, w: &mut impl std::io::Write) -> std::io::Result<()> {
+        write_frame(w, self)?;
+        write_frame(w, &self.tasks).map(drop)
+    }
+
+    /// Reads what [`Snapshot::write_frames`] wrote; a file with no tasks' frame (written before
+    /// tasks existed) holds none.
+    pub(crate) fn read_frames(r: &mut impl std::io::Read) -> std::io::Result<Frame<Snapshot>> {
+        let (mut s, n) = match read_frame::<Snapshot>(r)? {
+            Frame::Value(s, n) => (s, n),
+            Frame::End => return Ok(Frame::End),
+            Frame::Torn(why) => return Ok(Frame::Torn(why)),
+        };
+        Ok(match read_frame::<Vec<(TaskId, Task)>>(r)? {
+            Frame::Value(tasks, m) => {
+                s.tasks = tasks;
+                Frame::Value(s, n + m)
+            }
+            Frame::End => Frame::Value(s, n),
+            Frame::Torn(why) => Frame::Torn(format!("its tasks: {why}")),
+        })
     }
 }
 
@@ -97,6 +128,7 @@ impl Master {
         writes.sort_by(|a, b| a.0.cmp(&b.0));
         let mut held = self.held.clone();
         held.sort();
+        let tasks = self.tasks.to_vec();
         Snapshot {
             version: FORMAT_VERSION,
             seq: self.seq,
@@ -107,6 +139,7 @@ impl Master {
             objects,
             writes,
             held,
+            tasks,
         }
     }
 
@@ -201,6 +234,18 @@ impl Master {
             self.take(&[h.replica], h.size, "held space")?;
         }
         self.held = s.held;
+        for (id, t) in s.tasks {
+            if let Some(w) = &t.work {
+                self.take(&w.targets, w.size, &format!("task {id}"))?;
+            }
+            let due = match t.state {
+                TaskState::Pending => self.pending_task_due(t.created),
+                _ => None,
+            };
+            if !self.tasks.insert(id, t, due) {
+                return Err(corrupt(format!("task {id} twice")));
+            }
+        }
         self.seq = s.seq;
         self.epoch = s.epoch;
         self.tick(stamp);
@@ -221,5 +266,61 @@ fn corrupt(reason: String) -> Error {
     Error::Corrupt {
         path: "snapshot/log".into(),
         reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::master::task::TaskKind;
+    use crate::master::types::MountSpec as Spec;
+
+    /// A master with one task in its state.
+    fn with_task() -> Master {
+        let mut m = Master::new(MasterConfig::default(), false);
+        let spec = |node: &str, base| Spec {
+            node: node.into(),
+            base,
+            len: 1 << 20,
+        };
+        m.mount(ClientId(1), 1, &[spec("a", 0x1000)]).unwrap();
+        m.mount(ClientId(2), 1, &[spec("b", 0x2000_0000)]).unwrap();
+        let cfg = crate::master::PutConfig {
+            preferred: vec!["a".into()],
+            ..Default::default()
+        };
+        m.put_start(ClientId(1), 2, "k", 10, &cfg, crate::Write::Put)
+            .unwrap();
+        m.put_end(ClientId(1), 2, "k").unwrap();
+        m.task_copy(3, "k", &["b".into()]).unwrap();
+        m
+    }
+
+    #[test]
+    fn tasks_travel_in_a_frame_of_their_own_that_older_files_lack() {
+        let m = with_task();
+        let snap = m.snapshot();
+        assert_eq!(snap.tasks.len(), 1);
+        let mut both = Vec::new();
+        snap.write_frames(&mut both).unwrap();
+        let Frame::Value(back, n) = Snapshot::read_frames(&mut &both[..]).unwrap() else {
+            panic!("not read back");
+        };
+        assert_eq!((back, n), (snap.clone(), both.len()));
+        assert!(matches!(snap.tasks[0].1.kind, TaskKind::Copy { .. }));
+        // A file written before tasks existed holds the state's frame only.
+        let mut old = Vec::new();
+        write_frame(&mut old, &snap).unwrap();
+        let Frame::Value(back, _) = Snapshot::read_frames(&mut &old[..]).unwrap() else {
+            panic!("an old file does not load");
+        };
+        assert!(back.tasks.is_empty());
+        assert_eq!(back.objects, snap.objects);
+        // A torn tasks' frame is a torn snapshot, not one without tasks.
+        let cut = &both[..both.len() - 2];
+        assert!(matches!(
+            Snapshot::read_frames(&mut &cut[..]).unwrap(),
+            Frame::Torn(_)
+        ));
     }
 }

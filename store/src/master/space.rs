@@ -224,6 +224,29 @@ impl Space {
             .collect()
     }
 
+    /// Places one replica of `size` bytes on the node named `name` (its allocatable ranges in
+    /// mount order), or `None` when it has no room or no such node is mounted.
+    pub(crate) fn place_on(&mut self, name: &str, size: u64) -> Option<Replica> {
+        let node = *self.by_name.get(name)?;
+        self.allocate_on(node, size)
+    }
+
+    /// Whether the node named `name` has a range that takes new replicas (mounted, its node
+    /// remounted, not being unmounted).
+    pub(crate) fn node_allocatable(&self, name: &str) -> bool {
+        self.by_name.get(name).is_some_and(|&n| {
+            self.nodes[n as usize]
+                .mounts
+                .iter()
+                .any(|id| self.mounts[id].allocatable())
+        })
+    }
+
+    /// The name of the node a range belongs to.
+    pub(crate) fn node_of(&self, id: MountId) -> Option<&str> {
+        self.mounts.get(&id).map(|m| self.node_name(m.node))
+    }
+
     fn node_fits(&self, node: u32, size: u64) -> bool {
         self.nodes[node as usize].mounts.iter().any(|id| {
             let m = &self.mounts[id];

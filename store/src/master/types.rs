@@ -98,6 +98,8 @@ pub enum PingResult {
     /// The master does not know this client (it restarted, or expired the client): mount the
     /// store space again with `remount`.
     NeedRemount,
+    /// As `Ok`, and copy or move tasks wait for this client: take them with `task_take`.
+    TasksWaiting,
 }
 
 /// The operator's view of the master.

@@ -6,6 +6,7 @@ mod failover;
 mod props;
 mod read;
 mod replay;
+mod tasks;
 mod write;
 
 use yuebing_store::master::{

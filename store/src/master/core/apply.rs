@@ -4,6 +4,8 @@
 use super::Master;
 use crate::master::log::{Effect, Record};
 use crate::master::object::{Held, Object, PendingWrite, Replicas};
+use crate::master::space::Replica;
+use crate::master::task::{Task, TaskId, TaskKind, TaskState, Work};
 use crate::master::types::{Millis, MountSpec};
 
 /// Live records were decided by the handler, whose allocations already happened; replayed ones
@@ -131,6 +133,39 @@ impl Master {
                 let size = o.size;
                 self.hold_or_free(&gone, size, hold_until, now);
             }
+            Record::TaskCreate {
+                id,
+                key,
+                kind,
+                client,
+            } => {
+                let task = Task {
+                    key,
+                    kind,
+                    client,
+                    state: TaskState::Pending,
+                    created: now,
+                    updated: now,
+                    message: String::new(),
+                    work: None,
+                    tries: 0,
+                };
+                let due = self.pending_task_due(now);
+                if !self.tasks.insert(id, task, due) {
+                    return Err(format!("second task {id}"));
+                }
+            }
+            Record::TaskStart {
+                id,
+                source,
+                targets,
+                until,
+            } => self.apply_task_start(now, id, source, targets, until, mode)?,
+            Record::TaskEnd {
+                id,
+                error,
+                hold_until,
+            } => self.apply_task_end(now, id, error, hold_until)?,
             Record::Release => {
                 let (due, keep): (Vec<Held>, Vec<Held>) =
                     self.held.drain(..).partition(|h| h.until <= now);
@@ -263,6 +298,104 @@ impl Master {
         }
     }
 
+    /// A task's client took it: its new replicas' space (taken again on replay) and its
+    /// object's size and stamp become its work.
+    fn apply_task_start(
+        &mut self,
+        now: Millis,
+        id: TaskId,
+        source: Replica,
+        targets: Replicas,
+        until: Millis,
+        mode: Mode,
+    ) -> Result<(), String> {
+        let task = self
+            .tasks
+            .get(id)
+            .ok_or_else(|| format!("start of unknown task {id}"))?;
+        if task.state != TaskState::Pending {
+            return Err(format!("start of task {id} in state {}", task.state.name()));
+        }
+        let o = self
+            .objects
+            .get(&task.key)
+            .ok_or_else(|| format!("start of task {id}: its object is gone"))?;
+        if !o.replicas.contains(&source) {
+            return Err(format!("start of task {id}: no such source replica"));
+        }
+        let (size, stamped) = (o.size, o.stamped);
+        if mode == Mode::Replay {
+            for (i, r) in targets.iter().enumerate() {
+                if !self.space.reserve(*r, size) {
+                    targets[..i].iter().for_each(|r| self.space.free(*r, size));
+                    return Err(format!("task {id}: a target overlaps used space"));
+                }
+            }
+        }
+        let work = Work {
+            source,
+            targets,
+            size,
+            stamped,
+            started: now,
+            until,
+        };
+        self.tasks.start(id, work, now)
+    }
+
+    /// A task ended: on success its new replicas join the object (a move's source leaves it,
+    /// held until `hold_until`); on failure they are held until `hold_until` or freed.
+    fn apply_task_end(
+        &mut self,
+        now: Millis,
+        id: TaskId,
+        error: Option<String>,
+        hold_until: Millis,
+    ) -> Result<(), String> {
+        let task = self
+            .tasks
+            .get(id)
+            .ok_or_else(|| format!("end of unknown task {id}"))?;
+        let keep = self.cfg.max_finished_tasks;
+        let Some(message) = error else {
+            // Checked before anything changes: a record that does not fit leaves no trace.
+            let (key, is_move) = (task.key.clone(), matches!(task.kind, TaskKind::Move { .. }));
+            let w = task
+                .work
+                .as_ref()
+                .ok_or_else(|| format!("success of task {id}, which never started"))?;
+            let fits = self
+                .objects
+                .get(&key)
+                .is_some_and(|o| o.replicas.contains(&w.source) && o.size == w.size)
+                && !w.targets.is_empty();
+            if !fits {
+                return Err(format!("success of task {id}: its object changed"));
+            }
+            let w = self
+                .tasks
+                .finish(id, TaskState::Success, String::new(), now, keep)?
+                .ok_or_else(|| format!("success of task {id}, which never started"))?;
+            if let Some(o) = self.objects.get_mut(&key) {
+                o.replicas.extend(w.targets.iter().copied());
+                if is_move {
+                    o.replicas.retain(|r| *r != w.source);
+                }
+            }
+            if is_move {
+                self.hold_or_free(&[w.source].into_iter().collect(), w.size, hold_until, now);
+            }
+            return Ok(());
+        };
+        if let Some(w) = self
+            .tasks
+            .finish(id, TaskState::Failed, message, now, keep)?
+        {
+            self.hold_or_free(&w.targets, w.size, hold_until, now);
+        }
+        Ok(())
+    }
+
     fn hold_or_free(&mut self, replicas: &Replicas, size: u64, until: Millis, now: Millis) {
         for &replica in replicas {
             if until > now {
@@ -326,6 +459,7 @@ impl Master {
             }
         }
         self.held.retain(|h| h.replica.mount != mount);
+        self.tasks.forget_mount(mount);
         if mode == Mode::Live {
             self.effects.push_back(Effect::MountRemoved {
                 mount,

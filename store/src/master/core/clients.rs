@@ -140,14 +140,18 @@ impl Master {
         Ok(())
     }
 
-    /// A client's heartbeat: `Ok` for a live client, `NeedRemount` for one the master does not
-    /// know (or knows only from restored store space).
+    /// A client's heartbeat: `Ok` for a live client (`TasksWaiting` when it has copy or move
+    /// tasks to take), `NeedRemount` for one the master does not know (or knows only from
+    /// restored store space).
     pub fn ping(&mut self, client: ClientId, now: Millis) -> PingResult {
         let now = self.tick(now);
         match self.clients.get_mut(&client) {
             Some(c) if !c.need_remount => {
                 c.last_ping = now;
-                PingResult::Ok
+                match self.has_tasks(client) {
+                    true => PingResult::TasksWaiting,
+                    false => PingResult::Ok,
+                }
             }
             _ => PingResult::NeedRemount,
         }
@@ -203,8 +207,9 @@ impl Master {
         }
     }
 
-    /// Forgets `client`: removes its ranges and revokes its writes in progress, their space
-    /// held until their release time (`hold`) or freed. Returns how many of each there were.
+    /// Forgets `client`: removes its ranges, revokes its writes in progress, their space held
+    /// until their release time (`hold`) or freed, and fails its tasks. Returns how many ranges
+    /// and writes there were.
     fn forget_client(&mut self, now: Millis, client: ClientId, hold: bool) -> (usize, usize) {
         self.clients.remove(&client);
         let mounts = self.space.of_client(client);
@@ -222,6 +227,7 @@ impl Master {
         for key in writes {
             self.commit(now, Record::WriteRevoke { key, hold });
         }
+        self.fail_tasks_of(now, client);
         (mounts.len(), n)
     }
 

@@ -3,12 +3,13 @@
 use std::collections::HashMap;
 
 use super::Master;
+use crate::master::task::TaskState;
 use crate::master::types::MountId;
 
 impl Master {
     /// Checks that no two allocations overlap, every allocation lies inside a mounted range,
-    /// the allocators' used bytes equal the replicas, writes and held space they back, and
-    /// objects and writes agree. Returns the first violation found.
+    /// the allocators' used bytes equal the replicas, writes, running tasks and held space they
+    /// back, objects and writes agree, and exactly the running tasks have work. Returns the first violation found.
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut extents: HashMap<MountId, Vec<(u64, u64, String)>> = HashMap::new();
         let mut add = |r: &crate::master::Replica, size: u64, what: String| {
@@ -41,6 +42,16 @@ impl Master {
         }
         for h in &self.held {
             add(&h.replica, h.size, "held".into());
+        }
+        for (id, t) in self.tasks.iter() {
+            if (t.state == TaskState::Processing) != t.work.is_some() {
+                return Err(format!("task {id}: work disagrees with its state"));
+            }
+            if let Some(w) = &t.work {
+                w.targets
+                    .iter()
+                    .for_each(|r| add(r, w.size, format!("task {id}")));
+            }
         }
         let mut total = 0;
         for (mount, mut list) in extents {

@@ -19,6 +19,7 @@ mod clients;
 mod evict;
 mod invariants;
 mod read;
+mod tasks;
 mod write;
 
 use std::collections::{HashMap, VecDeque};
@@ -29,6 +30,7 @@ use super::keymap::{KeyHasher, KeyMap};
 use super::log::{Effect, LogEntry, Record};
 use super::object::{Held, Object, PendingWrite};
 use super::space::Space;
+use super::task::Tasks;
 use super::types::{ClientId, Millis};
 use crate::error::{Error, Result};
 
@@ -68,6 +70,8 @@ pub struct Master {
     /// (soft state): a remount their heartbeat had on the wire must not mount space that the
     /// process freed as it left.
     pub(crate) left: HashMap<ClientId, Millis>,
+    /// Copy and move tasks (see [`task`](super::task)).
+    pub(crate) tasks: Tasks,
 }
 
 /// A removed range of a node's memory, and until when readers may still read it.
@@ -103,6 +107,7 @@ impl Master {
             last_now: 0,
             no_reuse_until: 0,
             removed: Vec::new(),
+            tasks: Tasks::default(),
         }
     }
 
@@ -179,6 +184,7 @@ impl Master {
                 mt.ready = false;
             }
         }
+        self.lease_task_objects();
         for client in owners {
             self.clients.insert(
                 client,
@@ -221,11 +227,18 @@ impl Master {
         // Held space is released no earlier than the no-reuse window's end: its times may come
         // from another master's clock (see `handle_timeout`).
         let held = self.held.iter().map(|h| h.until.max(self.no_reuse_until));
-        clients.chain(drains).chain(writes).chain(held).min()
+        let tasks = self.task_timeout();
+        clients
+            .chain(drains)
+            .chain(writes)
+            .chain(held)
+            .chain(tasks)
+            .min()
     }
 
     /// Runs what is due at `now`: client expiry, the end of graceful unmounts, release of stale
-    /// writes and held space, and eviction above the high watermark.
+    /// writes, tasks past their time, release of held space, and eviction above the high
+    /// watermark.
     pub fn handle_timeout(&mut self, now: Millis) {
         let now = self.tick(now);
         self.expire_clients(now);
@@ -248,6 +261,7 @@ impl Master {
         for key in stale {
             self.commit(now, Record::WriteRevoke { key, hold: false });
         }
+        self.expire_tasks(now);
         // Not within a lease TTL of a restart or promotion: held times written by the master
         // before may run on another clock, and a reader of its leases may still be reading.
         if now >= self.no_reuse_until && self.held.iter().any(|h| h.until <= now) {

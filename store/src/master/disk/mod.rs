@@ -19,7 +19,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use self::frame::{io_err, read_frame, read_header, write_frame, write_header, Frame};
+use self::frame::{io_err, read_frame, read_header, write_header, Frame};
 use self::frame::{LOG_MAGIC, SNAPSHOT_MAGIC};
 pub(crate) use self::writer::{Durable, LogWriter};
 use super::log::LogEntry;
@@ -92,11 +92,11 @@ pub(crate) fn snapshot_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     numbered(dir, "snapshot-", ".ysnap")
 }
 
-/// `snapshot` as a snapshot file holds it: the header, then one frame.
+/// `snapshot` as a snapshot file holds it: the header, then its frames.
 pub(crate) fn encode_snapshot(snapshot: &Snapshot) -> Result<Vec<u8>> {
     let mut buf = Vec::new();
     write_header(&mut buf, SNAPSHOT_MAGIC)
-        .and_then(|()| write_frame(&mut buf, snapshot).map(|_| ()))
+        .and_then(|()| snapshot.write_frames(&mut buf))
         .map_err(|e| Error::Internal {
             reason: format!("encoding snapshot {}: {e}", snapshot.seq),
         })?;
@@ -138,7 +138,7 @@ pub(crate) fn load_newest_snapshot(dir: &Path) -> Result<Option<Snapshot>> {
                     reason: "empty".into(),
                 });
             }
-            match read_frame::<Snapshot>(&mut r).map_err(|e| io_err(&path, e))? {
+            match Snapshot::read_frames(&mut r).map_err(|e| io_err(&path, e))? {
                 Frame::Value(s, _) if s.seq == seq => Ok(s),
                 Frame::Value(s, _) => Err(Error::Corrupt {
                     path: shown.clone(),
@@ -250,7 +250,7 @@ impl DataDir {
     pub(crate) fn write_snapshot(&self, snapshot: &Snapshot) -> Result<()> {
         write_snapshot_file(&self.dir, snapshot.seq, |w| {
             write_header(w, SNAPSHOT_MAGIC)?;
-            write_frame(w, snapshot).map(|_| ())
+            snapshot.write_frames(w)
         })?;
         for (seq, path) in numbered(&self.dir, "snapshot-", ".ysnap")? {
             if seq < snapshot.seq {

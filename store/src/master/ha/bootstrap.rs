@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::master::disk::encode_snapshot;
-use crate::master::disk::frame::{read_frame, read_header, Frame, SNAPSHOT_MAGIC};
+use crate::master::disk::frame::{read_header, Frame, SNAPSHOT_MAGIC};
 use crate::master::{MasterClient, Snapshot};
 
 /// Largest chunk a server sends, whatever is asked (well under the rpc's default frame).
@@ -93,7 +93,7 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<Snapshot> {
     if !read_header(&mut r, SNAPSHOT_MAGIC, what)? {
         return Err(corrupt(what, "shorter than its header".into()));
     }
-    let snapshot = match read_frame::<Snapshot>(&mut r) {
+    let snapshot = match Snapshot::read_frames(&mut r) {
         Ok(Frame::Value(s, _)) => s,
         Ok(Frame::End) => return Err(corrupt(what, "no state".into())),
         Ok(Frame::Torn(why)) => return Err(corrupt(what, why)),
