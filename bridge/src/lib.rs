@@ -45,6 +45,8 @@
 //! - `store`: [`BlockingClient`], the store client's blocking and `*_call` forms.
 //! - `engine`: [`BlockingEngine`], the transfer engine's.
 //! - `master`: [`BlockingMaster`], the master's `health` and `stats`.
+//! - [`messages`]: byte messages to a server's handler or callback, each once (the service
+//!   under Mooncake's Python `RpcInterface`).
 //! - [`masters`]: [`Masters`], where a store client finds its masters: `"h:p,h:p"`, or
 //!   `"etcd://h:p,h:p/CLUSTER"` (feature `etcd`: the elected leader, followed through etcd).
 //! - [`error`]: the [`Error`] enum, codes −4000 … −4999, and every layer's table of codes and
@@ -61,6 +63,7 @@ mod etcd_codes;
 pub mod ffi;
 mod master;
 pub mod masters;
+pub mod messages;
 mod store;
 mod waiter;
 
@@ -82,6 +85,8 @@ fn _bridge_types_are_send_sync() {
     send_sync::<BlockingEngine>();
     send_sync::<BlockingMaster>();
     send_sync::<Canceller>();
+    send_sync::<messages::MessageServer>();
+    send_sync::<messages::MessageClient>();
     fn send<T: Send + 'static>() {}
     send::<Call<Vec<u8>>>();
 }
