@@ -95,6 +95,12 @@
 // Reading or writing the master's data directory failed.
 #define YUEBING_ERR_IO -1103
 
+// No copy or move task has that id (or the master forgot it: it keeps the newest finished).
+#define YUEBING_ERR_TASK_NOT_FOUND -1400
+
+// The master has as many tasks waiting as it takes; nothing was created.
+#define YUEBING_ERR_TASK_PENDING_LIMIT_EXCEEDED -1401
+
 // A snapshot or log file of the master is damaged.
 #define YUEBING_ERR_CORRUPT -1500
 
@@ -370,6 +376,24 @@
 
 // Write local memory into the peer's segment.
 #define YUEBING_OP_WRITE 1
+
+// `yuebing_replica_task_info.kind`: add replicas on target nodes (Mooncake's `REPLICA_COPY`).
+#define YUEBING_REPLICA_TASK_COPY 0
+
+// `yuebing_replica_task_info.kind`: move a replica to another node (Mooncake's `REPLICA_MOVE`).
+#define YUEBING_REPLICA_TASK_MOVE 1
+
+// `yuebing_replica_task_info.state`: not taken by its client yet.
+#define YUEBING_REPLICA_TASK_PENDING 0
+
+// `yuebing_replica_task_info.state`: its client is copying.
+#define YUEBING_REPLICA_TASK_PROCESSING 1
+
+// `yuebing_replica_task_info.state`: ended without effect; `message` says why.
+#define YUEBING_REPLICA_TASK_FAILED 2
+
+// `yuebing_replica_task_info.state`: done, the new replicas are the object's.
+#define YUEBING_REPLICA_TASK_SUCCESS 3
 
 // A transfer engine (standalone, or a store client's).
 typedef uint64_t yuebing_engine_t;
@@ -687,6 +711,49 @@ typedef void (*yuebing_bytes_cb)(void *user_data,
 // A reservation handle (see `yuebing_store_batch_reserve`): space for one object, not
 // readable yet; free it with `yuebing_reservation_free`.
 typedef uint64_t yuebing_reservation_t;
+
+// A copy or move task's id: Mooncake's UUID pair (`yuebing_store_create_copy_task`).
+typedef struct {
+  // The high half (the master's epoch).
+  uint64_t high;
+  // The low half.
+  uint64_t low;
+} yuebing_replica_task_id;
+
+// A callback with a task id (zero on failure).
+typedef void (*yuebing_replica_task_id_cb)(void *user_data,
+                                           int32_t code,
+                                           const char *message,
+                                           yuebing_replica_task_id id);
+
+// What `yuebing_store_query_task` reports of a task. Handed over, its strings are the
+// caller's: free them with `yuebing_replica_task_info_free` (a zeroed one may be freed too); lent to a
+// callback, it is valid only until the callback returns.
+typedef struct {
+  // The task.
+  yuebing_replica_task_id id;
+  // `YUEBING_REPLICA_TASK_COPY` or `YUEBING_REPLICA_TASK_MOVE`.
+  uint32_t kind;
+  // `YUEBING_REPLICA_TASK_PENDING`, `_PROCESSING`, `_FAILED` or `_SUCCESS` (Mooncake's
+  // numbers).
+  uint32_t state;
+  // When it was created, in milliseconds since the Unix epoch (the master's clock).
+  uint64_t created_ms;
+  // When its state last changed.
+  uint64_t updated_ms;
+  // The client that runs it, as two halves.
+  yuebing_replica_task_id client;
+  // The object's key, NUL-terminated.
+  char *key;
+  // Why it failed (empty otherwise), NUL-terminated.
+  char *message;
+} yuebing_replica_task_info;
+
+// A callback with a task's state, lent until it returns (NULL on failure).
+typedef void (*yuebing_replica_task_info_cb)(void *user_data,
+                                             int32_t code,
+                                             const char *message,
+                                             const yuebing_replica_task_info *info);
 
 // A callback with a listing of `n` objects, valid only until it returns.
 typedef void (*yuebing_list_cb)(void *user_data,
@@ -2180,6 +2247,102 @@ int32_t yuebing_store_unmount_space_async(yuebing_store_t store,
                                           void *user_data,
                                           yuebing_call_t *call_out,
                                           yuebing_error *err);
+
+// Asks the master to add a replica of `key` on each of `n` target nodes (engine segment
+// names: `yuebing_engine_name` of a node's engine, or a node `yuebing_store_replicas` lists),
+// run in the background by the client holding a source replica; the task's id goes to `out`
+// (Mooncake's `create_copy_task`). Follow it with `yuebing_store_query_task`.
+//
+// # Safety
+// `key` NUL-terminated; `targets` valid for `n` NUL-terminated names; `opts` NULL or
+// readable; `out` writable; `err` NULL or writable.
+int32_t yuebing_store_create_copy_task(yuebing_store_t store,
+                                       const char *key,
+                                       const char *const *targets,
+                                       size_t n,
+                                       const yuebing_options *opts,
+                                       yuebing_replica_task_id *out,
+                                       yuebing_error *err);
+
+// `yuebing_store_create_copy_task` in callback form. Returns 0 and then calls `cb` exactly
+// once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_create_copy_task`; `user_data` usable on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_create_copy_task_async(yuebing_store_t store,
+                                             const char *key,
+                                             const char *const *targets,
+                                             size_t n,
+                                             const yuebing_options *opts,
+                                             yuebing_replica_task_id_cb cb,
+                                             void *user_data,
+                                             yuebing_call_t *call_out,
+                                             yuebing_error *err);
+
+// Asks the master to move `key`'s replica on node `source` to node `target`, in the
+// background; the task's id goes to `out` (Mooncake's `create_move_task`).
+//
+// # Safety
+// `key`, `source` and `target` NUL-terminated; `opts` NULL or readable; `out` writable;
+// `err` NULL or writable.
+int32_t yuebing_store_create_move_task(yuebing_store_t store,
+                                       const char *key,
+                                       const char *source,
+                                       const char *target,
+                                       const yuebing_options *opts,
+                                       yuebing_replica_task_id *out,
+                                       yuebing_error *err);
+
+// `yuebing_store_create_move_task` in callback form. Returns 0 and then calls `cb` exactly
+// once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_create_move_task`; `user_data` usable on the callback thread; `call_out`
+// NULL or writable.
+int32_t yuebing_store_create_move_task_async(yuebing_store_t store,
+                                             const char *key,
+                                             const char *source,
+                                             const char *target,
+                                             const yuebing_options *opts,
+                                             yuebing_replica_task_id_cb cb,
+                                             void *user_data,
+                                             yuebing_call_t *call_out,
+                                             yuebing_error *err);
+
+// Where task `id` is, in `out` (yours: free its strings with `yuebing_replica_task_info_free`).
+// `YUEBING_ERR_TASK_NOT_FOUND` for an unknown id (Mooncake's `query_task`).
+//
+// # Safety
+// `opts` NULL or readable; `out` writable; `err` NULL or writable.
+int32_t yuebing_store_query_task(yuebing_store_t store,
+                                 yuebing_replica_task_id id,
+                                 const yuebing_options *opts,
+                                 yuebing_replica_task_info *out,
+                                 yuebing_error *err);
+
+// `yuebing_store_query_task` in callback form: the state is lent to the callback (NULL on
+// failure). Returns 0 and then calls `cb` exactly once, or returns an error and never calls
+// it.
+//
+// # Safety
+// As `yuebing_store_query_task`; `user_data` usable on the callback thread; `call_out` NULL
+// or writable.
+int32_t yuebing_store_query_task_async(yuebing_store_t store,
+                                       yuebing_replica_task_id id,
+                                       const yuebing_options *opts,
+                                       yuebing_replica_task_info_cb cb,
+                                       void *user_data,
+                                       yuebing_call_t *call_out,
+                                       yuebing_error *err);
+
+// Frees the strings of a task's state handed over by `yuebing_store_query_task` and empties
+// them; NULL or a zeroed one is a no-op.
+//
+// # Safety
+// `info` is NULL or a `yuebing_replica_task_info` filled by this library (or zeroed), not freed
+// since.
+void yuebing_replica_task_info_free(yuebing_replica_task_info *info);
 
 // Lists keys starting with `prefix`, sorted, at most `limit`; the listing goes to `out` (free
 // it with `yuebing_list_free`).

@@ -7,7 +7,7 @@
 use std::future::Future;
 
 use yuebing_engine::TransferEngine;
-use yuebing_store::master::{ListedObject, ReplicaList, Stats};
+use yuebing_store::master::{ListedObject, ReplicaList, Stats, TaskId, TaskInfo};
 use yuebing_store::{
     Client, ClientConfig, ClientHealth, Fetched, Fragment, Located, Options, Reservation, SpaceId,
 };
@@ -300,6 +300,32 @@ impl BlockingClient {
         opts: impl Into<Options>,
     ) -> Result<Vec<String>> {
         self.wait(|| self.client.batch_replica_clear(keys, node, opts))
+    }
+
+    /// See [`Client::create_copy_task`].
+    pub fn create_copy_task<T: AsRef<str>>(
+        &self,
+        key: impl Into<String>,
+        targets: &[T],
+        opts: impl Into<Options>,
+    ) -> Result<TaskId> {
+        self.wait(|| self.client.create_copy_task(key, targets, opts))
+    }
+
+    /// See [`Client::create_move_task`].
+    pub fn create_move_task(
+        &self,
+        key: impl Into<String>,
+        source: impl Into<String>,
+        target: impl Into<String>,
+        opts: impl Into<Options>,
+    ) -> Result<TaskId> {
+        self.wait(|| self.client.create_move_task(key, source, target, opts))
+    }
+
+    /// See [`Client::query_task`].
+    pub fn query_task(&self, id: TaskId, opts: impl Into<Options>) -> Result<TaskInfo> {
+        self.wait(|| self.client.query_task(id, opts))
     }
 
     /// See [`Client::batch_reserve`].

@@ -42,6 +42,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::Buffer>()?;
     m.add_class::<types::ObjectInfo>()?;
     m.add_class::<types::Replicas>()?;
+    m.add_class::<types::ReplicaTask>()?;
     m.add_class::<types::Location>()?;
     m.add_class::<types::Reservation>()?;
     m.add_class::<types::BatchStatus>()?;

@@ -84,6 +84,49 @@ impl From<yuebing_store::master::ReplicaList> for Replicas {
 /// `size`, under the read lease the lookup took. Read it with `Store.read_located` into memory
 /// of at least `size` bytes before the lease ends (else `LeaseExpired`: locate it again), as
 /// often as wanted.
+/// A copy or move task as the master reports it (`Store.query_task`): `id` (Mooncake's pair
+/// of halves), `kind` (`"REPLICA_COPY"` or `"REPLICA_MOVE"`), `state` (`"PENDING"`,
+/// `"PROCESSING"`, `"SUCCESS"` or `"FAILED"`), `key`, `created_ms` and `updated_ms` (ms since
+/// the Unix epoch, the master's clock), `client` (the id of the client that runs it, hex) and
+/// `message` (why it failed).
+#[pyclass(module = "yuebing._native", frozen, get_all, eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReplicaTask {
+    id: (u64, u64),
+    kind: &'static str,
+    state: &'static str,
+    key: String,
+    created_ms: u64,
+    updated_ms: u64,
+    client: String,
+    message: String,
+}
+
+#[pymethods]
+impl ReplicaTask {
+    fn __repr__(&self) -> String {
+        format!(
+            "ReplicaTask(id={:?}, kind={}, state={}, key={:?}, message={:?})",
+            self.id, self.kind, self.state, self.key, self.message
+        )
+    }
+}
+
+impl From<yuebing_store::master::TaskInfo> for ReplicaTask {
+    fn from(t: yuebing_store::master::TaskInfo) -> Self {
+        ReplicaTask {
+            id: t.id.halves(),
+            kind: t.kind.name(),
+            state: t.state.name(),
+            key: t.key,
+            created_ms: t.created_ms,
+            updated_ms: t.updated_ms,
+            client: t.client.to_string(),
+            message: t.message,
+        }
+    }
+}
+
 #[pyclass(module = "yuebing._native", frozen)]
 pub(crate) struct Location(pub(crate) yuebing_store::Located);
 

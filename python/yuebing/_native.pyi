@@ -53,6 +53,30 @@ class Replicas:
     def lease_ms(self) -> int: ...
     def __len__(self) -> int: ...
 
+class ReplicaTask:
+    """A copy or move task as the master reports it (``Store.query_task``)."""
+    @property
+    def id(self) -> tuple[int, int]:
+        """Mooncake's pair of halves."""
+    @property
+    def kind(self) -> str:
+        """``"REPLICA_COPY"`` or ``"REPLICA_MOVE"``."""
+    @property
+    def state(self) -> str:
+        """``"PENDING"``, ``"PROCESSING"``, ``"SUCCESS"`` or ``"FAILED"``."""
+    @property
+    def key(self) -> str: ...
+    @property
+    def created_ms(self) -> int: ...
+    @property
+    def updated_ms(self) -> int: ...
+    @property
+    def client(self) -> str:
+        """The id of the client that runs it (hex)."""
+    @property
+    def message(self) -> str:
+        """Why it failed; empty otherwise."""
+
 class Location:
     """An object found by ``Store.locate`` (or ``Store.get_or_locate``), not read yet, under the
     read lease the lookup took: read it with ``Store.read_located`` before the lease ends."""
@@ -183,6 +207,12 @@ class Store:
         self, keys: Sequence[str], force: bool = False, *, timeout: Optional[float] = None
     ) -> list[Optional[YuebingError]]: ...
     def replicas(self, key: str, *, timeout: Optional[float] = None) -> Replicas: ...
+    def create_copy_task(self, key: str, targets: Sequence[str], *, timeout: Optional[float] = None) -> tuple[int, int]:
+        """Adds a replica of ``key`` on each target node in the background; the task's id."""
+    def create_move_task(self, key: str, source: str, target: str, *, timeout: Optional[float] = None) -> tuple[int, int]:
+        """Moves ``key``'s replica on ``source`` to ``target`` in the background; the task's id."""
+    def query_task(self, task_id: tuple[int, int], *, timeout: Optional[float] = None) -> ReplicaTask:
+        """Where a copy or move task is; ``TaskNotFound`` for an unknown id."""
     def batch_replicas(self, keys: Sequence[str], *, timeout: Optional[float] = None) -> list[Union[Replicas, YuebingError]]: ...
     def health_check(self, *, timeout: Optional[float] = None) -> int:
         """0 healthy, 1 closed, 2 master unreachable (Mooncake's numbers)."""

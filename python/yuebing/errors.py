@@ -80,6 +80,10 @@ _DOCS: Dict[str, str] = {
     "or overflowing length, a range that wraps, read-only memory as a destination); the message "
     "names it. Nothing was changed.",
     "NoAvailableHandle": "No node has room for the value, even after eviction.",
+    "TaskNotFound": "No copy or move task has that id (or it finished so long ago that the "
+    "master forgot it: it keeps the newest max_finished_tasks).",
+    "TaskPendingLimitExceeded": "The master has as many copy/move tasks waiting as it takes; "
+    "nothing was created. Retry later.",
     "Timeout": "A call did not finish in time; it was cancelled and its work has stopped.",
     "Canceled": "The call was cancelled; nothing of it touches the caller's memory any more.",
     "Forked": "This Store, Engine or Buffer was made before os.fork(): its calls cannot run "

@@ -46,6 +46,10 @@ class NotLeader(YuebingError):
     """Code -1010."""
 class Io(YuebingError):
     """Code -1103."""
+class TaskNotFound(YuebingError):
+    """Code -1400."""
+class TaskPendingLimitExceeded(YuebingError):
+    """Code -1401."""
 class Corrupt(YuebingError):
     """Code -1500."""
 class Timeout(YuebingError, TimeoutError):

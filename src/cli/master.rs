@@ -65,6 +65,30 @@ pub struct MasterArgs {
     /// master.placement].
     #[arg(long, env = "YUEBING_MASTER_PLACEMENT")]
     pub placement: Option<PlacementStrategy>,
+    /// Copy/move tasks waiting for their clients, at most [default: 10000; config:
+    /// master.max_pending_tasks].
+    #[arg(long, env = "YUEBING_MASTER_MAX_PENDING_TASKS")]
+    pub max_pending_tasks: Option<usize>,
+    /// Copy/move tasks running at once, at most [default: 10000; config:
+    /// master.max_processing_tasks].
+    #[arg(long, env = "YUEBING_MASTER_MAX_PROCESSING_TASKS")]
+    pub max_processing_tasks: Option<usize>,
+    /// Finished copy/move tasks kept for queries [default: 10000; config:
+    /// master.max_finished_tasks].
+    #[arg(long, env = "YUEBING_MASTER_MAX_FINISHED_TASKS")]
+    pub max_finished_tasks: Option<usize>,
+    /// A task not taken by its client within this fails, ms (0: never) [default: 300000;
+    /// config: master.pending_task_timeout_ms].
+    #[arg(long, env = "YUEBING_MASTER_PENDING_TASK_TIMEOUT_MS")]
+    pub pending_task_timeout_ms: Option<u64>,
+    /// A task taken but not ended within this fails, ms [default: 300000; config:
+    /// master.processing_task_timeout_ms].
+    #[arg(long, env = "YUEBING_MASTER_PROCESSING_TASK_TIMEOUT_MS")]
+    pub processing_task_timeout_ms: Option<u64>,
+    /// Takes of a task whose target is full before it fails [default: 10; config:
+    /// master.max_task_retries].
+    #[arg(long, env = "YUEBING_MASTER_MAX_TASK_RETRIES")]
+    pub max_task_retries: Option<u32>,
     /// Runtime worker threads. The core runs under one lock, so one worker serves it with the
     /// fewest hand-overs between threads; raise it when encoding and decoding calls needs more
     /// than a core [default: 1; config: master.worker_threads].
@@ -133,6 +157,42 @@ impl MasterArgs {
             max_key_len: file.resolve(s, "max_key_len", self.max_key_len, d.max_key_len)?,
             placement: file.resolve(s, "placement", self.placement, d.placement)?,
             seed: d.seed,
+            max_pending_tasks: file.resolve(
+                s,
+                "max_pending_tasks",
+                self.max_pending_tasks,
+                d.max_pending_tasks,
+            )?,
+            max_processing_tasks: file.resolve(
+                s,
+                "max_processing_tasks",
+                self.max_processing_tasks,
+                d.max_processing_tasks,
+            )?,
+            max_finished_tasks: file.resolve(
+                s,
+                "max_finished_tasks",
+                self.max_finished_tasks,
+                d.max_finished_tasks,
+            )?,
+            pending_task_timeout_ms: file.resolve(
+                s,
+                "pending_task_timeout_ms",
+                self.pending_task_timeout_ms,
+                d.pending_task_timeout_ms,
+            )?,
+            processing_task_timeout_ms: file.resolve(
+                s,
+                "processing_task_timeout_ms",
+                self.processing_task_timeout_ms,
+                d.processing_task_timeout_ms,
+            )?,
+            max_task_retries: file.resolve(
+                s,
+                "max_task_retries",
+                self.max_task_retries,
+                d.max_task_retries,
+            )?,
         };
         core.validate().map_err(|reason| ConfigError {
             path: "master settings".into(),

@@ -1,12 +1,12 @@
-//! `yuebing store put|get|exist|remove|ls|stats`: operator commands against a running master,
-//! like redis-cli. Each runs a pure client (no store space).
+//! `yuebing store put|get|exist|remove|ls|stats|copy|move|task`: operator commands against a
+//! running master, like redis-cli. Each runs a pure client (no store space).
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use clap::Subcommand;
 use yuebing_rpc::{Endpoint, Token};
-use yuebing_store::master::{ClientId, MasterClient, PutConfig};
+use yuebing_store::master::{ClientId, MasterClient, PutConfig, TaskId, TaskInfo, TaskState};
 use yuebing_store::{Client, ClientConfig, Options};
 
 /// One operator command. Its arguments are checked as they are parsed, before the command
@@ -58,6 +58,38 @@ pub enum StoreCmd {
     },
     /// Print the master's counts.
     Stats,
+    /// Add a replica of KEY on each TARGET node, in the background; prints the task's id
+    /// (follow it with `store task ID`, or `--wait` for its end).
+    Copy {
+        /// The key.
+        #[arg(value_parser = key)]
+        key: String,
+        /// Nodes (engine segment names, as `store get` sources show them).
+        #[arg(required = true)]
+        targets: Vec<String>,
+        /// Wait until the task ends, and fail unless it succeeded.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Move KEY's replica on node SOURCE to node TARGET, in the background; prints the task's
+    /// id.
+    Move {
+        /// The key.
+        #[arg(value_parser = key)]
+        key: String,
+        /// The node holding the replica now.
+        source: String,
+        /// The node it goes to.
+        target: String,
+        /// Wait until the task ends, and fail unless it succeeded.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Print a copy or move task: id, kind, state, key, and why it failed.
+    Task {
+        /// The task's id, HIGH-LOW as `store copy` prints it.
+        id: TaskId,
+    },
 }
 
 /// A KEY argument, checked as the client and the master check it (refused before connecting).
@@ -140,6 +172,25 @@ async fn execute(
                     .map_err(|e| io("stdout", e))?;
             }
         }
+        StoreCmd::Copy { key, targets, wait } => {
+            let id = client.create_copy_task(&key, &targets, &opts).await?;
+            follow(client, id, wait, &mut out).await?;
+        }
+        StoreCmd::Move {
+            key,
+            source,
+            target,
+            wait,
+        } => {
+            let id = client
+                .create_move_task(&key, &source, &target, &opts)
+                .await?;
+            follow(client, id, wait, &mut out).await?;
+        }
+        StoreCmd::Task { id } => {
+            let t = client.query_task(id, &opts).await?;
+            write_task(&mut out, &t)?;
+        }
         StoreCmd::Stats => {
             let s = client.stats(&opts).await?;
             let text = format!(
@@ -158,6 +209,50 @@ async fn execute(
         }
     }
     Ok(())
+}
+
+/// Prints a new task's id; with `wait`, polls it until it ends, prints it, and answers its
+/// failure as an error.
+async fn follow(
+    client: &Client,
+    id: TaskId,
+    wait: bool,
+    out: &mut impl Write,
+) -> yuebing_store::Result<()> {
+    writeln!(out, "{id}").map_err(|e| io("stdout", e))?;
+    if !wait {
+        return Ok(());
+    }
+    let opts = Options::default();
+    let t = loop {
+        let t = client.query_task(id, &opts).await?;
+        if t.state.is_finished() {
+            break t;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    write_task(out, &t)?;
+    match t.state {
+        TaskState::Success => Ok(()),
+        _ => Err(yuebing_store::Error::InvalidWrite {
+            key: t.key,
+            reason: format!("task {id} failed: {}", t.message),
+        }),
+    }
+}
+
+/// A task as one tab-separated line: id, kind, state, key, message.
+fn write_task(out: &mut impl Write, t: &TaskInfo) -> yuebing_store::Result<()> {
+    writeln!(
+        out,
+        "{}\t{}\t{}\t{}\t{}",
+        t.id,
+        t.kind.name(),
+        t.state.name(),
+        t.key,
+        t.message
+    )
+    .map_err(|e| io("stdout", e))
 }
 
 /// One line per configured master: its role, epoch, applied and durable positions, and how

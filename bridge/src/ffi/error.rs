@@ -37,6 +37,10 @@ pub const YUEBING_ERR_WRITE_IN_PROGRESS: i32 = -714;
 pub const YUEBING_ERR_NOT_LEADER: i32 = -1010;
 /// Reading or writing the master's data directory failed.
 pub const YUEBING_ERR_IO: i32 = -1103;
+/// No copy or move task has that id (or the master forgot it: it keeps the newest finished).
+pub const YUEBING_ERR_TASK_NOT_FOUND: i32 = -1400;
+/// The master has as many tasks waiting as it takes; nothing was created.
+pub const YUEBING_ERR_TASK_PENDING_LIMIT_EXCEEDED: i32 = -1401;
 /// A snapshot or log file of the master is damaged.
 pub const YUEBING_ERR_CORRUPT: i32 = -1500;
 /// The store call ran out of time.

@@ -31,8 +31,9 @@
 //!   address (`get_into`, `put_from`, transfers) must be registered with the engine and is
 //!   touched until the call ends — its blocking form returns or its callback runs.
 //! - Bytes, listings and replicas the library hands over are freed with `yuebing_buf_free`,
-//!   `yuebing_list_free` and `yuebing_replicas_free`; a location handle with
-//!   `yuebing_location_free`, a reservation with `yuebing_reservation_free`.
+//!   `yuebing_list_free` and `yuebing_replicas_free`, a task's state with
+//!   `yuebing_replica_task_info_free`; a location handle with `yuebing_location_free`, a reservation
+//!   with `yuebing_reservation_free`.
 
 #![allow(non_camel_case_types)]
 
@@ -49,5 +50,6 @@ pub mod store_batch;
 pub mod store_located;
 pub mod store_ops;
 pub mod store_reserved;
+pub mod store_tasks;
 pub mod store_whole;
 pub mod types;

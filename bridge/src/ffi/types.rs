@@ -297,6 +297,74 @@ pub struct yuebing_request {
     pub length: u64,
 }
 
+/// A copy or move task's id: Mooncake's UUID pair (`yuebing_store_create_copy_task`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct yuebing_replica_task_id {
+    /// The high half (the master's epoch).
+    pub high: u64,
+    /// The low half.
+    pub low: u64,
+}
+
+/// `yuebing_replica_task_info.kind`: add replicas on target nodes (Mooncake's `REPLICA_COPY`).
+pub const YUEBING_REPLICA_TASK_COPY: u32 = 0;
+/// `yuebing_replica_task_info.kind`: move a replica to another node (Mooncake's `REPLICA_MOVE`).
+pub const YUEBING_REPLICA_TASK_MOVE: u32 = 1;
+/// `yuebing_replica_task_info.state`: not taken by its client yet.
+pub const YUEBING_REPLICA_TASK_PENDING: u32 = 0;
+/// `yuebing_replica_task_info.state`: its client is copying.
+pub const YUEBING_REPLICA_TASK_PROCESSING: u32 = 1;
+/// `yuebing_replica_task_info.state`: ended without effect; `message` says why.
+pub const YUEBING_REPLICA_TASK_FAILED: u32 = 2;
+/// `yuebing_replica_task_info.state`: done, the new replicas are the object's.
+pub const YUEBING_REPLICA_TASK_SUCCESS: u32 = 3;
+
+/// What `yuebing_store_query_task` reports of a task. Handed over, its strings are the
+/// caller's: free them with `yuebing_replica_task_info_free` (a zeroed one may be freed too); lent to a
+/// callback, it is valid only until the callback returns.
+#[repr(C)]
+#[derive(Debug)]
+pub struct yuebing_replica_task_info {
+    /// The task.
+    pub id: yuebing_replica_task_id,
+    /// `YUEBING_REPLICA_TASK_COPY` or `YUEBING_REPLICA_TASK_MOVE`.
+    pub kind: u32,
+    /// `YUEBING_REPLICA_TASK_PENDING`, `_PROCESSING`, `_FAILED` or `_SUCCESS` (Mooncake's
+    /// numbers).
+    pub state: u32,
+    /// When it was created, in milliseconds since the Unix epoch (the master's clock).
+    pub created_ms: u64,
+    /// When its state last changed.
+    pub updated_ms: u64,
+    /// The client that runs it, as two halves.
+    pub client: yuebing_replica_task_id,
+    /// The object's key, NUL-terminated.
+    pub key: *mut c_char,
+    /// Why it failed (empty otherwise), NUL-terminated.
+    pub message: *mut c_char,
+}
+
+/// A callback with a task id (zero on failure).
+pub type yuebing_replica_task_id_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        code: i32,
+        message: *const c_char,
+        id: yuebing_replica_task_id,
+    ),
+>;
+
+/// A callback with a task's state, lent until it returns (NULL on failure).
+pub type yuebing_replica_task_info_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        code: i32,
+        message: *const c_char,
+        info: *const yuebing_replica_task_info,
+    ),
+>;
+
 /// A callback with no value. `message` is NULL on success, else the error's text; it is valid
 /// only until the callback returns.
 pub type yuebing_done_cb =

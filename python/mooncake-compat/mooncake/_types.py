@@ -36,13 +36,13 @@ class ReplicaStatus(enum.IntEnum):
 
 
 class TaskType(enum.IntEnum):
-    """Kinds of copy/move tasks (not offered by yuebing)."""
+    """Kinds of copy/move tasks (``QueryTaskResponse.type``)."""
     REPLICA_COPY = 0
     REPLICA_MOVE = 1
 
 
 class TaskStatus(enum.IntEnum):
-    """States of copy/move tasks (not offered by yuebing)."""
+    """States of copy/move tasks (``QueryTaskResponse.status``)."""
     PENDING = 0
     PROCESSING = 1
     FAILED = 2

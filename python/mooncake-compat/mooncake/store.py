@@ -16,7 +16,7 @@ import uuid
 import yuebing
 
 from . import _codes, _hostname, _memory, _setup
-from ._codes import INVALID_PARAMS, OBJECT_ALREADY_EXISTS
+from ._codes import INVALID_PARAMS, OBJECT_ALREADY_EXISTS, OK
 from ._pool import (BufferLease, BufferLeaseView, BufferPool, RegisteredBufferLease,
                     RegisteredBufferLeaseView, RegisteredBufferPool)
 from ._types import (Descriptor, DiskDescriptor, EngramStore, EngramStoreConfig,
@@ -907,6 +907,35 @@ class MooncakeDistributedStore:
                           lambda s: s.batch_replica_clear(list(keys), node), _logged([]))
         return found if isinstance(found, list) else []
 
+    # ------------------------------------------------------------------ copy / move tasks
+
+    def create_copy_task(self, key, targets):
+        """Adds a replica of ``key`` on each of ``targets`` (segment names), run in the
+        background by the client holding a source replica: ``(task_id, 0)``, or
+        ``((0, 0), code)``. Follow it with ``query_task``."""
+        nodes = [_hostname.node_name(t) for t in targets]
+        found = self._run("create_copy_task", INVALID_PARAMS,
+                          lambda s: s.create_copy_task(key, nodes))
+        return _task_answer(found)
+
+    def create_move_task(self, key, source, target):
+        """Moves ``key``'s replica on segment ``source`` to segment ``target`` in the
+        background: ``(task_id, 0)``, or ``((0, 0), code)``."""
+        src, dst = _hostname.node_name(source), _hostname.node_name(target)
+        found = self._run("create_move_task", INVALID_PARAMS,
+                          lambda s: s.create_move_task(key, src, dst))
+        return _task_answer(found)
+
+    def query_task(self, task_id):
+        """Where a copy or move task is: ``(QueryTaskResponse, 0)``, or ``(None, code)``
+        (``TASK_NOT_FOUND``, -1400, for an unknown id)."""
+        high, low = _task_id(task_id)
+        found = self._run("query_task", INVALID_PARAMS,
+                          lambda s: s.query_task((high, low)))
+        if isinstance(found, int):
+            return None, found
+        return _task_response(found), OK
+
     def get_replica_desc(self, key):
         """The replicas of ``key`` (``[]`` when it is missing)."""
         found = self._run("get_replica_desc", [], lambda s: s.replicas(key), _logged([]))
@@ -956,6 +985,36 @@ def _tensor_method(name):
 for _name in _TENSOR_METHODS:
     setattr(MooncakeDistributedStore, _name, _tensor_method(_name))
 del _name
+
+
+def _task_id(task_id):
+    """A task id as Mooncake's UUID pair ``(high, low)`` (``TypeError`` for anything else)."""
+    try:
+        high, low = task_id
+        return _address(high), _address(low)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"task_id must be a (high, low) pair of ints, not {task_id!r}") from e
+
+
+def _task_answer(found):
+    """``create_*_task``'s answer: ``(id, 0)``, or ``((0, 0), code)``."""
+    if isinstance(found, int):
+        return (0, 0), found
+    return tuple(found), OK
+
+
+def _task_response(task):
+    """A ``yuebing.ReplicaTask`` as Mooncake's ``QueryTaskResponse``."""
+    r = QueryTaskResponse()
+    r.id = tuple(task.id)
+    r.type = TaskType[task.kind]
+    r.status = TaskStatus[task.state]
+    r.created_at_ms_epoch = task.created_ms
+    r.last_updated_at_ms_epoch = task.updated_ms
+    client = int(task.client, 16)
+    r.assigned_client = (client >> 64, client & ((1 << 64) - 1))
+    r.message = task.message
+    return r
 
 
 def _address(value):

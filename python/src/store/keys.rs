@@ -1,14 +1,15 @@
 //! What the `Store` knows of its keys and of itself: existence and sizes, replicas, removal,
-//! listing, health and statistics.
+//! copy and move tasks, listing, health and statistics.
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use yuebing_store::master::TaskId;
 use yuebing_store::ClientHealth;
 
 use super::Store;
 use crate::errors;
 use crate::options;
-use crate::types::{self, ObjectInfo};
+use crate::types::{self, ObjectInfo, ReplicaTask};
 use crate::wait::wait;
 
 #[pymethods]
@@ -83,6 +84,52 @@ impl Store {
     ) -> PyResult<Vec<String>> {
         let opts = options::call(py, timeout)?;
         self.run(py, |c| c.batch_replica_clear(&keys, node, &opts))
+    }
+
+    /// Asks the master to add a replica of `key` on each of `targets` (node names), run in the
+    /// background by a client holding a source replica; returns the task's id, a pair of ints
+    /// (Mooncake's `create_copy_task`). Follow it with `query_task`.
+    #[pyo3(signature = (key, targets, *, timeout=None))]
+    fn create_copy_task(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        targets: Vec<String>,
+        timeout: Option<f64>,
+    ) -> PyResult<(u64, u64)> {
+        let opts = options::call(py, timeout)?;
+        let id = self.run(py, |c| c.create_copy_task(key, &targets, &opts))?;
+        Ok(id.halves())
+    }
+
+    /// Asks the master to move `key`'s replica on node `source` to node `target`, in the
+    /// background; returns the task's id (Mooncake's `create_move_task`).
+    #[pyo3(signature = (key, source, target, *, timeout=None))]
+    fn create_move_task(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        source: &str,
+        target: &str,
+        timeout: Option<f64>,
+    ) -> PyResult<(u64, u64)> {
+        let opts = options::call(py, timeout)?;
+        let id = self.run(py, |c| c.create_move_task(key, source, target, &opts))?;
+        Ok(id.halves())
+    }
+
+    /// Where a copy or move task is: a `ReplicaTask`. An unknown id raises `TaskNotFound`.
+    #[pyo3(signature = (task_id, *, timeout=None))]
+    fn query_task(
+        &self,
+        py: Python<'_>,
+        task_id: (u64, u64),
+        timeout: Option<f64>,
+    ) -> PyResult<ReplicaTask> {
+        let opts = options::call(py, timeout)?;
+        let id = TaskId::from_halves(task_id.0, task_id.1);
+        self.run(py, |c| c.query_task(id, &opts))
+            .map(ReplicaTask::from)
     }
 
     /// Removes every object (`force`: leased ones too); returns how many.
