@@ -18,6 +18,8 @@
 //! - `options`: per-call settings from keyword arguments.
 //! - `store`: the `Store` class: opening it, writes, reads, and what it knows of its keys.
 //! - `engine`: the `Engine` class, its batches of transfers and its `Buffer`s.
+//! - `rpc`: the `MessageServer` and `MessageClient` classes: byte messages to a server's Python
+//!   callback (the drop-in's `RpcInterface`).
 //! - `types`: the small result classes (`ObjectInfo`, `Replicas`, `Location`, `Reservation`, `BatchStatus`,
 //!   `TaskStatus`).
 
@@ -27,6 +29,7 @@ mod memory;
 mod options;
 mod pin_table;
 mod pins;
+mod rpc;
 mod runtime;
 mod store;
 mod types;
@@ -40,6 +43,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::Store>()?;
     m.add_class::<engine::Engine>()?;
     m.add_class::<engine::Buffer>()?;
+    m.add_class::<rpc::MessageServer>()?;
+    m.add_class::<rpc::MessageClient>()?;
     m.add_class::<types::ObjectInfo>()?;
     m.add_class::<types::Replicas>()?;
     m.add_class::<types::ReplicaTask>()?;

@@ -1,5 +1,6 @@
 //! The process's bridge: every `Store` and `Engine` made in one process runs on one
-//! [`Bridge`] (its runtime and callback pool), started on first use.
+//! [`Bridge`] (its runtime and callback pool), started on first use; Python callbacks run on a
+//! second bridge's callback pool, on the same runtime ([`callback_bridge`]).
 //!
 //! After `fork()` the parent's bridge threads do not exist in the child, so its calls fail with
 //! `Forked` (−4005), and so does every method of a `Store`, `Engine` or `Buffer` the child
@@ -19,10 +20,39 @@ use crate::errors;
 /// The bridge and the process that started it.
 static BRIDGE: Mutex<Option<(u32, Bridge)>> = Mutex::new(None);
 
+/// The bridge whose callback pool runs Python callbacks (see [`callback_bridge`]).
+static CALLBACK_BRIDGE: Mutex<Option<(u32, Bridge)>> = Mutex::new(None);
+
+/// Threads that run Python callbacks: more let a callback that blocks (waits for an event,
+/// makes a blocking call) hold up fewer others.
+const CALLBACK_THREADS: usize = 4;
+
 /// This process's bridge, started on first use (again in a forked child).
 pub(crate) fn bridge(py: Python<'_>) -> PyResult<Bridge> {
+    per_process(py, &BRIDGE, || Bridge::new(BridgeConfig::default()))
+}
+
+/// The bridge that runs this process's Python callbacks (the rpc module's receive and send
+/// callbacks): on [`bridge`]'s runtime, with a callback pool of its own. A Python callback may
+/// make any blocking call of this package, since its thread is not one of [`bridge`]'s (where
+/// a blocking call would be refused with `WouldBlockBridge` before its work stopped, see
+/// `wait::wait_raw`); blocking calls are never made on this bridge.
+pub(crate) fn callback_bridge(py: Python<'_>) -> PyResult<Bridge> {
+    let main = bridge(py)?;
+    per_process(py, &CALLBACK_BRIDGE, || {
+        Bridge::with_handle(main.handle().clone(), CALLBACK_THREADS)
+    })
+}
+
+/// The bridge in `slot` if this process made it, else one made now by `make` (a forked
+/// child's inherited one is left alone).
+fn per_process(
+    py: Python<'_>,
+    slot: &Mutex<Option<(u32, Bridge)>>,
+    make: impl FnOnce() -> yuebing_bridge::Result<Bridge>,
+) -> PyResult<Bridge> {
     let pid = std::process::id();
-    let mut slot = BRIDGE.lock().unwrap_or_else(|p| p.into_inner());
+    let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((owner, bridge)) = slot.as_ref() {
         if *owner == pid {
             return Ok(bridge.clone());
@@ -33,7 +63,7 @@ pub(crate) fn bridge(py: Python<'_>) -> PyResult<Bridge> {
     if let Some((_, inherited)) = slot.take() {
         std::mem::forget(inherited);
     }
-    let made = Bridge::new(BridgeConfig::default());
+    let made = make();
     if let Ok(bridge) = &made {
         *slot = Some((pid, bridge.clone()));
     }

@@ -29,7 +29,8 @@ pub(crate) fn wait<T: Send + 'static>(py: Python<'_>, call: Call<T>) -> PyResult
 ///
 /// `Call::wait_for` hands back an outcome before the call's work stopped only when it refuses
 /// to wait on a thread of the bridge (`WouldBlockBridge`). Python code never runs on those
-/// threads (this binding gives the bridge no Python callbacks), and in a forked child a call
+/// threads (Python callbacks run on `runtime::callback_bridge`'s pool, and no call waited for
+/// here is made on that bridge), and in a forked child a call
 /// of the parent's bridge never starts (it ends at once with `Forked`), so every outcome here
 /// comes once nothing of the call touches the caller's memory.
 pub(crate) fn wait_raw<T: Send + 'static>(

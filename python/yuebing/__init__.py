@@ -36,6 +36,9 @@ fork: a Store, Engine or Buffer made before ``os.fork()`` cannot be used in the 
 calls raise ``yuebing.Forked``); make a new one there. With multiprocessing, the "spawn" start method
 avoids the question.
 
+``yuebing.MessageServer`` and ``yuebing.MessageClient`` send byte messages to a server's
+Python callback, each delivered once, on a callback thread.
+
 asyncio: no coroutine API is offered. The calls release the GIL, so ``await
 asyncio.to_thread(store.get, key)`` (or ``loop.run_in_executor``) runs them without blocking
 the event loop.
@@ -49,6 +52,8 @@ from ._native import (
     Buffer,
     Engine,
     Location,
+    MessageClient,
+    MessageServer,
     Reservation,
     ObjectInfo,
     Replicas,
@@ -63,6 +68,8 @@ __all__ = [
     "Store",
     "Engine",
     "Buffer",
+    "MessageServer",
+    "MessageClient",
     "ObjectInfo",
     "Replicas",
     "Location",

@@ -15,7 +15,7 @@ read-only memory raises ``InvalidArgument``. An int address is taken as writable
 caller vouches for it.
 """
 
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from typing_extensions import Buffer as _BufferProtocol
 
@@ -448,6 +448,50 @@ class TaskStatus:
     def length(self) -> int: ...
     @property
     def error(self) -> Optional[YuebingError]: ...
+
+class MessageServer:
+    """A server of byte messages: listens at once; each message is handed to
+    ``on_message(source, data)`` (the sender's ``ip:port``, ``bytes``) on a callback thread,
+    exactly once, and its sender's ``send`` returns once that call returned. An exception the
+    callback raises goes to ``sys.unraisablehook``."""
+    def __init__(
+        self,
+        bind: str = "127.0.0.1:0",
+        on_message: Optional[Callable[[str, bytes], Any]] = None,
+        *,
+        token: Optional[str] = None,
+        max_message: Optional[SizeLike] = None,
+    ) -> None: ...
+    @property
+    def address(self) -> str:
+        """Where it listens, ``ip:port``."""
+    @property
+    def running(self) -> bool:
+        """Whether it still serves."""
+    def stop(self, grace: float = 5.0) -> bool:
+        """Stops it, letting messages being handled finish for up to ``grace`` seconds; True,
+        or False if it was stopped already."""
+    def wait_stopped(self) -> None:
+        """Blocks (GIL released, Ctrl-C interrupts) until it is stopped."""
+
+class MessageClient:
+    """Sends byte messages to ``MessageServer``s, with pooled connections per target."""
+    def __init__(
+        self,
+        *,
+        token: Optional[str] = None,
+        timeout: float = 30.0,
+        connections: int = 4,
+        max_message: Optional[SizeLike] = None,
+    ) -> None: ...
+    def send(self, target: str, data: BufferLike) -> None:
+        """Sends ``data`` (copied) to ``target`` (``host:port``); returns once the server's
+        callback took it, raises the error otherwise."""
+    def send_then(
+        self, target: str, data: BufferLike, done: Callable[[Optional[YuebingError]], Any]
+    ) -> None:
+        """Starts a send; ``done(None)`` or ``done(error)`` is called once, on a callback
+        thread."""
 
 class Engine:
     """A Transfer Engine (see ``help(yuebing.Engine)``)."""
