@@ -10,6 +10,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from conftest import Cluster
 
 UPSTREAM = pathlib.Path(__file__).resolve().parents[1] / "mooncake-upstream-tests"
@@ -124,3 +126,52 @@ def test_mooncakes_engine_pair_passes_unmodified(tmp_path):
     assert proc.returncode == 0, out[-6000:] + "\n--- target:\n" + log[-3000:]
     ran = re.search(r"Ran (\d+) tests?", out)
     assert ran and int(ran.group(1)) == expected and "\nOK" in out, out[-3000:]
+
+
+# Mooncake's coro_rpc bandwidth tool (mooncake-transfer-engine/tests/rpc_communicator_test.py):
+# a server, and a client whose threads send 1 MiB messages with RpcInterface.send_data and print
+# "bandwidth: ..." each second in which sends succeeded, until Ctrl-C (both loop forever, as in
+# Mooncake). The server binds 0.0.0.0 (the script asks for it), so the pair runs in a network
+# namespace of its own (loopback only), or not at all.
+RPC_PAIR = """
+set -u -m  # job control: else a background job ignores SIGINT, the server's Ctrl-C
+ip link set lo up
+python=$1 port=$2
+"$python" rpc_communicator_test.py server --url "127.0.0.1:$port" > "$SERVER_LOG" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null' EXIT
+for _ in $(seq 200); do
+  grep -q "press Ctrl+C" "$SERVER_LOG" && break
+  kill -0 $server 2>/dev/null || break
+  sleep 0.1
+done
+# Ctrl-C after a few seconds: the client's own way out.
+timeout -s INT 5 "$python" rpc_communicator_test.py client --url "127.0.0.1:$port" --threads 2
+rc=$?
+[ $rc = 0 ] || [ $rc = 124 ] || exit $rc
+kill -INT $server
+wait $server
+"""
+
+
+def test_mooncakes_rpc_bandwidth_tool_runs_unmodified(tmp_path):
+    if not _netns_works():
+        pytest.skip("needs a network namespace (unshare -rn): its server binds 0.0.0.0")
+    (port,) = _free_ports(1)
+    env = dict(os.environ, PYTHONUNBUFFERED="1", SERVER_LOG=str(tmp_path / "server.log"))
+    proc = subprocess.Popen(["unshare", "-rn", "bash", "-c", RPC_PAIR, "pair", sys.executable,
+                             str(port)], cwd=UPSTREAM, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    server = (tmp_path / "server.log").read_text()
+    assert proc.returncode == 0, out[-4000:] + "\n--- server:\n" + server[-3000:]
+    assert re.search(r"^bandwidth: [0-9.e-]+ GB/s$", out, re.M), out[-4000:]
+    assert "Warning: send_data returned error" not in out and "Error sending" not in out, out
+    assert "Server started on 0.0.0.0:" in server and "Server stopping" in server, server
