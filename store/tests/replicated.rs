@@ -168,3 +168,79 @@ async fn a_standby_applies_the_log_and_serves_once_promoted() {
     let e = client.exist("b", &opts).await.unwrap_err();
     assert_eq!(e.code(), -5012, "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_task_created_at_the_leader_runs_to_its_end_at_the_promoted_standby() {
+    let (leader, leader_log, leader_gate) = replicated(true).await;
+    let (standby, standby_log, standby_gate) = replicated(false).await;
+    let masters = vec![
+        leader.local_endpoint().clone(),
+        standby.local_endpoint().clone(),
+    ];
+    let node = |heartbeat_ms| ClientConfig {
+        masters: masters.clone(),
+        store_size: 8 << 20,
+        heartbeat: Duration::from_millis(heartbeat_ms),
+        ..ClientConfig::default()
+    };
+    // The source's pings are slow: its task is most likely still pending at the failover.
+    let source = Client::start(node(2_000)).await.unwrap();
+    let target = Client::start(node(100)).await.unwrap();
+    let opts = Options::deadline(Duration::from_secs(10));
+    let on_source = Options {
+        put: Some(yuebing_store::master::PutConfig {
+            preferred: vec![source.hostname().to_string()],
+            ..Default::default()
+        }),
+        ..opts.clone()
+    };
+    let value: Vec<u8> = (0..1 << 20).map(|i| (i % 241) as u8).collect();
+    source.put("k", &value, &on_source).await.unwrap();
+    let id = target
+        .create_copy_task("k", &[target.hostname()], &opts)
+        .await
+        .unwrap();
+
+    // Failover right away, with the log as it stands.
+    leader_gate.close();
+    let written = leader_log.entries();
+    assert!(written
+        .iter()
+        .any(|e| matches!(e.record, yuebing_store::master::Record::TaskCreate { .. })));
+    standby.replay(written.clone()).unwrap();
+    standby_log.tx().send_replace(written.last().unwrap().seq);
+    standby.promote(written.last().unwrap().epoch + 1).unwrap();
+    standby_gate.open();
+
+    // The new leader knows the task, and its client finishes it there.
+    let state = eventually(
+        "the task ends at the new leader",
+        Duration::from_secs(30),
+        async || {
+            let t = target.query_task(id, &opts).await.ok()?;
+            t.state.is_finished().then_some(t)
+        },
+    )
+    .await;
+    assert_eq!(
+        state.state,
+        yuebing_store::master::TaskState::Success,
+        "{}",
+        state.message
+    );
+    let nodes: Vec<String> = target
+        .replicas("k", &opts)
+        .await
+        .unwrap()
+        .replicas
+        .into_iter()
+        .map(|r| r.node)
+        .collect();
+    assert!(nodes.contains(&target.hostname().to_string()), "{nodes:?}");
+    drop(source);
+    let got = eventually("read from the copy", Duration::from_secs(20), async || {
+        target.get("k", &opts).await
+    })
+    .await;
+    assert_eq!(got, value);
+}

@@ -1,13 +1,14 @@
 //! Property tests over random operation sequences: after every step no two allocations
 //! overlap and used bytes equal the live allocations (`check_invariants`); a leased object is
 //! never evicted nor removed without force unless all its nodes were lost; a completed object
-//! disappears only by remove, eviction or the loss of all its nodes; and replaying the log
-//! (from the start, or after a mid-way snapshot) reproduces the state.
+//! disappears only by remove, eviction or the loss of all its nodes (copy and move tasks
+//! included); and replaying the log (from the start, or after a mid-way snapshot) reproduces
+//! the state.
 
 use std::collections::{HashMap, HashSet};
 
 use proptest::prelude::*;
-use yuebing_store::master::{Master, MasterConfig, MountId, PutConfig, Record};
+use yuebing_store::master::{Master, MasterConfig, MountId, PutConfig, Record, TaskId, TaskState};
 
 use super::*;
 
@@ -67,6 +68,22 @@ enum Op {
     Leave {
         client: u8,
     },
+    Copy {
+        key: u8,
+        target: u8,
+    },
+    Move {
+        key: u8,
+        source: u8,
+        target: u8,
+    },
+    Take {
+        client: u8,
+    },
+    Finish {
+        client: u8,
+        ok: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -84,13 +101,18 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(key, size, client, end)| Op::Upsert { key, size, client, end }),
         3 => key.clone().prop_map(|key| Op::Get { key }),
         2 => key.clone().prop_map(|key| Op::Exist { key }),
-        2 => (key, any::<bool>()).prop_map(|(key, force)| Op::Remove { key, force }),
+        2 => (key.clone(), any::<bool>()).prop_map(|(key, force)| Op::Remove { key, force }),
         1 => any::<bool>().prop_map(|force| Op::RemoveAll { force }),
         3 => (0u16..1500).prop_map(|ms| Op::Advance { ms }),
         3 => client.clone().prop_map(|client| Op::Ping { client }),
         1 => client.clone().prop_map(|client| Op::Unmount { client }),
         1 => client.clone().prop_map(|client| Op::Remount { client }),
-        1 => client.prop_map(|client| Op::Leave { client }),
+        1 => client.clone().prop_map(|client| Op::Leave { client }),
+        2 => (key.clone(), 0u8..3).prop_map(|(key, target)| Op::Copy { key, target }),
+        1 => (key, 0u8..3, 0u8..3)
+            .prop_map(|(key, source, target)| Op::Move { key, source, target }),
+        2 => client.clone().prop_map(|client| Op::Take { client }),
+        2 => (client, any::<bool>()).prop_map(|(client, ok)| Op::Finish { client, ok }),
     ]
 }
 
@@ -101,6 +123,7 @@ struct Run {
     fx: Fx,
     now: u64,
     leases: HashMap<String, u64>,
+    tasks: Vec<TaskId>,
 }
 
 impl Run {
@@ -116,6 +139,7 @@ impl Run {
             fx,
             now: 0,
             leases: HashMap::new(),
+            tasks: Vec::new(),
         }
     }
 
@@ -237,6 +261,36 @@ impl Run {
                 let _ = m.remount(CLIENTS[i], now, &[spec(NODES[i], base(NODES[i]), MIB)]);
             }
             Op::Leave { client } => m.leave(CLIENTS[*client as usize], now),
+            Op::Copy { key, target } => {
+                let target = [NODES[*target as usize].to_string()];
+                if let Ok(id) = m.task_copy(now, &k(key), &target) {
+                    self.tasks.push(id);
+                }
+            }
+            Op::Move {
+                key,
+                source,
+                target,
+            } => {
+                let (s, t) = (NODES[*source as usize], NODES[*target as usize]);
+                if let Ok(id) = m.task_move(now, &k(key), s, t) {
+                    self.tasks.push(id);
+                }
+            }
+            Op::Take { client } => {
+                m.task_take(CLIENTS[*client as usize], now).unwrap();
+            }
+            Op::Finish { client, ok } => {
+                let c = CLIENTS[*client as usize];
+                let running = self.tasks.iter().copied().find(|id| {
+                    m.task_query(*id)
+                        .is_ok_and(|t| t.client == c && t.state == TaskState::Processing)
+                });
+                if let Some(id) = running {
+                    let error = (!ok).then(|| (-800, "copy failed".to_string()));
+                    m.task_end(c, now, id, error).unwrap();
+                }
+            }
         }
     }
 }

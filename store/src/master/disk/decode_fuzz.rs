@@ -19,6 +19,7 @@ use super::frame::{LOG_MAGIC, SNAPSHOT_MAGIC};
 use crate::master::log::{LogEntry, Record};
 use crate::master::object::Pin;
 use crate::master::space::Replica;
+use crate::master::task::{TaskId, TaskKind};
 use crate::master::types::{ClientId, MountId, MountSpec, PutConfig};
 use crate::master::{Master, MasterConfig, Snapshot};
 
@@ -106,8 +107,18 @@ fn record() -> impl Strategy<Value = Record> {
     let mount = || few(vec![0, 1, 2], prop_oneof![Just(u32::MAX), any::<u32>()]).prop_map(MountId);
     let key = || few(strings(&["a", "b", ""]), ".{0,10}").prop_map(String::into_boxed_str);
     let number = || few(vec![0, 64, 1 << 20], edge_u64());
-    let replica = (mount(), number()).prop_map(|(mount, offset)| Replica { mount, offset });
-    let replicas = vec(replica, 0..4).prop_map(SmallVec::from_vec);
+    let replica = move || (mount(), number()).prop_map(|(mount, offset)| Replica { mount, offset });
+    let replicas = move || vec(replica(), 0..4).prop_map(SmallVec::from_vec);
+    let task = || few(vec![1u128, 2, u128::MAX], any::<u128>()).prop_map(TaskId);
+    let nodes = || vec(few(strings(&["n1", "n2"]), ".{0,6}"), 0..3);
+    let kind = prop_oneof![
+        nodes().prop_map(|targets| TaskKind::Copy { targets }),
+        (
+            few(strings(&["n1"]), ".{0,6}"),
+            few(strings(&["n2"]), ".{0,6}")
+        )
+            .prop_map(|(source, target)| TaskKind::Move { source, target }),
+    ];
     let pin = prop_oneof![Just(Pin::None), Just(Pin::Soft), Just(Pin::Hard)];
     let node = few(strings(&["n1", "n2"]), ".{0,6}");
     prop_oneof![
@@ -131,7 +142,7 @@ fn record() -> impl Strategy<Value = Record> {
             client(),
             key(),
             number(),
-            replicas,
+            replicas(),
             any::<(bool, bool)>(),
             pin
         )
@@ -160,6 +171,27 @@ fn record() -> impl Strategy<Value = Record> {
             Record::ReplicasDrop {
                 key,
                 mounts,
+                hold_until,
+            }
+        }),
+        (task(), key(), kind, client()).prop_map(|(id, key, kind, client)| Record::TaskCreate {
+            id,
+            key,
+            kind,
+            client
+        }),
+        (task(), replica(), replicas(), number()).prop_map(|(id, source, targets, until)| {
+            Record::TaskStart {
+                id,
+                source,
+                targets,
+                until,
+            }
+        }),
+        (task(), prop::option::of(".{0,6}"), number()).prop_map(|(id, error, hold_until)| {
+            Record::TaskEnd {
+                id,
+                error,
                 hold_until,
             }
         }),
@@ -382,8 +414,13 @@ fn set_number(e: &mut LogEntry, v: u64, which: u8) {
             }
             | Record::ReplicasDrop {
                 hold_until: until, ..
+            }
+            | Record::TaskStart { until, .. }
+            | Record::TaskEnd {
+                hold_until: until, ..
             },
         ) => *until = v,
+        (2, Record::TaskStart { targets, .. }) => targets.iter_mut().for_each(|r| r.offset = v),
         _ => e.now = v,
     }
 }
