@@ -86,6 +86,9 @@
 // A read outlived its lease.
 #define YUEBING_ERR_LEASE_EXPIRED -707
 
+// A copy or move task is copying the object (remove it with force, or wait).
+#define YUEBING_ERR_OBJECT_HAS_REPLICATION_TASK -708
+
 // A write of the key is under way.
 #define YUEBING_ERR_WRITE_IN_PROGRESS -714
 

@@ -77,7 +77,7 @@ async fn operators_copy_and_move_objects_and_tasks_outlive_a_master_restart() {
     assert_eq!(nodes_of(&c, "moved").await, vec![nb.clone()]);
 
     // Refusals are one line naming the error and its code; the exit status says so.
-    let (ok, _, err) = store(&ep, &["copy", "copied", &nb]);
+    let (ok, _, err) = store(&ep, &["move", "copied", &na, &na]);
     assert!(!ok && err.contains("-600"), "{err}");
     let (ok, _, err) = store(&ep, &["task", "0-1"]);
     assert!(

@@ -80,10 +80,6 @@ impl From<yuebing_store::master::ReplicaList> for Replicas {
     }
 }
 
-/// An object found by `Store.locate` (or `Store.get_or_locate`), not read yet: its `key` and
-/// `size`, under the read lease the lookup took. Read it with `Store.read_located` into memory
-/// of at least `size` bytes before the lease ends (else `LeaseExpired`: locate it again), as
-/// often as wanted.
 /// A copy or move task as the master reports it (`Store.query_task`): `id` (Mooncake's pair
 /// of halves), `kind` (`"REPLICA_COPY"` or `"REPLICA_MOVE"`), `state` (`"PENDING"`,
 /// `"PROCESSING"`, `"SUCCESS"` or `"FAILED"`), `key`, `created_ms` and `updated_ms` (ms since
@@ -127,6 +123,10 @@ impl From<yuebing_store::master::TaskInfo> for ReplicaTask {
     }
 }
 
+/// An object found by `Store.locate` (or `Store.get_or_locate`), not read yet: its `key` and
+/// `size`, under the read lease the lookup took. Read it with `Store.read_located` into memory
+/// of at least `size` bytes before the lease ends (else `LeaseExpired`: locate it again), as
+/// often as wanted.
 #[pyclass(module = "yuebing._native", frozen)]
 pub(crate) struct Location(pub(crate) yuebing_store::Located);
 

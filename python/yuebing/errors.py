@@ -80,6 +80,8 @@ _DOCS: Dict[str, str] = {
     "or overflowing length, a range that wraps, read-only memory as a destination); the message "
     "names it. Nothing was changed.",
     "NoAvailableHandle": "No node has room for the value, even after eviction.",
+    "ObjectHasReplicationTask": "A copy or move task is copying the object: wait for it to "
+    "end (query_task), or remove with force=True (the task then fails).",
     "TaskNotFound": "No copy or move task has that id (or it finished so long ago that the "
     "master forgot it: it keeps the newest max_finished_tasks).",
     "TaskPendingLimitExceeded": "The master has as many copy/move tasks waiting as it takes; "

@@ -40,6 +40,8 @@ class ObjectHasLease(YuebingError):
     """Code -706."""
 class LeaseExpired(YuebingError):
     """Code -707."""
+class ObjectHasReplicationTask(YuebingError):
+    """Code -708."""
 class WriteInProgress(YuebingError):
     """Code -714."""
 class NotLeader(YuebingError):

@@ -123,6 +123,15 @@ crate_error_table! {
         } = -707, "LeaseExpired", retryable: true,
             "lease on {key:?} expired before the transfer completed"
             => wire |w| Some(Error::LeaseExpired { key: w.detail.clone() });
+        /// A copy or move task is copying the object (Mooncake's
+        /// `OBJECT_HAS_REPLICATION_TASK`). Remedy: wait for the task to end (`query_task`), or
+        /// remove with force (the task then fails).
+        ObjectHasReplicationTask {
+            /// The key.
+            key: String,
+        } = -708, "ObjectHasReplicationTask", retryable: true,
+            "a copy or move task is copying {key:?}"
+            => wire |w| Some(Error::ObjectHasReplicationTask { key: w.detail.clone() });
         /// A write (put or upsert) of the object is in progress. Remedy: wait for it to end, or
         /// force the removal.
         WriteInProgress {
@@ -260,6 +269,7 @@ impl Error {
             | Error::ObjectHasLease { key }
             | Error::LeaseExpired { key }
             | Error::WriteInProgress { key }
+            | Error::ObjectHasReplicationTask { key }
             | Error::InvalidWrite { key, .. } => key.clone(),
             Error::NotLeader { leader } => leader.clone().unwrap_or_default(),
             _ => String::new(),

@@ -31,6 +31,8 @@ pub const YUEBING_ERR_OBJECT_ALREADY_EXISTS: i32 = -705;
 pub const YUEBING_ERR_OBJECT_HAS_LEASE: i32 = -706;
 /// A read outlived its lease.
 pub const YUEBING_ERR_LEASE_EXPIRED: i32 = -707;
+/// A copy or move task is copying the object (remove it with force, or wait).
+pub const YUEBING_ERR_OBJECT_HAS_REPLICATION_TASK: i32 = -708;
 /// A write of the key is under way.
 pub const YUEBING_ERR_WRITE_IN_PROGRESS: i32 = -714;
 /// This master is not its cluster's leader (a standby, or a leader that lost its lease).

@@ -300,8 +300,9 @@ impl Client {
                 .closed
                 .store(true, std::sync::atomic::Ordering::Release);
             c._heartbeat.stop().await;
-            c.inner.runner.stop_all();
             let until = c.until(&opts);
+            let stopped = c.inner.runner.stop_all();
+            tasks::report_stopped(&c.inner, stopped, until).await;
             let _turn = c.inner.spaces.turn().await;
             let mounts = c.inner.spaces.mounts();
             for mount in mounts {

@@ -187,6 +187,16 @@ impl Spaces {
     }
 
     /// The memory of every range (and of limbo), taken out (the client is going).
+    /// The buffer of the mounted range that holds `len` bytes at `addr`, if one does: held,
+    /// its memory stays mapped (a range being unmounted does not count).
+    pub(crate) fn buffer_holding(&self, addr: u64, len: u64) -> Option<Arc<EngineBuffer>> {
+        let inside = |b: &EngineBuffer| super::inside(Some((b.addr(), b.len() as u64)), addr, len);
+        self.lock()
+            .iter()
+            .find(|s| inside(&s.buffer))
+            .map(|s| s.buffer.clone())
+    }
+
     pub(crate) fn take_buffers(&self) -> Vec<Arc<EngineBuffer>> {
         let mut all: Vec<_> = self.lock().drain(..).map(|s| s.buffer).collect();
         all.append(&mut lock(&self.limbo));

@@ -70,18 +70,39 @@ impl Runner {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Stops every task: a copy cut short is failed by the master at its end of time, its
-    /// space held until its release (bytes of it may still land).
-    pub(crate) fn stop_all(&self) {
-        for (_, task) in self.lock().drain() {
-            task.abort();
-        }
+    /// Stops every task and returns their ids (the caller reports them failed; one it does
+    /// not report the master fails at its end of time). A copy cut short has its space held
+    /// until its release time: bytes of it may still land.
+    pub(crate) fn stop_all(&self) -> Vec<TaskId> {
+        self.lock()
+            .drain()
+            .map(|(id, task)| {
+                task.abort();
+                id
+            })
+            .collect()
     }
 }
 
-impl Drop for Runner {
-    fn drop(&mut self) {
-        self.stop_all();
+/// Reports the tasks [`Runner::stop_all`] stopped as failed, before `until` (best effort: one
+/// not heard of is failed by the master at its end of time).
+pub(crate) async fn report_stopped(c: &Inner, ids: Vec<TaskId>, until: Instant) {
+    let stopped = yuebing_engine::Error::Canceled;
+    let error = Some((
+        stopped.code(),
+        "the client closed before the copy ended".to_string(),
+    ));
+    for id in ids {
+        let ended = c
+            .masters
+            .call(until, |m| {
+                let error = error.clone();
+                async move { m.until(until).task_end(id, error).await }
+            })
+            .await;
+        if let Err(e) = ended {
+            tracing::debug!(task = %id, error = %e, "a stopped task was not reported");
+        }
     }
 }
 
@@ -153,12 +174,25 @@ async fn copy(c: &Inner, work: &TaskWork, until: Instant) -> Result<()> {
             ),
         });
     }
-    c.check_own_replica(src.addr, src.len)?;
+    // Held for the whole copy: the range stays mapped even if it is unmounted meanwhile (the
+    // master then fails the task: its source replica is gone).
+    let source =
+        c.spaces
+            .buffer_holding(src.addr, src.len)
+            .ok_or(yuebing_engine::Error::OutOfBounds {
+                addr: src.addr,
+                len: src.len,
+            })?;
     if work.targets.iter().any(|t| t.len != src.len) {
         return Err(Error::Internal {
             reason: format!("task {}: a target's size is not the source's", work.id),
         });
     }
     let whole = [Fragment::whole(src.addr, src.len)];
-    c.write_replicas(&whole, &work.targets, until, None).await
+    // A tuple's fields drop in order: the transfers before the memory they read.
+    let mut op = (
+        Box::pin(c.write_replicas(&whole, &work.targets, until, None)),
+        source,
+    );
+    (&mut op.0).await
 }

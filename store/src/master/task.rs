@@ -9,7 +9,7 @@
 //! change is a durable record, so tasks survive a restart and a failover; finished tasks are
 //! kept for queries up to a configured count, oldest dropped first.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -182,7 +182,7 @@ pub(crate) struct Work {
     pub(crate) until: Millis,
 }
 
-/// One task as the master keeps it (durable, except `tries`).
+/// One task as the master keeps it (durable).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Task {
     pub(crate) key: Box<str>,
@@ -193,9 +193,6 @@ pub(crate) struct Task {
     pub(crate) updated: Millis,
     pub(crate) message: String,
     pub(crate) work: Option<Work>,
-    /// Takes that found no room on a target (soft state).
-    #[serde(skip)]
-    pub(crate) tries: u32,
 }
 
 /// Every task the master knows, with the indexes its rules need.
@@ -207,17 +204,18 @@ pub(crate) struct Tasks {
     /// Finished tasks, in the order they finished: the oldest are dropped past the limit.
     finished: VecDeque<TaskId>,
     processing: usize,
-    /// When unfinished tasks fail if nothing happens to them first.
+    /// When unfinished tasks fail if nothing happens to them first, and each one's time.
     due: BTreeSet<(Millis, TaskId)>,
+    due_at: HashMap<TaskId, Millis>,
+    /// Running tasks per object: they keep it in place (see `Tasks::running`).
+    running: HashMap<Box<str>, u32>,
+    /// Takes of a pending task that found no room on a target (soft state).
+    tries: HashMap<TaskId, u32>,
 }
 
 impl Tasks {
     pub(crate) fn get(&self, id: TaskId) -> Option<&Task> {
         self.all.get(&id)
-    }
-
-    pub(crate) fn get_mut(&mut self, id: TaskId) -> Option<&mut Task> {
-        self.all.get_mut(&id)
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = (TaskId, &Task)> {
@@ -260,13 +258,14 @@ impl Tasks {
             TaskState::Pending => {
                 self.pending.insert((task.client, id));
                 if let Some(due) = due {
-                    self.due.insert((due, id));
+                    self.set_due(id, due);
                 }
             }
             TaskState::Processing => {
                 self.processing += 1;
+                *self.running.entry(task.key.clone()).or_insert(0) += 1;
                 if let Some(w) = &task.work {
-                    self.due.insert((w.until, id));
+                    self.set_due(id, w.until);
                 }
             }
             TaskState::Success | TaskState::Failed => self.finished.push_back(id),
@@ -285,13 +284,41 @@ impl Tasks {
             return Err(format!("start of task {id} in state {}", t.state.name()));
         }
         self.pending.remove(&(t.client, id));
-        self.due.retain(|&(_, d)| d != id);
-        self.due.insert((work.until, id));
+        self.tries.remove(&id);
+        *self.running.entry(t.key.clone()).or_insert(0) += 1;
+        let until = work.until;
         self.processing += 1;
         t.state = TaskState::Processing;
         t.updated = now;
         t.work = Some(work);
+        self.set_due(id, until);
         Ok(())
+    }
+
+    fn set_due(&mut self, id: TaskId, at: Millis) {
+        self.clear_due(id);
+        self.due.insert((at, id));
+        self.due_at.insert(id, at);
+    }
+
+    fn clear_due(&mut self, id: TaskId) {
+        if let Some(at) = self.due_at.remove(&id) {
+            self.due.remove(&(at, id));
+        }
+    }
+
+    /// Whether a task is copying `key`: the object is then neither evicted, removed without
+    /// force, cleared nor overwritten in place, and keeps this protection across a restart
+    /// (running tasks are durable).
+    pub(crate) fn running(&self, key: &str) -> bool {
+        !self.running.is_empty() && self.running.contains_key(key)
+    }
+
+    /// Counts one more take of pending task `id` that found no room; how many so far.
+    pub(crate) fn no_room(&mut self, id: TaskId) -> u32 {
+        let n = self.tries.entry(id).or_insert(0);
+        *n += 1;
+        *n
     }
 
     /// When the next unfinished task is due.
@@ -335,14 +362,23 @@ impl Tasks {
             TaskState::Pending => {
                 self.pending.remove(&(t.client, id));
             }
-            TaskState::Processing => self.processing -= 1,
+            TaskState::Processing => {
+                self.processing -= 1;
+                if let Some(n) = self.running.get_mut(&t.key) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.running.remove(&t.key);
+                    }
+                }
+            }
             done => return Err(format!("end of task {id}, already {}", done.name())),
         }
-        self.due.retain(|&(_, d)| d != id);
+        self.tries.remove(&id);
         t.state = state;
         t.message = message;
         t.updated = now;
         let work = t.work.take();
+        self.clear_due(id);
         self.finished.push_back(id);
         while self.finished.len() > keep {
             if let Some(old) = self.finished.pop_front() {
@@ -421,7 +457,6 @@ mod tests {
             updated: 1,
             message: String::new(),
             work: None,
-            tries: 0,
         }
     }
 

@@ -1,7 +1,7 @@
 //! Copy and move tasks: creation, take, end, failure, timeouts, leases, replay and snapshots.
 
 use yuebing_store::master::{
-    Master, MasterConfig, PingResult, PutConfig, Record, TaskId, TaskKind, TaskState,
+    Master, MasterConfig, MountId, PingResult, PutConfig, Record, TaskId, TaskKind, TaskState,
 };
 use yuebing_store::Write;
 
@@ -111,21 +111,27 @@ fn bad_tasks_are_refused_and_change_nothing() {
     fx.mount(A, 0, "n1", 16 * MIB);
     fx.mount(B, 0, "n2", 16 * MIB);
     put_on(&mut fx, 1, "k", 100, "n1");
-    fx.drain();
-    let seq = fx.m.last_seq();
     let code = |r: yuebing_store::Result<TaskId>| r.unwrap_err().code();
     assert_eq!(code(fx.m.task_copy(2, "nope", &targets(&["n2"]))), -704);
     assert_eq!(code(fx.m.task_copy(2, "k", &[])), -600);
     assert_eq!(code(fx.m.task_copy(2, "k", &targets(&["n2", "n2"]))), -600);
     assert_eq!(code(fx.m.task_copy(2, "k", &targets(&["n9"]))), -600);
-    assert_eq!(code(fx.m.task_copy(2, "k", &targets(&["n1"]))), -600);
     assert_eq!(code(fx.m.task_copy(2, "", &targets(&["n2"]))), -600);
     assert_eq!(code(fx.m.task_move(2, "k", "n1", "n1")), -600);
     assert_eq!(code(fx.m.task_move(2, "k", "n2", "n1")), -600);
     assert_eq!(code(fx.m.task_move(2, "nope", "n1", "n2")), -704);
+    fx.mount(C, 0, "n3", 16 * MIB);
+    put_on(&mut fx, 1, "two", 100, "n3");
+    fx.m.task_copy(2, "two", &targets(&["n1"])).unwrap();
+    fx.drain();
+    let seq = fx.m.last_seq();
+    assert_eq!(
+        code(fx.m.task_move(2, "two", "n1", "n3")),
+        -600,
+        "n3 holds one"
+    );
     assert_eq!(fx.m.task_query(TaskId(42)).unwrap_err().code(), -1400);
     assert_eq!(fx.m.last_seq(), seq, "nothing logged");
-    fx.m.task_copy(3, "k", &targets(&["n2"])).unwrap();
     assert_eq!(code(fx.m.task_move(3, "k", "n1", "n2")), -1401);
     fx.check();
 }
@@ -148,7 +154,14 @@ fn ends_come_from_the_tasks_own_client_after_its_take() {
 
 #[test]
 fn a_failed_copy_holds_its_space_until_late_bytes_cannot_land() {
-    let mut fx = three_nodes();
+    // A processing timeout (2 s) inside the release time (3 s): the release time counts.
+    let mut fx = Fx::new(MasterConfig {
+        processing_task_timeout_ms: 2_000,
+        ..cfg()
+    });
+    for (c, n) in [(A, "n1"), (B, "n2"), (C, "n3")] {
+        fx.mount(c, 0, n, 16 * MIB);
+    }
     put_on(&mut fx, 1, "k", 1000, "n1");
     let before = fx.used();
     let id = fx.m.task_copy(2, "k", &targets(&["n2"])).unwrap();
@@ -177,14 +190,14 @@ fn an_object_rewritten_or_removed_under_a_copy_fails_it() {
     let id = fx.m.task_copy(2, "k", &targets(&["n2"])).unwrap();
     let gone = fx.m.task_copy(2, "gone", &targets(&["n3"])).unwrap();
     assert_eq!(fx.m.task_take(A, 3).unwrap().len(), 2);
-    // The task's lease keeps an upsert out of the replicas being copied: it writes new ones.
+    // The running task keeps an upsert out of the replicas being copied: it writes new ones.
     let d =
         fx.m.put_start(A, 4, "k", 1000, &replicas(1), Write::Upsert)
             .unwrap();
     fx.m.put_end(A, 5, "k").unwrap();
     assert_eq!(d.len(), 1);
     // And a removal needs force while the task runs.
-    assert_eq!(fx.m.remove(6, "gone", false).unwrap_err().code(), -706);
+    assert_eq!(fx.m.remove(6, "gone", false).unwrap_err().code(), -708);
     fx.m.remove(6, "gone", true).unwrap();
     let before = fx.used();
     fx.m.task_end(A, 7, id, None).unwrap();
@@ -226,8 +239,8 @@ fn tasks_nobody_ends_fail_at_their_timeouts() {
     fx.m.ping(A, 1_030);
     fx.m.ping(B, 1_030);
     fx.m.task_take(A, 1_030).unwrap();
-    // The task's lease keeps the object from a removal without force.
-    assert_eq!(fx.m.remove(1_040, "j", false).unwrap_err().code(), -706);
+    // The running task keeps the object from a removal without force.
+    assert_eq!(fx.m.remove(1_040, "j", false).unwrap_err().code(), -708);
     for t in [1_500, 2_000, 2_500, 3_000] {
         fx.m.ping(A, t);
         fx.m.ping(B, t);
@@ -240,7 +253,7 @@ fn tasks_nobody_ends_fail_at_their_timeouts() {
     // Its end after that is answered, and changes nothing.
     fx.m.task_end(A, 3_040, running, None).unwrap();
     assert_eq!(fx.m.task_query(running).unwrap().state, TaskState::Failed);
-    // The lease ended with the task (within a reader's TTL).
+    // Its protection ended with the task.
     fx.m.remove(3_200, "j", false).unwrap();
     fx.check();
 }
@@ -353,9 +366,9 @@ fn tasks_survive_replay_and_snapshots_in_every_state() {
             }
         );
     }
-    // The restarted master keeps the running task's object in place: its lease is renewed.
+    // The restarted master keeps the running task's object in place (the task is durable).
     let mut m = Master::restore(cfg(), true, None, fx.log.clone(), 10).unwrap();
-    assert_eq!(m.remove(11, "running", false).unwrap_err().code(), -706);
+    assert_eq!(m.remove(11, "running", false).unwrap_err().code(), -708);
     // Task ids are the records' positions: never handed out twice, also after a restart.
     let mut ids = vec![done, failed, running, waiting];
     m.remount(A, 12, &[spec("n1", base("n1"), 16 * MIB)])
@@ -370,4 +383,179 @@ fn tasks_survive_replay_and_snapshots_in_every_state() {
         fx.log.last().unwrap().record,
         Record::TaskCreate { .. }
     ));
+}
+
+#[test]
+fn a_copy_to_nodes_holding_replicas_already_copies_only_to_the_others() {
+    let mut fx = three_nodes();
+    let cfg = PutConfig {
+        replica_num: 2,
+        preferred: targets(&["n1", "n2"]),
+        ..PutConfig::default()
+    };
+    fx.m.put_start(A, 1, "two", 1000, &cfg, Write::Put).unwrap();
+    fx.m.put_end(A, 1, "two").unwrap();
+    let before = fx.used();
+    // Every target holds one: it succeeds at the take, without a copy (as Mooncake's does).
+    let none = fx.m.task_copy(2, "two", &targets(&["n2"])).unwrap();
+    let some = fx.m.task_copy(2, "two", &targets(&["n2", "n3"])).unwrap();
+    // A second copy to n3 races the first: whichever ends last keeps no second replica there.
+    let race = fx.m.task_copy(2, "two", &targets(&["n3"])).unwrap();
+    // Each runs on the client of a replica chosen at random: A's or B's.
+    let mut works = fx.m.task_take(A, 3).unwrap();
+    works.extend(fx.m.task_take(B, 3).unwrap());
+    assert_eq!(fx.m.task_query(none).unwrap().state, TaskState::Success);
+    assert_eq!(works.len(), 2, "{works:?}");
+    assert!(works
+        .iter()
+        .all(|w| w.targets.len() == 1 && w.targets[0].node == "n3"));
+    for id in [some, race] {
+        let client = fx.m.task_query(id).unwrap().client;
+        fx.m.task_end(client, 4, id, None).unwrap();
+    }
+    fx.check();
+    for id in [some, race] {
+        assert_eq!(fx.m.task_query(id).unwrap().state, TaskState::Success);
+    }
+    assert_eq!(nodes_of(&fx, "two"), ["n1", "n2", "n3"]);
+    assert_eq!(fx.used(), before + 1024, "the loser's space is free again");
+}
+
+/// Copies `key` (on n1) to n2 and ends it: the object then has replicas on n1 and n2.
+fn copy_to_n2(fx: &mut Fx, now: u64, key: &str) {
+    let id = fx.m.task_copy(now, key, &targets(&["n2"])).unwrap();
+    let client = fx.m.task_query(id).unwrap().client;
+    fx.m.task_take(client, now).unwrap();
+    fx.m.task_end(client, now, id, None).unwrap();
+}
+
+#[test]
+fn a_move_into_a_range_being_unmounted_fails_and_keeps_its_source() {
+    let mut fx = three_nodes();
+    put_on(&mut fx, 1, "k", 1000, "n1");
+    let id = fx.m.task_move(2, "k", "n1", "n2").unwrap();
+    assert_eq!(fx.m.task_take(A, 3).unwrap().len(), 1);
+    // n2 starts leaving while A copies: the new replica would leave with it.
+    fx.m.unmount(B, 4, MountId(2)).unwrap();
+    fx.m.task_end(A, 5, id, None).unwrap();
+    fx.check();
+    let info = fx.m.task_query(id).unwrap();
+    assert_eq!(info.state, TaskState::Failed);
+    assert!(info.message.contains("unmounted"), "{}", info.message);
+    for t in (100..=1_000).step_by(100) {
+        ping_all(&mut fx, t);
+        fx.m.handle_timeout(t);
+    }
+    fx.check();
+    assert_eq!(nodes_of(&fx, "k"), ["n1"], "the source stays");
+}
+
+#[test]
+fn a_failed_tasks_space_is_held_past_its_clients_window_whatever_the_settings() {
+    // A release time shorter than the processing timeout is a valid setting.
+    let mut fx = Fx::new(MasterConfig {
+        processing_task_timeout_ms: 5_000,
+        ..cfg()
+    });
+    fx.m.config().validate().unwrap();
+    fx.mount(A, 0, "n1", 16 * MIB);
+    fx.mount(B, 0, "n2", 16 * MIB);
+    put_on(&mut fx, 1, "k", 1000, "n1");
+    let before = fx.used();
+    let id = fx.m.task_copy(2, "k", &targets(&["n2"])).unwrap();
+    assert_eq!(fx.m.task_take(A, 10).unwrap()[0].deadline_ms, 5_000);
+    let mut t = 500;
+    while t <= 5_300 {
+        ping_all2(&mut fx, t);
+        fx.m.handle_timeout(t);
+        t += 100;
+    }
+    assert_eq!(fx.m.task_query(id).unwrap().state, TaskState::Failed);
+    assert!(
+        fx.used() > before,
+        "held until its end of time + the discard timeout"
+    );
+    ping_all2(&mut fx, 5_400);
+    fx.m.handle_timeout(5_400);
+    assert_eq!(fx.used(), before, "then freed");
+    fx.check();
+}
+
+/// Pings A and B (the two clients of a two-node fixture).
+fn ping_all2(fx: &mut Fx, now: u64) {
+    fx.m.ping(A, now);
+    fx.m.ping(B, now);
+}
+
+#[test]
+fn a_running_task_is_no_readers_lease_a_removed_range_must_wait_for() {
+    let mut fx = three_nodes();
+    put_on(&mut fx, 1, "k", 1000, "n1");
+    copy_to_n2(&mut fx, 2, "k");
+    let running = fx.m.task_copy(5, "k", &targets(&["n3"])).unwrap();
+    let runner = fx.m.task_query(running).unwrap().client;
+    fx.m.task_take(runner, 6).unwrap();
+    // The node of the replica not copied from unmounts at once, and mounts the same range
+    // again once any reader's lease (100 ms) has ended, while the task still runs.
+    let (other, node, mount) = match runner {
+        A => (B, "n2", MountId(2)),
+        _ => (A, "n1", MountId(1)),
+    };
+    fx.m.unmount_within(other, 7, mount, 0).unwrap();
+    fx.m.handle_timeout(8);
+    ping_all(&mut fx, 500);
+    assert_eq!(
+        fx.m.task_query(running).unwrap().state,
+        TaskState::Processing
+    );
+    fx.m.mount(other, 500, &[spec(node, base(node), 16 * MIB)])
+        .unwrap();
+    fx.check();
+}
+
+#[test]
+fn a_runner_that_expired_mounts_again_once_readers_leases_are_over() {
+    let mut fx = three_nodes();
+    put_on(&mut fx, 1, "k", 1000, "n1");
+    copy_to_n2(&mut fx, 2, "k");
+    let running = fx.m.task_copy(5, "k", &targets(&["n3"])).unwrap();
+    let runner = fx.m.task_query(running).unwrap().client;
+    fx.m.task_take(runner, 6).unwrap();
+    // The runner misses its pings and expires; its task fails; k lives on the other node.
+    let others: Vec<_> = [A, B, C].into_iter().filter(|c| *c != runner).collect();
+    for t in [500, 1_000] {
+        others.iter().for_each(|c| {
+            fx.m.ping(*c, t);
+        });
+    }
+    fx.m.handle_timeout(1_006);
+    assert_eq!(fx.m.task_query(running).unwrap().state, TaskState::Failed);
+    assert!(fx.m.exist("k").unwrap());
+    let node = if runner == A { "n1" } else { "n2" };
+    fx.m.remount(runner, 2_000, &[spec(node, base(node), 16 * MIB)])
+        .unwrap();
+    fx.check();
+}
+
+#[test]
+fn a_running_task_keeps_its_object_from_removal_eviction_and_clearing() {
+    let mut fx = three_nodes();
+    put_on(&mut fx, 1, "k", 1000, "n1");
+    let id = fx.m.task_copy(2, "k", &targets(&["n2"])).unwrap();
+    fx.m.task_take(A, 3).unwrap();
+    assert_eq!(fx.m.remove(500, "k", false).unwrap_err().code(), -708);
+    assert_eq!(fx.m.remove_all(500, false), 0);
+    let k = ["k".to_string()];
+    assert!(fx.m.batch_replica_clear(500, &k, "").is_empty());
+    // An upsert of the same size writes new space, not the replica being copied.
+    let d =
+        fx.m.put_start(A, 600, "k", 1000, &replicas(1), Write::Upsert)
+            .unwrap();
+    assert_ne!((d[0].node.as_str(), d[0].addr), ("n1", base("n1")));
+    fx.m.put_revoke(A, 600, "k").unwrap();
+    fx.m.task_end(A, 700, id, None).unwrap();
+    assert_eq!(fx.m.task_query(id).unwrap().state, TaskState::Success);
+    // Over: a removal needs no force (no reader's lease is left either).
+    fx.m.remove(800, "k", false).unwrap();
+    fx.check();
 }

@@ -148,7 +148,6 @@ impl Master {
                     updated: now,
                     message: String::new(),
                     work: None,
-                    tries: 0,
                 };
                 let due = self.pending_task_due(now);
                 if !self.tasks.insert(id, task, due) {
@@ -360,15 +359,19 @@ impl Master {
         let Some(message) = error else {
             // Checked before anything changes: a record that does not fit leaves no trace.
             let (key, is_move) = (task.key.clone(), matches!(task.kind, TaskKind::Move { .. }));
-            let w = task
-                .work
-                .as_ref()
-                .ok_or_else(|| format!("success of task {id}, which never started"))?;
+            let Some(w) = task.work.as_ref() else {
+                // Every target held a replica already: done without a copy.
+                if task.state != TaskState::Pending || is_move {
+                    return Err(format!("success of task {id} without a copy"));
+                }
+                self.tasks
+                    .finish(id, TaskState::Success, String::new(), now, keep)?;
+                return Ok(());
+            };
             let fits = self
                 .objects
                 .get(&key)
-                .is_some_and(|o| o.replicas.contains(&w.source) && o.size == w.size)
-                && !w.targets.is_empty();
+                .is_some_and(|o| o.replicas.contains(&w.source) && o.size == w.size);
             if !fits {
                 return Err(format!("success of task {id}: its object changed"));
             }
@@ -376,13 +379,35 @@ impl Master {
                 .tasks
                 .finish(id, TaskState::Success, String::new(), now, keep)?
                 .ok_or_else(|| format!("success of task {id}, which never started"))?;
+            // A target node the object got a replica on meanwhile keeps that one; the copy's
+            // space there is free again (its writes are over).
+            let (new, spare): (Replicas, Replicas) = w.targets.iter().copied().partition(|r| {
+                let node = self.space.node_of(r.mount);
+                self.objects.get(&key).is_some_and(|o| {
+                    !o.replicas
+                        .iter()
+                        .any(|x| self.space.node_of(x.mount) == node)
+                })
+            });
+            self.hold_or_free(&spare, w.size, now, now);
+            let mut dropped = false;
+            let space = &self.space;
             if let Some(o) = self.objects.get_mut(&key) {
-                o.replicas.extend(w.targets.iter().copied());
-                if is_move {
+                o.replicas.extend(new.iter().copied());
+                // A move's source goes only where the object keeps a replica in a range that
+                // stays (not one being unmounted).
+                let stays = |r: &Replica| {
+                    *r != w.source
+                        && space
+                            .get(r.mount)
+                            .is_some_and(|m| m.draining_until.is_none())
+                };
+                if is_move && o.replicas.iter().any(stays) {
                     o.replicas.retain(|r| *r != w.source);
+                    dropped = true;
                 }
             }
-            if is_move {
+            if dropped {
                 self.hold_or_free(&[w.source].into_iter().collect(), w.size, hold_until, now);
             }
             return Ok(());

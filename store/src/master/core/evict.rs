@@ -1,5 +1,5 @@
-//! Eviction: oldest access first, unpinned before soft-pinned, never hard-pinned, leased or
-//! being-written objects.
+//! Eviction: oldest access first, unpinned before soft-pinned, never hard-pinned, leased,
+//! being-written or being-copied objects.
 
 use super::Master;
 use crate::master::log::{Effect, Record};
@@ -19,7 +19,9 @@ impl Master {
         let mut candidates: Vec<(u8, Millis, &str, u64)> = self
             .objects
             .iter()
-            .filter(|(_, o)| o.pin != Pin::Hard && !o.leased(now) && !o.writing)
+            .filter(|(k, o)| {
+                o.pin != Pin::Hard && !o.leased(now) && !o.writing && !self.tasks.running(k)
+            })
             .map(|(k, o)| {
                 let accessed = o.accessed(lease_ttl);
                 let soft = o.pin == Pin::Soft && accessed + soft_ttl > now;

@@ -184,7 +184,6 @@ impl Master {
                 mt.ready = false;
             }
         }
-        self.lease_task_objects();
         for client in owners {
             self.clients.insert(
                 client,

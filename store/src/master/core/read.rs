@@ -81,8 +81,9 @@ impl Master {
         self.objects.get(key).map(|o| o.replicas.to_vec())
     }
 
-    /// Removes `key`. Without `force`, a read lease (`ObjectHasLease`) or a write in progress
-    /// (`WriteInProgress`) refuses it. With `force`, leased replicas stay out of use until the
+    /// Removes `key`. Without `force`, a read lease (`ObjectHasLease`), a write in progress
+    /// (`WriteInProgress`) or a running copy or move task (`ObjectHasReplicationTask`) refuses
+    /// it. With `force`, leased replicas stay out of use until the
     /// lease ends and a running write's space until its release time, so no reader or writer
     /// still in flight touches reused memory.
     pub fn remove(&mut self, now: Millis, key: &str, force: bool) -> Result<()> {
@@ -95,6 +96,9 @@ impl Master {
                 }
                 if !force && o.writing {
                     return Err(Error::WriteInProgress { key: key.into() });
+                }
+                if !force && self.tasks.running(key) {
+                    return Err(Error::ObjectHasReplicationTask { key: key.into() });
                 }
                 let hold_until = self.reuse_after(o.lease_until);
                 self.commit(
@@ -134,7 +138,11 @@ impl Master {
             let Some(o) = self.objects.get(key.as_str()) else {
                 continue;
             };
-            if o.leased(now) || o.writing || o.accessed(ttl).saturating_add(ttl) > now {
+            if o.leased(now)
+                || o.writing
+                || self.tasks.running(key)
+                || o.accessed(ttl).saturating_add(ttl) > now
+            {
                 continue;
             }
             let mut on: Vec<MountId> = o
@@ -177,8 +185,8 @@ impl Master {
         cleared
     }
 
-    /// Removes every completed object (without `force`: those with no lease and no write in
-    /// progress). Returns how many were removed. Writes of new keys are left alone.
+    /// Removes every completed object (without `force`: those with no lease, no write in
+    /// progress and no running task). Returns how many were removed. Writes of new keys are left alone.
     pub fn remove_all(&mut self, now: Millis, force: bool) -> u64 {
         self.remove_where(now, force, |_| true)
     }
@@ -197,14 +205,16 @@ impl Master {
         Ok(self.remove_where(now, force, |key| pattern.matches(key)))
     }
 
-    /// Removes the completed objects whose key passes `wanted`, skipping those with a lease or a
-    /// write in progress unless `force`, in key order; returns how many.
+    /// Removes the completed objects whose key passes `wanted`, skipping those with a lease, a
+    /// write in progress or a running task unless `force`, in key order; returns how many.
     fn remove_where(&mut self, now: Millis, force: bool, wanted: impl Fn(&str) -> bool) -> u64 {
         let now = self.tick(now);
         let mut keys: Vec<(Box<str>, Millis)> = self
             .objects
             .iter()
-            .filter(|(k, o)| wanted(k) && (force || (!o.leased(now) && !o.writing)))
+            .filter(|(k, o)| {
+                wanted(k) && (force || (!o.leased(now) && !o.writing && !self.tasks.running(k)))
+            })
             .map(|(k, o)| (k.clone(), self.reuse_after(o.lease_until)))
             .collect();
         keys.sort();

@@ -1,10 +1,11 @@
 //! Copy and move tasks: creation, the running client's take and end, queries, and the
 //! timeouts that fail tasks nobody finishes (see [`task`](crate::master::task)).
 //!
-//! While a task runs, its object holds a read lease until the task's end of time, so it is
-//! neither evicted, removed without force, nor overwritten in place under the copy; and the
-//! end checks that the object is still the one copied (same stamp, the source replica still
-//! its own) before the new replicas join it.
+//! While a task runs its object stays in place: it is neither evicted, removed without force,
+//! cleared nor overwritten in place under the copy (a running task is durable state, so this
+//! holds across a restart too); and the end checks that the object is still the one copied
+//! (same stamp, the source replica still its own, the new ranges still live) before the new
+//! replicas join it.
 
 use super::Master;
 use crate::error::{Error, Result};
@@ -17,18 +18,22 @@ use crate::master::types::{ClientId, Millis};
 /// What taking one pending task came to.
 enum Take {
     Started(TaskWork),
+    /// Every target holds a replica already: done without a copy.
+    Done,
     /// Not now (no room on a target yet, or an in-place upsert runs): the next take retries.
     Later,
     Failed(String),
 }
 
 impl Master {
-    /// Creates a task that adds a replica of `key` on each of `targets` (node names), run by
-    /// the client of one of its replicas, chosen at random (Mooncake's `CreateCopyTask`).
+    /// Creates a task that adds a replica of `key` on each of `targets` (node names) that has
+    /// none yet, run by the client of one of its replicas, chosen at random (Mooncake's
+    /// `CreateCopyTask`). A target holding a replica already is left as it is: a copy there
+    /// succeeds without moving a byte, as in Mooncake.
     ///
     /// Errors: `InvalidParams` (bad key, no or repeated targets, a target with no store space
-    /// that takes replicas, or one holding a replica of the object already), `ObjectNotFound`,
-    /// `ReplicaNotReady` (no replica whose client is live), `TaskPendingLimitExceeded`.
+    /// that takes replicas), `ObjectNotFound`, `ReplicaNotReady` (no replica whose client is
+    /// live), `TaskPendingLimitExceeded`.
     pub fn task_copy(&mut self, now: Millis, key: &str, targets: &[String]) -> Result<TaskId> {
         let now = self.tick(now);
         self.check_key(key)?;
@@ -45,7 +50,7 @@ impl Master {
             .objects
             .get(key)
             .ok_or_else(|| Error::ObjectNotFound { key: key.into() })?;
-        self.check_targets(key, &o.replicas, targets)?;
+        self.check_targets(targets)?;
         let clients: Vec<ClientId> = o
             .replicas
             .iter()
@@ -86,7 +91,12 @@ impl Master {
             .objects
             .get(key)
             .ok_or_else(|| Error::ObjectNotFound { key: key.into() })?;
-        self.check_targets(key, &o.replicas, std::slice::from_ref(&target.to_string()))?;
+        self.check_targets(std::slice::from_ref(&target.to_string()))?;
+        if self.holds(&o.replicas, target) {
+            return Err(Error::params(format!(
+                "{key:?} has a replica on {target:?} already"
+            )));
+        }
         let replica = o
             .replicas
             .iter()
@@ -109,8 +119,9 @@ impl Master {
         })
     }
 
-    /// The caller's pending tasks, started: for each, space is placed on the target nodes and
-    /// the object is leased until the task's end of time. Tasks that cannot start now (no room
+    /// The caller's pending tasks, started: for each, space is placed on the target nodes, and
+    /// the object is kept in place until the task ends (not evicted, removed without force,
+    /// cleared or overwritten in place: see `Tasks::running`). Tasks that cannot start now (no room
     /// on a target yet: retried up to `max_task_retries` takes; an in-place upsert of the
     /// object runs) stay pending; tasks that cannot start at all (the object or its source
     /// replica is gone) fail. At most `max_processing_tasks` run at once. A client the master
@@ -127,6 +138,7 @@ impl Master {
             }
             match self.take_one(client, now, id) {
                 Take::Started(work) => out.push(work),
+                Take::Done => self.end_task(now, id, None, now),
                 Take::Later => {}
                 Take::Failed(why) => self.end_task(now, id, Some(why), now),
             }
@@ -163,7 +175,7 @@ impl Master {
             (TaskState::Processing, Some(w)) => w,
             _ => return Err(Error::params(format!("task {id} has not been taken yet"))),
         };
-        let release = w.started.saturating_add(self.cfg.put_release_ms);
+        let release = self.task_release(w);
         if let Some((code, message)) = error {
             let why = format!("the copy failed: {message} (code {code})");
             self.end_task(now, id, Some(why), release);
@@ -172,13 +184,8 @@ impl Master {
         match self.copied_object(&t.key, &t.kind, w) {
             // The client's writes are over: nothing of them can land later.
             Err(why) => self.end_task(now, id, Some(why), now),
-            Ok(lease_until) => {
-                // A reader's lease granted by now ends within a TTL of now; the rest of the
-                // lease was this task's own.
-                let readers = lease_until.min(now.saturating_add(self.cfg.lease_ttl_ms));
-                let hold = self.reuse_after(readers);
-                self.end_task(now, id, None, hold);
-            }
+            // A moved source stays out of use while readers may still read it.
+            Ok(lease_until) => self.end_task(now, id, None, self.reuse_after(lease_until)),
         }
         Ok(())
     }
@@ -197,7 +204,7 @@ impl Master {
                         "not ended within {} ms of its start",
                         self.cfg.processing_task_timeout_ms
                     ),
-                    w.started.saturating_add(self.cfg.put_release_ms),
+                    self.task_release(w),
                 ),
                 None => (
                     format!(
@@ -219,7 +226,7 @@ impl Master {
                 .tasks
                 .get(id)
                 .and_then(|t| t.work.as_ref())
-                .map_or(now, |w| w.started.saturating_add(self.cfg.put_release_ms));
+                .map_or(now, |w| self.task_release(w));
             let why = "its client expired or left".to_string();
             self.end_task(now, id, Some(why), hold);
         }
@@ -268,73 +275,40 @@ impl Master {
         Ok(id)
     }
 
-    /// Ends a task. A running one's lease on its object shrinks to what readers and the
-    /// object's other running tasks still need (soft state: the record does not carry it).
     fn end_task(&mut self, now: Millis, id: TaskId, error: Option<String>, hold_until: Millis) {
-        let ran = self
-            .tasks
-            .get(id)
-            .filter(|t| t.work.is_some())
-            .map(|t| t.key.clone());
         let record = Record::TaskEnd {
             id,
             error,
             hold_until,
         };
         self.commit(now, record);
-        if let Some(key) = ran {
-            let readers = now.saturating_add(self.cfg.lease_ttl_ms);
-            let others = self.task_lease(&key);
-            if let Some(o) = self.objects.get_mut(&key) {
-                o.lease_until = o.lease_until.min(readers).max(others);
-            }
+    }
+
+    /// Until when a running task's target space stays out of use once it failed: its client
+    /// may write there until the task's end of time (counted from when it got the task, a
+    /// little after the master's `until`), and bytes of a transfer cut off then may land later,
+    /// as a revoked put's (see `put_release_ms`).
+    fn task_release(&self, w: &Work) -> Millis {
+        let put = w.started.saturating_add(self.cfg.put_release_ms);
+        put.max(w.until.saturating_add(self.cfg.put_discard_ms))
+    }
+
+    /// Every target has store space that takes replicas.
+    fn check_targets(&self, targets: &[String]) -> Result<()> {
+        match targets.iter().find(|t| !self.space.node_allocatable(t)) {
+            Some(t) => Err(Error::params(format!(
+                "target node {t:?} has no store space that takes replicas (not mounted, not \
+                 remounted yet, or being unmounted)"
+            ))),
+            None => Ok(()),
         }
     }
 
-    /// The end of time of the running tasks of `key` (0 if none): their lease on it.
-    pub(crate) fn task_lease(&self, key: &str) -> Millis {
-        self.tasks
+    /// Whether one of `replicas` lies on node `node`.
+    fn holds(&self, replicas: &Replicas, node: &str) -> bool {
+        replicas
             .iter()
-            .filter(|(_, t)| t.state == TaskState::Processing && &*t.key == key)
-            .filter_map(|(_, t)| t.work.as_ref().map(|w| w.until))
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// After a restart or a promotion: running tasks lease their objects again (leases are
-    /// soft state), so their copies are not evicted or overwritten in place under them.
-    pub(crate) fn lease_task_objects(&mut self) {
-        let leases: Vec<(Box<str>, Millis)> = self
-            .tasks
-            .iter()
-            .filter_map(|(_, t)| t.work.as_ref().map(|w| (t.key.clone(), w.until)))
-            .collect();
-        for (key, until) in leases {
-            if let Some(o) = self.objects.get_mut(&key) {
-                o.lease_until = o.lease_until.max(until);
-            }
-        }
-    }
-
-    /// Every target takes replicas and holds none of the object's yet.
-    fn check_targets(&self, key: &str, replicas: &Replicas, targets: &[String]) -> Result<()> {
-        for t in targets {
-            if !self.space.node_allocatable(t) {
-                return Err(Error::params(format!(
-                    "target node {t:?} has no store space that takes replicas (not mounted, \
-                     not remounted yet, or being unmounted)"
-                )));
-            }
-            if replicas
-                .iter()
-                .any(|r| self.space.node_of(r.mount) == Some(t.as_str()))
-            {
-                return Err(Error::params(format!(
-                    "{key:?} has a replica on {t:?} already"
-                )));
-            }
-        }
-        Ok(())
+            .any(|r| self.space.node_of(r.mount) == Some(node))
     }
 
     /// The live client whose readable range holds `r`: the one to run a task from it.
@@ -369,9 +343,18 @@ impl Master {
                 "{key:?} has no replica in this client's store space any more"
             ));
         };
-        let targets = kind.targets();
-        if let Err(e) = self.check_targets(&key, &o.replicas, targets) {
-            return Take::Failed(e.to_string());
+        // A copy's targets that hold a replica already need none; a move's target must not.
+        let targets: Vec<&String> = kind
+            .targets()
+            .iter()
+            .filter(|t| !self.holds(&o.replicas, t))
+            .collect();
+        match &kind {
+            TaskKind::Copy { .. } if targets.is_empty() => return Take::Done,
+            TaskKind::Move { target, .. } if targets.is_empty() => {
+                return Take::Failed(format!("{key:?} has a replica on {target:?} already"));
+            }
+            _ => {}
         }
         let size = o.size;
         let mut placed = Replicas::new();
@@ -402,9 +385,6 @@ impl Master {
                 until,
             },
         );
-        if let Some(o) = self.objects.get_mut(&key) {
-            o.lease_until = o.lease_until.max(until);
-        }
         Take::Started(TaskWork {
             id,
             key: key.into(),
@@ -416,23 +396,17 @@ impl Master {
 
     /// No room for `size` bytes on `target`: retried at later takes, up to the limit.
     fn no_room(&mut self, id: TaskId, target: &str, size: u64) -> Take {
-        let limit = self.cfg.max_task_retries;
-        let Some(t) = self.tasks.get_mut(id) else {
-            return Take::Later;
-        };
-        t.tries += 1;
-        match t.tries > limit {
+        let tries = self.tasks.no_room(id);
+        match tries > self.cfg.max_task_retries {
             true => Take::Failed(format!(
-                "no room for {size} bytes on {target:?} in {} tries",
-                t.tries
+                "no room for {size} bytes on {target:?} in {tries} tries"
             )),
             false => Take::Later,
         }
     }
 
     /// Whether `key` is still the object a task copied (`Ok` with its lease's end), or why
-    /// not: it was removed or rewritten, lost its source replica, a target range went, or
-    /// another task put a replica on a target first.
+    /// not: it was removed or rewritten, lost its source replica, or a target range went.
     fn copied_object(&self, key: &str, kind: &TaskKind, w: &Work) -> Result<Millis, String> {
         let o = self
             .objects
@@ -444,17 +418,27 @@ impl Master {
         if o.writing && self.writes.get(key).is_some_and(|wr| wr.in_place) {
             return Err(format!("{key:?} is being overwritten"));
         }
-        if w.targets.len() != kind.targets().len() {
-            return Err("a target's store space was removed".into());
+        // The new replicas' ranges must still take replicas: one being unmounted (or not
+        // remounted since a restart) would take the new replica away with it, a move's only
+        // one included.
+        let live = |r: &Replica| {
+            self.space
+                .get(r.mount)
+                .is_some_and(|m| m.ready && m.draining_until.is_none())
+        };
+        if !w.targets.iter().all(live) {
+            return Err("a target's store space is being unmounted".into());
         }
-        let taken = w.targets.iter().any(|t| {
-            let node = self.space.node_of(t.mount);
-            o.replicas
-                .iter()
-                .any(|r| self.space.node_of(r.mount) == node)
+        // A target the object got a replica on meanwhile needs none; one without a replica
+        // must have its new one (its range may have gone with the node's store space).
+        let covered = kind.targets().iter().all(|t| {
+            self.holds(&o.replicas, t)
+                || w.targets
+                    .iter()
+                    .any(|r| self.space.node_of(r.mount) == Some(t.as_str()))
         });
-        if taken {
-            return Err(format!("{key:?} got a replica on a target meanwhile"));
+        if !covered {
+            return Err("a target's store space was removed".into());
         }
         Ok(o.lease_until)
     }

@@ -51,7 +51,9 @@ impl Master {
             // In place only where no reader can be transferring: no lease known, and not
             // within a lease TTL of a restart or promotion (leases from before are unknown);
             // never into a leaving object's ranges.
-            if o.size == size && !o.leased(now) && now >= self.no_reuse_until && !leaving {
+            let copied = self.tasks.running(key);
+            if o.size == size && !o.leased(now) && now >= self.no_reuse_until && !leaving && !copied
+            {
                 let descs = self.describe_all(&o.replicas, size);
                 let in_place = (Replicas::new(), true, true);
                 self.start(client, now, (h, key), size, in_place, cfg);
