@@ -230,6 +230,17 @@ def test_host_names_split_into_host_and_port_as_mooncake_writes_them():
     assert _hostname.split("host:\u00b2") == ("host:\u00b2", None), "not an ASCII digit"
 
 
+def test_replica_nodes_are_spelled_as_the_clients_of_one_host_spell_themselves():
+    from mooncake import _hostname
+    assert _hostname.spelled("127.0.0.1:10002", "localhost:10001") == "localhost:10002"
+    assert _hostname.spelled("127.0.0.1:10002", "127.0.0.1:10001") == "127.0.0.1:10002"
+    # Another host's node, and a client with no port of its own, keep yuebing's name.
+    assert _hostname.spelled("10.1.2.3:10002", "localhost:10001") == "10.1.2.3:10002"
+    assert _hostname.spelled("127.0.0.1:10002", "localhost") == "127.0.0.1:10002"
+    # Either spelling names the same node.
+    assert _hostname.node_name(_hostname.spelled("127.0.0.1:7", "localhost:1")) == "127.0.0.1:7"
+
+
 def test_a_hostname_without_port_gets_one_from_mooncakes_range(cluster, monkeypatch):
     monkeypatch.setenv("MC_STORE_CLIENT_MIN_PORT", "13300")
     monkeypatch.setenv("MC_STORE_CLIENT_MAX_PORT", "13350")

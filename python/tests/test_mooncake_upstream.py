@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import Cluster
+from conftest import Cluster, yuebing_bin
 
 UPSTREAM = pathlib.Path(__file__).resolve().parents[1] / "mooncake-upstream-tests"
 FILES = ["test_distributed_object_store.py", "test_replicated_distributed_object_store.py"]
@@ -175,3 +175,59 @@ def test_mooncakes_rpc_bandwidth_tool_runs_unmodified(tmp_path):
     assert re.search(r"^bandwidth: [0-9.e-]+ GB/s$", out, re.M), out[-4000:]
     assert "Warning: send_data returned error" not in out and "Error sending" not in out, out
     assert "Server started on 0.0.0.0:" in server and "Server stopping" in server, server
+
+
+def test_mooncakes_config_tests_pass_unmodified():
+    # mooncake.mooncake_config: no master, no network.
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "test_mooncake_config.py"], cwd=UPSTREAM, capture_output=True,
+                         text=True, timeout=300)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-6000:]
+    passed = re.search(r"(\d+) passed", out)
+    assert passed and int(passed.group(1)) == 35, out[-3000:]
+
+
+# Mooncake's test of copy and move tasks (scripts/test_copy_move_api.py): three store clients in
+# processes of their own, named localhost:10001 … 10003, and a coordinator at localhost:12001;
+# the master from MOONCAKE_MASTER (mooncake.mooncake_config reads it). Its ports are fixed, so
+# it runs in a network namespace of its own (loopback only) with its own `yuebing master`, or
+# not at all.
+COPY_MOVE = """
+set -u
+ip link set lo up
+bin=$1 python=$2
+"$bin" master --bind 127.0.0.1 --port 0 > "$MASTER_OUT" 2>&1 &
+master=$!
+trap 'kill $master 2>/dev/null' EXIT
+for _ in $(seq 200); do
+  grep -q "ready on" "$MASTER_OUT" && break
+  kill -0 $master 2>/dev/null || break
+  sleep 0.1
+done
+addr=$(sed -n 's/^yuebing master ready on //p' "$MASTER_OUT" | head -n 1)
+MOONCAKE_MASTER=${addr#tcp://} MOONCAKE_PROTOCOL=tcp \\
+  "$python" -m pytest -q -p no:cacheprovider test_copy_move_api.py
+"""
+
+
+def test_mooncakes_copy_and_move_tests_pass_unmodified(tmp_path):
+    if not _netns_works():
+        pytest.skip("needs a network namespace (unshare -rn): its clients' ports are fixed")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", MASTER_OUT=str(tmp_path / "master.out"))
+    proc = subprocess.Popen(["unshare", "-rn", "bash", "-c", COPY_MOVE, "copy_move",
+                             yuebing_bin(), sys.executable], cwd=UPSTREAM, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    master = (tmp_path / "master.out").read_text() if (tmp_path / "master.out").exists() else ""
+    assert proc.returncode == 0, out[-6000:] + "\n--- master:\n" + master[-3000:]
+    passed = re.search(r"(\d+) passed", out)
+    assert passed and int(passed.group(1)) == 10, out[-3000:]

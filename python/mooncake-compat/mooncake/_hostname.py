@@ -72,3 +72,17 @@ def node_name(name):
     except (OSError, UnicodeError):
         return name
     return f"{infos[0][4][0]}:{port}" if infos else name
+
+
+def spelled(node, own):
+    """The name Mooncake would show for yuebing node ``node`` (``127.0.0.1:13002``) to the
+    client named ``own`` (``localhost:13001``): a node at the address ``own``'s host resolves
+    to is spelled with that host (``localhost:13002``), as Mooncake's clients of one host,
+    which name themselves alike, see each other; any other node as yuebing names it. Either
+    spelling names the same node in every call (see :func:`node_name`)."""
+    own_host, own_port = split(own)
+    host, port = split(node)
+    if own_port is None or port is None or own_host == host:
+        return node
+    same = node_name(f"{own_host}:{port}") == node
+    return f"{own_host}:{port}" if same else node

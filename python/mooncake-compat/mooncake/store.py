@@ -939,13 +939,13 @@ class MooncakeDistributedStore:
     def get_replica_desc(self, key):
         """The replicas of ``key`` (``[]`` when it is missing)."""
         found = self._run("get_replica_desc", [], lambda s: s.replicas(key), _logged([]))
-        return _descriptors(found) if not isinstance(found, list) else []
+        return _descriptors(found, self._hostname) if not isinstance(found, list) else []
 
     def batch_get_replica_desc(self, keys):
         """``{key: replicas}`` for the keys found (missing keys are absent)."""
         each = self._run("batch_get_replica_desc", [], lambda s: s.batch_replicas(keys),
                          _logged([]))
-        return {k: _descriptors(r) for k, r in zip(keys, each)
+        return {k: _descriptors(r, self._hostname) for k, r in zip(keys, each)
                 if not isinstance(r, yuebing.YuebingError)}
 
 
@@ -1127,6 +1127,8 @@ def _session_lists(items):
     return sessions, ptrs, offsets, sizes
 
 
-def _descriptors(found):
-    """``ReplicaDescriptor``s of a ``yuebing`` replicas result."""
-    return [ReplicaDescriptor(node, addr, size) for node, addr, size in found.replicas]
+def _descriptors(found, own):
+    """``ReplicaDescriptor``s of a ``yuebing`` replicas result, their nodes spelled for the
+    client named ``own`` (see ``_hostname.spelled``)."""
+    return [ReplicaDescriptor(_hostname.spelled(node, own), addr, size)
+            for node, addr, size in found.replicas]
