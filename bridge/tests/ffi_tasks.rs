@@ -43,16 +43,18 @@ fn nodes_holding(store: yuebing_store_t, key: &str) -> Vec<String> {
         items: std::ptr::null_mut(),
         len: 0,
     };
-    // SAFETY: valid key and output; the replicas are freed once, after they are read.
+    // SAFETY: valid key and output; `items` holds `len` replicas with NUL-terminated nodes,
+    // read before the replicas are freed, once.
     unsafe {
         assert_eq!(
             yuebing_store_replicas(store, key.as_ptr(), NO_OPTS, &mut r, nul()),
             0
         );
-        let items = std::slice::from_raw_parts(r.items, r.len);
-        let mut nodes: Vec<String> = items
-            .iter()
-            .map(|i| CStr::from_ptr(i.node).to_string_lossy().into_owned())
+        let mut nodes: Vec<String> = (0..r.len)
+            .map(|i| {
+                let item = &*r.items.add(i);
+                CStr::from_ptr(item.node).to_string_lossy().into_owned()
+            })
             .collect();
         yuebing_replicas_free(&mut r);
         nodes.sort();
