@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -159,3 +160,20 @@ def store(cluster):
 def key():
     """A key no other test uses."""
     return f"py/{uuid.uuid4().hex}"
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def mooncake_real_client(cluster: Cluster, port: int, size: str = "64MB") -> Process:
+    """The drop-in's ``mooncake_client --port PORT``: a real client with ``size`` of store
+    space that serves dummy clients (``setup_dummy(..., "127.0.0.1:PORT")``)."""
+    return Process([f"--master_server_address={cluster.address}", f"--port={port}",
+                    f"--global_segment_size={size}", "--host=127.0.0.1"],
+                   "mooncake_client ready: ",
+                   program=[sys.executable, "-m", "mooncake.cli_client"])

@@ -10,7 +10,10 @@ real ``yuebing master`` and node, every byte checked:
   mooncakestore_connector.py``): chunks stored with ``put_parts(key, metadata, kv)`` (and
   ``put_parts(key, b"", data)``) and read back with ``batch_get_buffer``; the zero-copy mode's
   ``register_buffer``, ``put_from``, ``batch_put_from``, ``get_into``, ``batch_get_into``,
-  ``is_exist`` and ``batch_is_exist``.
+  ``is_exist`` and ``batch_is_exist``;
+- SGLang HiCache (``python/sglang/srt/mem_cache/storage/mooncake_store/mooncake_store.py``), as a
+  full client and, with ``standalone_storage``, as a dummy client of ``mooncake_client --port``
+  beside a full one.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ import uuid
 import numpy as np
 import pytest
 
-from mooncake.store import MooncakeDistributedStore, ReplicateConfig
+from conftest import free_port, mooncake_real_client
+
+from mooncake.store import MooncakeDistributedStore, MooncakeHostMemAllocator, ReplicateConfig
 
 MIB = 1 << 20
 
@@ -167,8 +172,7 @@ def test_lmcache_zero_copy_mode_moves_chunks_between_registered_pools(pair):
 
 
 def test_sglang_hicache_full_client_stores_and_loads_kv_pages(cluster):
-    """SGLang HiCache's Mooncake backend as a full client (``standalone_storage`` off; the
-    dummy-client mode is not in the drop-in yet): setup with its keyword arguments, the host KV
+    """SGLang HiCache's Mooncake backend as a full client (``standalone_storage`` off): setup with its keyword arguments, the host KV
     pool registered once, a warm-up put/get, then per page ``batch_is_exist`` and zero-copy
     ``batch_put_from`` of the K and V halves (``ReplicateConfig.group_ids`` naming the page),
     ``batch_get_into`` into another pool's pages."""
@@ -214,3 +218,65 @@ def test_sglang_hicache_full_client_stores_and_loads_kv_pages(cluster):
         for st, pool in zip(stores, (src_pool, dst_pool)):
             st.unregister_buffer(address(pool))
             st.close()
+
+
+def test_sglang_hicache_standalone_storage_is_a_dummy_client_beside_a_real_one(
+        cluster, tmp_path, monkeypatch):
+    """SGLang HiCache with ``standalone_storage``: its host KV pool comes from
+    ``MooncakeHostMemAllocator`` (its ``MooncakeHostTensorAllocator``), the backend calls
+    ``setup_dummy(pool bytes, 16 MiB, client_server_address)`` against a ``mooncake_client
+    --port``, registers the pool, warms up, then stores pages with ``batch_is_exist`` and
+    ``batch_put_from`` (``group_ids`` set) and loads them with ``batch_get_into``; a full
+    client beside it, with a pool of its own, loads the same pages."""
+    monkeypatch.setenv("YUEBING_DUMMY_DIR", str(tmp_path / "dummies"))
+    port = free_port()
+    real = mooncake_real_client(cluster, port)
+    page, pages = 64 * 1024, 32
+    pool_bytes = 2 * pages * page  # K pages, then V pages
+    allocator = MooncakeHostMemAllocator()
+    pool = allocator.alloc(pool_bytes)
+    full = MooncakeDistributedStore()
+    dst = np.zeros(pool_bytes, dtype=np.uint8)
+    dummy = MooncakeDistributedStore()
+    try:
+        src = np.random.default_rng(5).integers(0, 256, pool_bytes, dtype=np.uint8)
+        ctypes.memmove(pool, address(src), pool_bytes)
+        assert dummy.setup_dummy(pool_bytes, 16 * MIB, f"127.0.0.1:{port}") == 0
+        assert dummy.register_buffer(pool, pool_bytes) == 0
+        warm = f"sglang_mooncake_store_warmup_key{uuid.uuid4().hex}"
+        assert dummy.put(warm, bytes(4096)) == 0
+        assert dummy.is_exist(warm) == 1 and dummy.get(warm) == bytes(4096)
+        prefix = uuid.uuid4().hex
+        hashes = [f"{prefix}{i:04x}" for i in range(pages)]
+        keys = [f"{h}_0_{kv}" for h in hashes for kv in ("k", "v")]
+        ptrs = [pool + (kv * pages + i) * page for i in range(pages) for kv in (0, 1)]
+        config = ReplicateConfig()
+        config.group_ids = [h for h in hashes for _ in (0, 1)]
+        assert dummy.batch_is_exist(keys) == [0] * len(keys)
+        assert dummy.batch_put_from(keys, ptrs, [page] * len(keys), config) == [0] * len(keys)
+        # The dummy loads its pages back into the other half of their slots, reversed.
+        ctypes.memset(pool, 0, pool_bytes)
+        back = [pool + (kv * pages + (pages - 1 - i)) * page
+                for i in range(pages) for kv in (0, 1)]
+        assert dummy.batch_get_into(keys, back, [page] * len(keys)) == [page] * len(keys)
+        got = np.ctypeslib.as_array((ctypes.c_uint8 * pool_bytes).from_address(pool)).copy()
+        # A full client loads the same pages into its own pool.
+        assert full.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MIB, "tcp", "",
+                          cluster.address) == 0
+        assert full.register_buffer(address(dst), dst.nbytes) == 0
+        out = [address(dst) + (kv * pages + i) * page for i in range(pages) for kv in (0, 1)]
+        assert full.batch_get_into(keys, out, [page] * len(keys)) == [page] * len(keys)
+        assert (dst == src).all()
+        for i in range(pages):
+            for kv in (0, 1):
+                j = pages - 1 - i
+                a = src[(kv * pages + i) * page:(kv * pages + i + 1) * page]
+                assert (got[(kv * pages + j) * page:(kv * pages + j + 1) * page] == a).all()
+        assert dummy.remove_all(True) >= len(keys)
+    finally:
+        full.unregister_buffer(address(dst))
+        full.close()
+        dummy.unregister_buffer(pool)
+        dummy.close()
+        allocator.free(pool)
+        real.kill()

@@ -1,5 +1,6 @@
 """Host memory as Mooncake hands it out: ``MooncakeHostMemAllocator`` (page-aligned,
-zero-filled anonymous mappings, returned as int addresses) and ``bind_to_numa_node``.
+zero-filled shared mappings of sealed memfds, returned as int addresses, which a dummy client's
+real client can map too: see ``_shared``) and ``bind_to_numa_node``.
 
 Memory a store still has registered is never freed: ``free`` of it answers -1 until every store
 that registered it has called ``unregister_buffer`` (or ``close``), so no transfer can land in
@@ -13,7 +14,7 @@ import os
 import threading
 import weakref
 
-from . import _codes
+from . import _codes, _shared
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
@@ -61,11 +62,27 @@ def unmap(addr, size):
         _codes.log.error("munmap at %#x: %s", addr, os.strerror(ctypes.get_errno()))
 
 
+# Every allocator's live allocations, {address: (size, memfd)}: a dummy client hands the memfd
+# of the one holding a buffer it registers to its real client.
+_ALLOCATED = {}
+_ALLOCATED_LOCK = threading.Lock()
+
+
+def shared_region(ptr, size):
+    """``(base, size, fd)`` of the ``MooncakeHostMemAllocator`` allocation that holds
+    ``[ptr, ptr + size)``, or ``None``."""
+    with _ALLOCATED_LOCK:
+        for base, (n, fd) in _ALLOCATED.items():
+            if base <= ptr and ptr + size <= base + n:
+                return base, n, fd
+    return None
+
+
 class MooncakeHostMemAllocator:
     """Host memory for Mooncake Store calls: ``alloc(size)`` returns the address of ``size``
-    zero-filled, page-aligned bytes (0 on failure); ``free(ptr)`` returns them (0, or -1 for
-    an address it did not allocate or one a store still has registered). What is not freed
-    lives until the process exits."""
+    zero-filled, page-aligned bytes (0 on failure), shareable with a dummy client's real
+    client; ``free(ptr)`` returns them (0, or -1 for an address it did not allocate or one a
+    store still has registered). What is not freed lives until the process exits."""
 
     def __init__(self):
         self._sizes = {}
@@ -78,10 +95,11 @@ class MooncakeHostMemAllocator:
         except (TypeError, ValueError):
             _codes.log.error("MooncakeHostMemAllocator.alloc: size %r is not an int", size)
             return 0
-        addr = map_anonymous(size)
+        addr, fd = _shared.create(size)
         if addr:
-            with self._lock:
+            with self._lock, _ALLOCATED_LOCK:
                 self._sizes[addr] = size
+                _ALLOCATED[addr] = (size, fd)
         return addr
 
     def free(self, ptr):
@@ -98,7 +116,12 @@ class MooncakeHostMemAllocator:
                                  "a store; unregister_buffer it first", int(ptr))
                 return -1
             del self._sizes[int(ptr)]
-            unmap(int(ptr), size)
+            with _ALLOCATED_LOCK:
+                _, fd = _ALLOCATED.pop(int(ptr))
+            # A real client that maps it for a dummy client lets go of it first.
+            for store in list(_STORES):
+                store._forget_shared(int(ptr))
+            _shared.release(int(ptr), size, fd)
         return 0
 
 

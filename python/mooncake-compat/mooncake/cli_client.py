@@ -1,17 +1,19 @@
-"""``mooncake_client``: Mooncake's standalone real client, run as a ``yuebing node`` (a process
-that mounts ``--global_segment_size`` of its memory as store space and serves it).
+"""``mooncake_client``: Mooncake's standalone real client. It mounts ``--global_segment_size``
+of its memory as store space and serves it; with ``--port`` it also serves dummy clients
+(``setup_dummy(..., "host:PORT")``, see ``mooncake._dummy``) and runs as a drop-in real client
+in this process, else it runs as a ``yuebing node``.
 
-Not yet: serving dummy clients (``--port``, the real client's service port) and the client HTTP
-server; those flags, and any other yuebing cannot honour, are refused by name.
+Not yet: the client HTTP server; that flag, and any other yuebing cannot honour, is refused by
+name.
 """
 
 import os
+import signal
 import sys
+import threading
 
 from . import _flags
 from ._flags import FlagError, ignored, refused
-
-_NO_DUMMIES = "yuebing's node does not serve dummy clients yet (issue 27)"
 
 
 def _protocol(value):
@@ -48,7 +50,8 @@ TABLE = {
     "protocol": _protocol,
     "device_names": _none("device_names", "yuebing has no RDMA transport yet (issue 29)"),
     "threads": _threads,
-    "port": refused("port", _NO_DUMMIES),
+    # The dummy clients' service (run here, not by a yuebing node: see `main`).
+    "port": ignored,
     "enable_http_server": _none("enable_http_server", "the client HTTP server is not built yet "
                                 "(issue 28)", ("False", "false")),
     "http_port": refused("http_port", "the client HTTP server is not built yet (issue 28)"),
@@ -72,12 +75,63 @@ def command(argv):
     return [_flags.yuebing_binary(), "node", *args]
 
 
+def _port(flags):
+    """The ``--port`` of the dummy clients' service, checked, or ``None``."""
+    if "port" not in flags:
+        return None
+    try:
+        port = int(flags["port"])
+    except ValueError:
+        raise FlagError(f"--port={flags['port']}: not a port") from None
+    if not 0 < port < 65536:
+        raise FlagError(f"--port={port}: not a port")
+    return port
+
+
+def serve(flags, port):
+    """Runs the real client in this process, serving dummy clients on ``port`` until SIGINT or
+    SIGTERM; the exit status."""
+    from . import _dummy
+    from .mooncake_config import _parse_segment_size
+    from .store import MooncakeDistributedStore
+
+    host = flags.get("host", "127.0.0.1")
+    store = MooncakeDistributedStore()
+    rc = store.setup(host, flags.get("metadata_server", "P2PHANDSHAKE"),
+                     _parse_segment_size(flags.get("global_segment_size", "4GB")),
+                     _parse_segment_size(flags.get("local_buffer_size", "0")), "tcp", "",
+                     flags["master_server_address"])
+    if rc != 0:
+        print(f"mooncake_client: setup failed with {rc}", file=sys.stderr)
+        return 1
+    try:
+        dummies = _dummy.DummyHost(store, f"{host}:{port}")
+    except (OSError, ValueError) as e:
+        store.close()
+        print(f"mooncake_client: cannot serve dummy clients: {e}", file=sys.stderr)
+        return 1
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    threading.Thread(target=dummies.serve_forever, daemon=True).start()
+    print(f"mooncake_client ready: {store.get_hostname()} serves dummy clients at "
+          f"{dummies.path}", flush=True)
+    stop.wait()
+    dummies.close()
+    store.close()
+    return 0
+
+
 def main(argv=None):
     """``mooncake_client``."""
     try:
         cmd = command(sys.argv[1:] if argv is None else argv)
+        _, flags = _flags.translate(sys.argv[1:] if argv is None else argv, TABLE, BOOLEANS)
+        port = _port(flags)
     except FlagError as e:
         return _flags.fail("mooncake_client", e)
+    if port is not None:
+        return serve(flags, port)
     os.execv(cmd[0], cmd)
 
 

@@ -15,7 +15,7 @@ import uuid
 
 import yuebing
 
-from . import _codes, _hostname, _memory, _setup
+from . import _codes, _dummy, _hostname, _memory, _setup
 from ._codes import INVALID_PARAMS, OBJECT_ALREADY_EXISTS, OK
 from ._pool import (BufferLease, BufferLeaseView, BufferPool, RegisteredBufferLease,
                     RegisteredBufferLeaseView, RegisteredBufferPool)
@@ -121,6 +121,8 @@ class MooncakeDistributedStore:
 
     def __init__(self):
         self._store = None
+        # A dummy client's connection to its real client (see setup_dummy).
+        self._dummy = None
         # The setup's local_buffer_size: Mooncake stages every bytes-API value through it.
         self._local_buffer = 0
         self._hostname = ""
@@ -245,11 +247,34 @@ class MooncakeDistributedStore:
         return self.setup("127.0.0.1", "P2PHANDSHAKE", mount_segment_size, 16 << 20,
                           protocol, device_name, "127.0.0.1:50051")
 
+    def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
+        """Makes this a dummy client of the real client at ``server_address`` (``host:PORT``,
+        the real client's ``--port``, on this host): it owns no store space, and the real
+        client does its calls. Its zero-copy buffers must come from
+        ``MooncakeHostMemAllocator`` (the real client maps them); bytes-API values are bounded
+        by ``local_buffer_size``. 0, or -1 when the real client cannot be reached."""
+        mem_pool_size, local_buffer_size = (_address(mem_pool_size),
+                                            _address(local_buffer_size))
+        try:
+            link = _dummy.Link(server_address)
+        except (OSError, _dummy.LinkError, ValueError) as e:
+            _codes.log.error("setup_dummy: no real client at %s: %s", server_address, e)
+            return -1
+        self.close()
+        with self._lock:
+            self._dummy = link
+            self._local_buffer = local_buffer_size
+            self._hostname = link.hostname
+        return 0
+
     def close(self):
         """Leaves the cluster; 0 (also before ``setup`` and a second time)."""
         with self._lock:
+            link, self._dummy = self._dummy, None
             store, self._store = self._store, None
             retired = self._reset()
+        if link is not None:
+            link.close()
         if store is not None:
             self._close_store(store, *retired)
         return 0
@@ -300,10 +325,12 @@ class MooncakeDistributedStore:
         ``-600`` there)."""
         return length <= self._local_buffer
 
-    def _put(self, what, key, value, config, upsert):
+    def _put(self, what, key, value, config, upsert, staged=True):
+        """``put`` or ``upsert``; a dummy client's value (``staged`` False) was bounded by the
+        dummy's own local buffer."""
         opts = _put_options(config)
         data = byte_value(value)
-        if opts is None or len(data) == 0 or not self._staged(len(data)):
+        if opts is None or len(data) == 0 or (staged and not self._staged(len(data))):
             return INVALID_PARAMS
         call = (lambda s: s.upsert(key, data, **opts)) if upsert else (
             lambda s: s.put(key, data, **opts))
@@ -396,6 +423,13 @@ class MooncakeDistributedStore:
     def register_buffer(self, buffer_ptr, size):
         """Registers ``size`` bytes at ``buffer_ptr`` for zero-copy calls; 0, or -600 for an
         overlap."""
+        if self._dummy is not None:
+            with _memory.REGISTRATION:
+                code = _dummy.register(self, buffer_ptr, size)
+                if code == 0:
+                    with self._lock:
+                        self._regions[int(buffer_ptr)] = int(size)
+            return code
         with _memory.REGISTRATION:
             code = self._run("register_buffer", INVALID_PARAMS,
                              _ok(lambda s: s.register_buffer(buffer_ptr, size)),
@@ -407,6 +441,10 @@ class MooncakeDistributedStore:
 
     def unregister_buffer(self, buffer_ptr):
         """Ends a registration; 0, or -600 for an address not registered."""
+        if self._dummy is not None:
+            with self._lock:
+                return 0 if self._regions.pop(int(buffer_ptr), None) is not None else (
+                    INVALID_PARAMS)
         code = self._run("unregister_buffer", INVALID_PARAMS,
                          _ok(lambda s: s.unregister_buffer(buffer_ptr)),
                          _logged(INVALID_PARAMS))
@@ -840,6 +878,16 @@ class MooncakeDistributedStore:
         _memory.unmap(addr, size)
         return 0
 
+    def _forget_shared(self, base):
+        """Host memory at ``base`` is being freed: a dummy client tells its real client to let
+        go of it (a client set up normally has nothing to do)."""
+        link = self._dummy
+        if link is not None:
+            try:
+                link.unshare(base)
+            except _dummy.LinkError as e:
+                _codes.log.warning("the real client was not told of freed memory: %s", e)
+
     def _overlaps(self, ptr, size):
         """Whether a ``register_buffer`` region of this client overlaps ``[ptr, ptr+size)``."""
         with self._lock:
@@ -948,6 +996,10 @@ class MooncakeDistributedStore:
         return {k: _descriptors(r, self._hostname) for k, r in zip(keys, each)
                 if not isinstance(r, yuebing.YuebingError)}
 
+
+
+# A dummy client's calls go to its real client (see ``setup_dummy`` and ``_dummy``).
+_dummy.install(MooncakeDistributedStore)
 
 
 # Mooncake's PyTorch methods (the stock 0.3.13.post1 wheel's 42). They need torch, which the

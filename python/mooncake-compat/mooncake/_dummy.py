@@ -1,0 +1,501 @@
+"""Dummy clients (Mooncake's ``setup_dummy``): a process that owns no store space and no
+engine of its own asks a *real* client on the same host to do its store calls.
+
+The real client (``mooncake_client --port PORT``, or any process that calls
+:func:`serve_dummy_clients`) listens on a Unix socket named after its port, in a directory only
+its user can enter; a dummy client connects there (``setup_dummy(..., "host:PORT")``) and must
+run as the same user (checked with ``SO_PEERCRED``). The dummy's host memory comes from
+``MooncakeHostMemAllocator``: sealed memfds. When it registers a buffer, the memfd holding it
+goes over the socket once (``SCM_RIGHTS``); the real client maps it, registers the mapping with
+its own engine, and from then on the dummy's zero-copy calls name addresses in its own memory,
+which the real client translates (an address outside what was shared is ``-600``, nothing
+else happens). Values of the bytes API travel inline.
+
+Lifetimes: the real client unregisters and unmaps a dummy's memory when the dummy disconnects
+(also when it was killed: the socket closes), after the call under way, if any, returned; the
+dummy's memory stays the dummy's. A dead real client makes every call of its dummies return
+the call's error answer (``RPC_FAIL``, -900) at once, never hang: each call is also bounded by
+``MOONCAKE_DUMMY_TIMEOUT`` seconds (default 60).
+
+One connection per dummy client; its calls take turns on it.
+
+Wire: each message is ``u32 header length | u32 payload length`` (little endian), a JSON header,
+then the payload bytes; file descriptors ride on the first bytes of a ``share`` message.
+"""
+
+import functools
+import inspect
+import json
+import os
+import socket
+import stat
+import struct
+import threading
+
+from . import _codes, _hostname, _memory, _shared
+
+VERSION = 1
+_PRE = struct.Struct("<II")
+_MAX_HEADER = 16 << 20
+_MAX_PAYLOAD = 1 << 30
+
+
+class LinkError(Exception):
+    """The real client is gone, or broke the protocol."""
+
+
+def socket_path(server_address):
+    """Where the real client named ``host:PORT`` listens for its dummy clients: a socket named
+    after the port in ``$YUEBING_DUMMY_DIR`` (default ``/tmp/yuebing-dummy-UID``)."""
+    _, port = _hostname.split(str(server_address))
+    if not port:
+        raise ValueError(f"{server_address!r} names no port: expected host:PORT, the real "
+                         "client's --port")
+    return os.path.join(_directory(), f"mooncake-client-{port}.sock")
+
+
+def _directory():
+    return os.environ.get("YUEBING_DUMMY_DIR") or f"/tmp/yuebing-dummy-{os.getuid()}"
+
+
+def _private_directory(path):
+    """Makes ``path`` (mode 0700) or checks that it is this user's directory and closed to
+    others: no one else may place or replace the socket."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise PermissionError(f"{path} must be a directory of this user that others cannot "
+                              "enter (mode 0700)")
+
+
+def _send(sock, header, payload=b"", fds=()):
+    head = json.dumps(header).encode()
+    first = _PRE.pack(len(head), len(payload)) + head
+    if fds:
+        sent = socket.send_fds(sock, [first], list(fds))
+        first = first[sent:]
+    sock.sendall(first)
+    if payload:
+        sock.sendall(payload)
+
+
+def _recv_exact(sock, n):
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if k == 0:
+            raise LinkError("the peer closed the connection")
+        got += k
+    return bytes(buf)
+
+
+def _recv(sock, max_fds=0):
+    """One message: ``(header, payload, fds)``. File descriptors that arrive with it are the
+    caller's to close; more than ``max_fds`` (or any on a truncated message) are closed here
+    and refused."""
+    fds, got = [], b""
+    space = socket.CMSG_SPACE(max(max_fds, 1) * 4)
+    while len(got) < _PRE.size:
+        data, anc, flags, _ = sock.recvmsg(_PRE.size - len(got), space if not got else 0)
+        for level, kind, body in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.extend(struct.unpack(f"{len(body) // 4}i", body[:len(body) // 4 * 4]))
+        if flags & socket.MSG_CTRUNC or len(fds) > max_fds:
+            for fd in fds:
+                os.close(fd)
+            raise LinkError("file descriptors the protocol does not expect")
+        if not data:
+            for fd in fds:
+                os.close(fd)
+            raise LinkError("the peer closed the connection")
+        got += data
+    head_len, payload_len = _PRE.unpack(got)
+    if head_len > _MAX_HEADER or payload_len > _MAX_PAYLOAD:
+        for fd in fds:
+            os.close(fd)
+        raise LinkError(f"a message of {head_len} + {payload_len} bytes is over the limits")
+    try:
+        header = json.loads(_recv_exact(sock, head_len))
+        payload = _recv_exact(sock, payload_len) if payload_len else b""
+    except (ValueError, LinkError):
+        for fd in fds:
+            os.close(fd)
+        raise
+    return header, payload, fds
+
+
+# --------------------------------------------------------------------------- the calls
+#
+# Each forwarded call: its name, and how its arguments hold addresses. "one" is (addr, size)
+# at argument positions (1, 2); "each" a list of addresses and a list of sizes there; "multi"
+# a list of lists of each. "bytes" sends argument 1 (a value) as the payload; "get" returns
+# the payload. Config arguments (ReplicateConfig) travel as their fields.
+
+CALLS = {
+    "put": "bytes", "upsert": "bytes", "get": "get",
+    "is_exist": None, "batch_is_exist": None, "get_size": None, "remove": None,
+    "batch_remove": None, "remove_all": None, "remove_by_regex": None,
+    "put_from": "one", "upsert_from": "one", "get_into": "one",
+    "batch_put_from": "each", "batch_upsert_from": "each", "batch_get_into": "each",
+    "batch_put_from_multi_buffers": "multi",
+    "batch_get_into_multi_buffers": "multi",
+    "health_check": None, "get_hostname": None,
+}
+# The answer of a call whose addresses are bad (per item for the batch forms).
+_LIST_ANSWERS = {"batch_is_exist", "batch_remove", "batch_put_from", "batch_upsert_from",
+                 "batch_get_into", "batch_put_from_multi_buffers",
+                 "batch_get_into_multi_buffers"}
+
+
+def _failed(method, args, code):
+    """What ``method`` answers when it cannot run: ``code`` (per key for the batch forms),
+    ``b""`` for ``get``, ``""`` for ``get_hostname``."""
+    if method == "get":
+        return b""
+    if method == "get_hostname":
+        return ""
+    if method in _LIST_ANSWERS:
+        keys = args[0] if args else []
+        return [code] * (len(keys) if isinstance(keys, list) else 0)
+    return code
+
+
+def _config_fields(config):
+    from ._types import ReplicateConfig
+    if config is None or not isinstance(config, ReplicateConfig):
+        return config
+    fields = {k: v for k, v in vars(config).items() if not k.startswith("_")}
+    fields["soft_pin_ttl_ms"] = config.soft_pin_ttl_ms
+    fields["soft_pin_action"] = int(config.soft_pin_action)
+    fields["data_type"] = int(config.data_type)
+    return {"__replicate_config__": fields}
+
+
+def _config_of(value):
+    from ._types import ObjectDataType, ReplicateConfig, SoftPinAction
+    if not (isinstance(value, dict) and "__replicate_config__" in value):
+        return value
+    config = ReplicateConfig()
+    for k, v in value["__replicate_config__"].items():
+        if k == "soft_pin_action":
+            v = SoftPinAction(v)
+        elif k == "data_type":
+            v = ObjectDataType(v)
+        if hasattr(config, k):
+            setattr(config, k, v)
+    return config
+
+
+# --------------------------------------------------------------------------- real side
+
+class _Region:
+    __slots__ = ("base", "size", "real", "registered")
+
+    def __init__(self, base, size, real):
+        self.base, self.size, self.real, self.registered = base, size, real, False
+
+
+class _Session:
+    """One dummy client's connection, served on a thread of its own."""
+
+    def __init__(self, store, sock):
+        self.store, self.sock = store, sock
+        self.regions = []
+
+    def run(self):
+        try:
+            self._check_peer()
+            while True:
+                header, payload, fds = _recv(self.sock, max_fds=1)
+                try:
+                    reply, out = self._handle(header, payload, fds)
+                finally:
+                    for fd in fds:
+                        os.close(fd)
+                _send(self.sock, reply, out)
+        except (LinkError, OSError, ValueError, TypeError) as e:
+            _codes.log.info("a dummy client left: %s", e)
+        finally:
+            self._release_all()
+            self.sock.close()
+
+    def _check_peer(self):
+        creds = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                     struct.calcsize("3i"))
+        _, uid, _ = struct.unpack("3i", creds)
+        if uid != os.getuid():
+            raise LinkError(f"a dummy client of user {uid} is refused")
+
+    def _handle(self, header, payload, fds):
+        op = header.get("op")
+        if op == "hello":
+            if header.get("version") != VERSION:
+                return {"error": f"protocol version {header.get('version')}, not {VERSION}"}, b""
+            return {"ok": {"hostname": self.store.get_hostname()}}, b""
+        if op == "share":
+            return {"ok": self._share(header, fds)}, b""
+        if op == "unshare":
+            self._unshare(int(header["base"]))
+            return {"ok": 0}, b""
+        if op == "call":
+            return self._call(header["method"], header.get("args", []), payload)
+        if op == "registered":
+            # Its memory was registered when it was shared: the range must lie there.
+            try:
+                self._translate(header["addr"], header["size"])
+            except (ValueError, TypeError, KeyError):
+                return {"ok": _codes.INVALID_PARAMS}, b""
+            return {"ok": 0}, b""
+        return {"error": f"unknown request {op!r}"}, b""
+
+    def _share(self, header, fds):
+        base, size = int(header["base"]), int(header["size"])
+        if len(fds) != 1 or size <= 0 or base <= 0 or base + size >= 1 << 64:
+            return _codes.INVALID_PARAMS
+        if any(r.base < base + size and base < r.base + r.size for r in self.regions):
+            return _codes.INVALID_PARAMS
+        try:
+            real = _shared.map_peer(fds[0], size)
+        except (ValueError, OSError) as e:
+            _codes.log.error("a dummy client's memory cannot be mapped: %s", e)
+            return _codes.INVALID_PARAMS
+        region = _Region(base, size, real)
+        code = self.store.register_buffer(real, size)
+        if code != 0:
+            _shared.unmap(real, size)
+            return code
+        region.registered = True
+        self.regions.append(region)
+        return 0
+
+    def _unshare(self, base):
+        for region in [r for r in self.regions if r.base == base]:
+            self.regions.remove(region)
+            self._release(region)
+
+    def _release(self, region):
+        # Unregistering waits for the transfers that use it; only then is it unmapped.
+        if region.registered and self.store.unregister_buffer(region.real) != 0:
+            _codes.log.warning("a dummy client's memory at %#x stays mapped: it could not be "
+                               "unregistered", region.real)
+            return
+        _shared.unmap(region.real, region.size)
+
+    def _release_all(self):
+        regions, self.regions = self.regions, []
+        for region in regions:
+            self._release(region)
+
+    def _translate(self, addr, size):
+        """The real client's address of ``size`` bytes at the dummy's ``addr``."""
+        addr, size = int(addr), int(size)
+        if addr < 0 or size < 0:
+            raise ValueError(f"{addr:#x}+{size}")
+        for r in self.regions:
+            if r.base <= addr and addr + size <= r.base + r.size:
+                return r.real + (addr - r.base)
+        raise ValueError(f"{addr:#x}+{size} lies outside the memory this dummy client shared")
+
+    def _call(self, method, args, payload):
+        kind = CALLS.get(method, "unknown")
+        if kind == "unknown":
+            return {"error": f"{method} is not served to dummy clients"}, b""
+        args = [_config_of(a) for a in args]
+        try:
+            if kind == "one":
+                args[1] = self._translate(args[1], args[2])
+            elif kind == "each":
+                args[1] = [self._translate(a, n) for a, n in zip(args[1], args[2], strict=True)]
+            elif kind == "multi":
+                args[1] = [[self._translate(a, n) for a, n in zip(ptrs, sizes, strict=True)]
+                           for ptrs, sizes in zip(args[1], args[2], strict=True)]
+        except (ValueError, TypeError, IndexError) as e:
+            _codes.log.error("a dummy client's %s: %s", method, e)
+            return {"ok": _failed(method, args, _codes.INVALID_PARAMS)}, b""
+        if kind == "bytes":
+            config = args[1] if len(args) > 1 else None
+            result = self.store._put(method, args[0], payload, config, method == "upsert",
+                                     staged=False)
+            return {"ok": result}, b""
+        result = getattr(self.store, method)(*args)
+        if kind == "get":
+            return {"ok": None}, bytes(result)
+        return {"ok": result}, b""
+
+
+class DummyHost:
+    """A real client's service for dummy clients: ``store`` (a set-up
+    ``MooncakeDistributedStore``) does their calls. ``serve_forever`` accepts until ``close``."""
+
+    def __init__(self, store, server_address):
+        self.store = store
+        self.path = socket_path(server_address)
+        _private_directory(os.path.dirname(self.path))
+        try:
+            if stat.S_ISSOCK(os.lstat(self.path).st_mode):
+                os.unlink(self.path)  # a dead real client's
+        except FileNotFoundError:
+            pass
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(self.path)
+        os.chmod(self.path, 0o600)
+        self.sock.listen(64)
+        self._closed = threading.Event()
+
+    def serve_forever(self):
+        while not self._closed.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                if self._closed.is_set():
+                    return
+                raise
+            threading.Thread(target=_Session(self.store, conn).run, daemon=True,
+                             name="mooncake-dummy").start()
+
+    def close(self):
+        self._closed.set()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+def serve_dummy_clients(store, server_address):
+    """Serves dummy clients of ``store`` on a thread of its own; returns the ``DummyHost``
+    (``close()`` it to stop)."""
+    host = DummyHost(store, server_address)
+    threading.Thread(target=host.serve_forever, daemon=True, name="mooncake-dummies").start()
+    return host
+
+
+# --------------------------------------------------------------------------- dummy side
+
+class Link:
+    """A dummy client's connection to its real client."""
+
+    def __init__(self, server_address):
+        timeout = float(os.environ.get("MOONCAKE_DUMMY_TIMEOUT", "60"))
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(socket_path(server_address))
+            _send(self.sock, {"op": "hello", "version": VERSION})
+            header, _, _ = _recv(self.sock)
+        except (OSError, LinkError, ValueError):
+            self.sock.close()
+            raise
+        if "ok" not in header:
+            self.sock.close()
+            raise LinkError(header.get("error", "the real client refused"))
+        self.hostname = header["ok"]["hostname"]
+        self.shared = set()
+        self.lock = threading.Lock()
+        self.broken = False
+
+    def _exchange(self, header, payload=b"", fds=()):
+        with self.lock:
+            if self.broken:
+                raise LinkError("the connection to the real client is broken")
+            try:
+                _send(self.sock, header, payload, fds)
+                reply, out, _ = _recv(self.sock)
+            except (OSError, LinkError, ValueError) as e:
+                # Whatever the real client did, this connection's framing is lost.
+                self.broken = True
+                raise LinkError(str(e)) from e
+        if "ok" not in reply:
+            raise LinkError(reply.get("error", "the real client refused the call"))
+        return reply["ok"], out
+
+    def share(self, base, size, fd):
+        """Hands the memfd of host memory at ``base`` to the real client (once)."""
+        if base in self.shared:
+            return 0
+        code, _ = self._exchange({"op": "share", "base": base, "size": size}, fds=(fd,))
+        if code == 0:
+            self.shared.add(base)
+        return code
+
+    def unshare(self, base):
+        if base in self.shared:
+            self.shared.discard(base)
+            self._exchange({"op": "unshare", "base": base})
+
+    def registered(self, addr, size):
+        """Whether the real client maps ``size`` bytes at ``addr``: 0, or -600."""
+        return self._exchange({"op": "registered", "addr": addr, "size": size})[0]
+
+    def call(self, method, args, payload=b""):
+        args = [_config_fields(a) for a in args]
+        result, out = self._exchange({"op": "call", "method": method, "args": args}, payload)
+        return out if CALLS.get(method) == "get" else result
+
+    def close(self):
+        with self.lock:
+            self.broken = True
+            self.sock.close()
+
+
+def _forwarded(method, original):
+    """``MooncakeDistributedStore.method`` that a dummy client sends to its real client (its
+    arguments bound as the original takes them, defaults included); a broken link answers
+    the call's error (``RPC_FAIL``)."""
+    kind, signature = CALLS[method], inspect.signature(original)
+
+    @functools.wraps(original)
+    def call(self, *args, **kwargs):
+        link = self._dummy
+        if link is None:
+            return original(self, *args, **kwargs)
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{method}(): {e}") from None
+        bound.apply_defaults()
+        args = list(bound.args[1:])
+        payload = b""
+        if kind == "bytes":
+            from ._values import byte_value
+            payload = bytes(byte_value(args.pop(1)))
+            if not payload or len(payload) > self._local_buffer:
+                return _codes.INVALID_PARAMS
+        try:
+            return link.call(method, args, payload)
+        except LinkError as e:
+            _codes.log.error("%s: the real client: %s", method, e)
+            return _failed(method, args, _codes.RPC_FAIL)
+
+    return call
+
+
+def install(cls):
+    """Gives ``cls`` (``MooncakeDistributedStore``) its dummy forms: every method of
+    :data:`CALLS` goes to the real client while ``self._dummy`` is set."""
+    for method in CALLS:
+        setattr(cls, method, _forwarded(method, getattr(cls, method)))
+
+
+def register(store, ptr, size):
+    """A dummy client's ``register_buffer``: the host memory holding the buffer is shared with
+    the real client (once); it must come from ``MooncakeHostMemAllocator``."""
+    link = store._dummy
+    ptr, size = int(ptr), int(size)
+    region = _memory.shared_region(ptr, size)
+    if region is None:
+        _codes.log.error("register_buffer: a dummy client registers only memory of "
+                         "MooncakeHostMemAllocator, which its real client can map")
+        return _codes.INVALID_PARAMS
+    base, length, fd = region
+    try:
+        code = link.share(base, length, fd)
+        return code if code != 0 else link.registered(ptr, size)
+    except LinkError as e:
+        _codes.log.error("register_buffer: the real client: %s", e)
+        return _codes.RPC_FAIL
