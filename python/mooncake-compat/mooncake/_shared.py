@@ -23,6 +23,8 @@ _libc.munmap.restype = ctypes.c_int
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _MAP_FAILED = ctypes.c_void_p(-1).value
 _SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+_MAP_FIXED = 0x10  # Linux's MAP_FIXED and PROT_NONE (the mmap module names neither)
+_PROT_NONE = 0
 
 
 def _map(fd, size):
@@ -65,10 +67,14 @@ def release(addr, size, fd):
         os.close(fd)
 
 
-def map_peer(fd, size):
-    """Maps ``size`` bytes of a peer's memfd ``fd``: its address. ``ValueError`` when the memfd
-    is not sealed against shrinking or is shorter than ``size``; ``OSError`` when it cannot be
-    mapped. ``fd`` stays the caller's (it may be closed once mapped)."""
+def reserve(size):
+    """``size`` bytes of address space, inaccessible until :func:`map_peer_at` maps memory
+    there: the address, or 0. :func:`release` it (with fd -1)."""
+    addr = _libc.mmap(None, size, _PROT_NONE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    return 0 if addr in (None, _MAP_FAILED) else addr
+
+
+def _check_peer(fd, size):
     if size <= 0:
         raise ValueError(f"a mapping of {size} bytes")
     seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
@@ -77,6 +83,23 @@ def map_peer(fd, size):
     length = os.fstat(fd).st_size
     if length < size:
         raise ValueError(f"the memory holds {length} bytes, not {size}")
+
+
+def map_peer_at(fd, size, addr):
+    """As :func:`map_peer`, over the reservation of :func:`reserve` at ``addr`` (``size``
+    bytes: all of it)."""
+    _check_peer(fd, size)
+    got = _libc.mmap(addr, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED | _MAP_FIXED,
+                     fd, 0)
+    if got != addr:
+        raise OSError(ctypes.get_errno(), "mmap of a peer's memory failed")
+
+
+def map_peer(fd, size):
+    """Maps ``size`` bytes of a peer's memfd ``fd``: its address. ``ValueError`` when the memfd
+    is not sealed against shrinking or is shorter than ``size``; ``OSError`` when it cannot be
+    mapped. ``fd`` stays the caller's (it may be closed once mapped)."""
+    _check_peer(fd, size)
     addr = _map(fd, size)
     if not addr:
         raise OSError(ctypes.get_errno(), "mmap of a peer's memory failed")

@@ -20,11 +20,12 @@ from ._codes import ERR_INVALID_ARGUMENT
 # Mooncake's Python face of coro_rpc (see _rpc.py).
 from ._rpc import (CoroRPCInterface, ReceivedData, ReceivedTensor, RpcInterface,
                    create_rpc_client, create_rpc_server)
+from ._segment import SharedSegment
 
 __all__ = ["TransferEngine", "TransferOpcode", "TransferNotify", "InnerTransferEngine", "Read",
            "Write", "SUPPORT_CUDA", "SUPPORT_EFA", "SUPPORT_HIP", "SUPPORT_INTRA_NVLINK",
            "SUPPORT_MNNVL", "SUPPORT_MUSA", "RpcInterface", "CoroRPCInterface", "ReceivedData",
-           "ReceivedTensor", "create_rpc_client", "create_rpc_server"]
+           "ReceivedTensor", "create_rpc_client", "create_rpc_server", "SharedSegment"]
 
 SUPPORT_CUDA = SUPPORT_EFA = SUPPORT_HIP = SUPPORT_INTRA_NVLINK = SUPPORT_MNNVL = False
 SUPPORT_MUSA = False
