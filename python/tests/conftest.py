@@ -48,8 +48,11 @@ class Process:
         self.pid = self.proc.pid
         line = self._first_line(timeout)
         if not line.startswith(prefix):
-            self.kill()
-            raise RuntimeError(f"yuebing {args} printed {line!r}, not {prefix!r}…: {self.stderr()}")
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+            err = self.stderr()
+            self.log.close()
+            raise RuntimeError(f"yuebing {args} printed {line!r}, not {prefix!r}…: {err}")
         self.announced = line[len(prefix):].strip()
         # Keep reading stdout so that the child never blocks on a full pipe.
         threading.Thread(target=self._drain, daemon=True).start()
@@ -81,6 +84,17 @@ class Process:
             while not all_threads_stopped(self.pid):
                 assert time.monotonic() < deadline, f"process {self.pid} did not stop"
                 time.sleep(0.001)
+
+    def terminate(self, timeout: float = 15.0) -> None:
+        """SIGTERM, and SIGKILL if it has not ended within `timeout` (a client that leaves
+        this way takes its store space out of the master at once)."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill()
 
     def kill(self) -> None:
         if self.proc.poll() is None:

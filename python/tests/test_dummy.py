@@ -15,8 +15,9 @@ import textwrap
 import time
 import uuid
 
+import numpy as np
 import pytest
-from conftest import Cluster, free_port, mooncake_real_client
+from conftest import Cluster, Process, free_port, mooncake_real_client
 
 from mooncake.store import MooncakeDistributedStore, MooncakeHostMemAllocator
 
@@ -104,6 +105,15 @@ def test_a_dummy_clients_calls_are_done_by_its_real_client(dummy_dir):
         assert st.get(keys[2]) == blocks[2]
         assert st.close() == 0
 
+        # A batch item of 0 bytes is answered as a normal client answers it; numpy ints work;
+        # an argument the store refuses raises, and the link goes on.
+        assert d.batch_put_from([k + "/e1", k + "/e2"], [a, 0], [4096, 0]) == [0, 0]
+        assert d.get_into(k + "/e1", np.uint64(b), np.int64(4096)) == 4096
+        with pytest.raises(TypeError):
+            d.put(k + "/t", b"v", None)
+        assert d.register_buffer(pool, 4096) == -600, "registered already"
+        assert d.is_exist(k + "/e1") == 1
+
         # Freed memory is let go of by the real client first; registered memory is not freed.
         assert alloc.free(pool) == -1
         assert d.unregister_buffer(pool) == 0 and alloc.free(pool) == 0
@@ -165,6 +175,43 @@ def test_a_killed_dummy_leaves_nothing_mapped_and_a_dead_real_client_answers_at_
         assert time.monotonic() - start < 5
         assert d.close() == 0
         assert MooncakeDistributedStore().setup_dummy(0, MIB, f"127.0.0.1:{port}") == -1
+    finally:
+        real.kill()
+        cluster.stop()
+
+
+def test_a_dummy_trusts_only_its_own_users_directory_and_one_real_client_per_port(tmp_path,
+                                                                               monkeypatch):
+    cluster = Cluster(nodes=0)
+    port = free_port()
+    shared = tmp_path / "open"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    monkeypatch.setenv("YUEBING_DUMMY_DIR", str(shared))
+    # A directory others may write into: neither side uses it.
+    assert MooncakeDistributedStore().setup_dummy(0, MIB, f"127.0.0.1:{port}") == -1
+    with pytest.raises(RuntimeError, match="mooncake_client ready"):
+        mooncake_real_client(cluster, port)
+    monkeypatch.setenv("YUEBING_DUMMY_DIR", str(tmp_path / "private"))
+    real = mooncake_real_client(cluster, port)
+    try:
+        # A second real client on the port is refused; the first goes on serving.
+        with pytest.raises(RuntimeError, match="mooncake_client ready"):
+            mooncake_real_client(cluster, port)
+        d = MooncakeDistributedStore()
+        assert d.setup_dummy(0, MIB, f"127.0.0.1:{port}") == 0
+        alloc = MooncakeHostMemAllocator()
+        pool = alloc.alloc(MIB)
+        assert d.register_buffer(pool, MIB) == 0
+        # Closed with the buffer registered: its memory may be freed then.
+        assert d.close() == 0
+        assert alloc.free(pool) == 0
+        assert d.health_check() == 1
+        # A dead real client: health says unreachable.
+        assert d.setup_dummy(0, MIB, f"127.0.0.1:{port}") == 0
+        real.kill()
+        assert d.health_check() == 2
+        d.close()
     finally:
         real.kill()
         cluster.stop()

@@ -94,8 +94,11 @@ def mooncake_command(module, *args):
                           timeout=30, env=env)
 
 
-def test_mooncake_master_and_client_launch_lines_run_yuebing(tmp_path):
+def test_mooncake_master_and_client_launch_lines_run_yuebing(tmp_path, monkeypatch):
     from mooncake.store import MooncakeDistributedStore
+    # The client serves dummy clients on Mooncake's default port: its socket in a directory of
+    # this test's.
+    monkeypatch.setenv("YUEBING_DUMMY_DIR", str(tmp_path / "dummies"))
     master = Process(["--rpc_port=0", "--rpc_address", "127.0.0.1", "--default_kv_lease_ttl=2s",
                       "--client_ttl", "5", "--eviction_high_watermark_ratio=0.8",
                       "--allocation_strategy=random", "--rpc_thread_num=2", "--noenable_ha"],
@@ -107,7 +110,8 @@ def test_mooncake_master_and_client_launch_lines_run_yuebing(tmp_path):
         node = Process(["--master_server_address", address, "--global_segment_size=64 MB",
                         "--protocol=tcp", "--metadata_server=P2PHANDSHAKE", "--host=127.0.0.1",
                         "--local_buffer_size=16MB"],
-                       "yuebing node ready ", program=[sys.executable, "-m", "mooncake.cli_client"])
+                       "mooncake_client ready: ",
+                       program=[sys.executable, "-m", "mooncake.cli_client"])
         assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", address) == 0
         assert st.put("k", b"v" * 1000) == 0
         assert st.get("k") == b"v" * 1000

@@ -23,14 +23,17 @@ Wire: each message is ``u32 header length | u32 payload length`` (little endian)
 then the payload bytes; file descriptors ride on the first bytes of a ``share`` message.
 """
 
+import errno
 import functools
 import inspect
 import json
+import operator
 import os
 import socket
 import stat
 import struct
 import threading
+import time
 
 from . import _codes, _hostname, _memory, _shared
 
@@ -68,8 +71,19 @@ def _private_directory(path):
                               "enter (mode 0700)")
 
 
+def _plain(value):
+    """JSON for an integer of another type (numpy's), as the drop-in takes them."""
+    return operator.index(value)
+
+
+def peer_uid(sock):
+    """The user of the process at the other end of ``sock``."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("iII"))
+    return struct.unpack("iII", creds)[1]
+
+
 def _send(sock, header, payload=b"", fds=()):
-    head = json.dumps(header).encode()
+    head = json.dumps(header, default=_plain).encode()
     first = _PRE.pack(len(head), len(payload)) + head
     if fds:
         sent = socket.send_fds(sock, [first], list(fds))
@@ -87,14 +101,24 @@ def _recv_exact(sock, n):
         if k == 0:
             raise LinkError("the peer closed the connection")
         got += k
-    return bytes(buf)
+    return buf
 
 
 def _recv(sock, max_fds=0):
     """One message: ``(header, payload, fds)``. File descriptors that arrive with it are the
-    caller's to close; more than ``max_fds`` (or any on a truncated message) are closed here
-    and refused."""
-    fds, got = [], b""
+    caller's to close; on any failure (more than ``max_fds``, a truncated message, a broken
+    connection, a bad header) they are closed here before the error is raised."""
+    fds = []
+    try:
+        return _recv_into(sock, max_fds, fds)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
+def _recv_into(sock, max_fds, fds):
+    got = b""
     space = socket.CMSG_SPACE(max(max_fds, 1) * 4)
     while len(got) < _PRE.size:
         data, anc, flags, _ = sock.recvmsg(_PRE.size - len(got), space if not got else 0)
@@ -102,26 +126,20 @@ def _recv(sock, max_fds=0):
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 fds.extend(struct.unpack(f"{len(body) // 4}i", body[:len(body) // 4 * 4]))
         if flags & socket.MSG_CTRUNC or len(fds) > max_fds:
-            for fd in fds:
-                os.close(fd)
             raise LinkError("file descriptors the protocol does not expect")
         if not data:
-            for fd in fds:
-                os.close(fd)
             raise LinkError("the peer closed the connection")
         got += data
     head_len, payload_len = _PRE.unpack(got)
     if head_len > _MAX_HEADER or payload_len > _MAX_PAYLOAD:
-        for fd in fds:
-            os.close(fd)
         raise LinkError(f"a message of {head_len} + {payload_len} bytes is over the limits")
     try:
         header = json.loads(_recv_exact(sock, head_len))
-        payload = _recv_exact(sock, payload_len) if payload_len else b""
-    except (ValueError, LinkError):
-        for fd in fds:
-            os.close(fd)
-        raise
+    except (ValueError, RecursionError) as e:
+        raise LinkError(f"an unreadable header: {e}") from None
+    if not isinstance(header, dict):
+        raise LinkError("a header that is not an object")
+    payload = bytes(_recv_exact(sock, payload_len)) if payload_len else b""
     return header, payload, fds
 
 
@@ -177,11 +195,10 @@ def _config_of(value):
     if not (isinstance(value, dict) and "__replicate_config__" in value):
         return value
     config = ReplicateConfig()
+    enums = {"soft_pin_action": SoftPinAction, "data_type": ObjectDataType}
     for k, v in value["__replicate_config__"].items():
-        if k == "soft_pin_action":
-            v = SoftPinAction(v)
-        elif k == "data_type":
-            v = ObjectDataType(v)
+        if k in enums and v in enums[k].__members__.values():
+            v = enums[k](v)  # (a number outside the enum stays a number, as the dummy set it)
         if hasattr(config, k):
             setattr(config, k, v)
     return config
@@ -196,6 +213,10 @@ class _Region:
         self.base, self.size, self.real, self.registered = base, size, real, False
 
 
+# How long the real client waits for a dummy to take an answer before it gives up on it.
+_SEND_TIMEOUT = 60.0
+
+
 class _Session:
     """One dummy client's connection, served on a thread of its own."""
 
@@ -205,7 +226,8 @@ class _Session:
 
     def run(self):
         try:
-            self._check_peer()
+            if peer_uid(self.sock) != os.getuid():
+                raise LinkError(f"a dummy client of user {peer_uid(self.sock)} is refused")
             while True:
                 header, payload, fds = _recv(self.sock, max_fds=1)
                 try:
@@ -213,44 +235,53 @@ class _Session:
                 finally:
                     for fd in fds:
                         os.close(fd)
+                # A dummy that takes no answer must not hold this thread (and its memory).
+                self.sock.settimeout(_SEND_TIMEOUT)
                 _send(self.sock, reply, out)
-        except (LinkError, OSError, ValueError, TypeError) as e:
+                self.sock.settimeout(None)
+        except (LinkError, OSError) as e:
             _codes.log.info("a dummy client left: %s", e)
         finally:
             self._release_all()
             self.sock.close()
 
-    def _check_peer(self):
-        creds = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                     struct.calcsize("3i"))
-        _, uid, _ = struct.unpack("3i", creds)
-        if uid != os.getuid():
-            raise LinkError(f"a dummy client of user {uid} is refused")
+    def stop(self):
+        """Ends the session from another thread (its ``run`` then releases the memory)."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def _handle(self, header, payload, fds):
+        """The answer to one request. A request the protocol does not know ends the session; a
+        call whose arguments the store refuses is answered with the exception it raised."""
         op = header.get("op")
-        if op == "hello":
-            if header.get("version") != VERSION:
-                return {"error": f"protocol version {header.get('version')}, not {VERSION}"}, b""
-            return {"ok": {"hostname": self.store.get_hostname()}}, b""
-        if op == "share":
-            return {"ok": self._share(header, fds)}, b""
-        if op == "unshare":
-            self._unshare(int(header["base"]))
-            return {"ok": 0}, b""
-        if op == "call":
-            return self._call(header["method"], header.get("args", []), payload)
-        if op == "registered":
-            # Its memory was registered when it was shared: the range must lie there.
-            try:
-                self._translate(header["addr"], header["size"])
-            except (ValueError, TypeError, KeyError):
-                return {"ok": _codes.INVALID_PARAMS}, b""
-            return {"ok": 0}, b""
-        return {"error": f"unknown request {op!r}"}, b""
+        try:
+            if op == "hello":
+                if header.get("version") != VERSION:
+                    return {"error": f"protocol version {header.get('version')}, "
+                                     f"not {VERSION}"}, b""
+                return {"ok": {"hostname": self.store.get_hostname()}}, b""
+            if op == "share":
+                return {"ok": self._share(header, fds)}, b""
+            if op == "unshare":
+                self._unshare(operator.index(header["base"]))
+                return {"ok": 0}, b""
+            if op == "registered":
+                # Its memory was registered when it was shared: the range must lie there.
+                try:
+                    self._translate(header["addr"], header["size"])
+                except (ValueError, TypeError, OverflowError):
+                    return {"ok": _codes.INVALID_PARAMS}, b""
+                return {"ok": 0}, b""
+            if op == "call":
+                return self._call(str(header["method"]), list(header.get("args", [])), payload)
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
+            return {"raise": [type(e).__name__, str(e)]}, b""
+        raise LinkError(f"unknown request {op!r}")
 
     def _share(self, header, fds):
-        base, size = int(header["base"]), int(header["size"])
+        base, size = operator.index(header["base"]), operator.index(header["size"])
         if len(fds) != 1 or size <= 0 or base <= 0 or base + size >= 1 << 64:
             return _codes.INVALID_PARAMS
         if any(r.base < base + size and base < r.base + r.size for r in self.regions):
@@ -289,7 +320,7 @@ class _Session:
 
     def _translate(self, addr, size):
         """The real client's address of ``size`` bytes at the dummy's ``addr``."""
-        addr, size = int(addr), int(size)
+        addr, size = operator.index(addr), operator.index(size)
         if addr < 0 or size < 0:
             raise ValueError(f"{addr:#x}+{size}")
         for r in self.regions:
@@ -297,62 +328,128 @@ class _Session:
                 return r.real + (addr - r.base)
         raise ValueError(f"{addr:#x}+{size} lies outside the memory this dummy client shared")
 
+    def _translate_items(self, kind, addrs, sizes):
+        """Each item's real addresses, or ``None`` for an item with one outside what the dummy
+        shared; an item of 0 bytes is left as it is (the store answers it as for any client)."""
+        def one(a, n):
+            return a if operator.index(n) == 0 else self._translate(a, n)
+
+        out = []
+        for a, n in zip(addrs, sizes, strict=True):
+            try:
+                if kind == "each":
+                    out.append(one(a, n))
+                else:
+                    out.append([one(x, m) for x, m in zip(a, n, strict=True)])
+            except (ValueError, TypeError, OverflowError) as e:
+                _codes.log.error("a dummy client's address: %s", e)
+                out.append(None)
+        return out
+
     def _call(self, method, args, payload):
         kind = CALLS.get(method, "unknown")
         if kind == "unknown":
-            return {"error": f"{method} is not served to dummy clients"}, b""
+            raise LinkError(f"{method} is not served to dummy clients")
         args = [_config_of(a) for a in args]
-        try:
-            if kind == "one":
-                args[1] = self._translate(args[1], args[2])
-            elif kind == "each":
-                args[1] = [self._translate(a, n) for a, n in zip(args[1], args[2], strict=True)]
-            elif kind == "multi":
-                args[1] = [[self._translate(a, n) for a, n in zip(ptrs, sizes, strict=True)]
-                           for ptrs, sizes in zip(args[1], args[2], strict=True)]
-        except (ValueError, TypeError, IndexError) as e:
-            _codes.log.error("a dummy client's %s: %s", method, e)
-            return {"ok": _failed(method, args, _codes.INVALID_PARAMS)}, b""
         if kind == "bytes":
             config = args[1] if len(args) > 1 else None
             result = self.store._put(method, args[0], payload, config, method == "upsert",
                                      staged=False)
             return {"ok": result}, b""
+        if kind == "one":
+            try:
+                args[1] = self._translate(args[1], args[2]) if args[2] else args[1]
+            except (ValueError, TypeError, OverflowError) as e:
+                _codes.log.error("a dummy client's %s: %s", method, e)
+                return {"ok": _codes.INVALID_PARAMS}, b""
+        if kind in ("each", "multi"):
+            return {"ok": self._call_items(method, kind, args)}, b""
         result = getattr(self.store, method)(*args)
         if kind == "get":
             return {"ok": None}, bytes(result)
         return {"ok": result}, b""
 
+    def _call_items(self, method, kind, args):
+        """A batch call: its items with bad addresses answer -600, the others go to the store
+        together; the answers in the items' order."""
+        keys, addrs, sizes, rest = args[0], args[1], args[2], args[3:]
+        if not len(keys) == len(addrs) == len(sizes):
+            return getattr(self.store, method)(keys, addrs, sizes, *rest)
+        real = self._translate_items(kind, addrs, sizes)
+        good = [i for i, r in enumerate(real) if r is not None]
+        answers = [_codes.INVALID_PARAMS] * len(keys)
+        if good:
+            done = getattr(self.store, method)([keys[i] for i in good],
+                                               [real[i] for i in good],
+                                               [sizes[i] for i in good], *rest)
+            for i, answer in zip(good, done):
+                answers[i] = answer
+        return answers
+
+
+def _claim(path):
+    """Takes ``path`` for a new listener: a socket left by a dead real client is removed; one
+    a live real client serves is not (``OSError`` EADDRINUSE)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise OSError(errno.EEXIST, f"{path} exists and is not a socket")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except (ConnectionRefusedError, FileNotFoundError):
+        os.unlink(path)  # no one listens: a dead real client's
+        return
+    finally:
+        probe.close()
+    raise OSError(errno.EADDRINUSE, f"a real client serves dummy clients at {path} already")
+
 
 class DummyHost:
     """A real client's service for dummy clients: ``store`` (a set-up
-    ``MooncakeDistributedStore``) does their calls. ``serve_forever`` accepts until ``close``."""
+    ``MooncakeDistributedStore``) does their calls. ``serve_forever`` accepts until ``close``,
+    which also ends the sessions (their memory released) before it returns."""
 
     def __init__(self, store, server_address):
         self.store = store
         self.path = socket_path(server_address)
         _private_directory(os.path.dirname(self.path))
-        try:
-            if stat.S_ISSOCK(os.lstat(self.path).st_mode):
-                os.unlink(self.path)  # a dead real client's
-        except FileNotFoundError:
-            pass
+        _claim(self.path)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(self.path)
         os.chmod(self.path, 0o600)
+        self.inode = os.lstat(self.path).st_ino
         self.sock.listen(64)
         self._closed = threading.Event()
+        self._sessions = {}
+        self._lock = threading.Lock()
 
     def serve_forever(self):
         while not self._closed.is_set():
             try:
                 conn, _ = self.sock.accept()
-            except OSError:
+            except OSError as e:
                 if self._closed.is_set():
                     return
-                raise
-            threading.Thread(target=_Session(self.store, conn).run, daemon=True,
-                             name="mooncake-dummy").start()
+                # Out of descriptors or memory for a moment: the service goes on.
+                _codes.log.warning("accepting a dummy client: %s", e)
+                time.sleep(0.1)
+                continue
+            session = _Session(self.store, conn)
+            thread = threading.Thread(target=self._run, args=(session,), daemon=True,
+                                      name="mooncake-dummy")
+            with self._lock:
+                self._sessions[session] = thread
+            thread.start()
+
+    def _run(self, session):
+        try:
+            session.run()
+        finally:
+            with self._lock:
+                self._sessions.pop(session, None)
 
     def close(self):
         self._closed.set()
@@ -362,9 +459,15 @@ class DummyHost:
             pass
         self.sock.close()
         try:
-            os.unlink(self.path)
+            if os.lstat(self.path).st_ino == self.inode:
+                os.unlink(self.path)
         except FileNotFoundError:
             pass
+        with self._lock:
+            sessions = list(self._sessions.items())
+        for session, thread in sessions:
+            session.stop()
+            thread.join(timeout=_SEND_TIMEOUT)
 
 
 def serve_dummy_clients(store, server_address):
@@ -382,10 +485,17 @@ class Link:
 
     def __init__(self, server_address):
         timeout = float(os.environ.get("MOONCAKE_DUMMY_TIMEOUT", "60"))
+        path = socket_path(server_address)
+        # The dummy hands its memory over: only to a real client of its own user, found in a
+        # directory no one else can place a socket in.
+        _private_directory(os.path.dirname(path))
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
         try:
-            self.sock.connect(socket_path(server_address))
+            self.sock.connect(path)
+            if peer_uid(self.sock) != os.getuid():
+                raise LinkError(f"the server at {path} runs as user {peer_uid(self.sock)}, "
+                                "not as this one")
             _send(self.sock, {"op": "hello", "version": VERSION})
             header, _, _ = _recv(self.sock)
         except (OSError, LinkError, ValueError):
@@ -400,6 +510,8 @@ class Link:
         self.broken = False
 
     def _exchange(self, header, payload=b"", fds=()):
+        # (An argument JSON cannot carry fails in `_send` before a byte is sent: a TypeError,
+        # the link intact.)
         with self.lock:
             if self.broken:
                 raise LinkError("the connection to the real client is broken")
@@ -407,12 +519,26 @@ class Link:
                 _send(self.sock, header, payload, fds)
                 reply, out, _ = _recv(self.sock)
             except (OSError, LinkError, ValueError) as e:
-                # Whatever the real client did, this connection's framing is lost.
-                self.broken = True
+                # Whatever the real client did, this connection's framing is lost: it is
+                # closed, so that the real client lets go of this client's memory (a call cut
+                # off here may still be running there until then).
+                self._break()
                 raise LinkError(str(e)) from e
+        if "raise" in reply:
+            kind, message = reply["raise"]
+            raise {"TypeError": TypeError, "ValueError": ValueError}.get(kind, ValueError)(
+                message)
         if "ok" not in reply:
             raise LinkError(reply.get("error", "the real client refused the call"))
         return reply["ok"], out
+
+    def _break(self):
+        self.broken = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
 
     def share(self, base, size, fd):
         """Hands the memfd of host memory at ``base`` to the real client (once)."""
@@ -438,9 +564,10 @@ class Link:
         return out if CALLS.get(method) == "get" else result
 
     def close(self):
+        """Ends the link once the call under way, if any, returned: from then on the real
+        client no longer touches this client's memory."""
         with self.lock:
-            self.broken = True
-            self.sock.close()
+            self._break()
 
 
 def _forwarded(method, original):
@@ -470,6 +597,8 @@ def _forwarded(method, original):
             return link.call(method, args, payload)
         except LinkError as e:
             _codes.log.error("%s: the real client: %s", method, e)
+            if method == "health_check":
+                return _codes.HC_MASTER_UNREACHABLE
             return _failed(method, args, _codes.RPC_FAIL)
 
     return call
@@ -482,11 +611,10 @@ def install(cls):
         setattr(cls, method, _forwarded(method, getattr(cls, method)))
 
 
-def register(store, ptr, size):
-    """A dummy client's ``register_buffer``: the host memory holding the buffer is shared with
-    the real client (once); it must come from ``MooncakeHostMemAllocator``."""
-    link = store._dummy
-    ptr, size = int(ptr), int(size)
+def register(link, ptr, size):
+    """A dummy client's ``register_buffer`` over ``link``: the host memory holding the buffer
+    is shared with the real client (once); it must come from ``MooncakeHostMemAllocator``."""
+    ptr, size = operator.index(ptr), operator.index(size)
     region = _memory.shared_region(ptr, size)
     if region is None:
         _codes.log.error("register_buffer: a dummy client registers only memory of "

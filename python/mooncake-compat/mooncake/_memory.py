@@ -2,6 +2,9 @@
 zero-filled shared mappings of sealed memfds, returned as int addresses, which a dummy client's
 real client can map too: see ``_shared``) and ``bind_to_numa_node``.
 
+Each allocation holds a file descriptor (its memfd) until it is freed, and is a shared
+mapping: a child made by ``fork`` shares it with its parent rather than getting a copy.
+
 Memory a store still has registered is never freed: ``free`` of it answers -1 until every store
 that registered it has called ``unregister_buffer`` (or ``close``), so no transfer can land in
 memory that went back to the system.

@@ -9,9 +9,11 @@ would fault) and at least as long as the mapping.
 
 import ctypes
 import ctypes.util
+import errno
 import fcntl
 import mmap
 import os
+import resource
 
 from . import _codes
 
@@ -36,13 +38,31 @@ def _map(fd, size):
     return addr
 
 
+def _memfd():
+    """A new sealable memfd. Each allocation keeps one open: when the process runs out of
+    descriptors, its soft limit is raised to the hard one, once, and the call tried again."""
+    flags = os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING
+    try:
+        return os.memfd_create("mooncake-host", flags)
+    except OSError as e:
+        if e.errno != errno.EMFILE:
+            raise
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft == hard:
+            raise
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        _codes.log.warning("out of file descriptors at %d: the soft limit is now %d", soft,
+                           hard)
+        return os.memfd_create("mooncake-host", flags)
+
+
 def create(size):
     """``size`` new zero-filled, page-aligned bytes of shareable memory: ``(address, fd)``, or
     ``(0, -1)`` when the system refuses. The caller owns both: :func:`release` them."""
     if size <= 0:
         return 0, -1
     try:
-        fd = os.memfd_create("mooncake-host", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        fd = _memfd()
     except OSError as e:
         _codes.log.error("memfd_create: %s", e)
         return 0, -1

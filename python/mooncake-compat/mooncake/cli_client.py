@@ -1,13 +1,12 @@
-"""``mooncake_client``: Mooncake's standalone real client. It mounts ``--global_segment_size``
-of its memory as store space and serves it; with ``--port`` it also serves dummy clients
-(``setup_dummy(..., "host:PORT")``, see ``mooncake._dummy``) and runs as a drop-in real client
-in this process, else it runs as a ``yuebing node``.
+"""``mooncake_client``: Mooncake's standalone real client, a drop-in client in this process. It
+mounts ``--global_segment_size`` of its memory as store space and serves it, and serves dummy
+clients (``setup_dummy(..., "host:PORT")``, see ``mooncake._dummy``) on ``--port`` (50052 by
+default, as Mooncake's).
 
 Not yet: the client HTTP server; that flag, and any other yuebing cannot honour, is refused by
 name.
 """
 
-import os
 import signal
 import sys
 import threading
@@ -24,7 +23,13 @@ def _protocol(value):
 
 
 def _size(value):
-    return ["--store-size", str(value).replace(" ", "")]
+    """A size flag, checked here rather than when the client starts."""
+    from .mooncake_config import _parse_segment_size
+    try:
+        _parse_segment_size(value)
+    except ValueError:
+        raise FlagError(f"{value!r} is not a size") from None
+    return []
 
 
 def _none(name, why, allowed=("",)):
@@ -35,22 +40,23 @@ def _none(name, why, allowed=("",)):
     return check
 
 
-def _threads(value):
-    return [] if int(value) <= 0 else ["--worker-threads", str(int(value))]
+def _int(value):
+    int(value)
+    return []
 
 
+# The flags, each checked (the values are read in `serve`).
 TABLE = {
-    "host": lambda v: ["--bind", v],
-    "master_server_address": lambda v: ["--master", v],
+    "host": ignored,
+    "master_server_address": ignored,
     # Segment descriptors travel peer to peer: the metadata server is not needed.
     "metadata_server": ignored,
     "global_segment_size": _size,
-    # The staging buffer of the client's own puts; a node makes none.
-    "local_buffer_size": ignored,
+    "local_buffer_size": _size,
     "protocol": _protocol,
     "device_names": _none("device_names", "yuebing has no RDMA transport yet (issue 29)"),
-    "threads": _threads,
-    # The dummy clients' service (run here, not by a yuebing node: see `main`).
+    # Its calls run on yuebing's runtime, whose threads are its own.
+    "threads": _int,
     "port": ignored,
     "enable_http_server": _none("enable_http_server", "the client HTTP server is not built yet "
                                 "(issue 28)", ("False", "false")),
@@ -62,25 +68,10 @@ TABLE = {
 BOOLEANS = {"enable_http_server", "enable_offload"}
 
 
-def command(argv):
-    """The ``yuebing node`` command line for ``argv``."""
-    args, flags = _flags.translate(argv, TABLE, BOOLEANS)
-    if "master_server_address" not in flags:
-        raise FlagError("--master_server_address is required")
-    if "global_segment_size" not in flags:
-        args += _size("4GB")  # Mooncake's default
-    if "host" in flags and ":" not in flags["host"]:
-        i = args.index("--bind")
-        args[i + 1] = f"{flags['host']}:0"
-    return [_flags.yuebing_binary(), "node", *args]
-
-
 def _port(flags):
-    """The ``--port`` of the dummy clients' service, checked, or ``None``."""
-    if "port" not in flags:
-        return None
+    """The ``--port`` of the dummy clients' service, checked (Mooncake's default 50052)."""
     try:
-        port = int(flags["port"])
+        port = int(flags.get("port", 50052))
     except ValueError:
         raise FlagError(f"--port={flags['port']}: not a port") from None
     if not 0 < port < 65536:
@@ -125,14 +116,13 @@ def serve(flags, port):
 def main(argv=None):
     """``mooncake_client``."""
     try:
-        cmd = command(sys.argv[1:] if argv is None else argv)
         _, flags = _flags.translate(sys.argv[1:] if argv is None else argv, TABLE, BOOLEANS)
+        if "master_server_address" not in flags:
+            raise FlagError("--master_server_address is required")
         port = _port(flags)
     except FlagError as e:
         return _flags.fail("mooncake_client", e)
-    if port is not None:
-        return serve(flags, port)
-    os.execv(cmd[0], cmd)
+    return serve(flags, port)
 
 
 if __name__ == "__main__":

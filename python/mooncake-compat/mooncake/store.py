@@ -150,6 +150,8 @@ class MooncakeDistributedStore:
         peer to peer whichever is named. Between processes of one host yuebing moves bytes over
         shared memory, elsewhere over tcp; ``YUEBING_MOONCAKE_TRANSPORT=tcp`` (or ``shm``)
         forces one."""
+        if self._dummy is not None:
+            self.close()  # a dummy client becomes a client of its own
         try:
             a = _setup.from_call(args, kwargs)
         except _setup.SetupError as e:
@@ -274,7 +276,12 @@ class MooncakeDistributedStore:
             store, self._store = self._store, None
             retired = self._reset()
         if link is not None:
+            # Once the link is closed the real client no longer touches this client's memory
+            # (a call under way returned first): its registrations are over.
             link.close()
+            with self._lock:
+                for addr in retired[1]:
+                    self._retiring.pop(addr, None)
         if store is not None:
             self._close_store(store, *retired)
         return 0
@@ -423,9 +430,12 @@ class MooncakeDistributedStore:
     def register_buffer(self, buffer_ptr, size):
         """Registers ``size`` bytes at ``buffer_ptr`` for zero-copy calls; 0, or -600 for an
         overlap."""
-        if self._dummy is not None:
+        link = self._dummy
+        if link is not None:
             with _memory.REGISTRATION:
-                code = _dummy.register(self, buffer_ptr, size)
+                if self._overlaps(int(buffer_ptr), int(size)):
+                    return INVALID_PARAMS
+                code = _dummy.register(link, buffer_ptr, size)
                 if code == 0:
                     with self._lock:
                         self._regions[int(buffer_ptr)] = int(size)
