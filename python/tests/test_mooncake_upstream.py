@@ -97,6 +97,23 @@ def _netns_works():
     return probe.returncode == 0
 
 
+def _run_group(cmd, env, timeout):
+    """Runs ``cmd`` (in ``UPSTREAM``) in a process group of its own, killed whatever happens
+    (a spinning target or server goes with the script even if it timed out or died before its
+    own ``kill``); its exit status and output."""
+    proc = subprocess.Popen(cmd, cwd=UPSTREAM, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    return proc.returncode, out
+
+
 def test_mooncakes_engine_pair_passes_unmodified(tmp_path):
     target, initiator, metadata = _free_ports(3)
     env = dict(os.environ, MC_FORCE_TCP="true", PROTOCOL="tcp", PYTHONUNBUFFERED="1",
@@ -110,20 +127,9 @@ def test_mooncakes_engine_pair_passes_unmodified(tmp_path):
     else:
         tests = [t for t in ENGINE_TESTS if t not in UNKNOWN_PEER]
         cmd, expected = [*cmd, *(f"TestVLLMAdaptorTransfer.{t}" for t in tests)], len(tests)
-    # A process group of its own, killed whatever happens: the spinning target goes with the
-    # script even if the script timed out or died before its own `kill`.
-    proc = subprocess.Popen(cmd, cwd=UPSTREAM, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=600)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+    code, out = _run_group(cmd, env, 600)
     log = (tmp_path / "target.log").read_text() if (tmp_path / "target.log").exists() else ""
-    assert proc.returncode == 0, out[-6000:] + "\n--- target:\n" + log[-3000:]
+    assert code == 0, out[-6000:] + "\n--- target:\n" + log[-3000:]
     ran = re.search(r"Ran (\d+) tests?", out)
     assert ran and int(ran.group(1)) == expected and "\nOK" in out, out[-3000:]
 
@@ -159,19 +165,10 @@ def test_mooncakes_rpc_bandwidth_tool_runs_unmodified(tmp_path):
         pytest.skip("needs a network namespace (unshare -rn): its server binds 0.0.0.0")
     (port,) = _free_ports(1)
     env = dict(os.environ, PYTHONUNBUFFERED="1", SERVER_LOG=str(tmp_path / "server.log"))
-    proc = subprocess.Popen(["unshare", "-rn", "bash", "-c", RPC_PAIR, "pair", sys.executable,
-                             str(port)], cwd=UPSTREAM, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=120)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+    code, out = _run_group(["unshare", "-rn", "bash", "-c", RPC_PAIR, "pair", sys.executable,
+                            str(port)], env, 120)
     server = (tmp_path / "server.log").read_text()
-    assert proc.returncode == 0, out[-4000:] + "\n--- server:\n" + server[-3000:]
+    assert code == 0, out[-4000:] + "\n--- server:\n" + server[-3000:]
     assert re.search(r"^bandwidth: [0-9.e-]+ GB/s$", out, re.M), out[-4000:]
     assert "Warning: send_data returned error" not in out and "Error sending" not in out, out
     assert "Server started on 0.0.0.0:" in server and "Server stopping" in server, server
@@ -215,19 +212,9 @@ def test_mooncakes_copy_and_move_tests_pass_unmodified(tmp_path):
     if not _netns_works():
         pytest.skip("needs a network namespace (unshare -rn): its clients' ports are fixed")
     env = dict(os.environ, PYTHONUNBUFFERED="1", MASTER_OUT=str(tmp_path / "master.out"))
-    proc = subprocess.Popen(["unshare", "-rn", "bash", "-c", COPY_MOVE, "copy_move",
-                             yuebing_bin(), sys.executable], cwd=UPSTREAM, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=600)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+    code, out = _run_group(["unshare", "-rn", "bash", "-c", COPY_MOVE, "copy_move",
+                            yuebing_bin(), sys.executable], env, 600)
     master = (tmp_path / "master.out").read_text() if (tmp_path / "master.out").exists() else ""
-    assert proc.returncode == 0, out[-6000:] + "\n--- master:\n" + master[-3000:]
+    assert code == 0, out[-6000:] + "\n--- master:\n" + master[-3000:]
     passed = re.search(r"(\d+) passed", out)
     assert passed and int(passed.group(1)) == 10, out[-3000:]

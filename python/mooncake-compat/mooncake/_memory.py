@@ -11,7 +11,6 @@ memory that went back to the system.
 """
 
 import ctypes
-import ctypes.util
 import mmap
 import os
 import threading
@@ -19,13 +18,8 @@ import weakref
 
 from . import _codes, _shared
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                       ctypes.c_int, ctypes.c_long]
-_libc.munmap.restype = ctypes.c_int
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_MAP_FAILED = ctypes.c_void_p(-1).value
+# The C library as `_shared` declares it (mmap, munmap), for malloc, free and syscall too.
+_libc, _MAP_FAILED = _shared._libc, _shared._MAP_FAILED
 
 # The drop-in's stores, for the check that memory is not freed while one has it registered.
 _STORES = weakref.WeakSet()
@@ -61,8 +55,7 @@ def map_anonymous(size):
 
 def unmap(addr, size):
     """Returns a mapping of ``map_anonymous`` to the system."""
-    if _libc.munmap(addr, size) != 0:
-        _codes.log.error("munmap at %#x: %s", addr, os.strerror(ctypes.get_errno()))
+    _shared.unmap(addr, size)
 
 
 # Every allocator's live allocations, {address: (size, memfd)}: a dummy client hands the memfd
