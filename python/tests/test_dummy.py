@@ -199,10 +199,16 @@ def test_a_dummy_trusts_only_its_own_users_directory_and_one_real_client_per_por
         with pytest.raises(RuntimeError, match="mooncake_client ready"):
             mooncake_real_client(cluster, port)
         d = MooncakeDistributedStore()
-        assert d.setup_dummy(0, MIB, f"127.0.0.1:{port}") == 0
+        assert d.setup_dummy(MIB, MIB, f"127.0.0.1:{port}") == 0
         alloc = MooncakeHostMemAllocator()
         pool = alloc.alloc(MIB)
         assert d.register_buffer(pool, MIB) == 0
+        # alloc_from_mem_pool: shared memory within setup_dummy's pool size, not registered.
+        assert d.alloc_from_mem_pool(2 * MIB) == 0, "over the pool of setup_dummy"
+        mem = d.alloc_from_mem_pool(512 * 1024)
+        assert mem and d.register_buffer(mem, 512 * 1024) == 0
+        assert d.put_from("pool/k", mem, 4096) == 0
+        assert d.unregister_buffer(mem) == 0 and d.unregister_buffer(mem) == -600
         # Closed with the buffer registered: its memory may be freed then.
         assert d.close() == 0
         assert alloc.free(pool) == 0

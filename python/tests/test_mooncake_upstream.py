@@ -218,3 +218,44 @@ def test_mooncakes_copy_and_move_tests_pass_unmodified(tmp_path):
     assert code == 0, out[-6000:] + "\n--- master:\n" + master[-3000:]
     passed = re.search(r"(\d+) passed", out)
     assert passed and int(passed.group(1)) == 10, out[-3000:]
+
+
+# Mooncake's tests of dummy clients (mooncake-wheel/tests/test_dummy_client.py and
+# test_multi_dummy_clients.py): dummies of the real client at 127.0.0.1:50052 (a fixed port, so
+# in a network namespace of their own), started as Mooncake's CI starts it (`mooncake_client`),
+# with a master whose lease the tests are told (DEFAULT_KV_LEASE_TTL). Their tensor and CUDA
+# tests skip without torch; the two multi-client processes run side by side.
+DUMMIES = """
+set -u
+ip link set lo up
+bin=$1 python=$2
+"$bin" master --bind 127.0.0.1 --port 0 --lease-ttl-ms 500 > "$WORK/master.out" 2>&1 &
+master=$! real=
+trap 'kill $master $real 2>/dev/null' EXIT
+for _ in $(seq 200); do grep -q "ready on" "$WORK/master.out" && break; sleep 0.1; done
+addr=$(sed -n 's/^yuebing master ready on //p' "$WORK/master.out" | head -n 1)
+"$python" -m mooncake.cli_client --master_server_address=${addr#tcp://} --port=50052 \\
+  --global_segment_size=1GB --host=127.0.0.1 > "$WORK/real.out" 2>&1 &
+real=$!
+for _ in $(seq 300); do grep -q "mooncake_client ready" "$WORK/real.out" && break; sleep 0.1; done
+export DEFAULT_KV_LEASE_TTL=500
+"$python" -m pytest -q -p no:cacheprovider test_dummy_client.py || exit 1
+"$python" test_multi_dummy_clients.py --client-id client2 > "$WORK/client2.out" 2>&1 &
+second=$!
+"$python" test_multi_dummy_clients.py --client-id client1 || exit 1
+wait $second || { cat "$WORK/client2.out"; exit 1; }
+echo "multi dummy clients: OK"
+"""
+
+
+def test_mooncakes_dummy_client_tests_pass_unmodified(tmp_path):
+    if not _netns_works():
+        pytest.skip("needs a network namespace (unshare -rn): the real client's port is fixed")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", WORK=str(tmp_path),
+               YUEBING_DUMMY_DIR=str(tmp_path / "dummies"))
+    code, out = _run_group(["unshare", "-rn", "bash", "-c", DUMMIES, "dummies", yuebing_bin(),
+                            sys.executable], env, 600)
+    real = (tmp_path / "real.out").read_text() if (tmp_path / "real.out").exists() else ""
+    assert code == 0, out[-6000:] + "\n--- real client:\n" + real[-3000:]
+    assert re.search(r"^6 passed, 4 skipped", out, re.M), out[-3000:]
+    assert "multi dummy clients: OK" in out, out[-3000:]

@@ -148,7 +148,9 @@ def _recv_into(sock, max_fds, fds):
 # Each forwarded call: its name, and how its arguments hold addresses. "one" is (addr, size)
 # at argument positions (1, 2); "each" a list of addresses and a list of sizes there; "multi"
 # a list of lists of each. "bytes" sends argument 1 (a value) as the payload; "get" returns
-# the payload. Config arguments (ReplicateConfig) travel as their fields.
+# the payload; "ranges" is get_into_ranges, whose argument 0 lists addresses (the store bounds
+# each range by the registration it lies in, as for any client). Config arguments
+# (ReplicateConfig) travel as their fields.
 
 CALLS = {
     "put": "bytes", "upsert": "bytes", "get": "get",
@@ -158,7 +160,7 @@ CALLS = {
     "batch_put_from": "each", "batch_upsert_from": "each", "batch_get_into": "each",
     "batch_put_from_multi_buffers": "multi",
     "batch_get_into_multi_buffers": "multi",
-    "health_check": None, "get_hostname": None,
+    "get_into_ranges": "ranges", "health_check": None, "get_hostname": None,
 }
 # The answer of a call whose addresses are bad (per item for the batch forms).
 _LIST_ANSWERS = {"batch_is_exist", "batch_remove", "batch_put_from", "batch_upsert_from",
@@ -207,10 +209,10 @@ def _config_of(value):
 # --------------------------------------------------------------------------- real side
 
 class _Region:
-    __slots__ = ("base", "size", "real", "registered")
+    __slots__ = ("base", "size", "real")
 
     def __init__(self, base, size, real):
-        self.base, self.size, self.real, self.registered = base, size, real, False
+        self.base, self.size, self.real = base, size, real
 
 
 # How long the real client waits for a dummy to take an answer before it gives up on it.
@@ -223,6 +225,9 @@ class _Session:
     def __init__(self, store, sock):
         self.store, self.sock = store, sock
         self.regions = []
+        # The dummy's register_buffer ranges, registered with the store here: {dummy address:
+        # (real address, size)}.
+        self.registrations = {}
 
     def run(self):
         try:
@@ -267,13 +272,10 @@ class _Session:
             if op == "unshare":
                 self._unshare(operator.index(header["base"]))
                 return {"ok": 0}, b""
-            if op == "registered":
-                # Its memory was registered when it was shared: the range must lie there.
-                try:
-                    self._translate(header["addr"], header["size"])
-                except (ValueError, TypeError, OverflowError):
-                    return {"ok": _codes.INVALID_PARAMS}, b""
-                return {"ok": 0}, b""
+            if op == "register":
+                return {"ok": self._register(header["addr"], header["size"])}, b""
+            if op == "unregister":
+                return {"ok": self._unregister(operator.index(header["addr"]))}, b""
             if op == "call":
                 return self._call(str(header["method"]), list(header.get("args", [])), payload)
         except (KeyError, TypeError, ValueError, OverflowError) as e:
@@ -291,32 +293,54 @@ class _Session:
         except (ValueError, OSError) as e:
             _codes.log.error("a dummy client's memory cannot be mapped: %s", e)
             return _codes.INVALID_PARAMS
-        region = _Region(base, size, real)
-        code = self.store.register_buffer(real, size)
-        if code != 0:
-            _shared.unmap(real, size)
-            return code
-        region.registered = True
-        self.regions.append(region)
+        self.regions.append(_Region(base, size, real))
         return 0
+
+    def _register(self, addr, size):
+        """The dummy's ``register_buffer``: its range, inside what it shared, registered with
+        the store as a normal client's (so the store's own checks, overlaps and ranged reads'
+        bounds among them, apply to it as they would)."""
+        addr = operator.index(addr)
+        try:
+            real = self._translate(addr, size)
+        except (ValueError, TypeError, OverflowError):
+            return _codes.INVALID_PARAMS
+        if addr in self.registrations:
+            return _codes.INVALID_PARAMS
+        code = self.store.register_buffer(real, operator.index(size))
+        if code == 0:
+            self.registrations[addr] = (real, operator.index(size))
+        return code
+
+    def _unregister(self, addr):
+        found = self.registrations.pop(addr, None)
+        if found is None:
+            return _codes.INVALID_PARAMS
+        # Unregistering waits for the transfers that use the range.
+        return self.store.unregister_buffer(found[0])
 
     def _unshare(self, base):
         for region in [r for r in self.regions if r.base == base]:
+            inside = [a for a in self.registrations if base <= a < base + region.size]
+            for addr in inside:
+                self._unregister(addr)
             self.regions.remove(region)
-            self._release(region)
-
-    def _release(self, region):
-        # Unregistering waits for the transfers that use it; only then is it unmapped.
-        if region.registered and self.store.unregister_buffer(region.real) != 0:
-            _codes.log.warning("a dummy client's memory at %#x stays mapped: it could not be "
-                               "unregistered", region.real)
-            return
-        _shared.unmap(region.real, region.size)
+            _shared.unmap(region.real, region.size)
 
     def _release_all(self):
+        # The registrations end first (each waits for its transfers), then the mappings go;
+        # one that could not be unregistered keeps its region mapped.
+        kept = set()
+        for addr in list(self.registrations):
+            real, size = self.registrations[addr]
+            if self._unregister(addr) != 0:
+                _codes.log.warning("a dummy client's memory at %#x stays mapped: it could not "
+                                   "be unregistered", real)
+                kept.update(r.base for r in self.regions if r.real <= real < r.real + r.size)
         regions, self.regions = self.regions, []
         for region in regions:
-            self._release(region)
+            if region.base not in kept:
+                _shared.unmap(region.real, region.size)
 
     def _translate(self, addr, size):
         """The real client's address of ``size`` bytes at the dummy's ``addr``."""
@@ -364,6 +388,13 @@ class _Session:
                 return {"ok": _codes.INVALID_PARAMS}, b""
         if kind in ("each", "multi"):
             return {"ok": self._call_items(method, kind, args)}, b""
+        if kind == "ranges":
+            try:
+                args[0] = [self._translate(a, 0) for a in args[0]]
+            except (ValueError, TypeError, OverflowError) as e:
+                _codes.log.error("a dummy client's %s: %s", method, e)
+                from .store import _ranged_shape
+                return {"ok": _ranged_shape(len(args[0]), args[1], args[2])}, b""
         result = getattr(self.store, method)(*args)
         if kind == "get":
             return {"ok": None}, bytes(result)
@@ -506,6 +537,10 @@ class Link:
             raise LinkError(header.get("error", "the real client refused"))
         self.hostname = header["ok"]["hostname"]
         self.shared = set()
+        # alloc_from_mem_pool's memory: its allocator, and the bytes it may hand out.
+        self.pool = _memory.MooncakeHostMemAllocator()
+        self.pool_sizes = {}
+        self.pool_limit = 0
         self.lock = threading.Lock()
         self.broken = False
 
@@ -554,9 +589,13 @@ class Link:
             self.shared.discard(base)
             self._exchange({"op": "unshare", "base": base})
 
-    def registered(self, addr, size):
-        """Whether the real client maps ``size`` bytes at ``addr``: 0, or -600."""
-        return self._exchange({"op": "registered", "addr": addr, "size": size})[0]
+    def register(self, addr, size):
+        """Registers ``size`` bytes at ``addr`` (inside shared memory) with the real client's
+        store: 0, or its code."""
+        return self._exchange({"op": "register", "addr": addr, "size": size})[0]
+
+    def unregister(self, addr):
+        return self._exchange({"op": "unregister", "addr": addr})[0]
 
     def call(self, method, args, payload=b""):
         args = [_config_fields(a) for a in args]
@@ -623,7 +662,34 @@ def register(link, ptr, size):
     base, length, fd = region
     try:
         code = link.share(base, length, fd)
-        return code if code != 0 else link.registered(ptr, size)
+        return code if code != 0 else link.register(ptr, size)
     except LinkError as e:
         _codes.log.error("register_buffer: the real client: %s", e)
         return _codes.RPC_FAIL
+
+
+def alloc_pool(store, size):
+    """A dummy client's ``alloc_from_mem_pool``: ``size`` bytes of shared host memory, within
+    ``setup_dummy``'s ``mem_pool_size`` in all; 0 when that is spent (or on a bad size)."""
+    link = store._dummy
+    try:
+        size = operator.index(size)
+    except TypeError:
+        _codes.log.error("alloc_from_mem_pool: size %r is not an int", size)
+        return 0
+    with link.lock:
+        if size <= 0 or sum(link.pool_sizes.values()) + size > link.pool_limit:
+            _codes.log.error("alloc_from_mem_pool: %d bytes do not fit the memory pool of %d",
+                             size, link.pool_limit)
+            return 0
+        addr = link.pool.alloc(size)
+        if addr:
+            link.pool_sizes[addr] = size
+    return addr
+
+
+def free_pool(link):
+    """Frees what ``alloc_pool`` handed out over ``link`` (closed: the real client lets go)."""
+    for addr in list(link.pool_sizes):
+        if link.pool.free(addr) == 0:
+            del link.pool_sizes[addr]

@@ -263,6 +263,7 @@ class MooncakeDistributedStore:
             _codes.log.error("setup_dummy: no real client at %s: %s", server_address, e)
             return -1
         self.close()
+        link.pool_limit = mem_pool_size
         with self._lock:
             self._dummy = link
             self._local_buffer = local_buffer_size
@@ -277,11 +278,13 @@ class MooncakeDistributedStore:
             retired = self._reset()
         if link is not None:
             # Once the link is closed the real client no longer touches this client's memory
-            # (a call under way returned first): its registrations are over.
+            # (a call under way returned first): its registrations are over, and its pool
+            # memory goes back.
             link.close()
             with self._lock:
                 for addr in retired[1]:
                     self._retiring.pop(addr, None)
+            _dummy.free_pool(link)
         if store is not None:
             self._close_store(store, *retired)
         return 0
@@ -451,10 +454,16 @@ class MooncakeDistributedStore:
 
     def unregister_buffer(self, buffer_ptr):
         """Ends a registration; 0, or -600 for an address not registered."""
-        if self._dummy is not None:
+        link = self._dummy
+        if link is not None:
             with self._lock:
-                return 0 if self._regions.pop(int(buffer_ptr), None) is not None else (
-                    INVALID_PARAMS)
+                if self._regions.pop(int(buffer_ptr), None) is None:
+                    return INVALID_PARAMS
+            try:
+                return link.unregister(int(buffer_ptr))
+            except _dummy.LinkError as e:
+                _codes.log.error("unregister_buffer: the real client: %s", e)
+                return _codes.RPC_FAIL
         code = self._run("unregister_buffer", INVALID_PARAMS,
                          _ok(lambda s: s.unregister_buffer(buffer_ptr)),
                          _logged(INVALID_PARAMS))
@@ -856,7 +865,11 @@ class MooncakeDistributedStore:
 
     def alloc_from_mem_pool(self, size):
         """The address of ``size`` zero-filled bytes registered with this client for the
-        zero-copy calls, freed at ``close``; 0 on failure."""
+        zero-copy calls, freed at ``close``; 0 on failure. A dummy client's comes from the
+        pool of ``setup_dummy``'s ``mem_pool_size``, shared with its real client, and is not
+        registered yet (``register_buffer`` it)."""
+        if self._dummy is not None:
+            return _dummy.alloc_pool(self, size)
         store = self._need()
         try:
             size = _address(size)
