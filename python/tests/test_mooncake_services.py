@@ -99,9 +99,11 @@ def test_mooncake_master_and_client_launch_lines_run_yuebing(tmp_path, monkeypat
     # The client serves dummy clients on Mooncake's default port: its socket in a directory of
     # this test's.
     monkeypatch.setenv("YUEBING_DUMMY_DIR", str(tmp_path / "dummies"))
+    metrics = free_port()
     master = Process(["--rpc_port=0", "--rpc_address", "127.0.0.1", "--default_kv_lease_ttl=2s",
                       "--client_ttl", "5", "--eviction_high_watermark_ratio=0.8",
-                      "--allocation_strategy=random", "--rpc_thread_num=2", "--noenable_ha"],
+                      "--allocation_strategy=random", "--rpc_thread_num=2", "--noenable_ha",
+                      f"--metrics_port={metrics}"],
                      "yuebing master ready on ", program=[sys.executable, "-m", "mooncake.cli"])
     node = None
     st = MooncakeDistributedStore()
@@ -112,6 +114,10 @@ def test_mooncake_master_and_client_launch_lines_run_yuebing(tmp_path, monkeypat
                         "--local_buffer_size=16MB"],
                        "mooncake_client ready: ",
                        program=[sys.executable, "-m", "mooncake.cli_client"])
+        # SGLang's check_server: the master's metrics port lists the real client's segment.
+        url = f"http://127.0.0.1:{metrics}/get_all_segments"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert r.read().decode().split() == [node.announced.split()[0]]
         assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", address) == 0
         assert st.put("k", b"v" * 1000) == 0
         assert st.get("k") == b"v" * 1000
@@ -141,7 +147,7 @@ def test_mooncake_master_serves_the_http_metadata_server_beside_it():
 
 
 @pytest.mark.parametrize("module,args,named", [
-    ("mooncake.cli", ["--metrics_port=9003"], "--metrics_port"),
+    ("mooncake.cli", ["--metrics_host=0.0.0.0"], "--metrics_host"),
     ("mooncake.cli", ["--enable_ha"], "--etcd_endpoints"),
     ("mooncake.cli", ["--allocation_strategy=cxl"], "--allocation_strategy"),
     ("mooncake.cli", ["--no_such_flag=1"], "--no_such_flag"),

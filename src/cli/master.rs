@@ -89,6 +89,11 @@ pub struct MasterArgs {
     /// master.max_task_retries].
     #[arg(long, env = "YUEBING_MASTER_MAX_TASK_RETRIES")]
     pub max_task_retries: Option<u32>,
+    /// Serve the admin HTTP paths (Mooncake's: /metrics, /metrics/summary, /health, /ready,
+    /// /role, /ha_status, /get_all_segments, /query_key) on this port of the --bind address
+    /// (0: any free port, reported on stdout); off unless given [config: master.metrics_port].
+    #[arg(long, env = "YUEBING_MASTER_METRICS_PORT")]
+    pub metrics_port: Option<u16>,
     /// Runtime worker threads. The core runs under one lock, so one worker serves it with the
     /// fewest hand-overs between threads; raise it when encoding and decoding calls needs more
     /// than a core [default: 1; config: master.worker_threads].
@@ -100,6 +105,14 @@ pub struct MasterArgs {
 }
 
 impl MasterArgs {
+    /// Where the admin HTTP server listens (`host:port`), if it is asked for.
+    pub fn admin_bind(&self, file: &ConfigFile) -> Result<Option<String>, ConfigError> {
+        let port: Option<u16> =
+            file.resolve("master", "metrics_port", self.metrics_port.map(Some), None)?;
+        let bind: String = file.resolve("master", "bind", self.bind.clone(), "127.0.0.1".into())?;
+        Ok(port.map(|p| format!("{bind}:{p}")))
+    }
+
     /// How many runtime worker threads the master runs on (at least 1).
     pub fn worker_threads(&self, file: &ConfigFile) -> Result<usize, ConfigError> {
         super::worker_threads(file, "master", self.worker_threads, 1)
@@ -219,9 +232,18 @@ impl MasterArgs {
 }
 
 /// Serves until SIGINT or SIGTERM, then shuts down gracefully. Prints one line
-/// `yuebing master ready on ADDR` to stdout once it accepts calls.
-pub async fn serve(cfg: MasterServerConfig, endpoint: Endpoint) -> yuebing_store::Result<()> {
+/// `yuebing master ready on ADDR` to stdout once it accepts calls; with `admin`, then
+/// `yuebing master admin on ADDR` (the admin HTTP server's address).
+pub async fn serve(
+    cfg: MasterServerConfig,
+    endpoint: Endpoint,
+    admin: Option<String>,
+) -> yuebing_store::Result<()> {
     let master = RunningMaster::start(cfg, &endpoint).await?;
+    let admin = match admin {
+        Some(bind) => Some(master.serve_admin(&bind).await?),
+        None => None,
+    };
     let r = master.recovery();
     if r.snapshot_seq > 0 || r.replayed > 0 {
         eprintln!(
@@ -230,6 +252,9 @@ pub async fn serve(cfg: MasterServerConfig, endpoint: Endpoint) -> yuebing_store
         );
     }
     println!("yuebing master ready on {}", master.local_endpoint());
+    if let Some(server) = &admin {
+        println!("yuebing master admin on {}", server.local_addr());
+    }
     use std::io::Write;
     let _ = std::io::stdout().flush();
     super::wait_for_signal().await?;

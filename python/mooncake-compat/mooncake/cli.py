@@ -39,7 +39,8 @@ def _false_only(name, why):
     return check
 
 
-_NO_METRICS = "the master's metrics and admin HTTP server are not built yet (issue 28)"
+_NO_METRICS = ("yuebing's admin HTTP server listens on --rpc_address's host; its metric "
+               "reporting is not built yet (issue 28)")
 
 TABLE = {
     "rpc_address": same("--bind"),
@@ -70,7 +71,7 @@ TABLE = {
     "enable_http_metadata_server": ignored,
     "http_metadata_server_port": ignored,
     "http_metadata_server_host": ignored,
-    "metrics_port": refused("metrics_port", _NO_METRICS),
+    "metrics_port": same("--metrics-port"),
     "metrics_host": refused("metrics_host", _NO_METRICS),
     "enable_metric_reporting": _false_only("enable_metric_reporting", _NO_METRICS),
     "enable_offload": _false_only("enable_offload", "yuebing has no SSD tier yet (issue 31)"),

@@ -13,10 +13,12 @@
 //! - [`oplog`]: where durable records go — the data directory's log, or a [`LogSink`] (an
 //!   elected master's replicated log).
 //! - `disk`: the data directory — log segments with group-commit fsync, snapshots, recovery.
+//! - [`admin`]: the admin HTTP server (Mooncake's paths on the metrics port).
 //! - `api`: the master's calls, defined once (one table makes the service, the handler and
 //!   the client's methods); [`service`]: the tarpc [`MasterService`] and its wire types; [`server`]: a running
 //!   master (core behind one lock, log, driver); [`client`]: [`MasterClient`].
 
+pub mod admin;
 pub mod alloc;
 mod api;
 pub mod client;
@@ -51,5 +53,5 @@ pub use self::space::Replica;
 pub use self::task::{TaskId, TaskInfo, TaskKind, TaskState, TaskWork};
 pub use self::types::{
     ClientId, ListedObject, Millis, MountId, MountSpec, PingResult, PutConfig, ReplicaDesc,
-    ReplicaList, Stats, Write,
+    ReplicaList, SegmentInfo, Stats, Write,
 };

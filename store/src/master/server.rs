@@ -521,6 +521,16 @@ impl RunningMaster {
         self.shared.health()
     }
 
+    /// Serves the admin HTTP paths (see [`admin`](super::admin)) on `bind` (`host:port`; port
+    /// 0 picks one) until the returned server is dropped, on the master's runtime.
+    pub async fn serve_admin(&self, bind: &str) -> Result<super::admin::AdminServer> {
+        let (shared, bind) = (self.shared.clone(), bind.to_string());
+        yuebing_rpc::in_runtime(&self.shared.handle, async move {
+            super::admin::start(shared, &bind).await
+        })
+        .await
+    }
+
     /// Stops accepting, lets calls in flight finish within `grace`, stops the driver, and
     /// releases the data directory (every answered mutation is already durable).
     /// It may be awaited from anywhere: it runs inside the master's runtime.

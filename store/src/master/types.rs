@@ -127,6 +127,28 @@ pub struct Stats {
     pub last_seq: u64,
 }
 
+/// One mounted range of store space, as an operator sees it (the admin server's
+/// `/get_all_segments`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentInfo {
+    /// The node (its engine segment name).
+    pub node: String,
+    /// The master's id of the range.
+    pub mount: MountId,
+    /// The client that mounted it.
+    pub client: ClientId,
+    /// Start address in the node's engine.
+    pub base: u64,
+    /// Bytes it holds.
+    pub capacity: u64,
+    /// Bytes handed out (replicas, writes in progress, space held back).
+    pub used: u64,
+    /// Its node has mounted it since the master started (else it waits for a remount).
+    pub ready: bool,
+    /// Being unmounted gracefully.
+    pub draining: bool,
+}
+
 /// One key of a listing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListedObject {

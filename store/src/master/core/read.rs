@@ -4,7 +4,9 @@ use super::Master;
 use crate::error::{Error, Result};
 use crate::master::log::Record;
 use crate::master::pattern::KeyPattern;
-use crate::master::types::{ListedObject, Millis, MountId, ReplicaList, Stats};
+use crate::master::types::{
+    ListedObject, Millis, MountId, ReplicaDesc, ReplicaList, SegmentInfo, Stats,
+};
 
 impl Master {
     /// The readable replicas of `key`, granting (or extending) a read lease of the configured
@@ -74,6 +76,37 @@ impl Master {
             }
             None => Err(Error::ObjectNotFound { key: key.into() }),
         }
+    }
+
+    /// Every mounted range, in mount order (an operator's view).
+    pub fn segments(&self) -> Vec<SegmentInfo> {
+        self.space
+            .iter()
+            .map(|(mount, m)| {
+                let report = m.alloc.report();
+                SegmentInfo {
+                    node: self.space.node_name(m.node).to_string(),
+                    mount,
+                    client: m.client,
+                    base: m.base,
+                    capacity: report.capacity,
+                    used: report.used,
+                    ready: m.ready,
+                    draining: m.draining_until.is_some(),
+                }
+            })
+            .collect()
+    }
+
+    /// Where a completed object's replicas are, described (an operator's view: no lease is
+    /// granted). Errors: `ObjectNotFound`, `InvalidParams` (a bad key).
+    pub fn describe_replicas(&self, key: &str) -> Result<Vec<ReplicaDesc>> {
+        self.check_key(key)?;
+        let o = self
+            .objects
+            .get(key)
+            .ok_or_else(|| Error::ObjectNotFound { key: key.into() })?;
+        Ok(self.describe_all(&o.replicas, o.size))
     }
 
     /// Where a completed object's replicas are (an operator's view: no lease is granted).

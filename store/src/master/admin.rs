@@ -1,0 +1,327 @@
+//! The master's admin HTTP server: Mooncake's paths on the master's metrics port, same
+//! meaning, so that operators' probes and SGLang's `check_server` carry over.
+//!
+//! | path | answer |
+//! |---|---|
+//! | `/health` | JSON: `status`, `role`, `ha_state`, `service_ready` (always 200) |
+//! | `/ready` | 200 `ready` while this master serves (leader or single, caught up), else 503 |
+//! | `/role` | `leader` or `standby` |
+//! | `/ha_status` | `serving`, `leader_warmup` (won, not serving yet) or `standby` |
+//! | `/get_all_segments` | the nodes with store space, one a line |
+//! | `/query_key?key=K` | JSON `{"success":true,"data":[{buffer_address,size,transport_endpoint}]}`, or 404 with the error's code (no lease is granted) |
+//! | `/metrics` | Prometheus text: the master's counts, `yuebing_` names, base units |
+//! | `/metrics/summary` | one line, with Mooncake's names (`master_key_count`, ...) |
+//!
+//! The state paths answer 503 where this master does not serve (a standby), as Mooncake's.
+//! Served on the master's runtime through axum; bound to an explicit address.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::server::Shared;
+use super::service::Health;
+use crate::error::{Error, Result};
+
+/// A running admin server; dropping it stops it.
+pub struct AdminServer {
+    addr: SocketAddr,
+    _stop: DropGuard,
+}
+
+impl AdminServer {
+    /// The bound address (with the real port when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+/// Serves `shared`'s admin paths on `bind` (`host:port`; port 0 picks one) until the returned
+/// server is dropped.
+pub(crate) async fn start(shared: Arc<Shared>, bind: &str) -> Result<AdminServer> {
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|e| Error::params(format!("admin server: cannot listen on {bind}: {e}")))?;
+    let addr = listener.local_addr().map_err(|e| Error::Internal {
+        reason: format!("admin server: {e}"),
+    })?;
+    let app = Router::new()
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .route("/role", get(role))
+        .route("/ha_status", get(ha_status))
+        .route("/get_all_segments", get(all_segments))
+        .route("/query_key", get(query_key))
+        .route("/metrics", get(metrics))
+        .route("/metrics/summary", get(summary))
+        .with_state(shared);
+    let stop = CancellationToken::new();
+    let stopped = stop.clone();
+    tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stopped.cancelled().await })
+            .await;
+        if let Err(e) = served {
+            tracing::warn!(error = %e, "the admin server stopped");
+        }
+    });
+    Ok(AdminServer {
+        addr,
+        _stop: stop.drop_guard(),
+    })
+}
+
+/// Mooncake's role of a master in `health`: `leader` for one that serves or may (a single
+/// master, an elected leader), `standby` otherwise.
+fn role_of(h: &Health) -> &'static str {
+    match h.role.as_str() {
+        "standby" => "standby",
+        _ => "leader",
+    }
+}
+
+/// Whether this master serves calls now.
+fn serving(h: &Health) -> bool {
+    h.ready && role_of(h) == "leader"
+}
+
+/// Mooncake's runtime state: `serving`, `leader_warmup` or `standby`.
+fn ha_state_of(h: &Health) -> &'static str {
+    match (role_of(h), serving(h)) {
+        ("leader", true) => "serving",
+        ("leader", false) => "leader_warmup",
+        _ => "standby",
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+fn json(status: StatusCode, body: serde_json::Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// 503, as Mooncake answers where the service plane is not active.
+fn unavailable(e: &Error) -> Response {
+    text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("service plane is not active: {e}\n"),
+    )
+}
+
+async fn health(State(s): State<Arc<Shared>>) -> Response {
+    let h = s.health();
+    json(
+        StatusCode::OK,
+        serde_json::json!({
+            "status": "ok",
+            "role": role_of(&h),
+            "ha_state": ha_state_of(&h),
+            "service_ready": serving(&h),
+        }),
+    )
+}
+
+async fn ready(State(s): State<Arc<Shared>>) -> Response {
+    match serving(&s.health()) {
+        true => text(StatusCode::OK, "ready\n".into()),
+        false => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n".into()),
+    }
+}
+
+async fn role(State(s): State<Arc<Shared>>) -> Response {
+    text(StatusCode::OK, role_of(&s.health()).into())
+}
+
+async fn ha_status(State(s): State<Arc<Shared>>) -> Response {
+    text(StatusCode::OK, ha_state_of(&s.health()).into())
+}
+
+async fn all_segments(State(s): State<Arc<Shared>>) -> Response {
+    match s.run(|m, _| m.segments()).await {
+        Ok(segments) => {
+            let mut nodes: Vec<String> = segments.into_iter().map(|g| g.node).collect();
+            nodes.sort();
+            nodes.dedup();
+            let body: String = nodes.into_iter().map(|n| n + "\n").collect();
+            text(StatusCode::OK, body)
+        }
+        Err(e) => unavailable(&e),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct KeyQuery {
+    #[serde(default)]
+    key: String,
+}
+
+async fn query_key(State(s): State<Arc<Shared>>, Query(q): Query<KeyQuery>) -> Response {
+    let key = q.key;
+    match s.run(move |m, _| m.describe_replicas(&key)).await {
+        Ok(Ok(replicas)) => {
+            let data: Vec<serde_json::Value> = replicas
+                .into_iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "buffer_address": r.addr,
+                        "size": r.len,
+                        "transport_endpoint": r.node,
+                    })
+                })
+                .collect();
+            json(
+                StatusCode::OK,
+                serde_json::json!({"success": true, "data": data}),
+            )
+        }
+        Ok(Err(e)) => json(
+            StatusCode::NOT_FOUND,
+            serde_json::json!({
+                "success": false,
+                "error_code": e.code(),
+                "error_message": e.to_string(),
+            }),
+        ),
+        Err(e) => unavailable(&e),
+    }
+}
+
+/// One gauge or counter in Prometheus' text format.
+fn metric(out: &mut String, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
+    out.push_str(&format!(
+        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
+    ));
+}
+
+async fn metrics(State(s): State<Arc<Shared>>) -> Response {
+    let h = s.health();
+    let mut out = String::new();
+    metric(
+        &mut out,
+        "yuebing_master_serving",
+        "gauge",
+        "1 while this master serves calls (leader or single, caught up), else 0.",
+        u8::from(serving(&h)),
+    );
+    metric(
+        &mut out,
+        "yuebing_master_epoch",
+        "gauge",
+        "The epoch of the entries this master's state holds or makes.",
+        h.epoch,
+    );
+    metric(
+        &mut out,
+        "yuebing_master_log_applied_seq",
+        "gauge",
+        "Position of the last mutation applied.",
+        h.last_seq,
+    );
+    metric(
+        &mut out,
+        "yuebing_master_log_durable_seq",
+        "gauge",
+        "Position of the last durable mutation.",
+        h.durable_seq,
+    );
+    if let Ok(st) = s.run(|m, _| m.stats()).await {
+        let rows: [(&str, &str, &str, String); 8] = [
+            (
+                "yuebing_master_objects",
+                "gauge",
+                "Completed objects.",
+                st.objects.to_string(),
+            ),
+            (
+                "yuebing_master_pending_writes",
+                "gauge",
+                "Writes (puts, upserts) in progress.",
+                st.pending_writes.to_string(),
+            ),
+            (
+                "yuebing_master_used_bytes",
+                "gauge",
+                "Bytes allocated in store space (replicas, writes in progress, space held back).",
+                st.bytes_used.to_string(),
+            ),
+            (
+                "yuebing_master_capacity_bytes",
+                "gauge",
+                "Bytes of mounted store space.",
+                st.bytes_capacity.to_string(),
+            ),
+            (
+                "yuebing_master_nodes",
+                "gauge",
+                "Nodes with mounted store space.",
+                st.nodes.to_string(),
+            ),
+            (
+                "yuebing_master_mounts",
+                "gauge",
+                "Mounted ranges of store space.",
+                st.mounts.to_string(),
+            ),
+            (
+                "yuebing_master_clients",
+                "gauge",
+                "Live clients.",
+                st.clients.to_string(),
+            ),
+            (
+                "yuebing_master_evictions_total",
+                "counter",
+                "Objects evicted since this master started.",
+                st.evicted.to_string(),
+            ),
+        ];
+        for (name, kind, help, value) in rows {
+            metric(&mut out, name, kind, help, value);
+        }
+    }
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        out,
+    )
+        .into_response()
+}
+
+async fn summary(State(s): State<Arc<Shared>>) -> Response {
+    let h = s.health();
+    let master = match s.run(|m, _| m.stats()).await {
+        Ok(st) => format!(
+            "master_key_count={}, master_allocated_bytes={}, master_total_capacity_bytes={}, \
+             master_active_clients={}, master_segments={}, master_evicted_keys={}",
+            st.objects, st.bytes_used, st.bytes_capacity, st.clients, st.mounts, st.evicted
+        ),
+        Err(_) => String::new(),
+    };
+    text(
+        StatusCode::OK,
+        format!(
+            "role={}, state={}, service_ready={}, master={{{master}}}\n",
+            role_of(&h),
+            ha_state_of(&h),
+            serving(&h)
+        ),
+    )
+}
