@@ -204,103 +204,103 @@ async fn query_key(State(s): State<Arc<Shared>>, Query(q): Query<KeyQuery>) -> R
     }
 }
 
-/// One gauge or counter in Prometheus' text format.
-fn metric(out: &mut String, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
-    out.push_str(&format!(
-        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
-    ));
+/// One metric: its name, kind (`gauge`, `counter`), help text and value.
+type Row = (&'static str, &'static str, &'static str, u64);
+
+/// The rows in Prometheus' text format.
+fn exposition(rows: &[Row]) -> String {
+    rows.iter()
+        .map(|(name, kind, help, value)| {
+            format!("# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n")
+        })
+        .collect()
 }
 
 async fn metrics(State(s): State<Arc<Shared>>) -> Response {
     let h = s.health();
-    let mut out = String::new();
-    metric(
-        &mut out,
-        "yuebing_master_serving",
-        "gauge",
-        "1 while this master serves calls (leader or single, caught up), else 0.",
-        u8::from(serving(&h)),
-    );
-    metric(
-        &mut out,
-        "yuebing_master_epoch",
-        "gauge",
-        "The epoch of the entries this master's state holds or makes.",
-        h.epoch,
-    );
-    metric(
-        &mut out,
-        "yuebing_master_log_applied_seq",
-        "gauge",
-        "Position of the last mutation applied.",
-        h.last_seq,
-    );
-    metric(
-        &mut out,
-        "yuebing_master_log_durable_seq",
-        "gauge",
-        "Position of the last durable mutation.",
-        h.durable_seq,
-    );
+    let mut rows: Vec<Row> = vec![
+        (
+            "yuebing_master_serving",
+            "gauge",
+            "1 while this master serves calls (leader or single, caught up), else 0.",
+            u64::from(serving(&h)),
+        ),
+        (
+            "yuebing_master_epoch",
+            "gauge",
+            "The epoch of the entries this master's state holds or makes.",
+            h.epoch,
+        ),
+        (
+            "yuebing_master_log_applied_seq",
+            "gauge",
+            "Position of the last mutation applied.",
+            h.last_seq,
+        ),
+        (
+            "yuebing_master_log_durable_seq",
+            "gauge",
+            "Position of the last durable mutation.",
+            h.durable_seq,
+        ),
+    ];
+    // A master that does not serve (a standby) shows no counts of its own.
     if let Ok(st) = s.run(|m, _| m.stats()).await {
-        let rows: [(&str, &str, &str, String); 8] = [
+        rows.extend([
             (
                 "yuebing_master_objects",
                 "gauge",
                 "Completed objects.",
-                st.objects.to_string(),
+                st.objects,
             ),
             (
                 "yuebing_master_pending_writes",
                 "gauge",
                 "Writes (puts, upserts) in progress.",
-                st.pending_writes.to_string(),
+                st.pending_writes,
             ),
             (
                 "yuebing_master_used_bytes",
                 "gauge",
                 "Bytes allocated in store space (replicas, writes in progress, space held back).",
-                st.bytes_used.to_string(),
+                st.bytes_used,
             ),
             (
                 "yuebing_master_capacity_bytes",
                 "gauge",
                 "Bytes of mounted store space.",
-                st.bytes_capacity.to_string(),
+                st.bytes_capacity,
             ),
             (
                 "yuebing_master_nodes",
                 "gauge",
                 "Nodes with mounted store space.",
-                st.nodes.to_string(),
+                st.nodes,
             ),
             (
                 "yuebing_master_mounts",
                 "gauge",
                 "Mounted ranges of store space.",
-                st.mounts.to_string(),
+                st.mounts,
             ),
             (
                 "yuebing_master_clients",
                 "gauge",
                 "Live clients.",
-                st.clients.to_string(),
+                st.clients,
             ),
             (
                 "yuebing_master_evictions_total",
                 "counter",
                 "Objects evicted since this master started.",
-                st.evicted.to_string(),
+                st.evicted,
             ),
-        ];
-        for (name, kind, help, value) in rows {
-            metric(&mut out, name, kind, help, value);
-        }
+        ]);
     }
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        out,
+        exposition(&rows),
     )
         .into_response()
 }
