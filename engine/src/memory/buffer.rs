@@ -2,7 +2,14 @@
 //! same-host peer can map it (the `shm` transport) and its size can be trusted. A buffer meant
 //! for read-only export is also sealed against peers' writes (see
 //! [`EngineBuffer::allocate_sealed`]).
+//!
+//! A buffer may also map part of a caller's file ([`EngineBuffer::map_file`]: store space
+//! mounted from `/dev/shm` or a DAX device, Mooncake's `mount_segment`). Its owner may truncate
+//! that file at any time, so such a buffer is never handed to same-host peers (they reach it
+//! over tcp), and the engine moves its bytes only by kernel copies (see `raw`): a truncation
+//! fails transfers with an error instead of killing the process with SIGBUS.
 
+use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,11 +31,20 @@ use crate::error::Error;
 #[derive(Debug)]
 pub struct EngineBuffer {
     map: MmapRaw,
-    memfd: memfd::Memfd,
+    backing: Backing,
     len: usize,
     /// Sealed against writes through any mapping made after allocation (`F_SEAL_FUTURE_WRITE`).
     sealed: bool,
     retired: AtomicBool,
+}
+
+/// What a buffer's mapping is of.
+#[derive(Debug)]
+enum Backing {
+    /// The engine's own memfd, sealed against resizing: same-host peers may map it.
+    Memfd(memfd::Memfd),
+    /// A caller's file, which others may truncate.
+    File,
 }
 
 impl EngineBuffer {
@@ -86,9 +102,50 @@ impl EngineBuffer {
         })?;
         Ok(EngineBuffer {
             map,
-            memfd,
+            backing: Backing::Memfd(memfd),
             len,
             sealed,
+            retired: AtomicBool::new(false),
+        })
+    }
+
+    /// Maps `len` bytes of `file` from `offset` (a multiple of the page size), shared and
+    /// writable: writes through the engine land in the file, as they do for the file's other
+    /// users. The range must lie inside the file as it is now. The file's owner may truncate
+    /// it later; the engine then fails transfers that touch the lost pages (see the module's
+    /// docs), so such a buffer is safe to export, but never to same-host peers' mappings.
+    pub fn map_file(file: &File, offset: u64, len: usize) -> Result<EngineBuffer, Error> {
+        if len == 0 {
+            return Err(Error::invalid("cannot map 0 bytes of a file"));
+        }
+        let page = rustix::param::page_size() as u64;
+        if !offset.is_multiple_of(page) {
+            return Err(Error::invalid(format!(
+                "file offset {offset} is not a multiple of the page size {page}"
+            )));
+        }
+        let size = file.metadata().map_err(|e| Error::Io {
+            reason: format!("reading the file's size: {e}"),
+        })?;
+        let end = offset.checked_add(len as u64);
+        if end.is_none_or(|end| end > size.len()) {
+            return Err(Error::invalid(format!(
+                "{len} bytes from offset {offset} lie past the end of the file ({} bytes)",
+                size.len()
+            )));
+        }
+        let map = MmapOptions::new()
+            .offset(offset)
+            .len(len)
+            .map_raw(file)
+            .map_err(|e| Error::Io {
+                reason: format!("mapping {len} bytes of the file: {e}"),
+            })?;
+        Ok(EngineBuffer {
+            map,
+            backing: Backing::File,
+            len,
+            sealed: false,
             retired: AtomicBool::new(false),
         })
     }
@@ -108,9 +165,19 @@ impl EngineBuffer {
         self.len == 0
     }
 
-    /// The memfd, to export to a same-host peer.
-    pub fn fd(&self) -> BorrowedFd<'_> {
-        self.memfd.as_file().as_fd()
+    /// The memfd, to export to a same-host peer; `None` for a buffer that maps a caller's
+    /// file ([`EngineBuffer::map_file`]), which is never handed to peers.
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        match &self.backing {
+            Backing::Memfd(m) => Some(m.as_file().as_fd()),
+            Backing::File => None,
+        }
+    }
+
+    /// Whether the buffer maps a caller's file, whose pages may vanish if it is truncated
+    /// ([`EngineBuffer::map_file`]).
+    pub fn is_file(&self) -> bool {
+        matches!(self.backing, Backing::File)
     }
 
     /// Whether the buffer is sealed against peers' writes ([`EngineBuffer::allocate_sealed`]).
@@ -131,8 +198,9 @@ impl EngineBuffer {
     fn span(&self) -> Span<'_> {
         let ptr = NonNull::new(self.map.as_mut_ptr()).unwrap_or(NonNull::dangling());
         // SAFETY: the mapping is `self.len` bytes, readable and writable, and stays mapped while
-        // `self` lives; the buffer never hands out a reference to its bytes.
-        unsafe { Span::new(ptr, self.len) }
+        // `self` lives; the buffer never hands out a reference to its bytes. A file's pages may
+        // vanish: the span says so, and its bytes then move by kernel copies only.
+        unsafe { Span::new(ptr, self.len) }.vanishing(self.is_file())
     }
 
     fn part(&self, offset: usize, n: usize) -> Result<Span<'_>, Error> {
@@ -155,7 +223,7 @@ impl EngineBuffer {
     /// a racing copy leaves, are unspecified. A caller that exported the buffer accepted that
     /// from peers (Mooncake's `write_bytes_to_buffer` and `read_bytes_from_buffer` likewise).
     pub unsafe fn write_at(&self, offset: usize, data: &[u8]) -> Result<(), Error> {
-        raw::copy_in(data, self.part(offset, data.len())?);
+        raw::copy_in(data, self.part(offset, data.len())?).map_err(vanished)?;
         Ok(())
     }
 
@@ -184,8 +252,7 @@ impl EngineBuffer {
         // SAFETY: valid for reads of `len` bytes during this call and reached by raw pointer
         // only (the caller's promise); the span is only read, and does not outlive the call.
         let src = unsafe { Span::new(src, len) };
-        raw::copy(src, dst);
-        Ok(())
+        raw::copy(src, dst).map_err(vanished)
     }
 
     /// Copies `out.len()` bytes at `offset` into `out`.
@@ -194,8 +261,15 @@ impl EngineBuffer {
     /// Nothing else may write `[offset, offset + out.len())` meanwhile (see
     /// [`EngineBuffer::write_at`]).
     pub unsafe fn read_at(&self, offset: usize, out: &mut [u8]) -> Result<(), Error> {
-        raw::copy_out(self.part(offset, out.len())?, out);
+        raw::copy_out(self.part(offset, out.len())?, out).map_err(vanished)?;
         Ok(())
+    }
+}
+
+/// The error of a kernel copy that failed: the file behind a buffer was truncated.
+pub(crate) fn vanished(e: std::io::Error) -> Error {
+    Error::Io {
+        reason: format!("the memory is gone (its file was truncated?): {e}"),
     }
 }
 
@@ -222,10 +296,13 @@ mod tests {
     #[test]
     fn memfd_is_sealed_against_resizing() {
         let b = EngineBuffer::allocate(8192, false).unwrap();
-        let seals = b.memfd.seals().unwrap();
+        let Backing::Memfd(memfd) = &b.backing else {
+            panic!("an allocated buffer is a memfd")
+        };
+        let seals = memfd.seals().unwrap();
         assert!(seals.contains(&FileSeal::SealShrink) && seals.contains(&FileSeal::SealGrow));
-        assert!(b.memfd.as_file().set_len(4096).is_err(), "cannot shrink");
-        assert!(b.memfd.as_file().set_len(1 << 20).is_err(), "cannot grow");
+        assert!(memfd.as_file().set_len(4096).is_err(), "cannot shrink");
+        assert!(memfd.as_file().set_len(1 << 20).is_err(), "cannot grow");
         assert!(!b.is_sealed() && !seals.contains(&FileSeal::SealFutureWrite));
     }
 
@@ -236,7 +313,10 @@ mod tests {
         assert!(b.is_sealed());
         // SAFETY (test): the buffer is not registered; nothing else touches it.
         unsafe { b.write_at(100, b"owner").unwrap() };
-        let file = b.memfd.as_file();
+        let Backing::Memfd(memfd) = &b.backing else {
+            panic!("an allocated buffer is a memfd")
+        };
+        let file = memfd.as_file();
         assert!(file.write_at(b"peer", 0).is_err(), "write(2) refused");
         let writable = MmapOptions::new().len(8192).map_raw(file);
         assert!(writable.is_err(), "a writable shared mapping is refused");
@@ -251,7 +331,7 @@ mod tests {
             view.make_mut().is_err(),
             "nor made writable later (mprotect)"
         );
-        let seals = b.memfd.seals().unwrap();
+        let seals = memfd.seals().unwrap();
         assert!(
             seals.contains(&FileSeal::SealSeal),
             "no seal can be added or lifted"

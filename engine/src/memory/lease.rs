@@ -233,6 +233,8 @@ impl Lease {
         // holds the region's gate open: `unregister` revokes the region and waits for every
         // pass to leave before it returns, so the range stays registered while the span lives.
         let span = unsafe { Span::new(ptr, self.len as usize) };
+        // A buffer mapping a caller's file may lose pages to a truncation: kernel copies only.
+        let span = span.vanishing(self.state.buffer().is_some_and(|b| b.is_file()));
         Some(Access { _pass: pass, span })
     }
 }

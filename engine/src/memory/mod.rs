@@ -24,6 +24,7 @@ mod table;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
+pub(crate) use buffer::vanished;
 pub use buffer::EngineBuffer;
 pub use lease::Lease;
 use lease::RegionState;
@@ -329,13 +330,15 @@ impl MemoryRegistry {
 
     /// The engine-allocated buffers (memfd-backed, so a same-host peer can map them) registered
     /// for remote access, each with its rights, in address order (the states are kept by
-    /// address). Local-only buffers are never handed to a peer.
+    /// address). Local-only buffers are never handed to a peer, nor buffers that map a
+    /// caller's file ([`EngineBuffer::map_file`]): peers reach those over the network.
     pub fn exported(&self) -> Vec<(Arc<EngineBuffer>, RemoteAccess)> {
         self.lock()
             .states
             .values()
             .filter(|s| s.region().remote.is_exported())
             .filter_map(|s| Some((s.buffer()?.clone(), s.region().remote)))
+            .filter(|(b, _)| b.fd().is_some())
             .collect()
     }
 

@@ -11,6 +11,14 @@
 //!
 //! A `Span` is neither `Send` nor `Sync`: it cannot be held across an `.await` in a task, so an
 //! access can never last longer than one copy or one non-blocking syscall.
+//!
+//! # Memory that may vanish
+//! A span over a shared mapping of a file that another process may truncate
+//! ([`Span::may_vanish`]: store space mounted from a file) would raise SIGBUS on a plain load
+//! or store past the file's new end, killing the process. Its bytes are moved by the kernel
+//! instead: `process_vm_writev` on this process copies with the kernel's fault handling, so a
+//! page that vanished fails the copy with `EFAULT` (an `io::Error` the caller reports) and
+//! nothing is raised. `recv` and `send` are kernel copies already.
 
 use std::io;
 use std::marker::PhantomData;
@@ -23,6 +31,8 @@ use std::ptr::NonNull;
 pub(crate) struct Span<'a> {
     ptr: NonNull<u8>,
     len: usize,
+    /// Backed by a file others may truncate: its bytes move only by kernel copies.
+    may_vanish: bool,
     _valid: PhantomData<&'a ()>,
 }
 
@@ -38,8 +48,15 @@ impl<'a> Span<'a> {
         Span {
             ptr,
             len,
+            may_vanish: false,
             _valid: PhantomData,
         }
+    }
+
+    /// The same span, marked as backed by a file that another process may truncate: its
+    /// pages may vanish under it, so copies go through the kernel (see the module's docs).
+    pub(crate) fn vanishing(self, may_vanish: bool) -> Span<'a> {
+        Span { may_vanish, ..self }
     }
 
     /// Length in bytes.
@@ -55,6 +72,7 @@ impl<'a> Span<'a> {
             // span's own range, which is valid for `'a`.
             ptr: unsafe { self.ptr.add(offset) },
             len,
+            may_vanish: self.may_vanish,
             _valid: PhantomData,
         })
     }
@@ -66,32 +84,96 @@ impl<'a> Span<'a> {
     }
 }
 
-/// Copies `min(src.len, dst.len)` bytes from `src` to `dst` (which may overlap).
-pub(crate) fn copy(src: Span<'_>, dst: Span<'_>) {
+/// Copies `min(src.len, dst.len)` bytes from `src` to `dst` (which may overlap). Fails only
+/// where a span may vanish and its pages did (`EFAULT`).
+pub(crate) fn copy(src: Span<'_>, dst: Span<'_>) -> io::Result<()> {
     let n = src.len.min(dst.len);
+    if src.may_vanish || dst.may_vanish {
+        let (s, d) = (src.ptr.as_ptr() as usize, dst.ptr.as_ptr() as usize);
+        if s < d.saturating_add(n) && d < s.saturating_add(n) {
+            // Overlapping (a range copied within itself): through a private buffer, as
+            // memmove would, since the kernel's copy goes page by page.
+            let mut bounce = vec![0u8; n];
+            copy_out(src, &mut bounce)?;
+            copy_in(&bounce, dst)?;
+            return Ok(());
+        }
+        // SAFETY: both ranges are mapped for the spans' lifetimes and `n` is within both; the
+        // kernel reads `src` and writes `dst` with its own fault handling; they do not overlap.
+        return unsafe { kernel_copy(src.ptr.as_ptr(), dst.ptr.as_ptr(), n) };
+    }
     // SAFETY: `src` is valid for reads and `dst` for writes of their whole length (their
     // constructors' contract: a span that is written is valid for writes) and `n` is within
     // both; `copy` (memmove) allows overlap, as when a segment copies within itself. No
-    // reference is formed over either range.
-    unsafe { std::ptr::copy(src.ptr.as_ptr(), dst.ptr.as_ptr(), n) }
+    // reference is formed over either range, and neither is backed by a file that can shrink.
+    unsafe { std::ptr::copy(src.ptr.as_ptr(), dst.ptr.as_ptr(), n) };
+    Ok(())
 }
 
 /// Copies private bytes into `dst` (at most `dst.len()` of them); returns how many.
-pub(crate) fn copy_in(data: &[u8], dst: Span<'_>) -> usize {
+pub(crate) fn copy_in(data: &[u8], dst: Span<'_>) -> io::Result<usize> {
     let n = data.len().min(dst.len);
+    if dst.may_vanish {
+        // SAFETY: `data` is a private slice of at least `n` bytes; `dst` is mapped for its
+        // lifetime; the kernel writes it with its own fault handling.
+        unsafe { kernel_copy(data.as_ptr(), dst.ptr.as_ptr(), n) }?;
+        return Ok(n);
+    }
     // SAFETY: `dst` is valid for writes of `n <= dst.len` bytes; `data` is a private Rust slice,
     // which cannot overlap transferable memory (no reference is ever formed over that).
     unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst.ptr.as_ptr(), n) }
-    n
+    Ok(n)
 }
 
 /// Copies the first bytes of `src` into private `out` (at most `out.len()`); returns how many.
-pub(crate) fn copy_out(src: Span<'_>, out: &mut [u8]) -> usize {
+pub(crate) fn copy_out(src: Span<'_>, out: &mut [u8]) -> io::Result<usize> {
     let n = out.len().min(src.len);
+    if src.may_vanish {
+        // SAFETY: `out` is an exclusive private slice of at least `n` bytes; `src` is mapped
+        // for its lifetime; the kernel reads it with its own fault handling.
+        unsafe { kernel_copy(src.ptr.as_ptr(), out.as_mut_ptr(), n) }?;
+        return Ok(n);
+    }
     // SAFETY: `src` is valid for reads of `n <= src.len` bytes; `out` is an exclusive private
     // Rust slice, disjoint from transferable memory.
     unsafe { std::ptr::copy_nonoverlapping(src.ptr.as_ptr(), out.as_mut_ptr(), n) }
-    n
+    Ok(n)
+}
+
+/// Copies `n` bytes from `src` to `dst` (which do not overlap) by `process_vm_writev` on this
+/// process: the kernel copies with its own fault handling, so a page that is gone (a file
+/// truncated under a shared mapping) fails the copy with `EFAULT` instead of raising SIGBUS.
+/// A process may always do this to itself (no ptrace check applies within one process).
+///
+/// # Safety
+/// Both ranges lie in this process's address space, and nothing holds a Rust reference to
+/// `dst`'s bytes during the call (the kernel writes them).
+unsafe fn kernel_copy(src: *const u8, dst: *mut u8, n: usize) -> io::Result<()> {
+    let mut done = 0;
+    while done < n {
+        let local = libc::iovec {
+            iov_base: src.wrapping_add(done) as *mut libc::c_void,
+            iov_len: n - done,
+        };
+        let remote = libc::iovec {
+            iov_base: dst.wrapping_add(done).cast(),
+            iov_len: n - done,
+        };
+        // SAFETY: one iovec each, naming ranges of this process (the caller's promise); the
+        // kernel validates them itself and fails with EFAULT rather than faulting the process.
+        let got = unsafe { libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0) };
+        match usize::try_from(got) {
+            Ok(0) => return Err(io::Error::from_raw_os_error(libc::EFAULT)),
+            Ok(k) => done += k,
+            Err(_) => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One non-blocking `recv` of at most `dst.len()` bytes from `fd` straight into `dst`.
@@ -241,12 +323,62 @@ mod tests {
         assert!(sa.sub(5, 4).is_none());
         assert!(sa.sub(usize::MAX, 2).is_none());
         assert_eq!(sa.tail(10).len(), 0);
-        copy(sa, sb);
+        copy(sa, sb).unwrap();
         let mut out = [0u8; 16];
-        assert_eq!(copy_out(sb, &mut out), 4);
+        assert_eq!(copy_out(sb, &mut out).unwrap(), 4);
         assert_eq!(&out[..4], &[1, 1, 1, 1]);
-        assert_eq!(copy_in(&[9; 100], sb), 4);
+        assert_eq!(copy_in(&[9; 100], sb).unwrap(), 4);
         assert_eq!(b, vec![9; 4]);
+    }
+
+    #[test]
+    fn copies_of_a_truncated_file_fail_instead_of_raising_sigbus() {
+        let page = 4096;
+        let file = tempfile_in_shm();
+        file.set_len(3 * page as u64).unwrap();
+        let map = memmap2::MmapOptions::new()
+            .len(3 * page)
+            .map_raw(&file)
+            .unwrap();
+        // SAFETY (test): the mapping outlives the span and is only touched through it.
+        let span = unsafe { Span::new(NonNull::new(map.as_mut_ptr()).unwrap(), 3 * page) };
+        let span = span.vanishing(true);
+        assert_eq!(copy_in(&[3; 100], span.tail(2 * page)).unwrap(), 100);
+        let mut out = vec![0u8; 100];
+        copy_out(span.tail(2 * page), &mut out).unwrap();
+        assert_eq!(out, vec![3; 100]);
+        // Another process shrinks the file: the last two pages are gone.
+        file.set_len(page as u64).unwrap();
+        let gone = span.tail(2 * page);
+        assert_eq!(
+            copy_in(&[4; 100], gone).unwrap_err().raw_os_error(),
+            Some(libc::EFAULT)
+        );
+        assert!(copy_out(gone, &mut out).is_err());
+        assert!(copy(span, gone).is_err(), "a copy into vanished pages");
+        assert!(copy(gone, span).is_err(), "a copy from vanished pages");
+        // What is still there still copies, overlapping too (a range within itself).
+        copy_in(&[5; 64], span).unwrap();
+        copy(span.sub(0, 64).unwrap(), span.sub(32, 64).unwrap()).unwrap();
+        copy_out(span.sub(0, 96).unwrap(), &mut out).unwrap();
+        assert_eq!(&out[..96], &[5; 96][..]);
+    }
+
+    /// An unlinked file on tmpfs (the kind of memory `mount_segment` maps).
+    fn tempfile_in_shm() -> std::fs::File {
+        let path = format!(
+            "/dev/shm/yuebing-raw-test-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        );
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        file
     }
 
     #[test]

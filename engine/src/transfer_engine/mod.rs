@@ -395,7 +395,7 @@ impl TransferEngine {
     /// The transport requests to `handle` take (unless a request or the engine forces one).
     pub fn selected_transport(&self, handle: SegmentHandle) -> Result<TransportKind, Error> {
         let segment = self.segment_descriptor(handle)?;
-        Ok(self.transport_for(handle, &segment, None)?.kind())
+        Ok(self.transport_for(handle, &segment, None, None)?.kind())
     }
 
     /// Caches this engine's descriptor anew, and has it published where a store keeps it.
@@ -445,6 +445,26 @@ impl TransferEngine {
         Ok(buffer)
     }
 
+    /// Maps `len` bytes of `file` from `offset` (a multiple of the page size; the range must lie
+    /// inside the file) and registers them with `remote` rights for peers, as
+    /// [`TransferEngine::allocate_exported`] does with memory it allocates: Mooncake's
+    /// `mount_segment` of a file under `/dev/shm` or a DAX device. Writes land in the file.
+    /// Peers reach such memory over the network, never by mapping it, and if the file's owner
+    /// truncates it, transfers that touch the lost pages fail (see [`EngineBuffer::map_file`]).
+    /// Read-only export is refused: the engine cannot seal a caller's file against peers.
+    pub fn map_file_exported(
+        &self,
+        file: &std::fs::File,
+        offset: u64,
+        len: usize,
+        remote: RemoteAccess,
+    ) -> Result<Arc<EngineBuffer>, Error> {
+        let buffer = Arc::new(EngineBuffer::map_file(file, offset, len)?);
+        self.inner.memory.register_buffer(buffer.clone(), remote)?;
+        self.refresh_own_segment();
+        Ok(buffer)
+    }
+
     /// Registers caller memory local-only (see [`TransferEngine::allocate`] and
     /// [`MemoryRegistry::register`]): the usual registration of a `get_into` destination or a
     /// `put_from` source.
@@ -464,7 +484,8 @@ impl TransferEngine {
     /// Registers caller memory with `remote` rights for peers (see
     /// [`TransferEngine::allocate_exported`] and [`MemoryRegistry::register`]). The shm
     /// transport maps only engine buffers, so a same-host peer reaches exported caller memory
-    /// only over tcp (one whose requests to this engine take shm is refused `OutOfBounds`).
+    /// over tcp (the descriptor's shm section lists the buffers it maps; other ranges take the
+    /// next transport that reaches them).
     ///
     /// # Safety
     /// The contract of [`MemoryRegistry::register`].

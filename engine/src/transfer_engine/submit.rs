@@ -45,15 +45,18 @@ impl TransferEngine {
         self.inner.batches.free(batch)
     }
 
-    /// The transport for requests to `target` (whose descriptor is `segment`). Only the
-    /// engine's own segment is served by the `local` transport: a peer's descriptor is the
-    /// peer's to write, and one that claimed this engine's instance id must not turn requests
-    /// meant for the peer into local copies (which reach local-only memory).
+    /// The transport for requests to `target` (whose descriptor is `segment`), and, given a
+    /// `range` (address and length in the target), one that reaches that range: a transport
+    /// may reach only part of a peer's memory (shm maps only its engine-allocated buffers).
+    /// Only the engine's own segment is served by the `local` transport: a peer's descriptor
+    /// is the peer's to write, and one that claimed this engine's instance id must not turn
+    /// requests meant for the peer into local copies (which reach local-only memory).
     pub(super) fn transport_for(
         &self,
         target: SegmentHandle,
         segment: &SegmentDescriptor,
         forced: Option<TransportKind>,
+        range: Option<(u64, u64)>,
     ) -> Result<Arc<dyn Transport>, Error> {
         let own = target == super::OWN;
         let wanted = forced.or(self.inner.config.transport);
@@ -67,6 +70,7 @@ impl TransferEngine {
                 (own || t.kind() != TransportKind::Local)
                     && wanted.is_none_or(|k| t.kind() == k)
                     && t.can_reach(segment, forced.is_some())
+                    && range.is_none_or(|(addr, len)| t.covers(segment, addr, len))
             })
             .cloned()
             .ok_or_else(|| {
@@ -111,7 +115,6 @@ impl TransferEngine {
                 .ok_or_else(|| bad(format!("unknown segment {:?}", r.target)))?;
             // A peer whose descriptor the store reported gone (stopped or dead).
             self.inner.watches.check(&segment)?;
-            let transport = self.transport_for(r.target, &segment, r.transport)?;
             let wanted = r.deadline.unwrap_or(self.inner.config.default_deadline);
             // A deadline past what an Instant holds means no deadline to speak of.
             let deadline = now
@@ -126,6 +129,10 @@ impl TransferEngine {
                     check_access(&segment.regions(), r.target_offset, r.length, r.opcode).err()
                 })
                 .flatten();
+            // A range outside the cached descriptor is resolved again once it is fetched anew
+            // (`ready`); until then the transport is chosen for the segment alone.
+            let range = early.is_none().then_some((r.target_offset, r.length));
+            let transport = self.transport_for(r.target, &segment, r.transport, range)?;
             let job = Job {
                 opcode: r.opcode,
                 local,
@@ -307,7 +314,8 @@ impl TransferEngine {
             {
                 let fresh = self.refresh_segment(p.target, false).await?;
                 check_access(&fresh.regions(), p.job.remote, p.job.len, p.job.opcode)?;
-                p.transport = self.transport_for(p.target, &fresh, p.forced)?;
+                let range = Some((p.job.remote, p.job.len));
+                p.transport = self.transport_for(p.target, &fresh, p.forced, range)?;
                 p.job.segment = fresh;
                 Ok(())
             }

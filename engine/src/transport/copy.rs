@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::error::Error;
 use crate::memory::raw::{self, Span};
-use crate::memory::{Gate, Lease, CHUNK};
+use crate::memory::{vanished, Gate, Lease, CHUNK};
 
 /// Copies of this size and more run on the blocking pool instead of a runtime worker.
 pub(crate) const BLOCKING_COPY: u64 = 256 << 10;
@@ -93,15 +93,13 @@ fn copy_chunks(
         };
         let copied = src.with_span(|s| {
             dst.with_span(|d| match (s.sub(off, n), d.sub(off, n)) {
-                (Some(s), Some(d)) => {
-                    raw::copy(s, d);
-                    true
-                }
-                _ => false,
+                (Some(s), Some(d)) => Some(raw::copy(s, d)),
+                _ => None,
             })
         })??;
-        if !copied {
-            return Err(Error::invalid("copy outside its leased ranges"));
+        match copied {
+            Some(done) => done.map_err(vanished)?,
+            None => return Err(Error::invalid("copy outside its leased ranges")),
         }
         off += n;
     }

@@ -72,6 +72,14 @@ pub trait Transport: Send + Sync {
     /// [`Transport::transfer`] does that work (and reports its failure).
     fn can_reach(&self, segment: &SegmentDescriptor, forced: bool) -> bool;
 
+    /// Whether this transport reaches `[addr, addr + len)` of `segment` (one it can reach): a
+    /// transport may reach only part of a peer's exported memory, as shm maps only the peer's
+    /// engine-allocated buffers; the engine then sends that range another way. Yes by default.
+    fn covers(&self, segment: &SegmentDescriptor, addr: u64, len: u64) -> bool {
+        let _ = (segment, addr, len);
+        true
+    }
+
     /// Does, off the async threads, the work that lets [`Transport::can_reach`] say yes to
     /// `segment` (a connection, a mapping); the engine awaits it when it opens a segment or
     /// learns of a restart. A failure is the transport's to remember (it then says no).

@@ -15,7 +15,7 @@ use super::channel::{accept_hello, send_export, Export, ExportedBuffer, MAX_FDS}
 use super::status::StatusPage;
 use super::Inner;
 use crate::error::Error;
-use crate::memory::{Region, RegistrationHook};
+use crate::memory::{EngineBuffer, MemoryRegistry, Region, RegistrationHook, RemoteAccess};
 use crate::transport::Backoff;
 
 /// Importers' side channels held open at most; past it (after pruning those that hung up) a
@@ -99,6 +99,15 @@ impl Inner {
     }
 }
 
+/// The buffers an importer is handed, in address order: engine-allocated ones registered for
+/// remote access (a local-only one, or one mapping a caller's file, is never handed over), as
+/// many as one message carries fds for. What the descriptor's shm section lists.
+pub(super) fn handed_over(memory: &MemoryRegistry) -> Vec<(Arc<EngineBuffer>, RemoteAccess)> {
+    let mut buffers = memory.exported();
+    buffers.truncate(MAX_FDS - 1);
+    buffers
+}
+
 /// Hands the exported buffers to one importer, over its (blocking) side-channel stream, once it
 /// is of this user and presented the cluster token in time.
 fn export_to(inner: &Inner, s: UnixStream) -> std::io::Result<()> {
@@ -114,9 +123,7 @@ fn export_to(inner: &Inner, s: UnixStream) -> std::io::Result<()> {
         );
         return Ok(());
     }
-    // Only the buffers registered for remote access: a local-only one is never handed over.
-    let mut buffers = inner.memory.exported();
-    buffers.truncate(MAX_FDS - 1);
+    let buffers = handed_over(&inner.memory);
     // Each with its status slot; one that finds none left is not exported.
     let held: Vec<_> = buffers
         .iter()
@@ -145,7 +152,7 @@ fn export_to(inner: &Inner, s: UnixStream) -> std::io::Result<()> {
             .collect(),
     };
     let fds: Vec<_> = std::iter::once(inner.status.fd())
-        .chain(held.iter().map(|(b, _, _)| b.fd()))
+        .chain(held.iter().filter_map(|(b, _, _)| b.fd()))
         .collect();
     {
         // Held from before the importer has the export, so that an engine stopping meanwhile

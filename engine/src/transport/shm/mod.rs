@@ -45,7 +45,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use yuebing_rpc::Token;
 
 use self::channel::{fetch_export, ExportedBuffer, FetchError, Refused};
-use self::export::{export_loop, ReleaseHook};
+use self::export::{export_loop, handed_over, ReleaseHook};
 use self::import::Imports;
 use self::sockets::{socket_dir, socket_path, sweep_stale};
 use self::status::{StatusPage, StatusView};
@@ -479,10 +479,35 @@ impl Transport for ShmTransport {
         Some(Arc::new(ReleaseHook(self.inner.status.clone())))
     }
 
+    fn covers(&self, segment: &SegmentDescriptor, addr: u64, len: u64) -> bool {
+        // A descriptor of an older build lists no buffers: all of its exported memory was
+        // engine-allocated then.
+        let Some(listed) = segment.transports.get("shm").and_then(|s| s.get("buffers")) else {
+            return true;
+        };
+        let Some(end) = addr.checked_add(len) else {
+            return false;
+        };
+        listed.as_array().is_some_and(|all| {
+            all.iter().any(|b| {
+                let at = |i: usize| b.get(i).and_then(serde_json::Value::as_u64);
+                matches!((at(0), at(1)), (Some(a), Some(n)) if a <= addr
+                    && a.checked_add(n).is_some_and(|e| end <= e))
+            })
+        })
+    }
+
     fn publish(&self) -> Option<serde_json::Value> {
+        // The buffers an importer maps, `[address, length]` each: the rest of the exported
+        // memory (a caller's registered memory, a mapped file) is reached another way.
+        let buffers: Vec<[u64; 2]> = handed_over(&self.inner.memory)
+            .iter()
+            .map(|(b, _)| [b.addr(), b.len() as u64])
+            .collect();
         Some(serde_json::json!({
             "socket": self.inner.socket.display().to_string(),
             "boot_id": self.inner.boot_id,
+            "buffers": buffers,
         }))
     }
 

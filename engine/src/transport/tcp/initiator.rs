@@ -614,7 +614,10 @@ async fn read_payload(rd: &mut BufReader<OwnedReadHalf>, p: &Pending) -> Result<
             let n = rd.buffer().len().min(want);
             match p.claim.access() {
                 Some(a) => {
-                    raw::copy_in(&rd.buffer()[..n], a.access.span().tail(pos));
+                    // A destination whose file was truncated: the rest is read and dropped.
+                    if raw::copy_in(&rd.buffer()[..n], a.access.span().tail(pos)).is_err() {
+                        landed = false;
+                    }
                 }
                 None => landed = false,
             }

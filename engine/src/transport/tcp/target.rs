@@ -173,7 +173,7 @@ async fn receive(rd: &mut BufReader<ReadHalf<'_>>, lease: &Lease) -> io::Result<
     let n = rd.buffer().len().min(lease.len() as usize);
     if n > 0 {
         let access = lease.access().ok_or_else(released)?;
-        raw::copy_in(&rd.buffer()[..n], access.span());
+        raw::copy_in(&rd.buffer()[..n], access.span())?;
         drop(access);
         rd.consume(n);
     }
@@ -243,7 +243,7 @@ impl Answers<'_> {
         let access = lease.access().ok_or_else(released)?;
         let at = self.buf.len();
         self.buf.resize(at + lease.len() as usize, 0);
-        raw::copy_out(access.span(), &mut self.buf[at..]);
+        raw::copy_out(access.span(), &mut self.buf[at..])?;
         Ok(())
     }
 
