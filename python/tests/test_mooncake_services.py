@@ -1,22 +1,25 @@
 """The drop-in's services and commands against real processes on 127.0.0.1: the HTTP metadata
 server (``mooncake.http_metadata_server``, its ``mooncake_http_metadata_server`` command, and
-Mooncake's own test of it, unmodified), and the ``mooncake_master`` / ``mooncake_client`` launch
-lines run as ``yuebing master`` / ``yuebing node``."""
+Mooncake's own test of it, unmodified), the store's REST service
+(``mooncake.mooncake_store_service``, ``mc_store_rest_server``), and the ``mooncake_master`` /
+``mooncake_client`` launch lines run as ``yuebing master`` / ``yuebing node``."""
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
 import socket
 
 import pytest
-from conftest import Process, yuebing_bin
+from conftest import Cluster, Process, yuebing_bin
 
 from mooncake.http_metadata_server import KVBootstrapServer, KVPoll
 
@@ -162,3 +165,76 @@ def test_flags_yuebing_cannot_honour_are_refused_by_name(module, args, named):
     run = mooncake_command(module, *args)
     assert run.returncode == 1, run
     assert named in run.stderr, run.stderr
+
+
+def rest(port, method, path, body=None):
+    """``(status, body bytes)`` of a call to the store's REST service; ``body``: JSON, or raw
+    bytes sent as they are."""
+    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_the_store_rest_service_serves_a_real_store_until_sigterm(monkeypatch):
+    # A short read lease: the get below holds off the remove that follows until it ends.
+    cluster = Cluster(nodes=0, master_args=("--lease-ttl-ms", "100"))
+    monkeypatch.setenv("MOONCAKE_MASTER", cluster.address.removeprefix("tcp://"))
+    monkeypatch.setenv("MOONCAKE_LOCAL_HOSTNAME", "127.0.0.1")
+    monkeypatch.setenv("MOONCAKE_PROTOCOL", "tcp")
+    monkeypatch.setenv("MOONCAKE_LOCAL_BUFFER_SIZE", "16MB")
+    service = None
+    try:
+        # Its own store space holds the objects (-D over the environment's default).
+        service = Process(["--port", "0", "-Dglobal_segment_size=64MB"],
+                          "mooncake store service ready on http://127.0.0.1:",
+                          program=[sys.executable, "-m", "mooncake.mooncake_store_service"])
+        port = int(service.announced)
+        assert rest(port, "PUT", "/api/put", {"key": "k", "value": "h\u00e9llo"}) == \
+            (200, b'{"status": "success"}')
+        assert rest(port, "GET", "/api/get/k") == (200, "h\u00e9llo".encode())
+        assert json.loads(rest(port, "GET", "/api/exist/k")[1]) == {"exists": True}
+        assert rest(port, "GET", "/api/get/missing")[0] == 404
+        assert json.loads(rest(port, "GET", "/api/exist/missing")[1]) == {"exists": False}
+        assert rest(port, "PUT", "/api/put", b"not json")[0] == 400
+        assert rest(port, "PUT", "/api/put", {"key": "k2"})[0] == 400
+        # Store space the service allocates, rounded up to 4 MiB, and given back.
+        status, body = rest(port, "POST", "/api/mount", {"size": 1})
+        assert status == 200, body
+        mounted = json.loads(body)
+        assert mounted["allocated_size"] == 4 << 20 and len(mounted["segment_ids"]) == 1
+        assert rest(port, "POST", "/api/mount", {"size": 0})[0] == 400
+        ids = {"segment_ids": mounted["segment_ids"]}
+        assert rest(port, "POST", "/api/unmount", ids)[0] == 200
+        assert rest(port, "POST", "/api/unmount", ids)[0] == 500, "not mounted any more"
+        assert rest(port, "POST", "/api/unmount_local_disk",
+                    {"grace_period_seconds": 3601})[0] == 400
+        deadline = time.monotonic() + 10
+        while (removed := rest(port, "DELETE", "/api/remove/k"))[0] != 200:
+            assert b"ret=-706" in removed[1] and time.monotonic() < deadline, removed
+            time.sleep(0.05)
+        assert json.loads(rest(port, "GET", "/api/exist/k")[1]) == {"exists": False}
+        assert rest(port, "PUT", "/api/put", {"key": "k3", "value": "v"})[0] == 200
+        assert json.loads(rest(port, "DELETE", "/api/remove_all")[1]) == \
+            {"status": "success removed 1 keys"}
+        service.proc.send_signal(signal.SIGTERM)
+        assert service.proc.wait(timeout=15) == 0, service.stderr()
+    finally:
+        if service is not None:
+            service.kill()
+        cluster.stop()
+
+
+def test_the_store_rest_service_gives_up_on_a_master_that_never_answers():
+    env = dict(os.environ, MOONCAKE_MASTER=f"127.0.0.1:{free_port()}",
+               MOONCAKE_GLOBAL_SEGMENT_SIZE="0")
+    run = subprocess.run([sys.executable, "-m", "mooncake.mooncake_store_service", "--port",
+                          "0", "--max-wait-time", "1"], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert run.returncode == 1, run
+    assert run.stderr.splitlines()[-1] == \
+        "mc_store_rest_server: RuntimeError: Failed to start store service", run.stderr

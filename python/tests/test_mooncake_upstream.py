@@ -185,6 +185,32 @@ def test_mooncakes_config_tests_pass_unmodified():
     assert passed and int(passed.group(1)) == 35, out[-3000:]
 
 
+# Mooncake's tests of its store's REST service (mooncake-wheel/tests/
+# test_mooncake_store_service_api.py): the handlers against a fake store, no master, no network.
+# Four of its 90 fail on the stock wheel as well, and must fail here: they assert what the test
+# or the service no longer does. Three expect unmount_segment to be recorded as `[ids]`, while
+# the file's own FakeStore records `(ids, grace_period_seconds)` since the grace period came
+# (Mooncake #2065); one expects a put without a value to be 500, from before the service
+# answered it 400 (Mooncake #2321; a client's mistake is a 400). The stock wheel fails a fifth,
+# test_shutdown_during_setup_is_observed_before_success: its fixture's config predates the
+# client HTTP settings, and the stock service reads them unguarded; the drop-in's takes
+# MooncakeConfig's defaults for settings a config object lacks, so that one passes.
+SERVICE_STALE = {"test_reconfigure_prefill_unmounts_segments",
+                 "test_reconfigure_decode_remount_unmounts_previous",
+                 "test_unmount_shm_string_segment_id_coercion",
+                 "test_handle_put_missing_value"}
+
+
+def test_mooncakes_store_service_tests_pass_unmodified():
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "test_mooncake_store_service_api.py"], cwd=UPSTREAM,
+                         capture_output=True, text=True, timeout=300)
+    out = run.stdout + run.stderr
+    failed = set(re.findall(r"^FAILED \S+::(\w+)", out, re.M))
+    assert failed == SERVICE_STALE, out[-6000:]
+    assert re.search(r"^4 failed, 86 passed in ", out, re.M), out[-3000:]
+
+
 # Mooncake's test of copy and move tasks (scripts/test_copy_move_api.py): three store clients in
 # processes of their own, named localhost:10001 … 10003, and a coordinator at localhost:12001;
 # the master from MOONCAKE_MASTER (mooncake.mooncake_config reads it). Its ports are fixed, so
