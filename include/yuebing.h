@@ -2198,6 +2198,39 @@ int32_t yuebing_store_batch_revoke_async(yuebing_store_t store,
 int32_t yuebing_reservation_free(yuebing_reservation_t reservation,
                                  yuebing_error *err);
 
+// Maps `size` bytes of the file at `path` (UTF-8) from `offset` (a multiple of the page size;
+// the range must lie inside the file) and mounts them as more store space of the client:
+// objects placed there are written into the file, and peers reach it over tcp. If the file is
+// truncated meanwhile, transfers touching the lost pages fail with an error. Its id goes to
+// `id_out` (NULL: not wanted), for `yuebing_store_unmount_space`, which unmaps the file.
+//
+// # Safety
+// `path` a NUL-terminated string; `opts` NULL or readable; `id_out` NULL or writable; `err`
+// NULL or writable.
+int32_t yuebing_store_mount_file(yuebing_store_t store,
+                                 const char *path,
+                                 uint64_t offset,
+                                 uint64_t size,
+                                 const yuebing_options *opts,
+                                 uint64_t *id_out,
+                                 yuebing_error *err);
+
+// `yuebing_store_mount_file` in callback form (the value is the id). Returns 0 and then calls
+// `cb` exactly once, or returns an error and never calls it.
+//
+// # Safety
+// As `yuebing_store_mount_file`; `user_data` usable on the callback thread; `call_out` NULL
+// or writable.
+int32_t yuebing_store_mount_file_async(yuebing_store_t store,
+                                       const char *path,
+                                       uint64_t offset,
+                                       uint64_t size,
+                                       const yuebing_options *opts,
+                                       yuebing_u64_cb cb,
+                                       void *user_data,
+                                       yuebing_call_t *call_out,
+                                       yuebing_error *err);
+
 // Allocates `size` bytes of this process's memory and mounts them as more store space of the
 // client: new objects may be placed there once this returns. Its id goes to `id_out` (NULL:
 // not wanted), for `yuebing_store_unmount_space`.

@@ -369,6 +369,17 @@ impl BlockingClient {
         self.wait(|| self.client.mount_space(len, opts))
     }
 
+    /// See [`Client::mount_file`].
+    pub fn mount_file(
+        &self,
+        path: impl Into<std::path::PathBuf>,
+        offset: u64,
+        len: u64,
+        opts: impl Into<Options>,
+    ) -> Result<SpaceId> {
+        self.wait(|| self.client.mount_file(path, offset, len, opts))
+    }
+
     /// See [`Client::unmount_space`].
     pub fn unmount_space(
         &self,

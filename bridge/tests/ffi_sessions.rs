@@ -382,3 +382,62 @@ fn store_space_is_mounted_and_unmounted_through_the_c_abi() {
     });
     assert_eq!(done, Ok((0, ())));
 }
+
+#[test]
+fn a_file_is_mounted_as_store_space_through_the_c_abi() {
+    let cluster = Cluster::start();
+    let store = cluster.store(new_bridge());
+    let path = format!("/dev/shm/yuebing-ffi-mount-{}", std::process::id());
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(8 << 20)
+        .unwrap();
+    let c_path = std::ffi::CString::new(path.clone()).unwrap();
+    let mut id = 0u64;
+    // SAFETY: a NUL-terminated path and a valid output.
+    let rc = unsafe {
+        yuebing_store_mount_file(
+            store,
+            c_path.as_ptr(),
+            4 << 20,
+            4 << 20,
+            NO_OPTS,
+            &mut id,
+            nul(),
+        )
+    };
+    assert_eq!(rc, 0, "{}", last());
+    assert_ne!(id, 0);
+    // SAFETY: as above; the outcome is awaited while its `user_data` lives.
+    let second = outcome(|ud| unsafe {
+        yuebing_store_mount_file_async(
+            store,
+            c_path.as_ptr(),
+            0,
+            4 << 20,
+            NO_OPTS,
+            Some(on_number),
+            ud,
+            NO_CALL,
+            nul(),
+        )
+    });
+    let (code, other) = second.unwrap();
+    assert_eq!(code, 0);
+    // SAFETY: NULL and NUL-terminated paths, valid outputs.
+    unsafe {
+        let null = std::ptr::null();
+        for (at, len) in [(100, 4096), (4 << 20, 8 << 20), (0, 0)] {
+            let rc =
+                yuebing_store_mount_file(store, c_path.as_ptr(), at, len, NO_OPTS, &mut id, nul());
+            assert_eq!(rc, YUEBING_ERR_INVALID_PARAMS, "{at}+{len}");
+        }
+        let rc = yuebing_store_mount_file(store, null, 0, 4096, NO_OPTS, &mut id, nul());
+        assert_eq!(rc, YUEBING_ERR_INVALID_ARGUMENT, "a NULL path");
+        assert_eq!(
+            yuebing_store_unmount_space(store, other, 0, NO_OPTS, nul()),
+            0
+        );
+    }
+    std::fs::remove_file(&path).unwrap();
+}

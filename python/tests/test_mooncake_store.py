@@ -522,6 +522,14 @@ def test_mooncakes_session_e2e_passes_unmodified(cluster, tmp_path):
     assert "session_ranges_tcp_e2e PASSED" in run.stdout
 
 
+def wait_gone(st, key, within=5.0):
+    """Waits (up to ``within`` seconds) until ``key`` no longer exists for ``st``; the replicas
+    of an unmounted segment go once the leases on them ended."""
+    deadline = time.time() + within
+    while st.is_exist(key) == 1 and time.time() < deadline:
+        time.sleep(0.05)
+
+
 def mc_replicas_on(st, key):
     return [d.get_memory_descriptor().buffer_descriptor.transport_endpoint
             for d in st.get_replica_desc(key)]
@@ -553,9 +561,7 @@ def test_segments_are_allocated_mounted_and_freed_at_run_time(cluster, k):
         assert mc_replicas_on(reader, k) == [owner.get_hostname()]
         assert reader.get(k) == big
         assert owner.unmount_and_free_segment(r2["segment_ids"]) == 0
-        deadline = time.time() + 5
-        while reader.is_exist(k) == 1 and time.time() < deadline:
-            time.sleep(0.05)
+        wait_gone(reader, k)
         assert reader.is_exist(k) == 0, "its only replica went with the segment"
         assert owner.unmount_and_free_segment(r2["segment_ids"]) == -1, "not mounted any more"
         assert owner.unmount_and_free_segment(["no-such-id", segment]) == -1
@@ -569,6 +575,58 @@ def test_segments_are_allocated_mounted_and_freed_at_run_time(cluster, k):
         owner.close()
         reader.close()
     assert owner.allocate_and_mount_segment(MIB)["ret"] == -1, "closed"
+
+
+def test_a_file_is_mounted_as_a_segment_and_its_objects_live_in_the_file(cluster, k):
+    from mooncake.store import MooncakeDistributedStore as Store
+    path = pathlib.Path(f"/dev/shm/yuebing-test-mount-{uuid.uuid4().hex}")
+    path.write_bytes(bytes(8 * MIB))
+    reader, owner = Store(), Store()
+    try:
+        assert reader.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MIB, "tcp", "",
+                            cluster.address) == 0
+        # The owner's only store space is the second half of the file.
+        assert owner.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MIB, "tcp", "",
+                           cluster.address) == 0
+        r = owner.mount_segment(str(path), 4 * MIB, 4 * MIB)
+        assert r["ret"] == 0 and len(r["segment_ids"]) == 1, r
+        value = os.urandom(2 * MIB)
+        here = ReplicateConfig()
+        here.preferred_segment = owner.get_hostname()
+        # A same-host peer writes it into the file (over tcp: it cannot map the file).
+        assert reader.put(k, value, here) == 0
+        assert mc_replicas_on(reader, k) == [owner.get_hostname()]
+        data = path.read_bytes()
+        assert data.find(value) >= 4 * MIB, "the object is in the file's mounted half"
+        assert reader.get(k) == value and owner.get(k) == value
+        # Each kind of segment is unmounted by its own call.
+        assert owner.unmount_and_free_segment(r["segment_ids"]) == -1
+        assert owner.unmount_segment(r["segment_ids"]) == 0
+        wait_gone(reader, k)
+        assert reader.is_exist(k) == 0, "its only replica went with the segment"
+        assert owner.unmount_segment(r["segment_ids"]) == -1, "not mounted any more"
+        assert owner.unmount_segment(["no-such-id"]) == -1
+        # Bad requests mount nothing.
+        for args in ((str(path), 4 * MIB, 100), (str(path), 4 * MIB, 6 * MIB),
+                     (str(path), 0), (str(path), -1), (f"{path}.missing", MIB),
+                     ("/dev/null", MIB)):
+            assert owner.mount_segment(*args)["ret"] == -1, args
+        assert owner.mount_segment(str(path), MIB, protocol="rdma")["ret"] == -1
+        # The file's owner truncates it under a mounted segment: reads fail, nobody dies.
+        r = owner.mount_segment(str(path), 8 * MIB)
+        assert r["ret"] == 0, r
+        assert reader.put(k, value, here) == 0
+        os.truncate(path, 0)
+        assert reader.get(k) == b""
+        assert reader.get_buffer(k) is None
+        assert reader.put(f"{k}-after", value, here) != 0, "no page of the file is left"
+        assert owner.unmount_segment(r["segment_ids"], grace_period_seconds=0) == 0
+        assert owner.unmount_local_disk_segment() == 0, "no SSD offload: nothing to drain"
+    finally:
+        owner.close()
+        reader.close()
+        path.unlink(missing_ok=True)
+    assert owner.mount_segment(str(path), MIB)["ret"] == -1, "closed"
 
 
 def test_host_memory_is_never_freed_while_a_store_has_it_registered(mc):

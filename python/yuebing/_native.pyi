@@ -15,6 +15,7 @@ read-only memory raises ``InvalidArgument``. An int address is taken as writable
 caller vouches for it.
 """
 
+import os
 from typing import Any, Callable, Optional, Sequence, Union
 
 from typing_extensions import Buffer as _BufferProtocol
@@ -331,6 +332,16 @@ class Store:
         """Drops idle objects' replicas on ``node`` (all of them for ""); the keys cleared."""
     def mount_space(self, size: Union[int, str], *, timeout: Optional[float] = None) -> int:
         """Allocates ``size`` bytes and mounts them as more store space; returns its id."""
+    def mount_file(
+        self,
+        path: Union[str, os.PathLike[str]],
+        size: Union[int, str],
+        offset: int = 0,
+        *,
+        timeout: Optional[float] = None,
+    ) -> int:
+        """Maps ``size`` bytes of the file at ``path`` from ``offset`` (page-aligned) and mounts
+        them as more store space; returns its id (for ``unmount_space``)."""
     def unmount_space(
         self, space: int, grace: float = 0.0, *, timeout: Optional[float] = None
     ) -> None:

@@ -1,8 +1,8 @@
 //! Puts in three steps (Mooncake's put sessions) and store space mounted at run time, in
 //! blocking and callback forms: `batch_reserve` hands over a reservation handle per object,
 //! `batch_write_reserved` writes ranges of reserved objects from registered memory,
-//! `batch_publish` / `batch_revoke` end them; `mount_space` / `unmount_space` add and drop
-//! ranges of store space.
+//! `batch_publish` / `batch_revoke` end them; `mount_space`, `mount_file` and `unmount_space`
+//! add and drop ranges of store space.
 //!
 //! A reservation handle is made where the caller receives it, as a location handle is (see
 //! `store_located`); it holds its own reference, so a write in flight is unaffected by its
@@ -361,9 +361,89 @@ unsafe fn mount_space_op(
     // SAFETY: forwarded contract.
     let (client, opts) = unsafe { target(store, opts) }?;
     let mounted = client.client().mount_space(size, opts);
-    Ok(Op::new(client.bridge(), async move {
+    Ok(mounted_op(&client, mounted))
+}
+
+/// The operation of a mount: the new range's id.
+fn mounted_op(
+    client: &crate::BlockingClient,
+    mounted: impl std::future::Future<Output = yuebing_store::Result<SpaceId>> + Send + 'static,
+) -> Op<u64> {
+    Op::new(client.bridge(), async move {
         Ok::<_, yuebing_store::Error>(mounted.await?.0)
-    }))
+    })
+}
+
+/// `mount_file` of `size` bytes of the file at `path` from `offset`.
+///
+/// # Safety
+/// `path` NULL or a NUL-terminated string; `opts` NULL or readable.
+unsafe fn mount_file_op(
+    store: yuebing_store_t,
+    path: *const c_char,
+    offset: u64,
+    size: u64,
+    opts: *const yuebing_options,
+) -> FfiResult<Op<u64>> {
+    // SAFETY: forwarded contract.
+    let path = unsafe { raw::text(path, "path") }?;
+    // SAFETY: forwarded contract.
+    let (client, opts) = unsafe { target(store, opts) }?;
+    let mounted = client.client().mount_file(path, offset, size, opts);
+    Ok(mounted_op(&client, mounted))
+}
+
+/// Maps `size` bytes of the file at `path` (UTF-8) from `offset` (a multiple of the page size;
+/// the range must lie inside the file) and mounts them as more store space of the client:
+/// objects placed there are written into the file, and peers reach it over tcp. If the file is
+/// truncated meanwhile, transfers touching the lost pages fail with an error. Its id goes to
+/// `id_out` (NULL: not wanted), for `yuebing_store_unmount_space`, which unmaps the file.
+///
+/// # Safety
+/// `path` a NUL-terminated string; `opts` NULL or readable; `id_out` NULL or writable; `err`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_mount_file(
+    store: yuebing_store_t,
+    path: *const c_char,
+    offset: u64,
+    size: u64,
+    opts: *const yuebing_options,
+    id_out: *mut u64,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        // SAFETY: forwarded contract.
+        let op = unsafe { mount_file_op(store, path, offset, size, opts) }?;
+        wait_number(id_out, op)
+    })
+}
+
+/// `yuebing_store_mount_file` in callback form (the value is the id). Returns 0 and then calls
+/// `cb` exactly once, or returns an error and never calls it.
+///
+/// # Safety
+/// As `yuebing_store_mount_file`; `user_data` usable on the callback thread; `call_out` NULL
+/// or writable.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn yuebing_store_mount_file_async(
+    store: yuebing_store_t,
+    path: *const c_char,
+    offset: u64,
+    size: u64,
+    opts: *const yuebing_options,
+    cb: yuebing_u64_cb,
+    user_data: *mut c_void,
+    call_out: *mut yuebing_call_t,
+    err: *mut yuebing_error,
+) -> i32 {
+    entry(err, || {
+        let deliver = deliver::number(cb, user_data)?;
+        // SAFETY: forwarded contract.
+        let op = unsafe { mount_file_op(store, path, offset, size, opts) }?;
+        op.then(call_out, deliver)
+    })
 }
 
 /// Allocates `size` bytes of this process's memory and mounts them as more store space of the

@@ -131,7 +131,8 @@ class MooncakeDistributedStore:
         # The open ranged sessions: {key: yuebing.Location} and {key: yuebing.Reservation}.
         self._get_sessions = {}
         self._put_sessions = {}
-        # Segments mounted since setup: {segment id: yuebing space id}.
+        # Segments mounted since setup: {segment id: (yuebing space id, how it was mounted:
+        # "file" by mount_segment, "allocated" by allocate_and_mount_segment)}.
         self._segments = {}
         # alloc_from_mem_pool's memory, registered: {address: size}; freed at close.
         self._pool = {}
@@ -806,6 +807,35 @@ class MooncakeDistributedStore:
 
     # ------------------------------------------------------------------ segments and memory
 
+    def mount_segment(self, path, size, offset=0, protocol="tcp", location=""):
+        """Maps ``size`` bytes of the file at ``path`` (under ``/dev/shm``, a DAX device) from
+        ``offset`` (page-aligned; the range inside the file) and mounts them as a segment of
+        this client: ``{"ret": 0, "segment_ids": [id]}``, or ``ret`` -1 (nothing mounted).
+        Objects placed there are written into the file; peers reach it over tcp. A file
+        truncated meanwhile fails the transfers that touch its lost pages."""
+        fail = {"ret": -1, "segment_ids": []}
+        store = self._need()
+        if store is None or not _protocol_ok("mount_segment", protocol):
+            return fail
+        try:
+            path = os.fsdecode(path)
+            size, offset = _address(size), _address(offset)
+        except (TypeError, ValueError) as e:
+            _codes.log.error("mount_segment: %s", e)
+            return fail
+        if size == 0:
+            _codes.log.error("mount_segment: size 0")
+            return fail
+        segment = self._mount("mount_segment", "file",
+                              lambda: store.mount_file(path, size, offset))
+        return fail if segment is None else {"ret": 0, "segment_ids": [segment]}
+
+    def unmount_segment(self, segment_ids, grace_period_seconds=0):
+        """Unmounts segments of ``mount_segment``; the file is unmapped once
+        ``grace_period_seconds`` passed (their objects stay readable meanwhile; 0: dropped at
+        once); 0, or the first failure's code (-1 for an id not mounted by ``mount_segment``)."""
+        return self._unmount("unmount_segment", "file", segment_ids, grace_period_seconds)
+
     def allocate_and_mount_segment(self, size, protocol="tcp", location=""):
         """Allocates ``size`` bytes (rounded up to 4 MiB, as Mooncake's slabs) and mounts them
         as a segment of this client: ``{"ret": 0, "segment_ids": [id], "allocated_size": n}``,
@@ -823,41 +853,69 @@ class MooncakeDistributedStore:
             _codes.log.error("allocate_and_mount_segment: size %d", size)
             return fail
         aligned = -(-size // _SLAB) * _SLAB
-        try:
-            space = store.mount_space(aligned)
-        except yuebing.YuebingError as e:
-            _codes.log.error("allocate_and_mount_segment: %s (yuebing code %d)", e, e.code)
+        segment = self._mount("allocate_and_mount_segment", "allocated",
+                              lambda: store.mount_space(aligned))
+        if segment is None:
             return fail
-        segment = str(uuid.uuid4())
-        with self._lock:
-            self._segments[segment] = space
         return {"ret": 0, "segment_ids": [segment], "allocated_size": aligned}
 
     def unmount_and_free_segment(self, segment_ids, grace_period_seconds=0):
         """Unmounts segments of ``allocate_and_mount_segment`` and frees their memory once
         ``grace_period_seconds`` passed (their objects stay readable meanwhile; 0: dropped at
-        once); 0, or the first failure's code (-1 for an id not mounted here)."""
+        once); 0, or the first failure's code (-1 for an id not mounted that way)."""
+        return self._unmount("unmount_and_free_segment", "allocated", segment_ids,
+                             grace_period_seconds)
+
+    def unmount_local_disk_segment(self, grace_period_seconds=0):
+        """Drains the local disk segment of SSD offload. yuebing-mooncake has no SSD tier yet,
+        so, as Mooncake's client without SSD offload, there is nothing to drain: 0."""
+        try:
+            _address(grace_period_seconds)
+        except (TypeError, ValueError) as e:
+            _codes.log.error("unmount_local_disk_segment: %s", e)
+            return -1
+        if self._need() is None:
+            return -1
+        _codes.log.warning("unmount_local_disk_segment: SSD offload is not enabled")
+        return 0
+
+    def _mount(self, what, kind, mount):
+        """Runs ``mount`` (a ``yuebing.Store`` call that returns a space id) and records the
+        new range under a fresh segment id; None when it failed."""
+        try:
+            space = mount()
+        except yuebing.YuebingError as e:
+            _codes.log.error("%s: %s (yuebing code %d)", what, e, e.code)
+            return None
+        segment = str(uuid.uuid4())
+        with self._lock:
+            self._segments[segment] = (space, kind)
+        return segment
+
+    def _unmount(self, what, kind, segment_ids, grace_period_seconds):
+        """Unmounts the segments of ``segment_ids`` mounted as ``kind``; 0, or the first
+        failure's code."""
         store = self._need()
         if store is None:
             return -1
         try:
             grace = float(_address(grace_period_seconds))
         except (TypeError, ValueError) as e:
-            _codes.log.error("unmount_and_free_segment: %s", e)
+            _codes.log.error("%s: %s", what, e)
             return -1
         first = 0
         for segment in segment_ids:
             with self._lock:
-                space = self._segments.get(segment)
-            if space is None:
-                _codes.log.error("unmount_and_free_segment: %r is not mounted here", segment)
+                space, mounted_as = self._segments.get(segment, (None, None))
+            if mounted_as != kind:
+                _codes.log.error("%s: %r is not a segment it unmounts here", what, segment)
                 first = first or -1
                 continue
             try:
                 store.unmount_space(space, grace)
             except yuebing.YuebingError as e:
                 # Kept: its memory is still mounted, ask again.
-                first = first or _code(e, "unmount_and_free_segment")
+                first = first or _code(e, what)
                 continue
             with self._lock:
                 self._segments.pop(segment, None)

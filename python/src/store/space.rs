@@ -1,6 +1,6 @@
 //! The `Store`'s store space while it runs: ranges of this process's memory mounted for the
-//! cluster's objects and unmounted again (Mooncake's `allocate_and_mount_segment` and
-//! `unmount_and_free_segment`).
+//! cluster's objects, or ranges of a file (Mooncake's `allocate_and_mount_segment` and
+//! `mount_segment`), and unmounted again.
 
 use std::time::Duration;
 
@@ -25,6 +25,25 @@ impl Store {
         let opts = options::call(py, timeout)?;
         let size = options::size(size, "size")?;
         Ok(self.run(py, |c| c.mount_space(size, &opts))?.0)
+    }
+
+    /// Maps `size` bytes (an int or text such as "64MiB") of the file at `path` from `offset`
+    /// (a multiple of the page size; the range must lie inside the file) and mounts them as
+    /// more store space: objects placed there are written into the file. Peers reach it over
+    /// tcp. If the file is truncated meanwhile, transfers touching the lost pages fail with an
+    /// error. Returns its id (for `unmount_space`, which unmaps the file).
+    #[pyo3(signature = (path, size, offset=0, *, timeout=None))]
+    fn mount_file(
+        &self,
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        size: &Bound<'_, PyAny>,
+        offset: u64,
+        timeout: Option<f64>,
+    ) -> PyResult<u64> {
+        let opts = options::call(py, timeout)?;
+        let size = options::size(size, "size")?;
+        Ok(self.run(py, |c| c.mount_file(path, offset, size, &opts))?.0)
     }
 
     /// Unmounts a range of store space: no new object goes there; its objects stay readable

@@ -238,12 +238,60 @@ impl Client {
         len: u64,
         opts: impl Into<Options>,
     ) -> impl Future<Output = Result<SpaceId>> + Send + 'static {
-        let opts = opts.into();
-        self.call(move |c| async move {
+        let prefault = self.inner.cfg.prefault;
+        self.mount_with(opts.into(), move |engine| {
             let len = usize::try_from(len)
                 .ok()
                 .filter(|&n| n > 0)
                 .ok_or_else(|| Error::params(format!("cannot mount {len} bytes")))?;
+            Ok(engine.allocate_exported(len, prefault, RemoteAccess::READ_WRITE)?)
+        })
+    }
+
+    /// Maps `len` bytes of the file at `path` from `offset` (a multiple of the page size; the
+    /// range must lie inside the file) and mounts them as store space of this client, as
+    /// [`Client::mount_space`] does with memory it allocates: Mooncake's `mount_segment` of a
+    /// file under `/dev/shm` or a DAX device. Replicas placed there are written into the file.
+    /// Peers reach the range over tcp, never by mapping the file; if its owner truncates it,
+    /// transfers touching the lost pages fail with an error (the process is never signalled),
+    /// and the range should be unmounted. The file stays mapped until the range is unmounted
+    /// and its quarantine has passed ([`QUARANTINE`]).
+    pub fn mount_file(
+        &self,
+        path: impl Into<std::path::PathBuf>,
+        offset: u64,
+        len: u64,
+        opts: impl Into<Options>,
+    ) -> impl Future<Output = Result<SpaceId>> + Send + 'static {
+        let path = path.into();
+        self.mount_with(opts.into(), move |engine| {
+            let len = usize::try_from(len)
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| Error::params(format!("cannot mount {len} bytes")))?;
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .map_err(|e| Error::params(format!("cannot open {}: {e}", path.display())))?;
+            // A range outside the file or not page-aligned is the caller's to fix.
+            engine
+                .map_file_exported(&file, offset, len, RemoteAccess::READ_WRITE)
+                .map_err(|e| match e {
+                    yuebing_engine::Error::InvalidArgument { reason } => Error::params(reason),
+                    other => other.into(),
+                })
+        })
+    }
+
+    /// Mounts the exported buffer `make` registers with the engine (under the turn, on an
+    /// open client) as one more range of store space.
+    fn mount_with(
+        &self,
+        opts: Options,
+        make: impl FnOnce(&TransferEngine) -> Result<Arc<EngineBuffer>> + Send + 'static,
+    ) -> impl Future<Output = Result<SpaceId>> + Send + 'static {
+        self.call(move |c| async move {
             let until = c.until(&opts);
             let inner = &c.inner;
             let _turn = inner.spaces.turn().await;
@@ -251,8 +299,7 @@ impl Client {
                 return Err(Error::params("the client is closed"));
             }
             let engine = &inner.engine;
-            let buffer =
-                engine.allocate_exported(len, inner.cfg.prefault, RemoteAccess::READ_WRITE)?;
+            let buffer = make(engine)?;
             let spec = spec_of(engine, &buffer);
             // Listed before the master may place replicas there, so that this client's own
             // puts into it pass `check_own_replica` at once; its mount id comes with the
