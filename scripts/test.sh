@@ -7,8 +7,11 @@ cd "$(dirname "$0")/.."
 # Debian packages the tests need: valgrind (memcheck); etcd and protoc for yuebing-etcd (its
 # etcd client compiles etcd's protos at build time; the protos import libprotobuf-dev's
 # descriptor.proto, only a Recommends of protobuf-compiler); iproute2 and util-linux (`ip`,
-# `unshare`: Mooncake's engine tests run in a loopback-only network namespace).
-need_pkgs=(valgrind etcd-server etcd-client protobuf-compiler libprotobuf-dev iproute2 util-linux)
+# `unshare`: Mooncake's engine tests run in a loopback-only network namespace); prometheus
+# (`promtool check metrics` and a real Prometheus scraping the master's admin server; its
+# service is not started by the tests, which run their own on a free port).
+need_pkgs=(valgrind etcd-server etcd-client protobuf-compiler libprotobuf-dev iproute2 util-linux
+  prometheus)
 missing=()
 for pkg in "${need_pkgs[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
@@ -34,8 +37,9 @@ echo "== cargo check --all-features (feature-gated code)"
 cargo check --workspace --all-features --locked
 echo "== cargo test"
 cargo test --workspace --locked
-echo "== elected masters on etcd, clients that follow them, nodes on etcd metadata, as processes (--features etcd)"
-cargo test --locked --features etcd --test ha_cluster --test ha_clients --test metadata_etcd
+echo "== elected masters on etcd, clients that follow them, nodes on etcd metadata, the admin server's roles, as processes (--features etcd)"
+cargo test --locked --features etcd --test ha_cluster --test ha_clients --test metadata_etcd \
+  --test master_admin
 echo "== yuebing demo --ha and yuebing bench ha, small settings (--features etcd)"
 cargo test --locked --features etcd --test ha_tools
 echo "== python package (scripts/python_tests.sh)"

@@ -141,15 +141,9 @@ fn main() -> ExitCode {
                 let ha = std::mem::take(&mut args.ha).resolve(&file)?;
                 let admin = args.admin_bind(&file)?;
                 let (cfg, endpoint) = args.resolve(&file, token)?;
-                match (ha, admin) {
-                    (Some(_), Some(_)) => Err(yuebing_store::Error::InvalidParams {
-                        reason: "--metrics-port: the admin server of an elected master is not \
-                                 built yet (issue 28); serve it from a single master"
-                            .into(),
-                    }
-                    .into()),
-                    (Some(ha), None) => Ok(yuebing::cli::ha::serve(ha, cfg, endpoint).await?),
-                    (None, admin) => Ok(master::serve(cfg, endpoint, admin).await?),
+                match ha {
+                    Some(ha) => Ok(yuebing::cli::ha::serve(ha, cfg, endpoint, admin).await?),
+                    None => Ok(master::serve(cfg, endpoint, admin).await?),
                 }
             }
             Command::Bench(bench) => bench.run(&file, token).await,

@@ -44,8 +44,9 @@ impl Drop for Guard {
     }
 }
 
-/// A master with its admin server on any free port: the process and the two addresses.
-fn master() -> (Guard, Endpoint, String) {
+/// A master (with `extra` arguments) with its admin server on any free port: the process and
+/// the two addresses.
+fn master(extra: &[&str]) -> (Guard, Endpoint, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_yuebing"))
         .args([
             "master",
@@ -56,6 +57,7 @@ fn master() -> (Guard, Endpoint, String) {
             "--metrics-port",
             "0",
         ])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -79,9 +81,34 @@ fn master() -> (Guard, Endpoint, String) {
     (guard, rpc, admin)
 }
 
+/// Prometheus's own check of an exposition (`promtool check metrics`, Debian's `prometheus`
+/// package, which the test command installs): its format and its naming conventions.
+fn promtool_check(exposition: &str) {
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian package prometheus; scripts/test.sh installs it)");
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(exposition.as_bytes())
+        .unwrap();
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}\n{exposition}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mooncakes_admin_paths_answer_what_the_master_holds() {
-    let (_master, rpc, admin) = master();
+    let (_master, rpc, admin) = master(&[]);
     let (status, body) = get(&admin, "/health");
     assert_eq!(status, 200);
     let health: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -152,6 +179,14 @@ async fn mooncakes_admin_paths_answer_what_the_master_holds() {
             "{line:?} not in\n{metrics}"
         );
     }
+    let put_calls =
+        "yuebing_rpc_server_calls_total{service=\"MasterService\",method=\"put_start\"} 1";
+    assert!(
+        metrics.lines().any(|l| l == put_calls),
+        "{put_calls:?} not in\n{metrics}"
+    );
+    assert!(metrics.contains("yuebing_rpc_server_latency_seconds_bucket{service=\"MasterService\",method=\"put_start\",le=\"+Inf\"} 1"));
+    promtool_check(&metrics);
     let (status, summary) = get(&admin, "/metrics/summary");
     assert_eq!(status, 200);
     assert!(
@@ -163,4 +198,170 @@ async fn mooncakes_admin_paths_answer_what_the_master_holds() {
         "{summary}"
     );
     assert_eq!(get(&admin, "/nope").0, 404);
+}
+
+/// `/role`, `/ha_status` and `/ready` of elected masters follow the election: one leader that
+/// serves, a standby that answers 503, and the standby leads once the leader is killed.
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_role_of_elected_masters_follows_a_failover() {
+    let etcd = yuebing_testkit::etcd::EtcdServer::start().await.unwrap();
+    let endpoint = etcd.endpoint();
+    let elected = || {
+        master(&[
+            "--etcd",
+            &endpoint,
+            "--cluster",
+            "admin",
+            "--election-ttl-ms",
+            "2000",
+        ])
+    };
+    let mut masters = vec![elected(), elected()];
+    let roles = |masters: &[(Guard, Endpoint, String)]| {
+        masters
+            .iter()
+            .map(|(_, _, admin)| get(admin, "/role").1)
+            .collect::<Vec<_>>()
+    };
+    let leader = eventually(
+        "a leader and a standby",
+        Duration::from_secs(30),
+        async || {
+            let now = roles(&masters);
+            let leader = now.iter().position(|r| r == "leader")?;
+            (now.iter().filter(|r| *r == "standby").count() == 1).then_some(leader)
+        },
+    )
+    .await;
+    let standby = 1 - leader;
+    let (leading, waiting) = (&masters[leader].2, &masters[standby].2);
+    eventually("the leader serves", Duration::from_secs(30), async || {
+        (get(leading, "/ready").0 == 200).then_some(())
+    })
+    .await;
+    assert_eq!(get(leading, "/ha_status"), (200, "serving".into()));
+    assert_eq!(get(waiting, "/ready").0, 503);
+    assert_eq!(get(waiting, "/ha_status"), (200, "standby".into()));
+    let health: serde_json::Value = serde_json::from_str(&get(waiting, "/health").1).unwrap();
+    assert_eq!(health["role"], "standby");
+
+    // The leader is killed: the standby leads, serves, and says so.
+    let waiting = waiting.clone();
+    drop(masters.remove(leader));
+    eventually("the standby leads", Duration::from_secs(30), async || {
+        (get(&waiting, "/role").1 == "leader" && get(&waiting, "/ready").0 == 200).then_some(())
+    })
+    .await;
+    assert_eq!(get(&waiting, "/ha_status"), (200, "serving".into()));
+}
+
+/// A real Prometheus on 127.0.0.1 (a temporary TSDB, a 1 s scrape interval) scraping
+/// `targets`; stopped and its files removed when dropped.
+struct Prometheus {
+    child: std::process::Child,
+    addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start(targets: &[&str]) -> Prometheus {
+        let dir = tempfile::tempdir().unwrap();
+        let list = targets
+            .iter()
+            .map(|t| format!("'{t}'"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - \
+                 job_name: yuebing\n    static_configs:\n      - targets: [{list}]\n"
+            ),
+        )
+        .unwrap();
+        let addr = format!("127.0.0.1:{}", yuebing_testkit::ports::free_port());
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus (Debian package prometheus; scripts/test.sh installs it)");
+        Prometheus {
+            child,
+            addr,
+            _dir: dir,
+        }
+    }
+
+    /// The first sample's value of an instant `query`, if it has one.
+    fn value(&self, query: &str) -> Option<f64> {
+        let q: String = query
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let (status, body) = get(&self.addr, &format!("/api/v1/query?query={q}"));
+        if status != 200 {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A real Prometheus scrapes the master: its query API sees the put calls counted, and the
+/// master's capacity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_scrapes_the_master_and_sees_the_puts() {
+    let (_master, rpc, admin) = master(&[]);
+    let _node = Process::node(&rpc, "16M");
+    let prometheus = Prometheus::start(&[&admin]);
+    let client = Client::start(ClientConfig {
+        masters: vec![rpc.clone()],
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let puts = r#"sum(yuebing_rpc_server_calls_total{service="MasterService",method="put_start"})"#;
+    eventually("a scrape", Duration::from_secs(60), async || {
+        prometheus
+            .value("up{job=\"yuebing\"}")
+            .filter(|&up| up == 1.0)
+    })
+    .await;
+    let before = prometheus.value(puts).unwrap_or(0.0);
+    for i in 0..20 {
+        client
+            .put(&format!("prom/{i}"), b"0123456789", Options::default())
+            .await
+            .unwrap();
+    }
+    let after = eventually("the puts scraped", Duration::from_secs(60), async || {
+        prometheus.value(puts).filter(|&n| n >= before + 20.0)
+    })
+    .await;
+    assert!(after >= 20.0, "{before} -> {after}");
+    let capacity = eventually(
+        "the capacity scraped",
+        Duration::from_secs(60),
+        async || prometheus.value("yuebing_master_capacity_bytes"),
+    )
+    .await;
+    assert_eq!(capacity, 16.0 * 1024.0 * 1024.0);
 }

@@ -96,7 +96,7 @@ pub use client::{
 pub use endpoint::Endpoint;
 pub use error::{Error, Result};
 pub use error_table::ErrorCode;
-pub use metrics::{MethodMetrics, Metrics};
+pub use metrics::{MethodMetrics, Metrics, LATENCY_BUCKETS_US};
 pub use preamble::PROTOCOL_VERSION;
 pub use server::{
     CallContext, ConnInfo, HandlerFuture, RunningServer, Server, ServerConfig, ShutdownReport,

@@ -70,7 +70,19 @@ pub struct MethodMetrics {
     pub p99_us: u64,
     /// Largest latency in microseconds.
     pub max_us: u64,
+    /// Calls that took at most each bound of [`LATENCY_BUCKETS_US`] (cumulative, as a
+    /// Prometheus histogram's buckets).
+    pub buckets: Vec<u64>,
+    /// Sum of all latencies in microseconds (to the histogram's precision).
+    pub sum_us: u64,
 }
+
+/// Upper bounds of the latency buckets of [`MethodMetrics::buckets`], in microseconds: from
+/// 10 µs to 10 s, as the control plane's calls range from a cached look-up to a deadline.
+pub const LATENCY_BUCKETS_US: [u64; 19] = [
+    10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
+    500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000,
+];
 
 impl Metrics {
     fn stats(&self, method: &str) -> Arc<MethodStats> {
@@ -112,6 +124,15 @@ impl Metrics {
                     p50_us: d.latency_us.value_at_quantile(0.5),
                     p99_us: d.latency_us.value_at_quantile(0.99),
                     max_us: d.latency_us.max(),
+                    buckets: LATENCY_BUCKETS_US
+                        .iter()
+                        .map(|&le| d.latency_us.count_between(0, le))
+                        .collect(),
+                    sum_us: d
+                        .latency_us
+                        .iter_recorded()
+                        .map(|v| v.value_iterated_to().saturating_mul(v.count_at_value()))
+                        .fold(0u64, u64::saturating_add),
                 }
             })
             .collect();
@@ -173,6 +194,15 @@ mod tests {
         assert_eq!((s.calls, s.in_flight), (2, 0));
         assert_eq!(s.errors.get(&-2003), Some(&1));
         assert!(s.p50_us >= 100 && s.max_us >= 300, "{s:?}");
+        // Cumulative buckets: neither call within 50 µs, both within 1 s.
+        let at = |le| LATENCY_BUCKETS_US.iter().position(|&b| b == le).unwrap();
+        assert_eq!(
+            (s.buckets[at(50)], s.buckets[at(1_000_000)]),
+            (0, 2),
+            "{s:?}"
+        );
+        assert!(s.buckets.windows(2).all(|w| w[0] <= w[1]));
+        assert!(s.sum_us >= 400, "{s:?}");
         assert!(m.method("put").is_none());
     }
 }

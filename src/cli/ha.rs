@@ -133,12 +133,15 @@ impl HaArgs {
 
 /// Serves as an elected master until SIGINT or SIGTERM (then resigns and stops), or until it
 /// stops serving for good (deposed, its log failed: an error, for its supervisor to restart
-/// it). Prints `yuebing master ready on ADDR` once its rpc server accepts calls (as a standby).
+/// it). Prints `yuebing master ready on ADDR` once its rpc server accepts calls (as a standby);
+/// with `admin`, then `yuebing master admin on ADDR` (the admin HTTP server's address, whose
+/// `/role` and `/ready` follow the election).
 #[cfg(feature = "etcd")]
 pub async fn serve(
     ha: HaSettings,
     cfg: MasterServerConfig,
     endpoint: Endpoint,
+    admin: Option<String>,
 ) -> yuebing_store::Result<()> {
     use yuebing_etcd::ha::{HaConfig, HaMaster};
     use yuebing_etcd::{Credentials, EtcdConfig, TlsFiles};
@@ -167,9 +170,16 @@ pub async fn serve(
     let master = HaMaster::start(config, &endpoint, tokio::runtime::Handle::current())
         .await
         .map_err(etcd_err)?;
+    let admin = match admin {
+        Some(bind) => Some(master.serve_admin(&bind).await?),
+        None => None,
+    };
     if let Some(bound) = master.local_endpoint() {
-        // The same ready line as a single master's; the role goes to stderr.
+        // The same ready lines as a single master's; the role goes to stderr.
         println!("yuebing master ready on {bound}");
+        if let Some(server) = &admin {
+            println!("yuebing master admin on {}", server.local_addr());
+        }
         eprintln!(
             "elected master of cluster {:?}: a standby until it wins",
             ha.cluster
@@ -197,7 +207,12 @@ pub async fn serve(
 
 /// A build without the `etcd` feature cannot run an elected master.
 #[cfg(not(feature = "etcd"))]
-pub async fn serve(_: HaSettings, _: MasterServerConfig, _: Endpoint) -> yuebing_store::Result<()> {
+pub async fn serve(
+    _: HaSettings,
+    _: MasterServerConfig,
+    _: Endpoint,
+    _: Option<String>,
+) -> yuebing_store::Result<()> {
     Err(yuebing_store::Error::InvalidParams {
         reason: "this yuebing was built without etcd support: build it with \
                  `cargo build --release --features etcd` to run an elected master"

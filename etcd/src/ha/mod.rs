@@ -279,6 +279,22 @@ impl HaMaster {
         status
     }
 
+    /// Serves the admin HTTP paths (Mooncake's `/metrics`, `/role`, `/ready`, …; see
+    /// [`RunningMaster::serve_admin`]) on `bind` (`host:port`; port 0 picks one) until the
+    /// returned server is dropped. `/role`, `/ha_status` and `/ready` follow this master's
+    /// election: a standby answers `standby` and 503, a leader `leader` once it serves.
+    pub async fn serve_admin(
+        &self,
+        bind: &str,
+    ) -> yuebing_store::Result<yuebing_store::master::admin::AdminServer> {
+        match &self.master {
+            Some(master) => master.serve_admin(bind).await,
+            None => Err(yuebing_store::Error::Internal {
+                reason: "the master was shut down".into(),
+            }),
+        }
+    }
+
     /// What this master made durable while it led (`None` if it never led).
     pub fn accepted(&self) -> Option<Accepted> {
         self.sink.accepted()

@@ -260,6 +260,11 @@ impl RunningServer {
         &self.shared.metrics
     }
 
+    /// The same statistics, shared, for a reader that outlives this borrow (an exporter).
+    pub fn shared_metrics(&self) -> Arc<Metrics> {
+        self.shared.metrics.clone()
+    }
+
     /// Calls executing now.
     pub fn in_flight(&self) -> usize {
         self.shared.in_flight.load(Ordering::Acquire)

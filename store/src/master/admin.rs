@@ -9,7 +9,7 @@
 //! | `/ha_status` | `serving`, `leader_warmup` (won, not serving yet) or `standby` |
 //! | `/get_all_segments` | the nodes with store space, one a line |
 //! | `/query_key?key=K` | JSON `{"success":true,"data":[{buffer_address,size,transport_endpoint}]}`, or 404 with the error's code (no lease is granted) |
-//! | `/metrics` | Prometheus text: the master's counts, `yuebing_` names, base units |
+//! | `/metrics` | Prometheus text: the master's counts and its rpc server's calls, errors, calls in flight and latency per service and method (`yuebing_rpc_server_*`), `yuebing_` names, base units |
 //! | `/metrics/summary` | one line, with Mooncake's names (`master_key_count`, ...) |
 //!
 //! The state paths answer 503 where this master does not serve (a standby), as Mooncake's.
@@ -18,12 +18,13 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{Query, State};
+use axum::extract::{FromRef, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use tokio_util::sync::{CancellationToken, DropGuard};
+use yuebing_rpc::{MethodMetrics, Metrics, LATENCY_BUCKETS_US};
 
 use super::server::Shared;
 use super::service::Health;
@@ -42,9 +43,26 @@ impl AdminServer {
     }
 }
 
-/// Serves `shared`'s admin paths on `bind` (`host:port`; port 0 picks one) until the returned
-/// server is dropped.
-pub(crate) async fn start(shared: Arc<Shared>, bind: &str) -> Result<AdminServer> {
+/// What the admin paths read: the master, and its rpc server's per-method statistics.
+#[derive(Clone)]
+struct Admin {
+    master: Arc<Shared>,
+    rpc: Arc<Metrics>,
+}
+
+impl FromRef<Admin> for Arc<Shared> {
+    fn from_ref(admin: &Admin) -> Arc<Shared> {
+        admin.master.clone()
+    }
+}
+
+/// Serves `shared`'s admin paths, and `rpc`'s statistics in `/metrics`, on `bind`
+/// (`host:port`; port 0 picks one) until the returned server is dropped.
+pub(crate) async fn start(
+    shared: Arc<Shared>,
+    rpc: Arc<Metrics>,
+    bind: &str,
+) -> Result<AdminServer> {
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .map_err(|e| Error::params(format!("admin server: cannot listen on {bind}: {e}")))?;
@@ -60,7 +78,10 @@ pub(crate) async fn start(shared: Arc<Shared>, bind: &str) -> Result<AdminServer
         .route("/query_key", get(query_key))
         .route("/metrics", get(metrics))
         .route("/metrics/summary", get(summary))
-        .with_state(shared);
+        .with_state(Admin {
+            master: shared,
+            rpc,
+        });
     let stop = CancellationToken::new();
     let stopped = stop.clone();
     tokio::spawn(async move {
@@ -216,7 +237,8 @@ fn exposition(rows: &[Row]) -> String {
         .collect()
 }
 
-async fn metrics(State(s): State<Arc<Shared>>) -> Response {
+async fn metrics(State(admin): State<Admin>) -> Response {
+    let s = &admin.master;
     let h = s.health();
     let mut rows: Vec<Row> = vec![
         (
@@ -297,12 +319,93 @@ async fn metrics(State(s): State<Arc<Shared>>) -> Response {
             ),
         ]);
     }
+    let mut text = exposition(&rows);
+    text.push_str(&rpc_exposition(&admin.rpc.snapshot(), "server"));
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        exposition(&rows),
+        text,
     )
         .into_response()
+}
+
+/// The rpc calls of `methods` (one `side`: `server` or `client`) in Prometheus' text format:
+/// calls and errors by code as counters, calls in flight as a gauge, latency as a histogram
+/// in seconds; labelled by service and method (`MasterService.put_start` is service
+/// `MasterService`, method `put_start`).
+fn rpc_exposition(methods: &[MethodMetrics], side: &str) -> String {
+    use std::fmt::Write;
+    let name = |what: &str| format!("yuebing_rpc_{side}_{what}");
+    let mut out = String::new();
+    let mut family = |what: &str, kind: &str, help: &str, lines: &mut dyn FnMut(&mut String)| {
+        let n = name(what);
+        let _ = write!(out, "# HELP {n} {help}\n# TYPE {n} {kind}\n");
+        lines(&mut out);
+    };
+    let labels = |m: &MethodMetrics| {
+        let (service, method) = m.method.split_once('.').unwrap_or(("", &m.method));
+        format!(
+            "service=\"{}\",method=\"{}\"",
+            escape(service),
+            escape(method)
+        )
+    };
+    let calls = name("calls_total");
+    family(
+        "calls_total",
+        "counter",
+        "Calls finished, by service and method.",
+        &mut |o| {
+            for m in methods {
+                let _ = writeln!(o, "{calls}{{{}}} {}", labels(m), m.calls);
+            }
+        },
+    );
+    let errors = name("errors_total");
+    family(
+        "errors_total",
+        "counter",
+        "Calls that failed, by error code.",
+        &mut |o| {
+            for m in methods {
+                for (code, n) in &m.errors {
+                    let _ = writeln!(o, "{errors}{{{},code=\"{code}\"}} {n}", labels(m));
+                }
+            }
+        },
+    );
+    let flight = name("in_flight");
+    family("in_flight", "gauge", "Calls running now.", &mut |o| {
+        for m in methods {
+            let _ = writeln!(o, "{flight}{{{}}} {}", labels(m), m.in_flight);
+        }
+    });
+    let latency = name("latency_seconds");
+    family(
+        "latency_seconds",
+        "histogram",
+        "How long calls took.",
+        &mut |o| {
+            for m in methods {
+                let l = labels(m);
+                for (le, n) in LATENCY_BUCKETS_US.iter().zip(&m.buckets) {
+                    let le = *le as f64 / 1e6;
+                    let _ = writeln!(o, "{latency}_bucket{{{l},le=\"{le}\"}} {n}");
+                }
+                let _ = writeln!(o, "{latency}_bucket{{{l},le=\"+Inf\"}} {}", m.calls);
+                let _ = writeln!(o, "{latency}_sum{{{l}}} {}", m.sum_us as f64 / 1e6);
+                let _ = writeln!(o, "{latency}_count{{{l}}} {}", m.calls);
+            }
+        },
+    );
+    out
+}
+
+/// A label value escaped as Prometheus' text format wants (backslash, quote, newline).
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 async fn summary(State(s): State<Arc<Shared>>) -> Response {

@@ -525,8 +525,9 @@ impl RunningMaster {
     /// 0 picks one) until the returned server is dropped, on the master's runtime.
     pub async fn serve_admin(&self, bind: &str) -> Result<super::admin::AdminServer> {
         let (shared, bind) = (self.shared.clone(), bind.to_string());
+        let rpc = self.server.shared_metrics();
         yuebing_rpc::in_runtime(&self.shared.handle, async move {
-            super::admin::start(shared, &bind).await
+            super::admin::start(shared, rpc, &bind).await
         })
         .await
     }
