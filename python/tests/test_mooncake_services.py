@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 
 import socket
 
@@ -23,6 +24,7 @@ from conftest import Cluster, Process, yuebing_bin
 
 from mooncake.http_metadata_server import KVBootstrapServer, KVPoll
 
+MIB = 1 << 20
 UPSTREAM = pathlib.Path(__file__).resolve().parents[1] / "mooncake-upstream-tests"
 
 
@@ -187,21 +189,76 @@ def test_the_store_rest_service_serves_a_real_store_until_sigterm(monkeypatch):
     monkeypatch.setenv("MOONCAKE_LOCAL_HOSTNAME", "127.0.0.1")
     monkeypatch.setenv("MOONCAKE_PROTOCOL", "tcp")
     monkeypatch.setenv("MOONCAKE_LOCAL_BUFFER_SIZE", "16MB")
+    # Two shared-memory objects, mounted over HTTP: /api/mount_shm, then /api/reconfigure.
+    tag = uuid.uuid4().hex
+    shm, decode = (pathlib.Path(f"/dev/shm/yuebing-test-rest-{kind}-{tag}")
+                   for kind in ("shm", "decode"))
     service = None
     try:
-        # Its own store space holds the objects (-D over the environment's default).
-        service = Process(["--port", "0", "-Dglobal_segment_size=64MB"],
+        for path in (shm, decode):
+            path.write_bytes(bytes(8 * MIB))
+        # No store space of its own (-D over the environment's default): every object lands
+        # in what is mounted over HTTP.
+        service = Process(["--port", "0", "-Dglobal_segment_size=0"],
                           "mooncake store service ready on http://127.0.0.1:",
                           program=[sys.executable, "-m", "mooncake.mooncake_store_service"])
         port = int(service.announced)
-        assert rest(port, "PUT", "/api/put", {"key": "k", "value": "h\u00e9llo"}) == \
+        assert rest(port, "PUT", "/api/put", {"key": "k", "value": "v"})[0] == 500, \
+            "no store space yet"
+
+        # The second half of a shared-memory object as store space; a put lands in it.
+        status, body = rest(port, "POST", "/api/mount_shm",
+                            {"name": shm.name, "size": 4 * MIB, "offset": 4 * MIB})
+        assert status == 200, body
+        shm_ids = json.loads(body)["segment_ids"]
+        assert len(shm_ids) == 1, body
+        assert rest(port, "POST", "/api/mount_shm", {"name": "../x", "size": MIB})[0] == 400
+        assert rest(port, "POST", "/api/mount_shm",
+                    {"name": f"{shm.name}.missing", "size": MIB})[0] == 500
+        value = f"in shm {tag} " * 512
+        assert rest(port, "PUT", "/api/put", {"key": "s", "value": value})[0] == 200
+        assert shm.read_bytes().find(value.encode()) >= 4 * MIB, "in the mounted half"
+        assert rest(port, "GET", "/api/get/s") == (200, value.encode())
+        # Unmounted, its only replica goes with it.
+        ids = {"segment_ids": shm_ids}
+        assert rest(port, "POST", "/api/unmount_shm", ids) == (200, b'{"status": "success"}')
+        status, body = rest(port, "POST", "/api/unmount_shm", ids)
+        assert status == 500 and json.loads(body)["failed_segment_ids"] == shm_ids, body
+        deadline = time.monotonic() + 10
+        while json.loads(rest(port, "GET", "/api/exist/s")[1])["exists"]:
+            assert time.monotonic() < deadline, "the object outlived its segment"
+            time.sleep(0.05)
+
+        # Decode: a file mounted as store space; the objects below live in it.
+        status, body = rest(port, "POST", "/api/reconfigure",
+                            {"mode": "decode", "path": str(decode), "size": 8 * MIB})
+        assert status == 200, body
+        decoded = json.loads(body)
+        assert decoded["mode"] == "decode" and len(decoded["segment_ids"]) == 1, body
+        assert rest(port, "POST", "/api/reconfigure", {"mode": "decode"})[0] == 400
+        value = f"h\u00e9llo {tag} " * 512
+        assert rest(port, "PUT", "/api/put", {"key": "k", "value": value}) == \
             (200, b'{"status": "success"}')
-        assert rest(port, "GET", "/api/get/k") == (200, "h\u00e9llo".encode())
+        assert decode.read_bytes().find(value.encode()) >= 0, "in the decode file"
+        assert rest(port, "GET", "/api/get/k") == (200, value.encode())
         assert json.loads(rest(port, "GET", "/api/exist/k")[1]) == {"exists": True}
         assert rest(port, "GET", "/api/get/missing")[0] == 404
         assert json.loads(rest(port, "GET", "/api/exist/missing")[1]) == {"exists": False}
         assert rest(port, "PUT", "/api/put", b"not json")[0] == 400
         assert rest(port, "PUT", "/api/put", {"key": "k2"})[0] == 400
+        deadline = time.monotonic() + 10
+        while (removed := rest(port, "DELETE", "/api/remove/k"))[0] != 200:
+            assert b"ret=-706" in removed[1] and time.monotonic() < deadline, removed
+            time.sleep(0.05)
+        assert json.loads(rest(port, "GET", "/api/exist/k")[1]) == {"exists": False}
+        assert rest(port, "PUT", "/api/put", {"key": "k3", "value": "v"})[0] == 200
+        assert json.loads(rest(port, "DELETE", "/api/remove_all")[1]) == \
+            {"status": "success removed 1 keys"}
+        # Prefill unmounts what decode mounted: no store space again.
+        assert rest(port, "POST", "/api/reconfigure", {"mode": "prefill"}) == \
+            (200, b'{"status": "success", "mode": "prefill"}')
+        assert rest(port, "PUT", "/api/put", {"key": "k4", "value": "v"})[0] == 500
+
         # Store space the service allocates, rounded up to 4 MiB, and given back.
         status, body = rest(port, "POST", "/api/mount", {"size": 1})
         assert status == 200, body
@@ -211,22 +268,19 @@ def test_the_store_rest_service_serves_a_real_store_until_sigterm(monkeypatch):
         ids = {"segment_ids": mounted["segment_ids"]}
         assert rest(port, "POST", "/api/unmount", ids)[0] == 200
         assert rest(port, "POST", "/api/unmount", ids)[0] == 500, "not mounted any more"
+        # No SSD tier: nothing to drain.
         assert rest(port, "POST", "/api/unmount_local_disk",
                     {"grace_period_seconds": 3601})[0] == 400
-        deadline = time.monotonic() + 10
-        while (removed := rest(port, "DELETE", "/api/remove/k"))[0] != 200:
-            assert b"ret=-706" in removed[1] and time.monotonic() < deadline, removed
-            time.sleep(0.05)
-        assert json.loads(rest(port, "GET", "/api/exist/k")[1]) == {"exists": False}
-        assert rest(port, "PUT", "/api/put", {"key": "k3", "value": "v"})[0] == 200
-        assert json.loads(rest(port, "DELETE", "/api/remove_all")[1]) == \
-            {"status": "success removed 1 keys"}
+        assert rest(port, "POST", "/api/unmount_local_disk", {}) == \
+            (200, b'{"status": "success"}')
         service.proc.send_signal(signal.SIGTERM)
         assert service.proc.wait(timeout=15) == 0, service.stderr()
     finally:
         if service is not None:
             service.kill()
         cluster.stop()
+        for path in (shm, decode):
+            path.unlink(missing_ok=True)
 
 
 def test_the_store_rest_service_gives_up_on_a_master_that_never_answers():
