@@ -739,17 +739,55 @@ def test_close_ends_every_registration_before_host_memory_may_be_freed(cluster):
     assert alloc.free(ptr) == 0, "close ended the registration"
 
 
-def test_setups_optional_arguments_are_checked_not_dropped(cluster, caplog):
-    # SGLang's full-client setup passes these keyword arguments.
+SETUP_NAMES = ("local_hostname", "metadata_server", "global_segment_size", "local_buffer_size",
+               "protocol", "rdma_devices", "master_server_addr")
+
+
+@pytest.mark.parametrize("form", ["keywords", "dict"])
+def test_setups_optional_arguments_are_checked_not_dropped(cluster, caplog, form):
+    # SGLang's full-client setup passes these keyword arguments; the dict form takes them too.
     base = ("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MIB, "tcp", "", cluster.address)
     st = MooncakeDistributedStore()
+
+    def setup(**optional):
+        if form == "keywords":
+            return st.setup(*base, **optional)
+        return st.setup({**dict(zip(SETUP_NAMES, base)), **optional})
+
     with caplog.at_level("WARNING", logger="mooncake"):
-        assert st.setup(*base, enable_ssd_offload=True, ssd_offload_path="/tmp/x",
-                        enable_client_http_server=True, client_http_port=9300) == 0
+        assert setup(enable_ssd_offload=True, ssd_offload_path="/tmp/x",
+                     enable_client_http_server=True, client_http_port=9300) == 0
     assert "SSD tier" in caplog.text and "client HTTP server" in caplog.text
     assert st.close() == 0
-    assert st.setup(*base, tenant_id="default") == 0
+    # Mooncake reads a blank tenant as the default one.
+    for tenant in ("default", ""):
+        assert setup(tenant_id=tenant) == 0, tenant
+        assert st.close() == 0
+    assert setup(tenant_id="team-a") == -600, "tenants would not be kept apart"
+    if form == "keywords":
+        with pytest.raises(TypeError, match="enable_ssd_offload"):
+            setup(enable_ssd_offload="yes")
+
+
+def test_setups_dict_form_reads_optional_settings_from_their_text(cluster, caplog):
+    # Mooncake's dict form passes every value through str(), then reads it as the setting's kind.
+    config = {"local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE",
+              "global_segment_size": 0, "master_server_addr": cluster.address}
+    st = MooncakeDistributedStore()
+    with caplog.at_level("WARNING", logger="mooncake"):
+        assert st.setup({**config, "enable_ssd_offload": " YES ", "client_http_port": " 9301 ",
+                         "enable_client_http_server": "off", "tenant_id": "default"}) == 0
+    assert "SSD tier" in caplog.text and "client HTTP server" not in caplog.text
     assert st.close() == 0
-    assert st.setup(*base, tenant_id="team-a") == -600, "tenants would not be kept apart"
-    with pytest.raises(TypeError, match="enable_ssd_offload"):
-        st.setup(*base, enable_ssd_offload="yes")
+    caplog.clear()
+    # A flag that is no yes/no word is its default (off), with a warning, as in Mooncake.
+    with caplog.at_level("WARNING", logger="mooncake"):
+        assert st.setup({**config, "enable_client_http_server": "maybe"}) == 0
+    assert "'maybe' is not a yes/no word" in caplog.text
+    assert "client HTTP server" not in caplog.text
+    assert st.close() == 0
+    # A port that is not a decimal int is refused, as Mooncake refuses it (str(True): "True").
+    for port in ("9300x", "", True, 1 << 31, 9300.0):
+        assert st.setup({**config, "client_http_port": port}) == -600, port
+    assert st.setup({**config, "tenant_id": 7}) == -600, "tenant '7'"
+    assert st.health_check() == 1, "nothing was set up"

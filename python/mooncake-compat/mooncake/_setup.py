@@ -1,16 +1,23 @@
 """The arguments of ``MooncakeDistributedStore.setup``, in its positional/keyword and dict
 forms, checked as Mooncake 0.3.13.post1 checks them."""
 
+import re
 from dataclasses import dataclass
 
 from . import _codes
 from ._sizes import parse_size
+from .mooncake_config import _FALSE, _TRUE
 
 MIN_SEGMENT = 16 << 20
 _NAMES = ("local_hostname", "metadata_server", "global_segment_size", "local_buffer_size",
           "protocol", "rdma_devices", "master_server_addr")
 _OPTIONAL = {"engine": None, "enable_ssd_offload": False, "ssd_offload_path": "",
              "tenant_id": "default", "enable_client_http_server": False, "client_http_port": 9300}
+# The optional arguments yuebing checks but does not act on (see `optional`), and the kind of
+# each (its default's): its type in the positional/keyword form, how its text is read in the
+# dict form.
+_OPTIONAL_KINDS = {name: type(default) for name, default in _OPTIONAL.items()
+                   if default is not None}
 _DICT_DEFAULTS = {"global_segment_size": 16 << 20, "local_buffer_size": 16 << 20,
                   "protocol": "tcp", "rdma_devices": "", "master_server_addr": "127.0.0.1:50051"}
 
@@ -71,17 +78,16 @@ def from_call(args, kwargs):
 
 
 def optional(given):
-    """Checks the optional arguments yuebing does not act on: their types as pybind11 would,
-    and their values. A tenant other than ``default`` is refused (its keys would not be kept
-    apart from other tenants'); SSD offload and the client HTTP server, which yuebing does not
-    have yet, are logged as off rather than silently dropped."""
-    types = {"enable_ssd_offload": bool, "ssd_offload_path": str, "tenant_id": str,
-             "enable_client_http_server": bool, "client_http_port": int}
-    for name, kind in types.items():
+    """Checks the optional arguments yuebing does not act on (``given``: {name: value}, in
+    either form of ``setup``): their types as pybind11 would, and their values. A tenant other
+    than ``default`` (or blank, which Mooncake reads as ``default``) is refused (its keys would
+    not be kept apart from other tenants'); SSD offload and the client HTTP server, which
+    yuebing does not have yet, are logged as off rather than silently dropped."""
+    for name, kind in _OPTIONAL_KINDS.items():
         if name in given and not isinstance(given[name], kind):
             raise TypeError(f"setup(): {name} must be {kind.__name__}, "
                             f"not {type(given[name]).__name__}")
-    if given.get("tenant_id", "default") != "default":
+    if given.get("tenant_id") not in (None, "", "default"):
         raise SetupError(_codes.INVALID_PARAMS,
                          f"setup: tenant_id {given['tenant_id']!r}: yuebing has no tenants; "
                          "keys of different tenants would not be kept apart")
@@ -96,7 +102,8 @@ def optional(given):
 
 def from_dict(config):
     """The dict overload: every value through ``str()``, sizes as size strings, defaults for
-    what is missing; a missing required key or a bad size is ``-600``."""
+    what is missing; a missing required key or a bad size is ``-600``. The optional settings
+    are read from their text (see `dict_optional`) and checked as the other form's are."""
     for n in ("local_hostname", "metadata_server"):
         if n not in config:
             raise SetupError(_codes.INVALID_PARAMS, f"setup: '{n}' is required")
@@ -113,7 +120,32 @@ def from_dict(config):
     out = SetupArgs(str(values["local_hostname"]), str(values["metadata_server"]),
                     sizes["global_segment_size"], buf, str(values["protocol"]),
                     str(values["rdma_devices"]), str(values["master_server_addr"]))
+    optional({name: dict_optional(name, kind, config[name])
+              for name, kind in _OPTIONAL_KINDS.items() if name in config})
     return check(out)
+
+
+def dict_optional(name, kind, value):
+    """An optional setting of the dict form, read from ``str(value)`` as Mooncake's dict form
+    reads it: text as it is; a flag from the usual words (true/false, 1/0, yes/no, on/off,
+    enable/disable, any case, blanks around), anything else its default with a warning, as
+    Mooncake does; an integer in decimal (an optional ``-``, blanks around, within 32 bits),
+    anything else ``-600``."""
+    text = str(value)
+    if kind is str:
+        return text
+    word = text.strip(" \t\r\n")
+    if kind is bool:
+        if word.lower() in _TRUE:
+            return True
+        if word.lower() in _FALSE:
+            return False
+        _codes.log.warning("setup: %s %r is not a yes/no word; taken as %s, its default, as "
+                           "Mooncake does", name, text, _OPTIONAL[name])
+        return _OPTIONAL[name]
+    if re.fullmatch(r"-?[0-9]+", word) and -(1 << 31) <= int(word) < (1 << 31):
+        return int(word)
+    raise SetupError(_codes.INVALID_PARAMS, f"setup: {name} {text!r} is not an integer")
 
 
 def check(a):
