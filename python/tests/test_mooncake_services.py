@@ -292,3 +292,16 @@ def test_the_store_rest_service_gives_up_on_a_master_that_never_answers():
     assert run.returncode == 1, run
     assert run.stderr.splitlines()[-1] == \
         "mc_store_rest_server: RuntimeError: Failed to start store service", run.stderr
+
+
+def test_the_store_rest_service_stops_at_once_on_a_refused_setting():
+    # A tenant yuebing cannot honour: setup answers -600, which no retry changes.
+    env = dict(os.environ, MOONCAKE_MASTER=f"127.0.0.1:{free_port()}",
+               MOONCAKE_GLOBAL_SEGMENT_SIZE="0", MOONCAKE_TENANT_ID="team-a")
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "mooncake.mooncake_store_service", "--port",
+                          "0", "--max-wait-time", "30"], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert run.returncode == 1, run
+    assert time.monotonic() - started < 20, "it waited out --max-wait-time"
+    assert "a setting was refused" in run.stderr, run.stderr

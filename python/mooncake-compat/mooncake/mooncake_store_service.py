@@ -46,6 +46,7 @@ from aiohttp import web
 
 from mooncake.mooncake_config import MooncakeConfig, _parse_bool, _parse_segment_size
 from mooncake.store import MooncakeDistributedStore
+from mooncake._codes import INVALID_PARAMS
 
 log = logging.getLogger(__name__)
 
@@ -327,6 +328,11 @@ class MooncakeStoreService:
                     log.info("Store service started on %s", self.config.local_hostname)
                     return True
                 self.store, failure = None, f"setup returned {ret}"
+                if ret == INVALID_PARAMS:
+                    # A setting the store refuses: trying again cannot change the answer.
+                    log.error("Store startup failed: %s (a setting was refused; see above)",
+                              failure)
+                    return False
             pause = max(0.0, min(SETUP_RETRY_SECONDS, deadline - time.monotonic()))
             log.warning("Store startup failed (attempt %d): %s; retrying in %.1fs",
                         attempt, failure, pause)
