@@ -103,6 +103,11 @@ async fn a_truncated_file_fails_transfers_and_the_process_lives_on() {
     let mut out = [0u8; 16];
     assert!(mapped.get(8192, &mut out).is_err());
     assert!(mapped.put(8192, &out).is_err());
+    // A copy within the buffer, from its own lost pages (overlapping: through a bounce).
+    // SAFETY (test): nothing else touches these bytes meanwhile; the source lies in `mapped`.
+    let within =
+        unsafe { mapped.write_from(8192 + 100, (mapped.addr() + 8192) as *const u8, 4096) };
+    assert!(within.is_err(), "an error, not SIGBUS");
     // What is left of the file still works, from the peer and locally.
     a.write(src.addr(), peer, mapped.addr(), 4096)
         .await
@@ -122,6 +127,16 @@ fn a_file_range_must_be_aligned_and_inside_the_file() {
     assert_eq!(map(&file, 64 << 10, 4096).unwrap_err().code(), -3001);
     assert_eq!(map(&file, u64::MAX - 4095, 4096).unwrap_err().code(), -3001);
     assert_eq!(map(&file, 0, 0).unwrap_err().code(), -3001);
+    let device = File::options()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .unwrap();
+    assert_eq!(
+        map(&device, 0, 4096).unwrap_err().code(),
+        -3001,
+        "not a regular file"
+    );
     assert_eq!(map(&file, 4096, 60 << 10).unwrap().len(), 60 << 10);
 }
 

@@ -4,7 +4,7 @@
 //! [`EngineBuffer::allocate_sealed`]).
 //!
 //! A buffer may also map part of a caller's file ([`EngineBuffer::map_file`]: store space
-//! mounted from `/dev/shm` or a DAX device, Mooncake's `mount_segment`). Its owner may truncate
+//! mounted from `/dev/shm` or a filesystem, Mooncake's `mount_segment`). Its owner may truncate
 //! that file at any time, so such a buffer is never handed to same-host peers (they reach it
 //! over tcp), and the engine moves its bytes only by kernel copies (see `raw`): a truncation
 //! fails transfers with an error instead of killing the process with SIGBUS.
@@ -109,11 +109,14 @@ impl EngineBuffer {
         })
     }
 
-    /// Maps `len` bytes of `file` from `offset` (a multiple of the page size), shared and
-    /// writable: writes through the engine land in the file, as they do for the file's other
-    /// users. The range must lie inside the file as it is now. The file's owner may truncate
-    /// it later; the engine then fails transfers that touch the lost pages (see the module's
-    /// docs), so such a buffer is safe to export, but never to same-host peers' mappings.
+    /// Maps `len` bytes of the regular `file` from `offset` (a multiple of the page size),
+    /// shared and writable: writes through the engine land in the file, as they do for the
+    /// file's other users. The range must lie inside the file as it is now. A device (such as
+    /// device DAX) is refused: it has no size to check the range against. The file's owner may
+    /// truncate it later; the engine then fails transfers that touch the lost pages (see the
+    /// module's docs), so such a buffer is safe to export, but never to same-host peers'
+    /// mappings. (A file shrunk and grown back reads as zeros where it was cut: that is no
+    /// error to the engine.)
     pub fn map_file(file: &File, offset: u64, len: usize) -> Result<EngineBuffer, Error> {
         if len == 0 {
             return Err(Error::invalid("cannot map 0 bytes of a file"));
@@ -127,6 +130,12 @@ impl EngineBuffer {
         let size = file.metadata().map_err(|e| Error::Io {
             reason: format!("reading the file's size: {e}"),
         })?;
+        if !size.is_file() {
+            // A device (DAX, /dev/null) has no size to check a range against.
+            return Err(Error::invalid(
+                "only a regular file (on tmpfs, hugetlbfs or a filesystem) can be mapped",
+            ));
+        }
         let end = offset.checked_add(len as u64);
         if end.is_none_or(|end| end > size.len()) {
             return Err(Error::invalid(format!(
@@ -141,13 +150,23 @@ impl EngineBuffer {
             .map_err(|e| Error::Io {
                 reason: format!("mapping {len} bytes of the file: {e}"),
             })?;
-        Ok(EngineBuffer {
+        let buffer = EngineBuffer {
             map,
             backing: Backing::File,
             len,
             sealed: false,
             retired: AtomicBool::new(false),
-        })
+        };
+        // Its bytes move only by kernel copies (`process_vm_writev`), which a seccomp filter
+        // may forbid: found out now rather than at every transfer.
+        let mut probe = [0u8; 1];
+        raw::copy_out(buffer.span(), &mut probe).map_err(|e| Error::Io {
+            reason: format!(
+                "cannot copy a file's bytes through the kernel (is process_vm_writev \
+                 forbidden by a seccomp filter?): {e}"
+            ),
+        })?;
+        Ok(buffer)
     }
 
     /// Address of the first byte (what registration and remote requests use).
@@ -252,7 +271,8 @@ impl EngineBuffer {
         // SAFETY: valid for reads of `len` bytes during this call and reached by raw pointer
         // only (the caller's promise); the span is only read, and does not outlive the call.
         let src = unsafe { Span::new(src, len) };
-        raw::copy(src, dst).map_err(vanished)
+        // The source may be this buffer's own (file) bytes: kernel copies then.
+        raw::copy(src.vanishing(self.is_file()), dst).map_err(vanished)
     }
 
     /// Copies `out.len()` bytes at `offset` into `out`.
@@ -266,11 +286,14 @@ impl EngineBuffer {
     }
 }
 
-/// The error of a kernel copy that failed: the file behind a buffer was truncated.
+/// The error of a kernel copy that failed: `EFAULT` where the file behind a buffer was
+/// truncated, anything else where the kernel refused the copy itself.
 pub(crate) fn vanished(e: std::io::Error) -> Error {
-    Error::Io {
-        reason: format!("the memory is gone (its file was truncated?): {e}"),
-    }
+    let reason = match e.raw_os_error() {
+        Some(libc::EFAULT) => format!("the memory is gone (its file was truncated): {e}"),
+        _ => format!("the kernel refused to copy file-backed memory: {e}"),
+    };
+    Error::Io { reason }
 }
 
 #[cfg(test)]

@@ -53,10 +53,14 @@ impl<'a> Span<'a> {
         }
     }
 
-    /// The same span, marked as backed by a file that another process may truncate: its
-    /// pages may vanish under it, so copies go through the kernel (see the module's docs).
+    /// The same span, marked as backed by a file that another process may truncate when
+    /// `may_vanish`: its pages may vanish under it, so copies go through the kernel (see the
+    /// module's docs). The mark is never taken off.
     pub(crate) fn vanishing(self, may_vanish: bool) -> Span<'a> {
-        Span { may_vanish, ..self }
+        Span {
+            may_vanish: self.may_vanish || may_vanish,
+            ..self
+        }
     }
 
     /// Length in bytes.
@@ -92,10 +96,11 @@ pub(crate) fn copy(src: Span<'_>, dst: Span<'_>) -> io::Result<()> {
         let (s, d) = (src.ptr.as_ptr() as usize, dst.ptr.as_ptr() as usize);
         if s < d.saturating_add(n) && d < s.saturating_add(n) {
             // Overlapping (a range copied within itself): through a private buffer, as
-            // memmove would, since the kernel's copy goes page by page.
+            // memmove would, since the kernel's copy goes page by page. Both sides by kernel
+            // copies: a span over the same file may have come in unmarked (`write_from`).
             let mut bounce = vec![0u8; n];
-            copy_out(src, &mut bounce)?;
-            copy_in(&bounce, dst)?;
+            copy_out(src.vanishing(true), &mut bounce)?;
+            copy_in(&bounce, dst.vanishing(true))?;
             return Ok(());
         }
         // SAFETY: both ranges are mapped for the spans' lifetimes and `n` is within both; the
@@ -161,7 +166,9 @@ unsafe fn kernel_copy(src: *const u8, dst: *mut u8, n: usize) -> io::Result<()> 
         };
         // SAFETY: one iovec each, naming ranges of this process (the caller's promise); the
         // kernel validates them itself and fails with EFAULT rather than faulting the process.
-        let got = unsafe { libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0) };
+        // The calling thread's id, which names this process too (the thread-group leader's
+        // pid fails once that thread exited, as a C host's `main` may).
+        let got = unsafe { libc::process_vm_writev(libc::gettid(), &local, 1, &remote, 1, 0) };
         match usize::try_from(got) {
             Ok(0) => return Err(io::Error::from_raw_os_error(libc::EFAULT)),
             Ok(k) => done += k,

@@ -448,7 +448,7 @@ impl TransferEngine {
     /// Maps `len` bytes of `file` from `offset` (a multiple of the page size; the range must lie
     /// inside the file) and registers them with `remote` rights for peers, as
     /// [`TransferEngine::allocate_exported`] does with memory it allocates: Mooncake's
-    /// `mount_segment` of a file under `/dev/shm` or a DAX device. Writes land in the file.
+    /// `mount_segment` of a file under `/dev/shm` or on a filesystem. Writes land in the file.
     /// Peers reach such memory over the network, never by mapping it, and if the file's owner
     /// truncates it, transfers that touch the lost pages fail (see [`EngineBuffer::map_file`]).
     /// Read-only export is refused: the engine cannot seal a caller's file against peers.

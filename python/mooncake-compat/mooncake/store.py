@@ -808,7 +808,7 @@ class MooncakeDistributedStore:
     # ------------------------------------------------------------------ segments and memory
 
     def mount_segment(self, path, size, offset=0, protocol="tcp", location=""):
-        """Maps ``size`` bytes of the file at ``path`` (under ``/dev/shm``, a DAX device) from
+        """Maps ``size`` bytes of the file at ``path`` (under ``/dev/shm``, on a filesystem) from
         ``offset`` (page-aligned; the range inside the file) and mounts them as a segment of
         this client: ``{"ret": 0, "segment_ids": [id]}``, or ``ret`` -1 (nothing mounted).
         Objects placed there are written into the file; peers reach it over tcp. A file

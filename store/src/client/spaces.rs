@@ -251,7 +251,7 @@ impl Client {
     /// Maps `len` bytes of the file at `path` from `offset` (a multiple of the page size; the
     /// range must lie inside the file) and mounts them as store space of this client, as
     /// [`Client::mount_space`] does with memory it allocates: Mooncake's `mount_segment` of a
-    /// file under `/dev/shm` or a DAX device. Replicas placed there are written into the file.
+    /// file under `/dev/shm` or on a filesystem. Replicas placed there are written into the file.
     /// Peers reach the range over tcp, never by mapping the file; if its owner truncates it,
     /// transfers touching the lost pages fail with an error (the process is never signalled),
     /// and the range should be unmounted. The file stays mapped until the range is unmounted
