@@ -171,7 +171,11 @@ crate_error_table! {
             /// What failed.
             reason: String,
         } = -3509, "EngineIo", retryable: false,
-            "i/o error: {reason}";
+            "i/o error: {reason}"
+            => wire |_extra| Some(Error::Io {
+                reason: "the target's memory for the range is gone (its file was truncated)"
+                    .into(),
+            });
     }
     wrapped {
         /// The metadata service failed: etcd unreachable, a request past its deadline, a stored

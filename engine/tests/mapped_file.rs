@@ -166,3 +166,109 @@ async fn caller_memory_exported_to_a_same_host_peer_is_reached_over_tcp() {
     assert!(read_back(&theirs, 64, 70_000) == pattern(MIB, 9)[..70_000]);
     drop(b);
 }
+
+/// One request into lost pages fails alone: the target answers it with an error and keeps the
+/// connection, so the requests beside it on the same connection still land.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_into_lost_pages_fails_alone() {
+    let a = start().await;
+    let b = start().await;
+    let src = a.allocate(4 * MIB, false).unwrap();
+    let back = a.allocate(4 * MIB, false).unwrap();
+    src.put(0, &pattern(4 * MIB, 5)).unwrap();
+    let file = shm_file(4 * MIB as u64);
+    let mapped = b.map_file_exported(&file, 0, 4 * MIB, RW).unwrap();
+    let peer = a.open_segment(b.name()).await.unwrap();
+    file.set_len(2 * MIB as u64).unwrap();
+    let lost = mapped.addr() + 3 * MIB as u64;
+    let chunk = 64 << 10;
+    // Writes and small and large reads of the first two MiB, with one bad write and one bad
+    // small read among them.
+    let mut requests = Vec::new();
+    for i in 0..16u64 {
+        let at = i * chunk;
+        requests.push(TransferRequest::write(
+            src.addr() + at,
+            peer,
+            mapped.addr() + at,
+            chunk,
+        ));
+    }
+    requests.push(TransferRequest::write(src.addr(), peer, lost, chunk));
+    for i in 0..8u64 {
+        let at = i * 1000;
+        requests.push(TransferRequest::read(
+            back.addr() + at,
+            peer,
+            mapped.addr() + at,
+            1000,
+        ));
+    }
+    requests.push(TransferRequest::read(
+        back.addr() + 2 * MIB as u64,
+        peer,
+        lost,
+        1000,
+    ));
+    let batch = a.allocate_batch(requests.len()).unwrap();
+    a.submit(batch, &requests).unwrap();
+    let status = a.wait(batch).await.unwrap();
+    assert_eq!(status.completed, requests.len() - 2, "{status:?}");
+    let bad = [16, requests.len() - 1];
+    for (i, _) in requests.iter().enumerate() {
+        let task = a.task_status(batch, i).unwrap();
+        assert_eq!(
+            task.state == yuebing_engine::TaskState::Completed,
+            !bad.contains(&i),
+            "task {i}: {task:?}"
+        );
+    }
+    let err = status.error.expect("the failed tasks' error");
+    assert_eq!(err.code(), -3509, "{err:?}");
+    a.free_batch(batch).unwrap();
+    // And the connection is still good for more.
+    a.write(src.addr(), peer, mapped.addr(), MIB as u64)
+        .await
+        .unwrap();
+}
+
+/// A peer whose cached descriptor says shm maps a memfd at an address where the target has
+/// since mapped a file is sent over tcp after one refusal, not refused at every try.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_descriptor_does_not_keep_a_file_range_on_shm() {
+    let a = start().await;
+    let b = start().await;
+    let src = a.allocate(MIB, false).unwrap();
+    src.put(0, &pattern(MIB, 8)).unwrap();
+    // The kernel hands a freed range to the next mapping of its size, unless another test's
+    // mapping took it first: tried until it does (the earlier attempts are kept mapped).
+    let mut kept = Vec::new();
+    let (peer, file, mapped, reused) = loop {
+        let old = b.allocate_exported(MIB, false, RW).unwrap();
+        let old_addr = old.addr();
+        let peer = a.open_segment(b.name()).await.unwrap();
+        // The peer maps the memfd and caches the descriptor that lists it for shm.
+        a.write(src.addr(), peer, old_addr, 4096).await.unwrap();
+        b.unregister(old_addr).unwrap();
+        drop(old);
+        let file = shm_file(MIB as u64);
+        let mapped = b.map_file_exported(&file, 0, MIB, RW).unwrap();
+        let reused = mapped.addr() == old_addr;
+        if reused || kept.len() == 20 {
+            break (peer, file, mapped, reused);
+        }
+        a.close_segment(peer).unwrap();
+        kept.push((file, mapped));
+    };
+    if !reused {
+        eprintln!("the kernel never reused the address: the stale path is not exercised");
+    }
+    for _ in 0..3 {
+        a.write(src.addr(), peer, mapped.addr(), 4096)
+            .await
+            .unwrap();
+    }
+    let mut in_file = vec![0u8; 4096];
+    file.read_exact_at(&mut in_file, 0).unwrap();
+    assert!(in_file == pattern(MIB, 8)[..4096]);
+}

@@ -295,11 +295,35 @@ impl TransferEngine {
     /// restarted refreshes the segment first (see [`Self::refresh_if_restarted`]).
     async fn execute(&self, mut p: Planned) -> Result<(), Error> {
         let outcome = match self.ready(&mut p).await {
-            Ok(()) => attempt(self, p.job, &*p.transport).await,
+            Ok(()) => match attempt(self, p.job.clone(), &*p.transport).await {
+                Err(Error::OutOfBounds { .. }) if self.may_have_moved(&p) => {
+                    self.again(&mut p).await
+                }
+                other => other,
+            },
             Err(e) => Err(e),
         };
         self.refresh_if_restarted(p.target, &outcome).await;
         outcome
+    }
+
+    /// Whether a request shm refused may reach memory the peer put at that address since its
+    /// descriptor was cached (a mapped file where one of its memfds was: shm no longer serves
+    /// it, another transport does). Not for a forced transport.
+    fn may_have_moved(&self, p: &Planned) -> bool {
+        p.transport.kind() == TransportKind::Shm && p.forced.is_none() && p.target != super::OWN
+    }
+
+    /// Sends `p` once more after fetching its peer's descriptor anew, through the transport
+    /// that reaches its range now. Safe to repeat: shm refuses before copying, or copied into
+    /// pages the peer released, which nobody reads.
+    async fn again(&self, p: &mut Planned) -> Result<(), Error> {
+        let fresh = self.refresh_segment(p.target, false).await?;
+        check_access(&fresh.regions(), p.job.remote, p.job.len, p.job.opcode)?;
+        let range = Some((p.job.remote, p.job.len));
+        p.transport = self.transport_for(p.target, &fresh, p.forced, range)?;
+        p.job.segment = fresh;
+        attempt(self, p.job.clone(), &*p.transport).await
     }
 
     /// Whether the planned request may be sent. A range outside a peer's cached descriptor, or

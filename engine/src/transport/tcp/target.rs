@@ -167,38 +167,80 @@ fn released() -> io::Error {
     io::Error::other("the target region was unregistered mid-request")
 }
 
+/// Whether a copy failed because the range's pages are gone (a file truncated under its
+/// mapping): that request fails, the connection goes on.
+fn lost(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EFAULT)
+}
+
+/// The status a request whose range lost its pages is answered with.
+fn lost_status() -> i32 {
+    Error::Io {
+        reason: String::new(),
+    }
+    .code()
+}
+
+/// Reads `n` bytes of payload and drops them, keeping the stream in step.
+async fn skip(rd: &mut BufReader<ReadHalf<'_>>, n: u64) -> io::Result<()> {
+    let (mut payload, mut sink) = ((&mut *rd).take(n), tokio::io::sink());
+    let skipped = tokio::io::copy(&mut payload, &mut sink).await?;
+    match skipped == n {
+        true => Ok(()),
+        false => Err(io::ErrorKind::UnexpectedEof.into()),
+    }
+}
+
 /// Receives a write's payload into the leased range: what the buffer holds, then straight from
-/// the socket. Gives up the moment the lease is revoked.
-async fn receive(rd: &mut BufReader<ReadHalf<'_>>, lease: &Lease) -> io::Result<()> {
-    let n = rd.buffer().len().min(lease.len() as usize);
+/// the socket. Gives up the moment the lease is revoked. Returns whether it landed: if the
+/// range's pages are gone (a truncated file), the rest of the payload is read and dropped.
+async fn receive(rd: &mut BufReader<ReadHalf<'_>>, lease: &Lease) -> io::Result<bool> {
+    let len = lease.len();
+    let n = rd.buffer().len().min(len as usize);
     if n > 0 {
-        let access = lease.access().ok_or_else(released)?;
-        raw::copy_in(&rd.buffer()[..n], access.span())?;
-        drop(access);
-        rd.consume(n);
+        let copied = {
+            let access = lease.access().ok_or_else(released)?;
+            raw::copy_in(&rd.buffer()[..n], access.span())
+        };
+        match copied {
+            Ok(_) => rd.consume(n),
+            Err(e) if lost(&e) => return skip(rd, len).await.map(|()| false),
+            Err(e) => return Err(e),
+        }
     }
     let stream: &TcpStream = rd.get_ref().as_ref();
-    leased_io(stream, lease, n, Interest::READABLE, raw::recv).await
+    match leased_io(stream, lease, n, Interest::READABLE, raw::recv).await? {
+        None => Ok(true),
+        // A recv that faults takes nothing from the socket: the rest is still there.
+        Some(at) => skip(rd, len - at as u64).await.map(|()| false),
+    }
 }
 
 /// Sends a read's payload from the leased range straight to the socket. Gives up the moment
-/// the lease is revoked.
+/// the lease is revoked; and if the range's pages are gone (a truncated file), with its answer
+/// already sent, the connection cannot stay in step and is closed.
 async fn send(stream: &TcpStream, lease: &Lease) -> io::Result<()> {
     fn send_span(fd: BorrowedFd<'_>, span: Span<'_>) -> io::Result<usize> {
         raw::send(fd, &[Part::Raw(span)])
     }
-    leased_io(stream, lease, 0, Interest::WRITABLE, send_span).await
+    match leased_io(stream, lease, 0, Interest::WRITABLE, send_span).await? {
+        None => Ok(()),
+        Some(_) => Err(io::Error::other(
+            "the memory of a read was lost mid-payload (its file was truncated)",
+        )),
+    }
 }
 
 /// Moves the leased range from `pos` on between it and the socket, one non-blocking `op`
-/// (`recv` or `sendmsg`) per access, until all of it moved or the lease is revoked.
+/// (`recv` or `sendmsg`) per access, until all of it moved (`None`), the range's pages are
+/// found gone (`Some(position)`: nothing moved from there on), or the lease is revoked.
 async fn leased_io(
     stream: &TcpStream,
     lease: &Lease,
     mut pos: usize,
     interest: Interest,
     op: impl Fn(BorrowedFd<'_>, Span<'_>) -> io::Result<usize>,
-) -> io::Result<()> {
+) -> io::Result<Option<usize>> {
     let len = lease.len() as usize;
     // Registered with the region once per request, not at every wait.
     let revoked = lease.revoked();
@@ -221,10 +263,11 @@ async fn leased_io(
                     r = stream.ready(interest) => { r?; }
                 }
             }
+            Err(e) if lost(&e) => return Ok(Some(pos)),
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Answers gathered into one buffer, so that many small ones leave in one syscall.
@@ -238,13 +281,24 @@ impl Answers<'_> {
         self.buf.extend_from_slice(bytes);
     }
 
-    /// Copies a small payload from the leased range into the buffer.
-    fn push_leased(&mut self, lease: &Lease) -> io::Result<()> {
+    /// Answers a small read: its header with `ok`, and its payload copied from the leased
+    /// range; if the range's pages are gone (a truncated file), the header with `lost`
+    /// instead, and no payload.
+    fn push_read(&mut self, lease: &Lease, ok: &[u8], lost_reply: &[u8]) -> io::Result<()> {
         let access = lease.access().ok_or_else(released)?;
+        let start = self.buf.len();
+        self.push(ok);
         let at = self.buf.len();
         self.buf.resize(at + lease.len() as usize, 0);
-        raw::copy_out(access.span(), &mut self.buf[at..])?;
-        Ok(())
+        match raw::copy_out(access.span(), &mut self.buf[at..]) {
+            Ok(_) => Ok(()),
+            Err(e) if lost(&e) => {
+                self.buf.truncate(start);
+                self.push(lost_reply);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Sends what is gathered.
@@ -333,21 +387,19 @@ async fn serve(
         };
         match (req.opcode, checked) {
             (Opcode::Write, Ok(lease)) => {
-                within(limit, "a write's payload", receive(&mut rd, &lease)).await?;
+                let landed = within(limit, "a write's payload", receive(&mut rd, &lease)).await?;
                 // The ack is queued only after every byte landed in the destination.
-                out.push(&reply(0));
+                out.push(&reply(if landed { 0 } else { lost_status() }));
             }
             (Opcode::Write, Err(e)) => {
-                let (mut payload, mut sink) = ((&mut rd).take(req.len), tokio::io::sink());
-                let skip = tokio::io::copy(&mut payload, &mut sink);
-                within(limit, "a refused write's payload", skip).await?;
+                within(limit, "a refused write's payload", skip(&mut rd, req.len)).await?;
                 out.push(&reply(e.code()));
             }
             (Opcode::Read, Ok(lease)) => {
-                out.push(&reply(0));
                 if req.len < BULK {
-                    out.push_leased(&lease)?;
+                    out.push_read(&lease, &reply(0), &reply(lost_status()))?;
                 } else {
+                    out.push(&reply(0));
                     within(limit, "sending answers", out.flush()).await?;
                     within(limit, "a read's payload", send(out.wr.as_ref(), &lease)).await?;
                 }
