@@ -95,13 +95,7 @@ pub(crate) fn copy(src: Span<'_>, dst: Span<'_>) -> io::Result<()> {
     if src.may_vanish || dst.may_vanish {
         let (s, d) = (src.ptr.as_ptr() as usize, dst.ptr.as_ptr() as usize);
         if s < d.saturating_add(n) && d < s.saturating_add(n) {
-            // Overlapping (a range copied within itself): through a private buffer, as
-            // memmove would, since the kernel's copy goes page by page. Both sides by kernel
-            // copies: a span over the same file may have come in unmarked (`write_from`).
-            let mut bounce = vec![0u8; n];
-            copy_out(src.vanishing(true), &mut bounce)?;
-            copy_in(&bounce, dst.vanishing(true))?;
-            return Ok(());
+            return copy_overlapping(src, dst, n, d > s);
         }
         // SAFETY: both ranges are mapped for the spans' lifetimes and `n` is within both; the
         // kernel reads `src` and writes `dst` with its own fault handling; they do not overlap.
@@ -114,6 +108,32 @@ pub(crate) fn copy(src: Span<'_>, dst: Span<'_>) -> io::Result<()> {
     unsafe { std::ptr::copy(src.ptr.as_ptr(), dst.ptr.as_ptr(), n) };
     Ok(())
 }
+
+/// Copies `n` bytes between overlapping spans, one of which may vanish: through a private
+/// buffer of at most [`BOUNCE`] bytes, chunk by chunk in memmove's order (from the end when
+/// the destination lies above the source), so no chunk is overwritten before it was read.
+/// Both sides by kernel copies: a span over the same file may have come in unmarked
+/// (`EngineBuffer::write_from`).
+fn copy_overlapping(src: Span<'_>, dst: Span<'_>, n: usize, upward: bool) -> io::Result<()> {
+    let mut bounce = vec![0u8; n.min(BOUNCE)];
+    let starts = (0..n).step_by(BOUNCE);
+    let order: Box<dyn Iterator<Item = usize>> = match upward {
+        true => Box::new(starts.rev()),
+        false => Box::new(starts),
+    };
+    for at in order {
+        let k = BOUNCE.min(n - at);
+        let (Some(from), Some(to)) = (src.sub(at, k), dst.sub(at, k)) else {
+            return Err(io::Error::other("a chunk outside its spans"));
+        };
+        copy_out(from.vanishing(true), &mut bounce[..k])?;
+        copy_in(&bounce[..k], to.vanishing(true))?;
+    }
+    Ok(())
+}
+
+/// The most an overlapping copy of memory that may vanish holds in private memory at once.
+const BOUNCE: usize = 1 << 20;
 
 /// Copies private bytes into `dst` (at most `dst.len()` of them); returns how many.
 pub(crate) fn copy_in(data: &[u8], dst: Span<'_>) -> io::Result<usize> {
@@ -369,6 +389,29 @@ mod tests {
         copy(span.sub(0, 64).unwrap(), span.sub(32, 64).unwrap()).unwrap();
         copy_out(span.sub(0, 96).unwrap(), &mut out).unwrap();
         assert_eq!(&out[..96], &[5; 96][..]);
+    }
+
+    #[test]
+    fn overlapping_copies_of_vanishing_memory_move_as_memmove_does() {
+        let len = 4 << 20;
+        let file = tempfile_in_shm();
+        file.set_len(len as u64).unwrap();
+        let map = memmap2::MmapOptions::new().len(len).map_raw(&file).unwrap();
+        // SAFETY (test): the mapping outlives the span and is only touched through it.
+        let span = unsafe { Span::new(NonNull::new(map.as_mut_ptr()).unwrap(), len) };
+        let span = span.vanishing(true);
+        let start: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let mut expected = start.clone();
+        // Several bounce chunks, shifted up, then down, by less than a chunk.
+        let n = (2 << 20) + 12345;
+        for (from, to) in [(100, 1000), (3000, 7)] {
+            copy_in(&expected, span).unwrap();
+            expected.copy_within(from..from + n, to);
+            copy(span.sub(from, n).unwrap(), span.sub(to, n).unwrap()).unwrap();
+            let mut got = vec![0u8; len];
+            copy_out(span, &mut got).unwrap();
+            assert!(got == expected, "{from} -> {to}");
+        }
     }
 
     /// An unlinked file on tmpfs (the kind of memory `mount_segment` maps).

@@ -285,7 +285,7 @@ impl Client {
     }
 
     /// Mounts the exported buffer `make` registers with the engine (under the turn, on an
-    /// open client) as one more range of store space.
+    /// open client, on the blocking pool) as one more range of store space.
     fn mount_with(
         &self,
         opts: Options,
@@ -299,7 +299,15 @@ impl Client {
                 return Err(Error::params("the client is closed"));
             }
             let engine = &inner.engine;
-            let buffer = make(engine)?;
+            // Allocating and prefaulting, or opening and mapping a file (on a slow
+            // filesystem), may take long: on the blocking pool, not a runtime worker.
+            let made = {
+                let engine = engine.clone();
+                tokio::task::spawn_blocking(move || make(&engine)).await
+            };
+            let buffer = made.map_err(|e| Error::Internal {
+                reason: format!("the mount's allocation task failed: {e}"),
+            })??;
             let spec = spec_of(engine, &buffer);
             // Listed before the master may place replicas there, so that this client's own
             // puts into it pass `check_own_replica` at once; its mount id comes with the

@@ -128,6 +128,9 @@ fn export_to(inner: &Inner, s: UnixStream) -> std::io::Result<()> {
     let held: Vec<_> = buffers
         .iter()
         .filter_map(|(b, remote)| {
+            // Only buffers with a memfd to hand over (what `handed_over` lists), so that the
+            // buffers and the fds below stay in step.
+            b.fd()?;
             let h = inner.status.hold(b.addr())?;
             // Unregistered since the list was taken: its release may have run before the slot
             // was held, so release it here (retiring comes first).

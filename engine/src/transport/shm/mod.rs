@@ -480,8 +480,8 @@ impl Transport for ShmTransport {
     }
 
     fn covers(&self, segment: &SegmentDescriptor, addr: u64, len: u64) -> bool {
-        // A descriptor of an older build lists no buffers: all of its exported memory was
-        // engine-allocated then.
+        // A descriptor of an older build lists no buffers: shm is tried for all of its
+        // exported memory, as that build did (and refuses what it cannot map).
         let Some(listed) = segment.transports.get("shm").and_then(|s| s.get("buffers")) else {
             return true;
         };
