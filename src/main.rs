@@ -126,10 +126,11 @@ fn main() -> ExitCode {
                 Ok(())
             }
             Command::Node(args) => {
+                let admin = args.admin_bind(&file)?;
                 let cfg = args
                     .resolve(&file, token, &tokio::runtime::Handle::current())
                     .await?;
-                Ok(node::run(cfg).await?)
+                Ok(node::run(cfg, admin).await?)
             }
             Command::Store { client, cmd } => {
                 let cfg = client

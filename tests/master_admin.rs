@@ -16,18 +16,25 @@ use yuebing_testkit::eventually;
 
 /// `GET path` on `addr`: the status code and the body.
 fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    try_get(addr, path).unwrap_or_else(|e| panic!("GET {path} on {addr}: {e}"))
+}
+
+/// `GET path` on `addr`, or why it could not be made (nothing listens there yet, say).
+fn try_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
     write!(
         s,
         "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
+    )?;
     let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let status = text[9..12].parse().unwrap();
+    s.read_to_string(&mut text)?;
+    let status = text
+        .get(9..12)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP answer: {text:?}")))?;
     let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status, body.to_string())
+    Ok((status, body.to_string()))
 }
 
 /// A child process, killed and reaped when dropped (also when the test panics); its stdout is
@@ -44,41 +51,51 @@ impl Drop for Guard {
     }
 }
 
-/// A master (with `extra` arguments) with its admin server on any free port: the process and
-/// the two addresses.
-fn master(extra: &[&str]) -> (Guard, Endpoint, String) {
+/// `yuebing ARGS`, read until its ready line (`ready` and its value) and then its admin line
+/// (`admin` and the admin server's address): the process and the two values.
+fn spawn(args: &[&str], ready: &str, admin: &str) -> (Guard, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_yuebing"))
-        .args([
-            "master",
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--metrics-port",
-            "0",
-        ])
-        .args(extra)
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready = lines.next().unwrap().unwrap();
-    let rpc = ready
-        .strip_prefix("yuebing master ready on ")
-        .unwrap()
-        .parse()
-        .unwrap();
-    let admin = lines.next().unwrap().unwrap();
-    let admin = admin
-        .strip_prefix("yuebing master admin on ")
-        .unwrap()
-        .to_string();
+    let first = lines.next().unwrap().unwrap();
+    let value = first.strip_prefix(ready).unwrap().to_string();
+    let second = lines.next().unwrap().unwrap();
+    let addr = second.strip_prefix(admin).unwrap().to_string();
     let guard = Guard {
         child,
         _stdout: lines,
     };
-    (guard, rpc, admin)
+    (guard, value, addr)
+}
+
+/// A master (with `extra` arguments) with its admin server on any free port: the process and
+/// the two addresses.
+fn master(extra: &[&str]) -> (Guard, Endpoint, String) {
+    master_on("0", extra)
+}
+
+/// As [`master`], on rpc port `port`.
+fn master_on(port: &str, extra: &[&str]) -> (Guard, Endpoint, String) {
+    let mut args = vec![
+        "master",
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        port,
+        "--metrics-port",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    let (guard, rpc, admin) = spawn(
+        &args,
+        "yuebing master ready on ",
+        "yuebing master admin on ",
+    );
+    (guard, rpc.parse().unwrap(), admin)
 }
 
 /// Prometheus's own check of an exposition (`promtool check metrics`, Debian's `prometheus`
@@ -309,7 +326,7 @@ impl Prometheus {
                 _ => format!("%{b:02X}"),
             })
             .collect();
-        let (status, body) = get(&self.addr, &format!("/api/v1/query?query={q}"));
+        let (status, body) = try_get(&self.addr, &format!("/api/v1/query?query={q}")).ok()?;
         if status != 200 {
             return None;
         }
@@ -364,4 +381,69 @@ async fn prometheus_scrapes_the_master_and_sees_the_puts() {
     )
     .await;
     assert_eq!(capacity, 16.0 * 1024.0 * 1024.0);
+}
+
+/// A node's own admin server: `/ready` turns 503 when its master is stopped and 200 again once
+/// it remounted with the master started anew; `/health` says why; `/metrics` passes promtool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nodes_ready_follows_its_master() {
+    let port = yuebing_testkit::ports::free_port().to_string();
+    let (master, rpc, _) = master_on(&port, &[]);
+    let rpc = rpc.to_string();
+    let node_args = [
+        "node",
+        "--master",
+        &rpc,
+        "--store-size",
+        "16M",
+        "--transport",
+        "tcp",
+        "--heartbeat-ms",
+        "100",
+        "--metrics-port",
+        "0",
+    ];
+    let (_node, _, admin) = spawn(&node_args, "yuebing node ready ", "yuebing node admin on ");
+    assert_eq!(get(&admin, "/ready"), (200, "ready\n".into()));
+    let (status, health) = get(&admin, "/health");
+    assert_eq!(status, 200, "{health}");
+    let health: serde_json::Value = serde_json::from_str(&health).unwrap();
+    assert_eq!(
+        (health["status"].clone(), health["code"].clone()),
+        ("healthy".into(), 0.into())
+    );
+    let (status, metrics) = get(&admin, "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "yuebing_client_store_space_bytes 16777216"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(
+            "yuebing_rpc_client_calls_total{service=\"MasterService\",method=\"remount\"}"
+        ),
+        "{metrics}"
+    );
+    promtool_check(&metrics);
+
+    drop(master);
+    eventually(
+        "not ready without its master",
+        Duration::from_secs(10),
+        async || (get(&admin, "/ready").0 == 503).then_some(()),
+    )
+    .await;
+    let (status, health) = get(&admin, "/health");
+    assert_eq!(status, 503);
+    assert!(health.contains("master_unreachable"), "{health}");
+
+    let (_master, _, _) = master_on(&port, &[]);
+    eventually(
+        "ready again once remounted",
+        Duration::from_secs(20),
+        async || (get(&admin, "/ready").0 == 200).then_some(()),
+    )
+    .await;
 }

@@ -140,6 +140,35 @@ impl Metrics {
         out
     }
 
+    /// Snapshots of several registries (a client's pools, one per server) as one: counts,
+    /// errors, buckets and sums added by method; the quantiles and the maximum are the
+    /// largest of the parts' (an upper bound, not the merged quantile).
+    pub fn merged(parts: impl IntoIterator<Item = Vec<MethodMetrics>>) -> Vec<MethodMetrics> {
+        let mut by_method: BTreeMap<String, MethodMetrics> = BTreeMap::new();
+        for m in parts.into_iter().flatten() {
+            match by_method.get_mut(&m.method) {
+                None => {
+                    by_method.insert(m.method.clone(), m);
+                }
+                Some(acc) => {
+                    acc.calls += m.calls;
+                    acc.in_flight += m.in_flight;
+                    for (code, n) in m.errors {
+                        *acc.errors.entry(code).or_default() += n;
+                    }
+                    acc.p50_us = acc.p50_us.max(m.p50_us);
+                    acc.p99_us = acc.p99_us.max(m.p99_us);
+                    acc.max_us = acc.max_us.max(m.max_us);
+                    for (a, b) in acc.buckets.iter_mut().zip(m.buckets) {
+                        *a += b;
+                    }
+                    acc.sum_us = acc.sum_us.saturating_add(m.sum_us);
+                }
+            }
+        }
+        by_method.into_values().collect()
+    }
+
     /// The statistics of one method, if it was ever called.
     pub fn method(&self, method: &str) -> Option<MethodMetrics> {
         self.snapshot().into_iter().find(|m| m.method == method)
@@ -203,6 +232,17 @@ mod tests {
         );
         assert!(s.buckets.windows(2).all(|w| w[0] <= w[1]));
         assert!(s.sum_us >= 400, "{s:?}");
+        let other = Metrics::default();
+        drop(other.record("get", now));
+        drop(other.record("put", now));
+        let merged = Metrics::merged([m.snapshot(), other.snapshot()]);
+        let names: Vec<_> = merged
+            .iter()
+            .map(|m| (m.method.as_str(), m.calls))
+            .collect();
+        assert_eq!(names, [("get", 3), ("put", 1)]);
+        assert_eq!(merged[0].errors.get(&-2003), Some(&1));
+        assert_eq!(merged[0].buckets.last(), Some(&3));
         assert!(m.method("put").is_none());
     }
 }

@@ -25,6 +25,11 @@ pub struct NodeArgs {
     /// core; config: node.worker_threads].
     #[arg(long, env = "YUEBING_NODE_WORKER_THREADS")]
     pub worker_threads: Option<usize>,
+    /// Serve the node's admin HTTP paths (/health, /ready, /metrics) on this port of the host
+    /// of --bind (0: any free port, reported on stdout); off unless given, so that several
+    /// nodes on one machine never collide [config: node.metrics_port].
+    #[arg(long, env = "YUEBING_NODE_METRICS_PORT")]
+    pub metrics_port: Option<u16>,
 }
 
 impl NodeArgs {
@@ -39,6 +44,20 @@ impl NodeArgs {
         )?;
         set.map(|n| super::at_least_one_worker("node", n))
             .transpose()
+    }
+
+    /// Where the admin HTTP server listens (`host:port`, the host of `--bind`), if asked for.
+    pub fn admin_bind(&self, file: &ConfigFile) -> Result<Option<String>, ConfigError> {
+        let port: Option<u16> =
+            file.resolve("node", "metrics_port", self.metrics_port.map(Some), None)?;
+        let bind: String = file.resolve(
+            "client",
+            "bind",
+            self.client.bind.clone(),
+            "127.0.0.1:0".into(),
+        )?;
+        let host = bind.rsplit_once(':').map_or(bind.as_str(), |(h, _)| h);
+        Ok(port.map(|p| format!("{host}:{p}")))
     }
 
     /// The client configuration of the node, with the cluster `token` (an `etcd://` master
@@ -70,9 +89,18 @@ impl NodeArgs {
 
 /// Runs a node until SIGINT or SIGTERM. Prints `yuebing node ready NAME` once its store space
 /// is mounted (NAME: its engine's segment name, which the master hands out in replicas).
-pub async fn run(cfg: ClientConfig) -> yuebing_store::Result<()> {
+/// Runs a node until SIGINT or SIGTERM: prints `yuebing node ready NAME` once its space is
+/// mounted; with `admin`, then `yuebing node admin on ADDR` (its admin HTTP server).
+pub async fn run(cfg: ClientConfig, admin: Option<String>) -> yuebing_store::Result<()> {
     let client = Client::start(cfg).await?;
+    let admin = match admin {
+        Some(bind) => Some(client.serve_admin(&bind).await?),
+        None => None,
+    };
     println!("yuebing node ready {}", client.engine().name());
+    if let Some(server) = &admin {
+        println!("yuebing node admin on {}", server.local_addr());
+    }
     use std::io::Write;
     let _ = std::io::stdout().flush();
     super::wait_for_signal().await?;

@@ -5,6 +5,8 @@
 //!   the master and the command line.
 //! - [`client`]: the store client.
 //! - [`error`]: the [`Error`] enum, codes −1 … −1999 (Mooncake's store codes where they match).
+//! - `exposition`: Prometheus' text format of the counts and the rpc statistics.
+//! - [`http`]: the admin HTTP server ([`http::AdminServer`]) of the master and of clients.
 //! - [`master`]: the master's metadata core as a pure state machine, its log and snapshots.
 //!
 //! The fuzz tests of what the master reads from disk (`master::disk::decode_fuzz`) use
@@ -14,6 +16,8 @@
 pub mod args;
 pub mod client;
 pub mod error;
+mod exposition;
+pub mod http;
 pub mod master;
 
 pub use client::{

@@ -1,8 +1,11 @@
 //! The client's heartbeat: a ping every interval; on `NeedRemount` (the master restarted or
 //! expired this client) the store space is mounted again; on `TasksWaiting` the copy and move
-//! tasks the master assigned to this client are taken and started.
+//! tasks the master assigned to this client are taken and started. What the pings found is
+//! the client's [`Standing`] (its admin server's `/ready`).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use super::Inner;
 use crate::master::PingResult;
@@ -28,6 +31,11 @@ impl Heartbeat {
 }
 
 impl Heartbeat {
+    /// No heartbeat: for a handle on a client whose own handles keep beating.
+    pub(crate) fn none() -> Heartbeat {
+        Heartbeat(std::sync::Mutex::new(None))
+    }
+
     fn take(&self) -> Option<tokio::task::JoinHandle<()>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
@@ -50,12 +58,59 @@ impl Drop for Heartbeat {
     }
 }
 
+/// When the master last confirmed this client with its store space mounted: at start, at
+/// each ping it answered without asking for a remount, and at each remount it applied.
+#[derive(Debug)]
+pub(crate) struct Standing {
+    start: Instant,
+    /// Milliseconds from `start` to the last confirmation, plus one (0: none since the master
+    /// asked for a remount, or never).
+    confirmed: AtomicU64,
+}
+
+impl Standing {
+    /// Confirmed now (the client just mounted its space).
+    pub(crate) fn new() -> Standing {
+        let s = Standing {
+            start: Instant::now(),
+            confirmed: AtomicU64::new(0),
+        };
+        s.confirm();
+        s
+    }
+
+    fn confirm(&self) {
+        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        self.confirmed.store(ms + 1, Ordering::Release);
+    }
+
+    fn lose(&self) {
+        self.confirmed.store(0, Ordering::Release);
+    }
+
+    /// Whether the master confirmed this client within `within`.
+    pub(crate) fn is_current(&self, within: Duration) -> bool {
+        match self.confirmed.load(Ordering::Acquire) {
+            0 => false,
+            at => {
+                let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+                now.saturating_sub(at - 1) <= u64::try_from(within.as_millis()).unwrap_or(u64::MAX)
+            }
+        }
+    }
+}
+
 async fn beat(c: &Arc<Inner>, bound: std::time::Duration) {
     let until = std::time::Instant::now() + bound;
     let ping = c.masters.call(until, |m| async move { m.ping().await });
-    let need = match tokio::time::timeout(bound, ping).await {
+    let answered = tokio::time::timeout(bound, ping).await;
+    let heard = matches!(answered, Ok(Ok(_)));
+    let need = match answered {
         Ok(Ok(PingResult::Ok)) => false,
-        Ok(Ok(PingResult::NeedRemount)) => true,
+        Ok(Ok(PingResult::NeedRemount)) => {
+            c.standing.lose();
+            true
+        }
         Ok(Ok(PingResult::TasksWaiting)) => {
             super::tasks::take(c, bound).await;
             false
@@ -70,7 +125,11 @@ async fn beat(c: &Arc<Inner>, bound: std::time::Duration) {
         }
     };
     // Also when a call's outcome at the master is unknown (its ids may be stale).
-    if !(c.spaces.take_remount_due() || need) {
+    let due = c.spaces.take_remount_due();
+    if !(due || need) {
+        if heard {
+            c.standing.confirm();
+        }
         return;
     }
     let until = std::time::Instant::now() + bound;
@@ -82,6 +141,7 @@ async fn beat(c: &Arc<Inner>, bound: std::time::Duration) {
     });
     match tokio::time::timeout(bound, remount).await {
         Ok(Ok(ids)) => {
+            c.standing.confirm();
             let dropped = c.spaces.remounted(&specs, &ids);
             c.spaces
                 .retire(&c.engine, dropped, std::time::Duration::ZERO);

@@ -22,6 +22,18 @@ pub(crate) struct Masters {
     leader: Option<Leader>,
 }
 
+impl Masters {
+    /// The rpc statistics of the calls made to every master, merged by method.
+    pub(crate) fn metrics(&self) -> Vec<yuebing_rpc::MethodMetrics> {
+        let mut parts: Vec<_> = self.clients.iter().map(|c| c.call_metrics()).collect();
+        if let Some(leader) = &self.leader {
+            let clients = leader.clients.lock().unwrap_or_else(|p| p.into_inner());
+            parts.extend(clients.values().map(|c| c.call_metrics()));
+        }
+        yuebing_rpc::Metrics::merged(parts)
+    }
+}
+
 /// HA mode: the leader's address as its source reports it, and a client per address seen.
 #[derive(Debug)]
 struct Leader {

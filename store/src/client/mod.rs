@@ -18,6 +18,7 @@
 mod admin;
 mod config;
 mod heartbeat;
+mod http;
 mod located;
 mod masters;
 mod ops;
@@ -164,6 +165,8 @@ pub(crate) struct Inner {
     pub(crate) closed: std::sync::atomic::AtomicBool,
     /// The copy and move tasks this client runs for the master.
     pub(crate) runner: tasks::Runner,
+    /// What the heartbeat's pings found (the admin server's `/ready`).
+    pub(crate) standing: heartbeat::Standing,
 }
 
 /// A store client. Cheap to clone; its heartbeat stops when the last clone is dropped.
@@ -276,6 +279,7 @@ impl Client {
             spaces: Spaces::new(first),
             closed: std::sync::atomic::AtomicBool::new(false),
             runner: tasks::Runner::default(),
+            standing: heartbeat::Standing::new(),
         });
         let heartbeat = heartbeat::Heartbeat::start(Arc::downgrade(&inner), inner.engine.handle());
         Ok(Client {

@@ -15,7 +15,6 @@
 //! The state paths answer 503 where this master does not serve (a standby), as Mooncake's.
 //! Served on the master's runtime through axum; bound to an explicit address.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{FromRef, Query, State};
@@ -23,25 +22,14 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use tokio_util::sync::{CancellationToken, DropGuard};
-use yuebing_rpc::{MethodMetrics, Metrics, LATENCY_BUCKETS_US};
+use yuebing_rpc::Metrics;
+
+pub use crate::http::AdminServer;
 
 use super::server::Shared;
 use super::service::Health;
 use crate::error::{Error, Result};
-
-/// A running admin server; dropping it stops it.
-pub struct AdminServer {
-    addr: SocketAddr,
-    _stop: DropGuard,
-}
-
-impl AdminServer {
-    /// The bound address (with the real port when 0 was asked for).
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-}
+use crate::exposition::{rpc_families, Row};
 
 /// What the admin paths read: the master, and its rpc server's per-method statistics.
 #[derive(Clone)]
@@ -63,12 +51,6 @@ pub(crate) async fn start(
     rpc: Arc<Metrics>,
     bind: &str,
 ) -> Result<AdminServer> {
-    let listener = tokio::net::TcpListener::bind(bind)
-        .await
-        .map_err(|e| Error::params(format!("admin server: cannot listen on {bind}: {e}")))?;
-    let addr = listener.local_addr().map_err(|e| Error::Internal {
-        reason: format!("admin server: {e}"),
-    })?;
     let app = Router::new()
         .route("/health", get(health))
         .route("/ready", get(ready))
@@ -82,20 +64,7 @@ pub(crate) async fn start(
             master: shared,
             rpc,
         });
-    let stop = CancellationToken::new();
-    let stopped = stop.clone();
-    tokio::spawn(async move {
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { stopped.cancelled().await })
-            .await;
-        if let Err(e) = served {
-            tracing::warn!(error = %e, "the admin server stopped");
-        }
-    });
-    Ok(AdminServer {
-        addr,
-        _stop: stop.drop_guard(),
-    })
+    crate::http::serve(app, bind).await
 }
 
 /// Mooncake's role of a master in `health`: `leader` for one that serves or may (a single
@@ -225,18 +194,6 @@ async fn query_key(State(s): State<Arc<Shared>>, Query(q): Query<KeyQuery>) -> R
     }
 }
 
-/// One metric: its name, kind (`gauge`, `counter`), help text and value.
-type Row = (&'static str, &'static str, &'static str, u64);
-
-/// The rows in Prometheus' text format.
-fn exposition(rows: &[Row]) -> String {
-    rows.iter()
-        .map(|(name, kind, help, value)| {
-            format!("# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n")
-        })
-        .collect()
-}
-
 async fn metrics(State(admin): State<Admin>) -> Response {
     let s = &admin.master;
     let h = s.health();
@@ -319,93 +276,14 @@ async fn metrics(State(admin): State<Admin>) -> Response {
             ),
         ]);
     }
-    let mut text = exposition(&rows);
-    text.push_str(&rpc_exposition(&admin.rpc.snapshot(), "server"));
+    let mut text = crate::exposition::rows(&rows);
+    text.push_str(&rpc_families(&admin.rpc.snapshot(), "server", ""));
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         text,
     )
         .into_response()
-}
-
-/// The rpc calls of `methods` (one `side`: `server` or `client`) in Prometheus' text format:
-/// calls and errors by code as counters, calls in flight as a gauge, latency as a histogram
-/// in seconds; labelled by service and method (`MasterService.put_start` is service
-/// `MasterService`, method `put_start`).
-fn rpc_exposition(methods: &[MethodMetrics], side: &str) -> String {
-    use std::fmt::Write;
-    let name = |what: &str| format!("yuebing_rpc_{side}_{what}");
-    let mut out = String::new();
-    let mut family = |what: &str, kind: &str, help: &str, lines: &mut dyn FnMut(&mut String)| {
-        let n = name(what);
-        let _ = write!(out, "# HELP {n} {help}\n# TYPE {n} {kind}\n");
-        lines(&mut out);
-    };
-    let labels = |m: &MethodMetrics| {
-        let (service, method) = m.method.split_once('.').unwrap_or(("", &m.method));
-        format!(
-            "service=\"{}\",method=\"{}\"",
-            escape(service),
-            escape(method)
-        )
-    };
-    let calls = name("calls_total");
-    family(
-        "calls_total",
-        "counter",
-        "Calls finished, by service and method.",
-        &mut |o| {
-            for m in methods {
-                let _ = writeln!(o, "{calls}{{{}}} {}", labels(m), m.calls);
-            }
-        },
-    );
-    let errors = name("errors_total");
-    family(
-        "errors_total",
-        "counter",
-        "Calls that failed, by error code.",
-        &mut |o| {
-            for m in methods {
-                for (code, n) in &m.errors {
-                    let _ = writeln!(o, "{errors}{{{},code=\"{code}\"}} {n}", labels(m));
-                }
-            }
-        },
-    );
-    let flight = name("in_flight");
-    family("in_flight", "gauge", "Calls running now.", &mut |o| {
-        for m in methods {
-            let _ = writeln!(o, "{flight}{{{}}} {}", labels(m), m.in_flight);
-        }
-    });
-    let latency = name("latency_seconds");
-    family(
-        "latency_seconds",
-        "histogram",
-        "How long calls took.",
-        &mut |o| {
-            for m in methods {
-                let l = labels(m);
-                for (le, n) in LATENCY_BUCKETS_US.iter().zip(&m.buckets) {
-                    let le = *le as f64 / 1e6;
-                    let _ = writeln!(o, "{latency}_bucket{{{l},le=\"{le}\"}} {n}");
-                }
-                let _ = writeln!(o, "{latency}_bucket{{{l},le=\"+Inf\"}} {}", m.calls);
-                let _ = writeln!(o, "{latency}_sum{{{l}}} {}", m.sum_us as f64 / 1e6);
-                let _ = writeln!(o, "{latency}_count{{{l}}} {}", m.calls);
-            }
-        },
-    );
-    out
-}
-
-/// A label value escaped as Prometheus' text format wants (backslash, quote, newline).
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 async fn summary(State(s): State<Arc<Shared>>) -> Response {

@@ -1,0 +1,145 @@
+//! A client's own admin HTTP server, served only when asked ([`Client::serve_admin`]), so that
+//! several clients on one machine never collide: Mooncake's client paths and a readiness probe.
+//!
+//! | path | answer |
+//! |---|---|
+//! | `/health` | Mooncake's JSON `{"status": "healthy" \| "not_initialized" \| "master_unreachable", "code": n}`: 200 when healthy, else 503 |
+//! | `/ready` | 200 `ready` while the master confirmed this client with its store space mounted within three heartbeats, else 503 |
+//! | `/metrics` | Prometheus text: the client's store space, and its calls to the masters (`yuebing_rpc_client_*`) |
+//!
+//! The server holds the client weakly: once the client is dropped, every path answers 503.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+
+use super::{Client, ClientHealth, Inner, Options};
+use crate::error::Result;
+use crate::exposition::{rows, rpc_families, Row};
+use crate::http::AdminServer;
+
+impl Client {
+    /// Serves this client's admin paths (see the module docs: `/health`, `/ready`,
+    /// `/metrics`) on `bind` (`host:port`; port 0 picks one) until the returned server is
+    /// dropped, on the client's runtime. Nothing is served unless asked.
+    pub async fn serve_admin(&self, bind: &str) -> Result<AdminServer> {
+        let app = Router::new()
+            .route("/health", get(health))
+            .route("/ready", get(ready))
+            .route("/metrics", get(metrics))
+            .with_state(Arc::downgrade(&self.inner));
+        let bind = bind.to_string();
+        let handle = self.inner.engine.handle().clone();
+        yuebing_rpc::in_runtime(&handle, async move { crate::http::serve(app, &bind).await }).await
+    }
+}
+
+type Held = State<Weak<Inner>>;
+
+fn text(status: StatusCode, body: &str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn gone() -> Response {
+    text(StatusCode::SERVICE_UNAVAILABLE, "the client is gone\n")
+}
+
+/// A client of `inner` without a heartbeat of its own (the caller's keeps beating).
+fn client_of(inner: Arc<Inner>) -> Client {
+    Client {
+        inner,
+        _heartbeat: Arc::new(super::heartbeat::Heartbeat::none()),
+    }
+}
+
+async fn health(State(held): Held) -> Response {
+    let Some(inner) = held.upgrade() else {
+        return gone();
+    };
+    let deadline = inner.cfg.heartbeat.max(Duration::from_secs(1));
+    let health = client_of(inner)
+        .health_check(Options {
+            deadline: Some(deadline),
+            ..Options::default()
+        })
+        .await;
+    let status = match health {
+        ClientHealth::Healthy => "healthy",
+        ClientHealth::Closed => "not_initialized",
+        ClientHealth::MasterUnreachable => "master_unreachable",
+    };
+    let code = match health {
+        ClientHealth::Healthy => StatusCode::OK,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let body = serde_json::json!({"status": status, "code": health.code()});
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// Whether the master confirmed the client within three heartbeats and it is open.
+fn is_ready(inner: &Inner) -> bool {
+    !inner.closed.load(std::sync::atomic::Ordering::Acquire)
+        && inner.standing.is_current(inner.cfg.heartbeat * 3)
+}
+
+async fn ready(State(held): Held) -> Response {
+    match held.upgrade() {
+        Some(inner) if is_ready(&inner) => text(StatusCode::OK, "ready\n"),
+        Some(_) => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
+        None => gone(),
+    }
+}
+
+async fn metrics(State(held): Held) -> Response {
+    let Some(inner) = held.upgrade() else {
+        return gone();
+    };
+    let spaces = client_of(inner.clone()).spaces();
+    let table: Vec<Row> = vec![
+        (
+            "yuebing_client_ready",
+            "gauge",
+            "1 while the master confirmed this client with its store space mounted, else 0.",
+            u64::from(is_ready(&inner)),
+        ),
+        (
+            "yuebing_client_store_space_bytes",
+            "gauge",
+            "Bytes of store space this client mounted.",
+            spaces.iter().map(|(_, _, len)| len).sum(),
+        ),
+        (
+            "yuebing_client_store_space_ranges",
+            "gauge",
+            "Ranges of store space this client mounted.",
+            spaces.len() as u64,
+        ),
+    ];
+    let mut out = rows(&table);
+    out.push_str(&rpc_families(
+        &inner.masters.metrics(),
+        "client",
+        "MasterService",
+    ));
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        out,
+    )
+        .into_response()
+}
