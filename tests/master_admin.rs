@@ -98,6 +98,26 @@ fn master_on(port: &str, extra: &[&str]) -> (Guard, Endpoint, String) {
     (guard, rpc.parse().unwrap(), admin)
 }
 
+/// A node of `master` (16 MiB of store space, pinging every 100 ms) with its admin server on
+/// any free port: the process and the admin address.
+fn node_with_admin(master: &str) -> (Guard, String) {
+    let args = [
+        "node",
+        "--master",
+        master,
+        "--store-size",
+        "16M",
+        "--transport",
+        "tcp",
+        "--heartbeat-ms",
+        "100",
+        "--metrics-port",
+        "0",
+    ];
+    let (guard, _, admin) = spawn(&args, "yuebing node ready ", "yuebing node admin on ");
+    (guard, admin)
+}
+
 /// Prometheus's own check of an exposition (`promtool check metrics`, Debian's `prometheus`
 /// package, which the test command installs): its format and its naming conventions.
 fn promtool_check(exposition: &str) {
@@ -182,8 +202,24 @@ async fn mooncakes_admin_paths_answer_what_the_master_holds() {
     );
     assert_eq!(get(&admin, "/query_key").0, 404, "an empty key");
 
+    // A store error inside a successful reply counts as the call's error, by its code.
+    assert_eq!(
+        client
+            .get("admin/missing", Options::default())
+            .await
+            .unwrap_err()
+            .code(),
+        -704
+    );
     let (status, metrics) = get(&admin, "/metrics");
     assert_eq!(status, 200);
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("yuebing_rpc_server_errors_total{")
+                && l.contains("code=\"-704\"")),
+        "{metrics}"
+    );
     for line in [
         "# TYPE yuebing_master_objects gauge",
         "yuebing_master_objects 0",
@@ -342,13 +378,21 @@ impl Drop for Prometheus {
     }
 }
 
-/// A real Prometheus scrapes the master: its query API sees the put calls counted, and the
-/// master's capacity.
+/// A real Prometheus scrapes a master and a node: its query API sees the put calls counted
+/// and the master's capacity, and every panel of the Grafana dashboard in `deploy/` has data.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn prometheus_scrapes_the_master_and_sees_the_puts() {
+async fn prometheus_scrapes_the_cluster_and_every_panel_has_data() {
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let config = Command::new("promtool")
+        .arg("check")
+        .arg("config")
+        .arg(deploy.join("prometheus.yml"))
+        .output()
+        .expect("promtool");
+    assert!(config.status.success(), "{config:?}");
     let (_master, rpc, admin) = master(&[]);
-    let _node = Process::node(&rpc, "16M");
-    let prometheus = Prometheus::start(&[&admin]);
+    let (_node, node_admin) = node_with_admin(&rpc.to_string());
+    let prometheus = Prometheus::start(&[&admin, &node_admin]);
     let client = Client::start(ClientConfig {
         masters: vec![rpc.clone()],
         ..ClientConfig::default()
@@ -356,10 +400,10 @@ async fn prometheus_scrapes_the_master_and_sees_the_puts() {
     .await
     .unwrap();
     let puts = r#"sum(yuebing_rpc_server_calls_total{service="MasterService",method="put_start"})"#;
-    eventually("a scrape", Duration::from_secs(60), async || {
+    eventually("both scraped", Duration::from_secs(60), async || {
         prometheus
-            .value("up{job=\"yuebing\"}")
-            .filter(|&up| up == 1.0)
+            .value("sum(up{job=\"yuebing\"})")
+            .filter(|&up| up == 2.0)
     })
     .await;
     let before = prometheus.value(puts).unwrap_or(0.0);
@@ -369,6 +413,11 @@ async fn prometheus_scrapes_the_master_and_sees_the_puts() {
             .await
             .unwrap();
     }
+    // And a failing call, for the errors panel.
+    assert!(client
+        .get("prom/missing", Options::default())
+        .await
+        .is_err());
     let after = eventually("the puts scraped", Duration::from_secs(60), async || {
         prometheus.value(puts).filter(|&n| n >= before + 20.0)
     })
@@ -381,6 +430,24 @@ async fn prometheus_scrapes_the_master_and_sees_the_puts() {
     )
     .await;
     assert_eq!(capacity, 16.0 * 1024.0 * 1024.0);
+
+    let dashboard: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(deploy.join("grafana/yuebing.json")).unwrap())
+            .unwrap();
+    let exprs: Vec<String> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap().clone())
+        .map(|t| t["expr"].as_str().unwrap().to_string())
+        .collect();
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    for expr in &exprs {
+        eventually(expr, Duration::from_secs(60), async || {
+            prometheus.value(expr)
+        })
+        .await;
+    }
 }
 
 /// A node's own admin server: `/ready` turns 503 when its master is stopped and 200 again once
@@ -389,21 +456,7 @@ async fn prometheus_scrapes_the_master_and_sees_the_puts() {
 async fn a_nodes_ready_follows_its_master() {
     let port = yuebing_testkit::ports::free_port().to_string();
     let (master, rpc, _) = master_on(&port, &[]);
-    let rpc = rpc.to_string();
-    let node_args = [
-        "node",
-        "--master",
-        &rpc,
-        "--store-size",
-        "16M",
-        "--transport",
-        "tcp",
-        "--heartbeat-ms",
-        "100",
-        "--metrics-port",
-        "0",
-    ];
-    let (_node, _, admin) = spawn(&node_args, "yuebing node ready ", "yuebing node admin on ");
+    let (_node, admin) = node_with_admin(&rpc.to_string());
     assert_eq!(get(&admin, "/ready"), (200, "ready\n".into()));
     let (status, health) = get(&admin, "/health");
     assert_eq!(status, 200, "{health}");

@@ -99,7 +99,8 @@ pub use error_table::ErrorCode;
 pub use metrics::{MethodMetrics, Metrics, LATENCY_BUCKETS_US};
 pub use preamble::PROTOCOL_VERSION;
 pub use server::{
-    CallContext, ConnInfo, HandlerFuture, RunningServer, Server, ServerConfig, ShutdownReport,
+    report_error, CallContext, ConnInfo, HandlerFuture, RunningServer, Server, ServerConfig,
+    ShutdownReport,
 };
 pub use size::{Size, SizeError};
 pub use token::{Token, MAX_TOKEN_LEN};

@@ -8,7 +8,7 @@ use tarpc::{context, RequestName, ServerError};
 use tracing::Instrument;
 
 use super::admission::ConnAdmission;
-use super::context::CallContext;
+use super::context::{with_reported, CallContext};
 use super::{HandlerFuture, Shared};
 use crate::error::Error;
 use crate::transport::Payload;
@@ -53,6 +53,7 @@ where
             let method = call.method.clone();
             // Dropped unfinished (deadline passed, client cancelled) counts as a timeout.
             let mut record = shared.metrics.record(&method, std::time::Instant::now());
+            let mut reported = None;
             let result = async {
                 if shared.is_draining() {
                     return Err(Error::ShuttingDown.to_server_error());
@@ -62,12 +63,15 @@ where
                     .admit(&conn, payload, ctx.deadline)
                     .await
                     .map_err(|e| e.to_server_error())?;
-                call.scope(handler(ctx, req)).await
+                let (answer, code) = with_reported(call.scope(handler(ctx, req))).await;
+                reported = code;
+                answer
             }
             .await;
-            record.outcome = match &result {
-                Ok(_) => Ok(()),
-                Err(e) => Err(Error::from_server_error(e).code()),
+            record.outcome = match (&result, reported) {
+                (Ok(_), None) => Ok(()),
+                (Ok(_), Some(code)) => Err(code),
+                (Err(e), _) => Err(Error::from_server_error(e).code()),
             };
             result
         }

@@ -1,5 +1,6 @@
 //! What a handler may know about the call it serves.
 
+use std::cell::Cell;
 use std::fmt;
 use std::sync::Arc;
 
@@ -27,6 +28,26 @@ pub struct CallContext {
 
 tokio::task_local! {
     static CURRENT: CallContext;
+    /// The error code a handler reported for the call it serves (see [`report_error`]).
+    static REPORTED: Cell<Option<i32>>;
+}
+
+/// Counts the call this task serves as failed with `code` in the server's statistics
+/// ([`Metrics`](crate::Metrics): errors by code), for a service whose answers carry their own
+/// errors inside a successful reply; the reply itself is unchanged. Outside a call, nothing.
+pub fn report_error(code: i32) {
+    let _ = REPORTED.try_with(|c| c.set(Some(code)));
+}
+
+/// Runs `fut` (a call's handler) and returns its output with the error code it reported, if
+/// any (see [`report_error`]).
+pub(crate) async fn with_reported<F: std::future::Future>(fut: F) -> (F::Output, Option<i32>) {
+    REPORTED
+        .scope(Cell::new(None), async {
+            let out = fut.await;
+            (out, REPORTED.with(Cell::get))
+        })
+        .await
 }
 
 impl CallContext {

@@ -41,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use config::{ServerConfig, DEFAULT_MAX_FRAME};
-pub use context::{CallContext, ConnInfo};
+pub use context::{report_error, CallContext, ConnInfo};
 
 use self::admission::Admission;
 use self::connection::ConnSetup;

@@ -98,7 +98,7 @@ impl<T> Answer for crate::Result<T> {
     type Out = crate::Result<T>;
 
     fn send(ran: crate::Result<Self>) -> Reply<T> {
-        ran.and_then(|r| r).map_err(|e| e.to_wire())
+        ran.and_then(|r| r).map_err(|e| failed(&e))
     }
 
     fn receive(answer: crate::Result<Reply<T>>) -> crate::Result<T> {
@@ -117,13 +117,20 @@ impl<T> Answer for Vec<crate::Result<T>> {
                 .into_iter()
                 .map(|r| r.map_err(|e| e.to_wire()))
                 .collect()),
-            Err(e) => Err(e.to_wire()),
+            Err(e) => Err(failed(&e)),
         }
     }
 
     fn receive(answer: crate::Result<Self::Wire>) -> Self::Out {
         Ok(answer.and_then(unwire)?.into_iter().map(unwire).collect())
     }
+}
+
+/// A call's failure as it travels, also counted in the rpc server's statistics (errors by
+/// code): the reply itself is a success at the rpc layer.
+fn failed(e: &Error) -> WireError {
+    yuebing_rpc::report_error(e.code());
+    e.to_wire()
 }
 
 /// Turns an answer back into the store's error type.
