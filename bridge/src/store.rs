@@ -364,6 +364,12 @@ impl BlockingClient {
         self.wait(|| self.client.batch_revoke(reservations, opts))
     }
 
+    /// See [`Client::serve_admin`].
+    pub fn serve_admin(&self, bind: &str) -> Result<yuebing_store::http::AdminServer> {
+        let (client, bind) = (self.client.clone(), bind.to_string());
+        self.wait(|| async move { client.serve_admin(&bind).await })
+    }
+
     /// See [`Client::mount_space`].
     pub fn mount_space(&self, len: u64, opts: impl Into<Options>) -> Result<SpaceId> {
         self.wait(|| self.client.mount_space(len, opts))

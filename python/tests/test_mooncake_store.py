@@ -5,6 +5,7 @@ docs/mooncake-python-api.md)."""
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import pathlib
 import pickle
@@ -12,11 +13,12 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
 import uuid
 
 import numpy as np
 import pytest
-from conftest import Cluster
+from conftest import Cluster, free_port
 
 from mooncake.store import (MooncakeDistributedStore, ReplicaStatus, ReplicateConfig,
                             SoftPinAction)
@@ -754,11 +756,24 @@ def test_setups_optional_arguments_are_checked_not_dropped(cluster, caplog, form
             return st.setup(*base, **optional)
         return st.setup({**dict(zip(SETUP_NAMES, base)), **optional})
 
+    port = free_port()
     with caplog.at_level("WARNING", logger="mooncake"):
         assert setup(enable_ssd_offload=True, ssd_offload_path="/tmp/x",
-                     enable_client_http_server=True, client_http_port=9300) == 0
-    assert "SSD tier" in caplog.text and "client HTTP server" in caplog.text
+                     enable_client_http_server=True, client_http_port=port) == 0
+    assert "SSD tier" in caplog.text
+    # The client HTTP server serves Mooncake's /health, and /ready and /metrics, until close.
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as r:
+        assert json.loads(r.read()) == {"status": "healthy", "code": 0}
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=10) as r:
+        assert r.status == 200
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        assert b"yuebing_client_ready 1" in r.read()
     assert st.close() == 0
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10)
+    # A port Mooncake refuses.
+    for bad in (0, 65536):
+        assert setup(enable_client_http_server=True, client_http_port=bad) == -600, bad
     # Mooncake reads a blank tenant as the default one.
     for tenant in ("default", ""):
         assert setup(tenant_id=tenant) == 0, tenant

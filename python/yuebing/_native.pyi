@@ -332,6 +332,9 @@ class Store:
         """Drops idle objects' replicas on ``node`` (all of them for ""); the keys cleared."""
     def mount_space(self, size: Union[int, str], *, timeout: Optional[float] = None) -> int:
         """Allocates ``size`` bytes and mounts them as more store space; returns its id."""
+    def serve_admin(self, bind: str = "127.0.0.1:0") -> str:
+        """Serves ``/health``, ``/ready`` and ``/metrics`` on ``bind`` until ``close``; returns
+        the address it listens on."""
     def mount_file(
         self,
         path: Union[str, os.PathLike[str]],

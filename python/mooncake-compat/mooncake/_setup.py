@@ -41,6 +41,8 @@ class SetupArgs:
     rdma_devices: str
     master_server_addr: str
     engine: object = None
+    # The client HTTP server's port, when enable_client_http_server asked for one.
+    http_port: object = None
 
 
 def from_call(args, kwargs):
@@ -72,17 +74,19 @@ def from_call(args, kwargs):
         v = given[n]
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise TypeError(f"setup(): {n} must be a non-negative int, not {v!r}")
-    optional(given)
-    out = SetupArgs(*(given[n] for n in _NAMES), engine=given.get("engine"))
+    http_port = optional(given)
+    out = SetupArgs(*(given[n] for n in _NAMES), engine=given.get("engine"), http_port=http_port)
     return check(out)
 
 
 def optional(given):
-    """Checks the optional arguments yuebing does not act on (``given``: {name: value}, in
-    either form of ``setup``): their types as pybind11 would, and their values. A tenant other
-    than ``default`` (or blank, which Mooncake reads as ``default``) is refused (its keys would
-    not be kept apart from other tenants'); SSD offload and the client HTTP server, which
-    yuebing does not have yet, are logged as off rather than silently dropped."""
+    """Checks the optional arguments (``given``: {name: value}, in either form of ``setup``):
+    their types as pybind11 would, and their values. A tenant other than ``default`` (or
+    blank, which Mooncake reads as ``default``) is refused (its keys would not be kept apart
+    from other tenants'); SSD offload, which yuebing does not have yet, is logged as off
+    rather than silently dropped. Returns the client HTTP server's port when
+    ``enable_client_http_server`` asks for one (a port outside 1..65535 is refused, as
+    Mooncake does), else None."""
     for name, kind in _OPTIONAL_KINDS.items():
         if name in given and not isinstance(given[name], kind):
             raise TypeError(f"setup(): {name} must be {kind.__name__}, "
@@ -94,10 +98,13 @@ def optional(given):
     if given.get("enable_ssd_offload"):
         _codes.log.warning("setup: enable_ssd_offload: yuebing has no SSD tier yet (issue 31); "
                            "objects stay in memory only")
-    if given.get("enable_client_http_server"):
-        _codes.log.warning("setup: enable_client_http_server: the client HTTP server is not "
-                           "built yet (issue 28); nothing listens on port %s",
-                           given.get("client_http_port", 9300))
+    if not given.get("enable_client_http_server"):
+        return None
+    port = given.get("client_http_port", _OPTIONAL["client_http_port"])
+    if not 0 < port <= 65535:
+        raise SetupError(_codes.INVALID_PARAMS,
+                         f"setup: client_http_port {port} is not a port (1..65535)")
+    return port
 
 
 def from_dict(config):
@@ -120,8 +127,8 @@ def from_dict(config):
     out = SetupArgs(str(values["local_hostname"]), str(values["metadata_server"]),
                     sizes["global_segment_size"], buf, str(values["protocol"]),
                     str(values["rdma_devices"]), str(values["master_server_addr"]))
-    optional({name: dict_optional(name, kind, config[name])
-              for name, kind in _OPTIONAL_KINDS.items() if name in config})
+    out.http_port = optional({name: dict_optional(name, kind, config[name])
+                              for name, kind in _OPTIONAL_KINDS.items() if name in config})
     return check(out)
 
 

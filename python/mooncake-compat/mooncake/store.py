@@ -184,6 +184,8 @@ class MooncakeDistributedStore:
         except (TypeError, ValueError) as e:
             _codes.log.error("setup: %s", e)
             return INVALID_PARAMS
+        if a.http_port is not None:
+            _serve_http(store, hostname, a.http_port)
         with self._lock:
             old, self._store = self._store, store
             retired = self._reset()
@@ -1210,6 +1212,20 @@ def _multi_lists(todo):
 
 # Mooncake rounds an allocated segment up to its allocator's slab size (cachelib, 4 MiB).
 _SLAB = 4 << 20
+
+
+def _serve_http(store, hostname, port):
+    """The client HTTP server of ``setup(enable_client_http_server=True)``: ``/health``,
+    ``/ready`` and ``/metrics`` on ``port`` of this client's host, until it is closed. One that
+    cannot listen is logged and the client goes on without it, as Mooncake's does."""
+    host = hostname.rsplit(":", 1)[0] if ":" in hostname else hostname
+    try:
+        addr = store.serve_admin(f"{host}:{port}")
+    except yuebing.YuebingError as e:
+        _codes.log.warning("setup: the client HTTP server cannot listen on port %d: %s; "
+                           "continuing without it", port, e)
+        return
+    _codes.log.info("setup: client HTTP server on %s", addr)
 
 
 def _protocol_ok(what, protocol):

@@ -64,9 +64,15 @@ pub(crate) struct Store {
     pins: ForkSafe<Arc<Pins>>,
     put_default: PutConfig,
     closed: AtomicBool,
+    /// The admin HTTP server of `serve_admin`, stopped at `close`.
+    admin: std::sync::Mutex<Option<yuebing_store::http::AdminServer>>,
 }
 
 impl Store {
+    fn lock_admin(&self) -> std::sync::MutexGuard<'_, Option<yuebing_store::http::AdminServer>> {
+        self.admin.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The client, unless this is a forked child (`Forked`) or the store was closed.
     pub(crate) fn client(&self, py: Python<'_>) -> PyResult<&BlockingClient> {
         let client = self.client.get(py)?;
@@ -149,6 +155,7 @@ impl Store {
             pins: ForkSafe::new(pins),
             put_default,
             closed: AtomicBool::new(false),
+            admin: std::sync::Mutex::new(None),
         })
     }
 
@@ -220,7 +227,26 @@ impl Store {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        drop(self.lock_admin().take());
         wait(py, client.call(|c| c.close(&opts)))
+    }
+
+    /// Serves this store's admin HTTP paths on `bind` ("host:port"; port 0 picks one):
+    /// `/health` (Mooncake's client JSON), `/ready` (200 while the master confirmed this store
+    /// with its space mounted within three heartbeats, else 503) and `/metrics` (Prometheus
+    /// text). Returns the address it listens on. Served until `close`; asking again replaces
+    /// the server. Nothing is served unless asked, so several stores on one machine never
+    /// collide.
+    #[pyo3(signature = (bind="127.0.0.1:0"))]
+    fn serve_admin(&self, py: Python<'_>, bind: &str) -> PyResult<String> {
+        let bind = bind.to_string();
+        let server = self.run(py, |c| {
+            let c = c.clone();
+            async move { c.serve_admin(&bind).await }
+        })?;
+        let addr = server.local_addr().to_string();
+        *self.lock_admin() = Some(server);
+        Ok(addr)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
