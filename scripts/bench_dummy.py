@@ -62,7 +62,7 @@ def main():
     yb = os.environ.get("YUEBING_BIN", "yuebing")
     env = dict(os.environ, YUEBING_DUMMY_DIR=tempfile.mkdtemp(prefix="bench-dummy-"))
     os.environ["YUEBING_DUMMY_DIR"] = env["YUEBING_DUMMY_DIR"]
-    master, addr = start([yb, "master", "--bind", "127.0.0.1", "--port", "0"],
+    master, addr = start([yb, "master", "--bind", "127.0.0.1", "--port", "0", "--metrics-port", "off"],
                          "yuebing master ready on ", env)
     addr = addr.removeprefix("tcp://")
     port = 50152

@@ -63,7 +63,7 @@ async fn one_token_reaches_every_connection_and_a_wrong_one_is_refused_everywher
     let log = |name: &str| -> PathBuf { dir.path().join(format!("{name}.log")) };
     let token = Token::new(TOKEN).unwrap();
     let master = start_logged(
-        &["master", "--port", "0"],
+        &["master", "--port", "0", "--metrics-port", "off"],
         "yuebing master ready on ",
         &token,
         &log("master"),

@@ -125,7 +125,8 @@ class Cluster:
 
     def __init__(self, nodes: int = 1, node_size: str = "64M", master_args: tuple[str, ...] = ()):
         self.master = Process(
-            ["master", "--bind", "127.0.0.1", "--port", "0", *master_args],
+            ["master", "--bind", "127.0.0.1", "--port", "0", "--metrics-port", "off",
+             *master_args],
             "yuebing master ready on ",
         )
         self.address = self.master.announced

@@ -104,7 +104,8 @@ def test_a_store_given_an_etcd_address_follows_the_elected_master():
         for _ in range(2):
             try:
                 procs.append(Process(
-                    ["master", "--bind", "127.0.0.1", "--port", "0", "--etcd", etcd.endpoint,
+                    ["master", "--bind", "127.0.0.1", "--port", "0", "--metrics-port", "off",
+                     "--etcd", etcd.endpoint,
                      "--cluster", "py", "--election-ttl-ms", str(TTL_MS)],
                     "yuebing master ready on "))
             except RuntimeError as e:

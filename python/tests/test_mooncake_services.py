@@ -138,7 +138,8 @@ def test_mooncake_master_and_client_launch_lines_run_yuebing(tmp_path, monkeypat
 def test_mooncake_master_serves_the_http_metadata_server_beside_it():
     port = free_port()
     master = Process(["--port=0", "--enable_http_metadata_server",
-                      f"--http_metadata_server_port={port}"], "yuebing master ready on ",
+                      f"--http_metadata_server_port={port}", f"--metrics_port={free_port()}"],
+                     "yuebing master ready on ",
                      program=[sys.executable, "-m", "mooncake.cli"])
     try:
         assert call(port, "PUT", "k", b"v")[0] == 200

@@ -69,12 +69,15 @@ impl ChildProcess {
         ChildProcess::start(args, "yuebing node ready ", token).await
     }
 
-    /// `yuebing master` on an ephemeral port of 127.0.0.1 with `extra` flags; its address.
+    /// `yuebing master` on an ephemeral port of 127.0.0.1, without an admin server, with
+    /// `extra` flags; its address.
     pub async fn master(
         extra: &[&str],
         token: Option<&Token>,
     ) -> Result<(ChildProcess, Endpoint), String> {
-        let mut args: Vec<String> = ["master", "--port", "0"].map(String::from).into();
+        let mut args: Vec<String> = ["master", "--port", "0", "--metrics-port", "off"]
+            .map(String::from)
+            .into();
         args.extend(extra.iter().map(|s| s.to_string()));
         let child = ChildProcess::start(args, "yuebing master ready on ", token).await?;
         let addr = child

@@ -100,10 +100,10 @@ impl LocalHa {
 
     /// Starts one master on `port` (0: any); its process and address.
     async fn spawn(&self, port: u16) -> Result<Slot, String> {
-        let mut args: Vec<String> = ["master", "--bind", "127.0.0.1", "--port"]
+        let mut args: Vec<String> = ["master", "--bind", "127.0.0.1", "--metrics-port", "off"]
             .map(String::from)
             .into();
-        args.push(port.to_string());
+        args.extend(["--port".to_string(), port.to_string()]);
         args.extend(self.flags.iter().cloned());
         let child =
             ChildProcess::start(args, "yuebing master ready on ", self.token.as_ref()).await?;

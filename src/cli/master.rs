@@ -10,6 +10,48 @@ use yuebing_store::master::{MasterConfig, MasterServerConfig, PlacementStrategy,
 
 use crate::config::{ConfigError, ConfigFile};
 
+/// The master's admin port when none is given: Mooncake's metrics port.
+pub const DEFAULT_METRICS_PORT: u16 = 9003;
+
+/// Where an admin HTTP server listens: a port (0: any free one), or `off`. From a flag, the
+/// environment or the config file (a number, or the string "off").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsPort {
+    /// No admin server.
+    Off,
+    /// This port (0: any free one).
+    Port(u16),
+}
+
+impl std::str::FromStr for MetricsPort {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<MetricsPort, String> {
+        match s.trim() {
+            "off" => Ok(MetricsPort::Off),
+            n => n
+                .parse()
+                .map(MetricsPort::Port)
+                .map_err(|_| format!("{s:?} is not a port (0..65535, 0: any free one) or off")),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for MetricsPort {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<MetricsPort, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Given {
+            Port(u16),
+            Text(String),
+        }
+        match Given::deserialize(d)? {
+            Given::Port(p) => Ok(MetricsPort::Port(p)),
+            Given::Text(t) => t.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
 /// Flags of `yuebing master`. Each default is written once, in [`MasterArgs::resolve`] (from
 /// [`MasterConfig::default`] for the rules).
 #[derive(Args, Debug, Default)]
@@ -91,9 +133,10 @@ pub struct MasterArgs {
     pub max_task_retries: Option<u32>,
     /// Serve the admin HTTP paths (Mooncake's: /metrics, /metrics/summary, /health, /ready,
     /// /role, /ha_status, /get_all_segments, /query_key) on this port of the --bind address
-    /// (0: any free port, reported on stdout); off unless given [config: master.metrics_port].
+    /// (0: any free port, reported on stdout; off: none) [default: 9003, Mooncake's; config:
+    /// master.metrics_port].
     #[arg(long, env = "YUEBING_MASTER_METRICS_PORT")]
-    pub metrics_port: Option<u16>,
+    pub metrics_port: Option<MetricsPort>,
     /// Runtime worker threads. The core runs under one lock, so one worker serves it with the
     /// fewest hand-overs between threads; raise it when encoding and decoding calls needs more
     /// than a core [default: 1; config: master.worker_threads].
@@ -105,12 +148,19 @@ pub struct MasterArgs {
 }
 
 impl MasterArgs {
-    /// Where the admin HTTP server listens (`host:port`), if it is asked for.
+    /// Where the admin HTTP server listens (`host:port`), unless it is turned off.
     pub fn admin_bind(&self, file: &ConfigFile) -> Result<Option<String>, ConfigError> {
-        let port: Option<u16> =
-            file.resolve("master", "metrics_port", self.metrics_port.map(Some), None)?;
+        let port = file.resolve(
+            "master",
+            "metrics_port",
+            self.metrics_port,
+            MetricsPort::Port(DEFAULT_METRICS_PORT),
+        )?;
         let bind: String = file.resolve("master", "bind", self.bind.clone(), "127.0.0.1".into())?;
-        Ok(port.map(|p| format!("{bind}:{p}")))
+        Ok(match port {
+            MetricsPort::Port(p) => Some(format!("{bind}:{p}")),
+            MetricsPort::Off => None,
+        })
     }
 
     /// How many runtime worker threads the master runs on (at least 1).
@@ -261,4 +311,48 @@ pub async fn serve(
     let report = master.shutdown(Duration::from_secs(5)).await;
     eprintln!("master stopped: {report:?}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admin(flag: Option<&str>, file: &str) -> Result<Option<String>, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("y.toml");
+        std::fs::write(&path, file).unwrap();
+        let args = MasterArgs {
+            metrics_port: flag.map(|f| f.parse().unwrap()),
+            ..MasterArgs::default()
+        };
+        args.admin_bind(&ConfigFile::load(Some(&path))?)
+    }
+
+    /// Mooncake's metrics port unless told otherwise: a port, 0 for any, or off; from the flag
+    /// (or its variable) first, then the file, which takes a number or "off".
+    #[test]
+    fn the_admin_server_is_on_9003_unless_told_otherwise() {
+        assert_eq!(admin(None, "").unwrap().as_deref(), Some("127.0.0.1:9003"));
+        assert_eq!(
+            admin(Some("0"), "").unwrap().as_deref(),
+            Some("127.0.0.1:0")
+        );
+        assert_eq!(admin(Some("off"), "").unwrap(), None);
+        let file = "[master]\nbind = \"10.0.0.1\"\nmetrics_port = 9100\n";
+        assert_eq!(admin(None, file).unwrap().as_deref(), Some("10.0.0.1:9100"));
+        assert_eq!(
+            admin(None, "[master]\nmetrics_port = \"off\"\n").unwrap(),
+            None
+        );
+        assert_eq!(
+            admin(Some("9200"), "[master]\nmetrics_port = \"off\"\n")
+                .unwrap()
+                .as_deref(),
+            Some("127.0.0.1:9200")
+        );
+        assert!(admin(None, "[master]\nmetrics_port = \"sometimes\"\n").is_err());
+        assert!(admin(None, "[master]\nmetrics_port = 70000\n").is_err());
+        assert!("70000".parse::<MetricsPort>().is_err());
+        assert!("".parse::<MetricsPort>().is_err());
+    }
 }

@@ -38,7 +38,16 @@ impl Process {
     /// A master: `yuebing master --port PORT ARGS`.
     pub(crate) fn master(port: u16, extra: &[&str]) -> Process {
         let port = port.to_string();
-        let mut args = vec!["master", "--bind", "127.0.0.1", "--port", &port];
+        // No admin server (tests/master_admin.rs asks for its own on a free port).
+        let mut args = vec![
+            "master",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--metrics-port",
+            "off",
+        ];
         args.extend_from_slice(extra);
         Process::start(&args, "yuebing master ready on ")
     }
