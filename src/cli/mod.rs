@@ -1,5 +1,6 @@
 //! Subcommands of the `yuebing` tool that live in the library (so tests and benches can reuse
-//! their settings resolution): `master`, `node`, `store …`, `demo` (and `demo --ha`),
+//! their settings resolution): `master`, `node`, `store …` (and `store stats --watch`'s live
+//! view), `demo` (and `demo --ha`),
 //! and the child processes (master, nodes) the demo and `bench store` start; the error every
 //! command fails with ([`CliError`]) and its progress bar ([`progress`]).
 
@@ -8,6 +9,7 @@ pub mod client_args;
 pub mod cluster;
 pub mod demo;
 pub mod demo_ha;
+pub mod duration;
 pub mod error;
 pub mod ha;
 #[cfg(feature = "etcd")]
@@ -16,6 +18,7 @@ pub mod master;
 pub mod node;
 pub mod parent;
 pub mod store;
+pub mod watch;
 
 use std::io::IsTerminal;
 

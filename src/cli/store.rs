@@ -1,8 +1,10 @@
 //! `yuebing store put|get|exist|remove|ls|stats|copy|move|task`: operator commands against a
-//! running master, like redis-cli. Each runs a pure client (no store space).
+//! running master, like redis-cli. Each runs a pure client (no store space); `stats --watch`
+//! only master calls (see [`watch`](super::watch)).
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Subcommand;
 use yuebing_rpc::{Endpoint, Token};
@@ -56,8 +58,20 @@ pub enum StoreCmd {
         #[arg(long, default_value_t = 1000)]
         limit: u64,
     },
-    /// Print the master's counts.
-    Stats,
+    /// Print the master's counts; with --watch, a live view until Ctrl-C.
+    Stats {
+        /// Show the counts with calls, errors and p99 latency per second, again every
+        /// INTERVAL (seconds, 2 or 1.5s, or milliseconds, 500ms; default 1s), until Ctrl-C:
+        /// a table redrawn in place on a terminal, one key=value line per sample otherwise.
+        #[arg(
+            long,
+            value_name = "INTERVAL",
+            num_args = 0..=1,
+            default_missing_value = "1s",
+            value_parser = super::duration::duration
+        )]
+        watch: Option<Duration>,
+    },
     /// Add a replica of KEY on each TARGET node, in the background; prints the task's id
     /// (follow it with `store task ID`, or `--wait` for its end).
     Copy {
@@ -109,6 +123,9 @@ fn io(path: &str, e: std::io::Error) -> yuebing_store::Error {
 /// Runs one command; what it prints goes to standard output.
 pub async fn run(mut cfg: ClientConfig, cmd: StoreCmd) -> yuebing_store::Result<()> {
     cfg.staging_size = 0;
+    if let StoreCmd::Stats { watch: Some(every) } = cmd {
+        return super::watch::run(&cfg, every).await;
+    }
     let (masters, token, leader) = (cfg.masters.clone(), cfg.token.clone(), cfg.leader.clone());
     let client = Client::start(cfg).await?;
     let result = execute(&client, cmd, masters, token, leader).await;
@@ -191,7 +208,7 @@ async fn execute(
             let t = client.query_task(id, &opts).await?;
             write_task(&mut out, &t)?;
         }
-        StoreCmd::Stats => {
+        StoreCmd::Stats { .. } => {
             let s = client.stats(&opts).await?;
             let text = format!(
                 "objects\t{}\npending_writes\t{}\nbytes_used\t{}\nbytes_capacity\t{}\nnodes\t{}\nmounts\t{}\nclients\t{}\nevicted\t{}\nfragmentation\t{:.4}\nlast_seq\t{}\n",

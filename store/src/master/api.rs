@@ -13,8 +13,8 @@ use super::ha::bootstrap::SnapshotChunk;
 use super::service::{Answer, Arg, Health, MasterHandler, Reply};
 use super::task::{TaskId, TaskInfo, TaskWork};
 use super::types::{
-    ClientId, ListedObject, MountId, MountSpec, PingResult, PutConfig, ReplicaDesc, ReplicaList,
-    Stats, Write,
+    CallStats, ClientId, ListedObject, MountId, MountSpec, PingResult, PutConfig, ReplicaDesc,
+    ReplicaList, Stats, Write,
 };
 use super::MasterClient;
 use crate::error::Result;
@@ -28,12 +28,15 @@ use crate::error::Result;
 ///
 /// `idempotent` (or `once`) says whether the call may be sent again after a lost connection;
 /// the expression runs on the core under its lock, with `now` in milliseconds and the caller's
-/// [`ClientId`].
+/// [`ClientId`]. A row whose expression starts with `server`
+/// (`= server |shared, now, client| …`) is answered from the master's own state instead (its
+/// rpc statistics): not on the core, under no lock, and by a standby too (see
+/// `Shared::outside_core`).
 macro_rules! master_api {
     ($(
         $(#[doc = $doc:literal])*
         $retry:ident fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty
-            = |$m:pat_param, $now:pat_param, $client:pat_param| $body:expr;
+            = $($on:ident)? |$m:pat_param, $now:pat_param, $client:pat_param| $body:expr;
     )*) => {
         /// The master's calls. Client ids are `u128` (see [`ClientId`]).
         #[tarpc::service]
@@ -60,13 +63,10 @@ macro_rules! master_api {
                     caller: u128,
                     $($arg: $ty),*
                 ) -> <$ret as Answer>::Wire {
-                    let ran = self
-                        .shared
-                        .run(|$m, $now| -> $ret {
-                            let $client = ClientId(caller);
-                            $body
-                        })
-                        .await;
+                    let ran = run_on!($($on)?; self.shared, |$m, $now| -> $ret {
+                        let $client = ClientId(caller);
+                        $body
+                    });
                     <$ret as Answer>::send(ran)
                 }
             )*
@@ -124,6 +124,17 @@ macro_rules! master_api {
         /// end, unless `yuebing_rpc::PROTOCOL_VERSION` changes with it.
         #[cfg(test)]
         pub(crate) const WIRE_ORDER: &[&str] = &["health", "snapshot_chunk", $(stringify!($name),)*];
+    };
+}
+
+/// Where a row's expression runs: on the core (no marker), or on the master's own state
+/// (`server`); any other word does not compile.
+macro_rules! run_on {
+    (; $shared:expr, $f:expr) => {
+        $shared.run($f).await
+    };
+    (server; $shared:expr, $f:expr) => {
+        $shared.outside_core($f)
     };
 }
 
@@ -228,6 +239,11 @@ master_api! {
     /// See `Master::task_end` (a repeat is `Ok`: it may be sent again).
     idempotent fn task_end(id: TaskId, error: Option<(i32, String)>) -> Result<()>
         = |m, now, client| m.task_end(client, now, id, error);
+    /// What this master's rpc server counted of the calls it served, by method (see
+    /// [`CallStats`]); answered from the server's counters, not the core, and by a standby
+    /// too.
+    idempotent fn call_stats() -> Result<CallStats>
+        = server |shared, _, _| Ok(shared.call_stats());
 }
 
 #[cfg(test)]
@@ -272,6 +288,7 @@ mod tests {
             "task_query",
             "task_take",
             "task_end",
+            "call_stats",
         ];
         assert_eq!(super::WIRE_ORDER, expected);
     }
@@ -286,6 +303,7 @@ mod tests {
             "exist",
             "list",
             "put_end",
+            "call_stats",
         ] {
             assert!(calls.contains(&read), "{read}");
         }

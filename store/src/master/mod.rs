@@ -52,6 +52,6 @@ pub use self::snapshot::Snapshot;
 pub use self::space::Replica;
 pub use self::task::{TaskId, TaskInfo, TaskKind, TaskState, TaskWork};
 pub use self::types::{
-    ClientId, ListedObject, Millis, MountId, MountSpec, PingResult, PutConfig, ReplicaDesc,
-    ReplicaList, SegmentInfo, Stats, Write,
+    CallStats, ClientId, ListedObject, MethodCalls, Millis, MountId, MountSpec, PingResult,
+    PutConfig, ReplicaDesc, ReplicaList, SegmentInfo, Stats, Write,
 };

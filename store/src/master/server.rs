@@ -3,19 +3,22 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::runtime::Handle;
 use tokio_util::sync::{CancellationToken, DropGuard};
-use yuebing_rpc::{handler, Endpoint, RunningServer, Server, ServerConfig, ShutdownReport};
+use yuebing_rpc::{
+    handler, Endpoint, Metrics, RunningServer, Server, ServerConfig, ShutdownReport,
+    LATENCY_BUCKETS_US,
+};
 
 use super::disk::{DataDir, Recovery};
 use super::ha::{Offered, SnapshotChunk};
 use super::log::{Effect, LogEntry};
 use super::oplog::{LogSink, OpLog};
 use super::service::{Health, MasterHandler, MasterService, SERVICE};
-use super::types::Millis;
+use super::types::{CallStats, MethodCalls, Millis};
 use super::{Master, MasterConfig, Snapshot};
 use crate::error::{Error, Result};
 
@@ -95,6 +98,11 @@ pub(crate) struct Shared {
     /// The snapshots offered to standbys that bootstrap (an elected leader's): the newest and
     /// the one before, so that a fetch under way is not overtaken by the next offer.
     offered: Mutex<[Option<Arc<Offered>>; 2]>,
+    /// The rpc server's statistics of the calls it served, once it is bound (the server is
+    /// made after this state, which its handlers hold).
+    calls: OnceLock<Arc<Metrics>>,
+    /// When this master started: [`CallStats::started_ms`], and the origin of its uptime.
+    started: (Millis, Instant),
     handle: Handle,
 }
 
@@ -218,6 +226,38 @@ impl Shared {
         match older {
             Some(older) if seq != 0 && seq == older.seq => older.chunk(seq, offset, max_len),
             _ => newest.chunk(seq, offset, max_len),
+        }
+    }
+
+    /// Runs `f` on this state but not on the core, at the current time: no lock, no gate (a
+    /// standby answers too), nothing logged. For the calls that describe the process rather
+    /// than the store (`call_stats`).
+    pub(crate) fn outside_core<T>(&self, f: impl FnOnce(&Shared, Millis) -> T) -> Result<T> {
+        Ok(f(self, wall_ms()))
+    }
+
+    /// What the rpc server counted of the calls it served (none before it is bound), each
+    /// method by its own name (`exist`; the server's counters say `MasterService.exist`).
+    pub(crate) fn call_stats(&self) -> CallStats {
+        let (started_ms, started) = self.started;
+        let method = |m: yuebing_rpc::MethodMetrics| {
+            let mut calls = MethodCalls::from(m);
+            if let Some((_, name)) = calls.method.rsplit_once('.') {
+                calls.method = name.to_string();
+            }
+            calls
+        };
+        let mut methods: Vec<MethodCalls> = self
+            .calls
+            .get()
+            .map(|m| m.snapshot().into_iter().map(method).collect())
+            .unwrap_or_default();
+        methods.sort_by(|a, b| a.method.cmp(&b.method));
+        CallStats {
+            started_ms,
+            uptime_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            bucket_bounds_us: LATENCY_BUCKETS_US.to_vec(),
+            methods,
         }
     }
 
@@ -483,6 +523,8 @@ impl RunningMaster {
             poisoned: AtomicBool::new(false),
             gate,
             offered: Mutex::new([None, None]),
+            calls: OnceLock::new(),
+            started: (wall_ms(), Instant::now()),
             handle: Handle::current(),
         });
         let handler = MasterHandler {
@@ -492,6 +534,8 @@ impl RunningMaster {
             .service(SERVICE, move |_conn| handler!(handler.clone().serve()))
             .bind(endpoint)
             .await?;
+        // Set once, here, on a state no other server shares.
+        let _ = shared.calls.set(server.shared_metrics());
         let stop = CancellationToken::new();
         let driver = tokio::spawn(shared.clone().drive(stop.clone()));
         shared.ready.store(true, Ordering::Release);
@@ -687,6 +731,51 @@ mod tests {
         offer_now();
         let e = client.snapshot_chunk(older, 0, 10).await.unwrap_err();
         assert!(e.to_string().contains("fetch again"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn call_stats_count_the_calls_served_and_a_standby_answers_them_too() {
+        let switch = Arc::new(yuebing_testkit::Switch::new(true));
+        let asked = switch.clone();
+        let gate = move || asked.check(|| Error::NotLeader { leader: None });
+        let master = RunningMaster::start_gated(
+            MasterServerConfig::default(),
+            &"127.0.0.1:0".parse().unwrap(),
+            Some(Arc::new(gate)),
+        )
+        .await
+        .unwrap();
+        let client = crate::master::MasterClient::new(
+            master.local_endpoint().clone(),
+            crate::master::ClientId(7),
+        );
+        for _ in 0..3 {
+            assert!(!client.exist("k").await.unwrap());
+        }
+        let first = client.call_stats().await.unwrap();
+        let method = |s: &CallStats, name: &str| {
+            s.methods
+                .iter()
+                .find(|m| m.method == name)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let exist = method(&first, "exist");
+        assert_eq!(exist.calls, 3);
+        assert_eq!(exist.buckets.len(), first.bucket_bounds_us.len());
+        assert_eq!(exist.buckets.last(), Some(&3), "{first:?}");
+        assert!(first.started_ms > 0);
+        // The call that takes the snapshot is under way, not finished.
+        let own = method(&first, "call_stats");
+        assert_eq!((own.calls, own.in_flight), (0, 1));
+
+        switch.close();
+        assert_eq!(client.exist("k").await.unwrap_err().code(), -1010);
+        let second = client.call_stats().await.unwrap();
+        assert_eq!(second.started_ms, first.started_ms, "one run");
+        assert!(second.uptime_ms >= first.uptime_ms);
+        assert_eq!(method(&second, "exist").calls, 4);
+        assert_eq!(method(&second, "call_stats").calls, 1);
     }
 
     #[tokio::test]

@@ -159,3 +159,59 @@ pub struct ListedObject {
     /// Replicas it has.
     pub replicas: u32,
 }
+
+/// What a master's rpc server counted of the calls it served, by method (the `call_stats`
+/// call): counters since the master started, which a reader turns into rates by subtracting
+/// two of them (`yuebing store stats --watch`). Describes the process that answers, leader or
+/// standby, not the store.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CallStats {
+    /// When the counting began (the master's start), in milliseconds since the Unix epoch: two
+    /// snapshots with different values come from different runs, whose counts do not subtract.
+    pub started_ms: Millis,
+    /// Time since then, in milliseconds, on a monotonic clock: the time between two snapshots
+    /// of one run, as the master measured it.
+    pub uptime_ms: u64,
+    /// Upper bounds in microseconds of the latency buckets of every
+    /// [`MethodCalls::buckets`], ascending.
+    pub bucket_bounds_us: Vec<u64>,
+    /// One entry per method called since the start, sorted by name.
+    pub methods: Vec<MethodCalls>,
+}
+
+/// One method's counters in [`CallStats`]. A call that is answered with an error counts in
+/// `calls` and in `errors`; a batch call counts once.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MethodCalls {
+    /// The method's name, as the master's service names it (`put_start`, `stats`, …).
+    pub method: String,
+    /// Calls finished.
+    pub calls: u64,
+    /// Calls running when the snapshot was taken.
+    pub in_flight: u64,
+    /// Failed calls by error code.
+    pub errors: std::collections::BTreeMap<i32, u64>,
+    /// Median latency since the start, in microseconds.
+    pub p50_us: u64,
+    /// 99th-percentile latency since the start, in microseconds.
+    pub p99_us: u64,
+    /// Largest latency since the start, in microseconds.
+    pub max_us: u64,
+    /// Calls that took at most each of [`CallStats::bucket_bounds_us`] (cumulative).
+    pub buckets: Vec<u64>,
+}
+
+impl From<yuebing_rpc::MethodMetrics> for MethodCalls {
+    fn from(m: yuebing_rpc::MethodMetrics) -> Self {
+        MethodCalls {
+            method: m.method,
+            calls: m.calls,
+            in_flight: m.in_flight,
+            errors: m.errors,
+            p50_us: m.p50_us,
+            p99_us: m.p99_us,
+            max_us: m.max_us,
+            buckets: m.buckets,
+        }
+    }
+}
