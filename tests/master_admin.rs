@@ -479,6 +479,10 @@ async fn a_nodes_ready_follows_its_master() {
         ),
         "{metrics}"
     );
+    assert!(
+        metrics.contains("yuebing_engine_transfers_total{transport=\"tcp\",opcode=\"write\"} "),
+        "{metrics}"
+    );
     promtool_check(&metrics);
 
     drop(master);

@@ -36,6 +36,7 @@
 
 pub mod batch;
 pub mod bounds;
+mod counters;
 mod deadlines;
 pub mod error;
 pub mod location;
@@ -53,6 +54,7 @@ pub mod transport;
 yuebing_testkit::install_counting_allocator!();
 
 pub use batch::{BatchId, BatchStatus, BatchTable, TaskState, TaskStatus};
+pub use counters::TransferCounts;
 pub use error::{Error, Result};
 pub use location::Location;
 pub use memory::{

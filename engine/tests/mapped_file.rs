@@ -226,6 +226,26 @@ async fn a_request_into_lost_pages_fails_alone() {
     let err = status.error.expect("the failed tasks' error");
     assert_eq!(err.code(), -3509, "{err:?}");
     a.free_batch(batch).unwrap();
+    // The engine counted them: by transport and direction, bytes of the completed ones only.
+    let tcp = |opcode| {
+        a.transfer_counts()
+            .into_iter()
+            .find(|c| c.transport == TransportKind::Tcp && c.opcode == opcode)
+            .unwrap()
+    };
+    let (writes, reads) = (
+        tcp(yuebing_engine::Opcode::Write),
+        tcp(yuebing_engine::Opcode::Read),
+    );
+    assert_eq!(
+        (writes.transfers, writes.bytes),
+        (17, 16 * chunk),
+        "{writes:?}"
+    );
+    assert_eq!((reads.transfers, reads.bytes), (9, 8000), "{reads:?}");
+    assert_eq!(writes.failures.get(&-3509), Some(&1));
+    assert_eq!(reads.failures.get(&-3509), Some(&1));
+    assert_eq!(writes.in_flight + reads.in_flight, 0);
     // And the connection is still good for more.
     a.write(src.addr(), peer, mapped.addr(), MIB as u64)
         .await

@@ -3,6 +3,9 @@
 //! counters, gauges and histograms. `yuebing_` names, base units (bytes, seconds), `_total`
 //! counters: what `promtool check metrics` asks of an exposition.
 
+use std::fmt::Write;
+
+use yuebing_engine::{Opcode, TransferCounts};
 use yuebing_rpc::{MethodMetrics, LATENCY_BUCKETS_US};
 
 /// One metric: its name, kind (`gauge`, `counter`), help text and value.
@@ -17,19 +20,31 @@ pub(crate) fn rows(rows: &[Row]) -> String {
         .collect()
 }
 
+/// One family's header: its help text and type.
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
+}
+
+/// A labelled family of plain samples (a counter or a gauge): one line per `(labels, value)`.
+fn family(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    samples: impl IntoIterator<Item = (String, u64)>,
+) {
+    header(out, name, kind, help);
+    for (labels, value) in samples {
+        let _ = writeln!(out, "{name}{{{labels}}} {value}");
+    }
+}
+
 /// The rpc calls of `methods` (one `side`: `server` or `client`) in Prometheus' text format:
 /// calls and errors by code as counters, calls in flight as a gauge, latency as a histogram
 /// in seconds; labelled by service and method (`MasterService.put_start` is service
 /// `MasterService`, method `put_start`; a method named without its service is `service`'s).
 pub(crate) fn rpc_families(methods: &[MethodMetrics], side: &str, service: &str) -> String {
-    use std::fmt::Write;
     let name = |what: &str| format!("yuebing_rpc_{side}_{what}");
-    let mut out = String::new();
-    let mut family = |what: &str, kind: &str, help: &str, lines: &mut dyn FnMut(&mut String)| {
-        let n = name(what);
-        let _ = write!(out, "# HELP {n} {help}\n# TYPE {n} {kind}\n");
-        lines(&mut out);
-    };
     let labels = |m: &MethodMetrics| {
         let (service, method) = m.method.split_once('.').unwrap_or((service, &m.method));
         format!(
@@ -38,53 +53,92 @@ pub(crate) fn rpc_families(methods: &[MethodMetrics], side: &str, service: &str)
             escape(method)
         )
     };
-    let calls = name("calls_total");
+    let mut out = String::new();
     family(
-        "calls_total",
+        &mut out,
+        &name("calls_total"),
         "counter",
         "Calls finished, by service and method.",
-        &mut |o| {
-            for m in methods {
-                let _ = writeln!(o, "{calls}{{{}}} {}", labels(m), m.calls);
-            }
-        },
+        methods.iter().map(|m| (labels(m), m.calls)),
     );
-    let errors = name("errors_total");
     family(
-        "errors_total",
+        &mut out,
+        &name("errors_total"),
         "counter",
         "Calls that failed, by error code.",
-        &mut |o| {
-            for m in methods {
-                for (code, n) in &m.errors {
-                    let _ = writeln!(o, "{errors}{{{},code=\"{code}\"}} {n}", labels(m));
-                }
-            }
-        },
+        methods.iter().flat_map(|m| {
+            let l = labels(m);
+            m.errors
+                .iter()
+                .map(move |(code, n)| (format!("{l},code=\"{code}\""), *n))
+        }),
     );
-    let flight = name("in_flight");
-    family("in_flight", "gauge", "Calls running now.", &mut |o| {
-        for m in methods {
-            let _ = writeln!(o, "{flight}{{{}}} {}", labels(m), m.in_flight);
-        }
-    });
-    let latency = name("latency_seconds");
     family(
-        "latency_seconds",
-        "histogram",
-        "How long calls took.",
-        &mut |o| {
-            for m in methods {
-                let l = labels(m);
-                for (le, n) in LATENCY_BUCKETS_US.iter().zip(&m.buckets) {
-                    let le = *le as f64 / 1e6;
-                    let _ = writeln!(o, "{latency}_bucket{{{l},le=\"{le}\"}} {n}");
-                }
-                let _ = writeln!(o, "{latency}_bucket{{{l},le=\"+Inf\"}} {}", m.calls);
-                let _ = writeln!(o, "{latency}_sum{{{l}}} {}", m.sum_us as f64 / 1e6);
-                let _ = writeln!(o, "{latency}_count{{{l}}} {}", m.calls);
-            }
-        },
+        &mut out,
+        &name("in_flight"),
+        "gauge",
+        "Calls running now.",
+        methods.iter().map(|m| (labels(m), m.in_flight)),
+    );
+    let latency = name("latency_seconds");
+    header(&mut out, &latency, "histogram", "How long calls took.");
+    for m in methods {
+        let l = labels(m);
+        for (le, n) in LATENCY_BUCKETS_US.iter().zip(&m.buckets) {
+            let le = *le as f64 / 1e6;
+            let _ = writeln!(out, "{latency}_bucket{{{l},le=\"{le}\"}} {n}");
+        }
+        let _ = writeln!(out, "{latency}_bucket{{{l},le=\"+Inf\"}} {}", m.calls);
+        let _ = writeln!(out, "{latency}_sum{{{l}}} {}", m.sum_us as f64 / 1e6);
+        let _ = writeln!(out, "{latency}_count{{{l}}} {}", m.calls);
+    }
+    out
+}
+
+/// What an engine moved (`counts`, one entry per transport and direction) in Prometheus' text
+/// format: transfers, bytes and failures by code as counters, transfers under way as a gauge;
+/// labelled by transport and opcode.
+pub(crate) fn engine_families(counts: &[TransferCounts]) -> String {
+    let labels = |c: &TransferCounts| {
+        let opcode = match c.opcode {
+            Opcode::Read => "read",
+            Opcode::Write => "write",
+        };
+        format!("transport=\"{}\",opcode=\"{opcode}\"", c.transport.name())
+    };
+    let mut out = String::new();
+    family(
+        &mut out,
+        "yuebing_engine_transfers_total",
+        "counter",
+        "Transfers ended (completed or failed), by transport and direction.",
+        counts.iter().map(|c| (labels(c), c.transfers)),
+    );
+    family(
+        &mut out,
+        "yuebing_engine_bytes_total",
+        "counter",
+        "Bytes of the transfers that completed.",
+        counts.iter().map(|c| (labels(c), c.bytes)),
+    );
+    family(
+        &mut out,
+        "yuebing_engine_failures_total",
+        "counter",
+        "Transfers that failed, by error code.",
+        counts.iter().flat_map(|c| {
+            let l = labels(c);
+            c.failures
+                .iter()
+                .map(move |(code, n)| (format!("{l},code=\"{code}\""), *n))
+        }),
+    );
+    family(
+        &mut out,
+        "yuebing_engine_transfers_in_flight",
+        "gauge",
+        "Transfers under way now.",
+        counts.iter().map(|c| (labels(c), c.in_flight)),
     );
     out
 }

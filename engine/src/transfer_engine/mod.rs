@@ -66,6 +66,8 @@ struct Inner {
     control: Option<PoolRegistry<EngineControlRpc>>,
     /// Notifications received from peers.
     notifications: NotificationQueue,
+    /// Transfers, bytes and failures per transport and direction.
+    counters: crate::counters::Counters,
     /// The control service; stops when the engine is dropped.
     _server: Option<RunningServer>,
 }
@@ -145,6 +147,7 @@ impl TransferEngine {
             watches,
             control: None,
             notifications,
+            counters: crate::counters::Counters::default(),
             _server: server,
         });
         let engine = TransferEngine { inner };
@@ -396,6 +399,12 @@ impl TransferEngine {
     pub fn selected_transport(&self, handle: SegmentHandle) -> Result<TransportKind, Error> {
         let segment = self.segment_descriptor(handle)?;
         Ok(self.transport_for(handle, &segment, None, None)?.kind())
+    }
+
+    /// What this engine moved since it started: transfers, bytes and failures per transport
+    /// and direction, and the transfers under way.
+    pub fn transfer_counts(&self) -> Vec<crate::TransferCounts> {
+        self.inner.counters.snapshot()
     }
 
     /// Caches this engine's descriptor anew, and has it published where a store keeps it.

@@ -365,10 +365,16 @@ async fn attempt(
     transport: &dyn Transport,
 ) -> Result<(), Error> {
     let expiry = engine.inner.deadlines.expiry(job.deadline);
-    tokio::select! {
+    let mut counting = engine
+        .inner
+        .counters
+        .start(transport.kind(), job.opcode, job.len);
+    let outcome = tokio::select! {
         _ = expiry => Err(Error::Timeout),
         r = transport.transfer(job) => r,
-    }
+    };
+    counting.set(&outcome);
+    outcome
 }
 
 /// Runs one task of a batch to its final state: recorded only after the transfer's future is

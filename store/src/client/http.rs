@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `/health` | Mooncake's JSON `{"status": "healthy" \| "not_initialized" \| "master_unreachable", "code": n}`: 200 when healthy, else 503 |
 //! | `/ready` | 200 `ready` while the master confirmed this client with its store space mounted within three heartbeats, else 503 |
-//! | `/metrics` | Prometheus text: the client's store space, and its calls to the masters (`yuebing_rpc_client_*`) |
+//! | `/metrics` | Prometheus text: the client's store space, its calls to the masters (`yuebing_rpc_client_*`), and what its engine moved (`yuebing_engine_*`: transfers, bytes, failures by code, per transport and direction) |
 //!
 //! The server holds the client weakly: once the client is dropped, every path answers 503.
 
@@ -20,7 +20,7 @@ use axum::Router;
 
 use super::{Client, ClientHealth, Inner, Options};
 use crate::error::Result;
-use crate::exposition::{rows, rpc_families, Row};
+use crate::exposition::{engine_families, rows, rpc_families, Row};
 use crate::http::AdminServer;
 
 impl Client {
@@ -136,6 +136,7 @@ async fn metrics(State(held): Held) -> Response {
         "client",
         "MasterService",
     ));
+    out.push_str(&engine_families(&inner.engine.transfer_counts()));
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
