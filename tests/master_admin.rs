@@ -145,7 +145,9 @@ fn promtool_check(exposition: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mooncakes_admin_paths_answer_what_the_master_holds() {
-    let (_master, rpc, admin) = master(&[]);
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().to_str().unwrap();
+    let (_master, rpc, admin) = master(&["--data-dir", dir]);
     let (status, body) = get(&admin, "/health");
     assert_eq!(status, 200);
     let health: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -239,6 +241,17 @@ async fn mooncakes_admin_paths_answer_what_the_master_holds() {
         "{put_calls:?} not in\n{metrics}"
     );
     assert!(metrics.contains("yuebing_rpc_server_latency_seconds_bucket{service=\"MasterService\",method=\"put_start\",le=\"+Inf\"} 1"));
+    // The operation log: entries appended and the group commits' fsync latency.
+    let sample = |name: &str| -> f64 {
+        let line = metrics.lines().find(|l| l.starts_with(&format!("{name} ")));
+        line.and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} not in\n{metrics}"))
+    };
+    assert!(
+        sample("yuebing_master_log_appends_total") >= 2.0,
+        "a put starts and ends"
+    );
+    assert!(sample("yuebing_master_log_fsync_seconds_count") >= 1.0);
     promtool_check(&metrics);
     let (status, summary) = get(&admin, "/metrics/summary");
     assert_eq!(status, 200);

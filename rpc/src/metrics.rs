@@ -109,6 +109,16 @@ impl Metrics {
         }
     }
 
+    /// Records one finished event named `name` that took `took` (and failed with `error`, if
+    /// it did): the same statistics as a call's, for work that is not an rpc (a log's fsync).
+    pub fn observe(&self, name: &str, took: std::time::Duration, error: Option<i32>) {
+        let started = Instant::now()
+            .checked_sub(took)
+            .unwrap_or_else(Instant::now);
+        let mut recording = self.record(name, started);
+        recording.outcome = error.map_or(Ok(()), Err);
+    }
+
     /// A copy of every method's statistics, sorted by method name.
     pub fn snapshot(&self) -> Vec<MethodMetrics> {
         let map = self.methods.lock().unwrap_or_else(|p| p.into_inner());
@@ -232,6 +242,10 @@ mod tests {
         );
         assert!(s.buckets.windows(2).all(|w| w[0] <= w[1]));
         assert!(s.sum_us >= 400, "{s:?}");
+        m.observe("fsync", Duration::from_millis(3), None);
+        let fsync = m.method("fsync").unwrap();
+        assert_eq!((fsync.calls, fsync.in_flight), (1, 0));
+        assert!(fsync.errors.is_empty() && fsync.sum_us >= 3000, "{fsync:?}");
         let other = Metrics::default();
         drop(other.record("get", now));
         drop(other.record("put", now));
@@ -240,9 +254,9 @@ mod tests {
             .iter()
             .map(|m| (m.method.as_str(), m.calls))
             .collect();
-        assert_eq!(names, [("get", 3), ("put", 1)]);
-        assert_eq!(merged[0].errors.get(&-2003), Some(&1));
-        assert_eq!(merged[0].buckets.last(), Some(&3));
+        assert_eq!(names, [("fsync", 1), ("get", 3), ("put", 1)]);
+        assert_eq!(merged[1].errors.get(&-2003), Some(&1));
+        assert_eq!(merged[1].buckets.last(), Some(&3));
         assert!(m.method("put").is_none());
     }
 }

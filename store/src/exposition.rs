@@ -80,19 +80,39 @@ pub(crate) fn rpc_families(methods: &[MethodMetrics], side: &str, service: &str)
         "Calls running now.",
         methods.iter().map(|m| (labels(m), m.in_flight)),
     );
-    let latency = name("latency_seconds");
-    header(&mut out, &latency, "histogram", "How long calls took.");
-    for m in methods {
-        let l = labels(m);
+    histogram(
+        &mut out,
+        &name("latency_seconds"),
+        "How long calls took.",
+        methods.iter().map(|m| (labels(m), m)),
+    );
+    out
+}
+
+/// A histogram family in seconds from timing statistics: one series per `(labels, stats)`
+/// (labels may be empty), its buckets those of [`LATENCY_BUCKETS_US`].
+pub(crate) fn histogram<'a>(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    series: impl IntoIterator<Item = (String, &'a MethodMetrics)>,
+) {
+    header(out, name, "histogram", help);
+    for (l, m) in series {
+        let sep = if l.is_empty() { "" } else { "," };
         for (le, n) in LATENCY_BUCKETS_US.iter().zip(&m.buckets) {
             let le = *le as f64 / 1e6;
-            let _ = writeln!(out, "{latency}_bucket{{{l},le=\"{le}\"}} {n}");
+            let _ = writeln!(out, "{name}_bucket{{{l}{sep}le=\"{le}\"}} {n}");
         }
-        let _ = writeln!(out, "{latency}_bucket{{{l},le=\"+Inf\"}} {}", m.calls);
-        let _ = writeln!(out, "{latency}_sum{{{l}}} {}", m.sum_us as f64 / 1e6);
-        let _ = writeln!(out, "{latency}_count{{{l}}} {}", m.calls);
+        let _ = writeln!(out, "{name}_bucket{{{l}{sep}le=\"+Inf\"}} {}", m.calls);
+        let braced = if l.is_empty() {
+            l.clone()
+        } else {
+            format!("{{{l}}}")
+        };
+        let _ = writeln!(out, "{name}_sum{braced} {}", m.sum_us as f64 / 1e6);
+        let _ = writeln!(out, "{name}_count{braced} {}", m.calls);
     }
-    out
 }
 
 /// What an engine moved (`counts`, one entry per transport and direction) in Prometheus' text

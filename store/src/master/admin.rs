@@ -222,6 +222,12 @@ async fn metrics(State(admin): State<Admin>) -> Response {
             "Position of the last durable mutation.",
             h.durable_seq,
         ),
+        (
+            "yuebing_master_log_appends_total",
+            "counter",
+            "Entries this master handed to its operation log.",
+            s.log_appends(),
+        ),
     ];
     // A master that does not serve (a standby) shows no counts of its own.
     if let Ok(st) = s.run(|m, _| m.stats()).await {
@@ -277,6 +283,14 @@ async fn metrics(State(admin): State<Admin>) -> Response {
         ]);
     }
     let mut text = crate::exposition::rows(&rows);
+    if let Some(fsync) = s.fsync_timings() {
+        crate::exposition::histogram(
+            &mut text,
+            "yuebing_master_log_fsync_seconds",
+            "How long each group commit of the data directory's log (write and fdatasync) took.",
+            [(String::new(), &fsync)],
+        );
+    }
     text.push_str(&rpc_families(&admin.rpc.snapshot(), "server", ""));
     (
         StatusCode::OK,

@@ -89,6 +89,8 @@ pub(crate) struct Shared {
     snapshot_every: u64,
     last_snapshot: AtomicU64,
     snapshotting: Arc<AtomicBool>,
+    /// Entries handed to the log since this master started.
+    appended: AtomicU64,
     ready: AtomicBool,
     closed: AtomicBool,
     /// Set when a panic poisoned the core's lock: the master stops serving for good.
@@ -177,8 +179,21 @@ impl Shared {
             }
         }
         if let (Some(log), false) = (&self.log, entries.is_empty()) {
+            self.appended
+                .fetch_add(entries.len() as u64, Ordering::Relaxed);
             log.append(entries);
         }
+    }
+
+    /// Entries handed to the log since this master started.
+    pub(crate) fn log_appends(&self) -> u64 {
+        self.appended.load(Ordering::Relaxed)
+    }
+
+    /// How long the data directory's group commits took (`None` without a data directory, or
+    /// before the first).
+    pub(crate) fn fsync_timings(&self) -> Option<yuebing_rpc::MethodMetrics> {
+        self.log.as_ref()?.disk()?.fsync_timings()
     }
 
     /// Starts writing a snapshot when enough entries have accumulated (one at a time).
@@ -518,6 +533,7 @@ impl RunningMaster {
             snapshot_every: cfg.snapshot_every.max(1),
             last_snapshot: AtomicU64::new(last),
             snapshotting: Arc::new(AtomicBool::new(false)),
+            appended: AtomicU64::new(0),
             ready: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),

@@ -5,7 +5,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Mutex, MutexGuard};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use tokio::sync::watch;
@@ -35,6 +35,8 @@ pub(crate) struct LogWriter {
     tx: Mutex<Option<mpsc::Sender<Cmd>>>,
     durable: watch::Receiver<Durable>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// How long each group commit's flush and `fdatasync` took (as `fsync`).
+    timings: Arc<yuebing_rpc::Metrics>,
 }
 
 /// The file name of the segment whose first entry is `seq`.
@@ -66,14 +68,17 @@ impl LogWriter {
         let (tx, rx) = mpsc::channel();
         let (durable_tx, durable) = watch::channel(Durable::Upto(next_seq - 1));
         let dir = dir.to_path_buf();
+        let timings = Arc::new(yuebing_rpc::Metrics::default());
+        let timed = timings.clone();
         let thread = std::thread::Builder::new()
             .name("yuebing-oplog".into())
-            .spawn(move || run(dir, out, path, rx, durable_tx))
+            .spawn(move || run(dir, out, path, rx, durable_tx, &timed))
             .map_err(|e| io_err(Path::new("oplog thread"), e))?;
         Ok(LogWriter {
             tx: Mutex::new(Some(tx)),
             durable,
             thread: Mutex::new(Some(thread)),
+            timings,
         })
     }
 
@@ -130,6 +135,11 @@ impl LogWriter {
     pub(crate) fn durable(&self) -> Durable {
         self.durable.borrow().clone()
     }
+
+    /// How long the group commits' flush and `fdatasync` took (the statistics of `fsync`).
+    pub(crate) fn fsync_timings(&self) -> Option<yuebing_rpc::MethodMetrics> {
+        self.timings.method("fsync")
+    }
 }
 
 impl Drop for LogWriter {
@@ -144,6 +154,7 @@ fn run(
     mut path: PathBuf,
     rx: mpsc::Receiver<Cmd>,
     durable: watch::Sender<Durable>,
+    timings: &yuebing_rpc::Metrics,
 ) {
     let mut last = match &*durable.borrow() {
         Durable::Upto(s) => *s,
@@ -168,8 +179,14 @@ fn run(
                     }
                 }
             }
-            out.flush().map_err(|e| io_err(&path, e))?;
-            out.get_ref().sync_data().map_err(|e| io_err(&path, e))
+            let started = std::time::Instant::now();
+            let synced = out
+                .flush()
+                .and_then(|()| out.get_ref().sync_data())
+                .map_err(|e| io_err(&path, e));
+            let failed = synced.as_ref().err().map(|e| e.code());
+            timings.observe("fsync", started.elapsed(), failed);
+            synced
         })();
         match result {
             Ok(()) => {
