@@ -174,13 +174,18 @@ def test_mooncakes_rpc_bandwidth_tool_runs_unmodified(tmp_path):
     assert "Server started on 0.0.0.0:" in server and "Server stopping" in server, server
 
 
-def test_mooncakes_config_tests_pass_unmodified():
-    # mooncake.mooncake_config: no master, no network.
+def _pytest_upstream(files):
+    """Runs Mooncake's test ``files`` with pytest in ``UPSTREAM``; its output."""
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "test_mooncake_config.py"], cwd=UPSTREAM, capture_output=True,
-                         text=True, timeout=300)
+                          *files], cwd=UPSTREAM, capture_output=True, text=True, timeout=300)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-6000:]
+    return out
+
+
+def test_mooncakes_config_tests_pass_unmodified():
+    # mooncake.mooncake_config: no master, no network.
+    out = _pytest_upstream(["test_mooncake_config.py"])
     passed = re.search(r"(\d+) passed", out)
     assert passed and int(passed.group(1)) == 35, out[-3000:]
 
@@ -285,3 +290,75 @@ def test_mooncakes_dummy_client_tests_pass_unmodified(tmp_path):
     assert code == 0, out[-6000:] + "\n--- real client:\n" + real[-3000:]
     assert re.search(r"^6 passed, 4 skipped", out, re.M), out[-3000:]
     assert "multi dummy clients: OK" in out, out[-3000:]
+
+
+def test_mooncakes_import_and_fast_copy_tests_pass_unmodified():
+    # mooncake-wheel/tests/test_import_structure.py (the package's names, `from mooncake import
+    # BufferPool`) and test_fast_copy.py (mooncake._fast_copy, with NumPy): no master.
+    out = _pytest_upstream(["test_import_structure.py", "test_fast_copy.py"])
+    assert re.search(r"^7 passed in ", out, re.M), out[-3000:]
+
+
+# Mooncake's tests of its BufferPool (mooncake-wheel/tests/test_buffer_pool_native.py): each
+# sets up a store against the master at 127.0.0.1:50051 (a fixed port, so in a network
+# namespace of its own, with its own `yuebing master`).
+BUFFER_POOL = """
+set -u
+ip link set lo up
+bin=$1 python=$2
+"$bin" master --bind 127.0.0.1 --port 50051 > "$MASTER_OUT" 2>&1 &
+master=$!
+trap 'kill $master 2>/dev/null' EXIT
+for _ in $(seq 200); do
+  grep -q "ready on" "$MASTER_OUT" && break
+  kill -0 $master 2>/dev/null || break
+  sleep 0.1
+done
+"$python" -m pytest -q -p no:cacheprovider test_buffer_pool_native.py
+"""
+
+
+def test_mooncakes_buffer_pool_tests_pass_unmodified(tmp_path):
+    if not _netns_works():
+        pytest.skip("needs a network namespace (unshare -rn): its master's port is fixed")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", MASTER_OUT=str(tmp_path / "master.out"))
+    code, out = _run_group(["unshare", "-rn", "bash", "-c", BUFFER_POOL, "buffer_pool",
+                            yuebing_bin(), sys.executable], env, 300)
+    assert code == 0, out[-6000:]
+    assert re.search(r"^16 passed in ", out, re.M), out[-3000:]
+
+
+def test_mooncakes_engram_store_tests_pass_unmodified(tmp_path):
+    # scripts/test_engram_store.py starts a `mooncake_master` of its own (free ports, an HTTP
+    # metadata server) from PATH and imports the build tree's pybind module as `store` from
+    # $MOONCAKE_BUILD_DIR/mooncake-integration; the stock wheel's users import it as
+    # `mooncake.store`, which is what the shim names.
+    shim = tmp_path / "build" / "mooncake-integration"
+    shim.mkdir(parents=True)
+    (shim / "store.py").write_text("from mooncake.store import *  # noqa: F401,F403\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MOONCAKE_CONFIG_PATH", "MOONCAKE_MASTER")}
+    env.update(MOONCAKE_BUILD_DIR=str(tmp_path / "build"), YUEBING_BIN=yuebing_bin(),
+               PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""),
+               PYTHONUNBUFFERED="1")
+    code, out = _run_group([sys.executable, "test_engram_store.py"], env, 300)
+    assert code == 0, out[-6000:]
+    assert re.search(r"^Ran 12 tests in ", out, re.M) and "\nOK" in out, out[-3000:]
+
+
+def test_mooncakes_meta_server_tool_runs_unmodified():
+    # mooncake-wheel/tests/test_meta_server.py: a tool, not a pytest file (its module code
+    # runs at import), that sets up a client of MASTER_SERVER and times 15000 is_exist calls
+    # from each of its threads (2 here); it ends with 0 and prints the rate. Its metadata server
+    # (http://127.0.0.1:8080/metadata) is not contacted by the drop-in.
+    cluster = Cluster(nodes=0)
+    try:
+        env = dict(os.environ, MASTER_SERVER=cluster.address.removeprefix("tcp://"))
+        run = subprocess.run([sys.executable, "test_meta_server.py", "127.0.0.1", "2"],
+                             cwd=UPSTREAM, env=env, capture_output=True, text=True,
+                             timeout=300)
+    finally:
+        cluster.stop()
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-6000:]
+    assert re.search(r"^total time: [0-9.e-]+ s, QPS: [0-9.]+$", run.stdout, re.M), out[-3000:]

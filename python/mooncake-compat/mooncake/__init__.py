@@ -30,3 +30,15 @@ if _clash:
         "(and reinstall the other)")
 
 __version__ = "0.1.0"
+
+__all__ = ["BufferPool", "RegisteredBufferPool"]
+
+
+def __getattr__(name):
+    # The stock package exports its buffer pool (`from mooncake import BufferPool`). Imported
+    # on first use, so that `import mooncake` alone (mooncake.mooncake_config's users) does not
+    # load the native module.
+    if name in __all__:
+        from . import buffer_pool
+        return getattr(buffer_pool, name)
+    raise AttributeError(f"module 'mooncake' has no attribute {name!r}")

@@ -210,8 +210,6 @@ def _needs(name, what):
     return type(name, (), {"__init__": refuse, "__doc__": f"Not provided: {what}."})
 
 
-EngramStore = _needs("EngramStore", "the Engram embedding store needs torch")
-EngramStoreConfig = _needs("EngramStoreConfig", "the Engram embedding store needs torch")
 MooncakeDistributedNoFRegister = _needs(
     "MooncakeDistributedNoFRegister",
     "NVMe-over-Fabrics SSD registration is not in yuebing (its SSD tier is planned, issue 31)")

@@ -4,7 +4,8 @@
 - ``GET /metadata?key=K``: the value (200), or 404;
 - ``PUT /metadata?key=K`` with the value as body: 200 (a key containing ``rpc_meta`` that
   exists already: 400, as Mooncake refuses to let a second engine take a name);
-- ``DELETE /metadata?key=K``: 200, or 404.
+- ``DELETE /metadata?key=K``: 200, or 404;
+- ``GET /health``: 200 ``OK`` (as the server embedded in Mooncake's master answers).
 
 Keys are stripped of surrounding blanks; a missing or blank key is 400. yuebing's engines
 exchange segment descriptors peer to peer and do not need it; it is here so that launch
@@ -49,9 +50,15 @@ class KVBootstrapServer:
         self.lock = asyncio.Lock()
         self.app = web.Application()
         self.app.router.add_route("*", "/metadata", self._handle_metadata)
+        # As the metadata server embedded in Mooncake's master (`mooncake_master
+        # --enable_http_metadata_server`, which this one serves in the drop-in).
+        self.app.router.add_get("/health", self._handle_health)
         self.thread = None
         self._loop = None
         self._stopped = None
+
+    async def _handle_health(self, request):
+        return web.Response(text="OK", status=200)
 
     async def _handle_metadata(self, request):
         key = request.query.get("key", "").strip()

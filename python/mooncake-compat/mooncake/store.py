@@ -17,13 +17,13 @@ import yuebing
 
 from . import _codes, _dummy, _hostname, _memory, _setup
 from ._codes import INVALID_PARAMS, OBJECT_ALREADY_EXISTS, OK
+from ._engram import EngramStore, EngramStoreConfig
 from ._pool import (BufferLease, BufferLeaseView, BufferPool, RegisteredBufferLease,
                     RegisteredBufferLeaseView, RegisteredBufferPool)
-from ._types import (Descriptor, DiskDescriptor, EngramStore, EngramStoreConfig,
-                     MemoryDescriptor, MooncakeDistributedNoFRegister, ObjectDataType,
-                     ParallelAxis, QueryTaskResponse, ReadTarget, ReplicaDescriptor,
-                     ReplicaStatus, ReplicateConfig, SoftPinAction, TaskStatus, TaskType,
-                     TensorParallelism)
+from ._types import (Descriptor, DiskDescriptor, MemoryDescriptor,
+                     MooncakeDistributedNoFRegister, ObjectDataType, ParallelAxis,
+                     QueryTaskResponse, ReadTarget, ReplicaDescriptor, ReplicaStatus,
+                     ReplicateConfig, SoftPinAction, TaskStatus, TaskType, TensorParallelism)
 from ._memory import (MooncakeHostMemAllocator, bind_to_numa_node, get_alloc_func_addr,
                       get_free_func_addr)
 from ._values import BufferHandle, byte_parts, byte_value, raw_view
