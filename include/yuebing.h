@@ -398,11 +398,23 @@
 // `yuebing_replica_task_info.state`: done, the new replicas are the object's.
 #define YUEBING_REPLICA_TASK_SUCCESS 3
 
-// A transfer engine (standalone, or a store client's).
-typedef uint64_t yuebing_engine_t;
+// A store client.
+typedef uint64_t yuebing_store_t;
 
-// A batch of an engine's transfers.
-typedef uint64_t yuebing_batch_t;
+// Per-call settings of a store call; pass NULL for the client's defaults.
+typedef struct {
+  // Deadline of the call in milliseconds (0: the client's).
+  uint64_t timeout_ms;
+  // Replicas a put wants (0: the client's default).
+  uint32_t replica_num;
+  // `YUEBING_OPT_*` bits; any other bit is `YUEBING_ERR_INVALID_ARGUMENT`. Every bit
+  // concerns puts only: the other calls accept them and ignore them.
+  uint32_t flags;
+} yuebing_options;
+
+// An admin server handle (see `yuebing_store_serve_admin`): a store client's `/health`,
+// `/ready` and `/metrics` over HTTP; `yuebing_admin_free` stops it.
+typedef uint64_t yuebing_admin_t;
 
 // Why a call failed, filled by every fallible function when the caller passes one (it may
 // pass NULL). `code` is the function's return value; `message` a NUL-terminated text, cut to
@@ -413,6 +425,12 @@ typedef struct {
   // What went wrong, NUL-terminated.
   char message[YUEBING_ERROR_MESSAGE_LEN];
 } yuebing_error;
+
+// A transfer engine (standalone, or a store client's).
+typedef uint64_t yuebing_engine_t;
+
+// A batch of an engine's transfers.
+typedef uint64_t yuebing_batch_t;
 
 // One transfer of a batch.
 typedef struct {
@@ -555,9 +573,6 @@ typedef struct {
   uint32_t flags;
 } yuebing_store_config;
 
-// A store client.
-typedef uint64_t yuebing_store_t;
-
 // Bytes owned by the library, handed to the caller: free them with `yuebing_buf_free`, passing
 // the struct back unchanged. A zeroed one is empty and may be freed too.
 typedef struct {
@@ -585,17 +600,6 @@ typedef struct {
   // How many.
   size_t len;
 } yuebing_list;
-
-// Per-call settings of a store call; pass NULL for the client's defaults.
-typedef struct {
-  // Deadline of the call in milliseconds (0: the client's).
-  uint64_t timeout_ms;
-  // Replicas a put wants (0: the client's default).
-  uint32_t replica_num;
-  // `YUEBING_OPT_*` bits; any other bit is `YUEBING_ERR_INVALID_ARGUMENT`. Every bit
-  // concerns puts only: the other calls accept them and ignore them.
-  uint32_t flags;
-} yuebing_options;
 
 // A callback of a batch call with a number per item: `codes[i]` is item i's code and
 // `values[i]` its number (a size, or 0/1 for whether it exists). Arrays of `n`, valid only
@@ -768,6 +772,39 @@ typedef void (*yuebing_list_cb)(void *user_data,
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// Serves the store client's admin HTTP paths on `bind` ("host:port", UTF-8; port 0 picks a
+// free one) until the handle written to `admin_out` is freed with `yuebing_admin_free` (or
+// the process ends). Nothing is served unless asked, so several clients on one machine never
+// collide. An address that cannot be bound is `YUEBING_ERR_INVALID_PARAMS`.
+//
+// # Safety
+// `bind` a NUL-terminated string; `opts` NULL or readable; `admin_out` writable; `err` NULL
+// or writable.
+int32_t yuebing_store_serve_admin(yuebing_store_t store,
+                                  const char *bind,
+                                  const yuebing_options *opts,
+                                  yuebing_admin_t *admin_out,
+                                  yuebing_error *err);
+
+// Copies the address the admin server listens on ("host:port"), NUL-terminated, into `buf`
+// of `cap` bytes; its length (without the NUL) goes to `len_out`.
+// `YUEBING_ERR_INVALID_ARGUMENT` if it does not fit (`len_out` still says how long it is).
+//
+// # Safety
+// `buf` valid for `cap` bytes of writes; `len_out` and `err` NULL or writable.
+int32_t yuebing_admin_address(yuebing_admin_t admin,
+                              char *buf,
+                              size_t cap,
+                              size_t *len_out,
+                              yuebing_error *err);
+
+// Stops the admin server and invalidates its handle.
+//
+// # Safety
+// `err` is NULL or writable.
+int32_t yuebing_admin_free(yuebing_admin_t admin,
+                           yuebing_error *err);
 
 // Allocates a batch for up to `capacity` transfers; it goes to `batch_out`. Free it with
 // `yuebing_batch_free` once its transfers are final.

@@ -366,8 +366,7 @@ impl BlockingClient {
 
     /// See [`Client::serve_admin`].
     pub fn serve_admin(&self, bind: &str) -> Result<yuebing_store::http::AdminServer> {
-        let (client, bind) = (self.client.clone(), bind.to_string());
-        self.wait(|| async move { client.serve_admin(&bind).await })
+        self.wait(|| self.client.serve_admin(bind))
     }
 
     /// See [`Client::mount_space`].

@@ -7,6 +7,7 @@
 
 mod common;
 
+use yuebing_bridge::ffi::admin_api::*;
 use yuebing_bridge::ffi::error::*;
 use yuebing_bridge::ffi::store_batch::*;
 use yuebing_bridge::ffi::store_located::*;
@@ -440,4 +441,58 @@ fn a_file_is_mounted_as_store_space_through_the_c_abi() {
         );
     }
     std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn a_stores_admin_server_is_started_read_and_stopped_through_the_c_abi() {
+    use std::io::{Read, Write};
+    let cluster = Cluster::start();
+    let store = cluster.store(new_bridge());
+    let bind = std::ffi::CString::new("127.0.0.1:0").unwrap();
+    let mut admin: yuebing_admin_t = 0;
+    // SAFETY: a NUL-terminated address and a valid output.
+    let rc = unsafe { yuebing_store_serve_admin(store, bind.as_ptr(), NO_OPTS, &mut admin, nul()) };
+    assert_eq!(rc, 0, "{}", last());
+    let mut buf = [0 as std::ffi::c_char; 64];
+    let mut len = 0usize;
+    // SAFETY: a buffer of 64 bytes and a valid length output.
+    let rc = unsafe { yuebing_admin_address(admin, buf.as_mut_ptr(), 64, &mut len, nul()) };
+    assert_eq!(rc, 0, "{}", last());
+    // SAFETY: NUL-terminated by the call.
+    let addr = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(addr.len(), len);
+    let get = |path: &str| -> std::io::Result<String> {
+        let mut s = std::net::TcpStream::connect(&addr)?;
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut text = String::new();
+        s.read_to_string(&mut text)?;
+        Ok(text)
+    };
+    let ready = get("/ready").unwrap();
+    assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+    // SAFETY: a buffer too small: refused, the length still told.
+    let rc = unsafe { yuebing_admin_address(admin, buf.as_mut_ptr(), 4, &mut len, nul()) };
+    assert_eq!((rc, len), (YUEBING_ERR_INVALID_ARGUMENT, addr.len()));
+    // SAFETY: no pointer arguments but the error.
+    unsafe {
+        assert_eq!(yuebing_admin_free(admin, nul()), 0);
+        assert_eq!(yuebing_admin_free(admin, nul()), YUEBING_ERR_INVALID_HANDLE);
+    }
+    assert!(get("/ready").is_err(), "stopped");
+    let bad = std::ffi::CString::new("not an address").unwrap();
+    // SAFETY: NULL and NUL-terminated addresses, a valid output.
+    unsafe {
+        let rc = yuebing_store_serve_admin(store, bad.as_ptr(), NO_OPTS, &mut admin, nul());
+        assert_eq!(rc, YUEBING_ERR_INVALID_PARAMS);
+        let rc = yuebing_store_serve_admin(store, std::ptr::null(), NO_OPTS, &mut admin, nul());
+        assert_eq!(rc, YUEBING_ERR_INVALID_ARGUMENT);
+        let rc = yuebing_store_serve_admin(0, bind.as_ptr(), NO_OPTS, &mut admin, nul());
+        assert_eq!(rc, YUEBING_ERR_INVALID_HANDLE);
+    }
 }

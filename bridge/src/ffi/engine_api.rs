@@ -280,19 +280,8 @@ pub unsafe extern "C" fn yuebing_engine_name(
     entry(err, || {
         raw::check_out_array(buf, cap, "buf")?;
         let e = handles::engine(engine)?;
-        let name = super::error::c_string(e.engine.name());
-        let bytes = name.as_bytes_with_nul();
-        // SAFETY: NULL or writable (the caller's promise).
-        unsafe { raw::write(len_out, bytes.len() - 1) };
-        if bytes.len() > cap {
-            return Err(Failure::invalid(format!(
-                "the name needs {} bytes",
-                bytes.len()
-            )));
-        }
-        // SAFETY: `buf` holds `cap` >= `bytes.len()` writable bytes (the caller's promise).
-        unsafe { raw::write_array(buf, bytes.iter().map(|&b| b as c_char).collect()) };
-        Ok(())
+        // SAFETY: forwarded contract.
+        unsafe { raw::write_text(buf, cap, len_out, e.engine.name(), "the name") }
     })
 }
 

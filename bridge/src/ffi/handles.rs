@@ -24,6 +24,7 @@ pub(crate) enum Kind {
     Master = 6,
     Location = 7,
     Reservation = 8,
+    Admin = 9,
 }
 
 /// An engine's batch, with the engine it belongs to.
@@ -46,6 +47,9 @@ pub(crate) enum Object {
     Location(Arc<Located>),
     /// Space reserved for an object (`yuebing_store_batch_reserve`), not readable yet.
     Reservation(Arc<Reservation>),
+    /// A store client's admin HTTP server (`yuebing_store_serve_admin`); stopped when the
+    /// last reference goes.
+    Admin(Arc<yuebing_store::http::AdminServer>),
 }
 
 impl Object {
@@ -59,6 +63,7 @@ impl Object {
             Object::Master(_) => Kind::Master,
             Object::Location(_) => Kind::Location,
             Object::Reservation(_) => Kind::Reservation,
+            Object::Admin(_) => Kind::Admin,
         }
     }
 }
@@ -183,6 +188,8 @@ lookups! {
     location: Location -> Arc<Located>;
     /// A reservation.
     reservation: Reservation -> Arc<Reservation>;
+    /// An admin server.
+    admin: Admin -> Arc<yuebing_store::http::AdminServer>;
 }
 
 /// The store client and its engine's object.

@@ -33,10 +33,11 @@
 //! - Bytes, listings and replicas the library hands over are freed with `yuebing_buf_free`,
 //!   `yuebing_list_free` and `yuebing_replicas_free`, a task's state with
 //!   `yuebing_replica_task_info_free`; a location handle with `yuebing_location_free`, a reservation
-//!   with `yuebing_reservation_free`.
+//!   with `yuebing_reservation_free`, an admin server with `yuebing_admin_free`.
 
 #![allow(non_camel_case_types)]
 
+pub mod admin_api;
 pub mod batch_api;
 pub mod bridge_api;
 pub mod deliver;

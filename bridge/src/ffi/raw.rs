@@ -174,6 +174,35 @@ fn into_items<T>(items: Vec<T>) -> (*mut T, usize) {
     }
 }
 
+/// Copies `text`, NUL-terminated, into `buf` of `cap` bytes; its length (without the NUL)
+/// goes to `len_out`. `InvalidArgument` (naming `what`) if it does not fit: `len_out` still
+/// says how long it is.
+///
+/// # Safety
+/// `buf` valid for `cap` bytes of writes; `len_out` NULL or writable.
+pub(crate) unsafe fn write_text(
+    buf: *mut c_char,
+    cap: usize,
+    len_out: *mut usize,
+    text: &str,
+    what: &str,
+) -> FfiResult<()> {
+    check_out_array(buf, cap, "buf")?;
+    let text = super::error::c_string(text);
+    let bytes = text.as_bytes_with_nul();
+    // SAFETY: NULL or writable (the caller's promise).
+    unsafe { write(len_out, bytes.len() - 1) };
+    if bytes.len() > cap {
+        return Err(Failure::invalid(format!(
+            "{what} needs {} bytes",
+            bytes.len()
+        )));
+    }
+    // SAFETY: `buf` holds `cap` >= `bytes.len()` writable bytes (the caller's promise).
+    unsafe { write_array(buf, bytes.iter().map(|&b| b as c_char).collect()) };
+    Ok(())
+}
+
 /// Takes back the items [`into_items`] handed to C, and frees the name (a `CString` made
 /// with `into_raw`) that `name` says each one holds.
 ///

@@ -27,6 +27,10 @@ pub type yuebing_location_t = u64;
 /// readable yet; free it with `yuebing_reservation_free`.
 pub type yuebing_reservation_t = u64;
 
+/// An admin server handle (see `yuebing_store_serve_admin`): a store client's `/health`,
+/// `/ready` and `/metrics` over HTTP; `yuebing_admin_free` stops it.
+pub type yuebing_admin_t = u64;
+
 /// How a bridge is built; a field left 0 takes its default.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]

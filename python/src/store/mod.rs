@@ -239,11 +239,7 @@ impl Store {
     /// collide.
     #[pyo3(signature = (bind="127.0.0.1:0"))]
     fn serve_admin(&self, py: Python<'_>, bind: &str) -> PyResult<String> {
-        let bind = bind.to_string();
-        let server = self.run(py, |c| {
-            let c = c.clone();
-            async move { c.serve_admin(&bind).await }
-        })?;
+        let server = self.run(py, |c| c.serve_admin(bind))?;
         let addr = server.local_addr().to_string();
         *self.lock_admin() = Some(server);
         Ok(addr)

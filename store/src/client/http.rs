@@ -27,7 +27,10 @@ impl Client {
     /// Serves this client's admin paths (see the module docs: `/health`, `/ready`,
     /// `/metrics`) on `bind` (`host:port`; port 0 picks one) until the returned server is
     /// dropped, on the client's runtime. Nothing is served unless asked.
-    pub async fn serve_admin(&self, bind: &str) -> Result<AdminServer> {
+    pub fn serve_admin(
+        &self,
+        bind: &str,
+    ) -> impl std::future::Future<Output = Result<AdminServer>> + Send + use<> {
         let app = Router::new()
             .route("/health", get(health))
             .route("/ready", get(ready))
@@ -35,7 +38,10 @@ impl Client {
             .with_state(Arc::downgrade(&self.inner));
         let bind = bind.to_string();
         let handle = self.inner.engine.handle().clone();
-        yuebing_rpc::in_runtime(&handle, async move { crate::http::serve(app, &bind).await }).await
+        async move {
+            yuebing_rpc::in_runtime(&handle, async move { crate::http::serve(app, &bind).await })
+                .await
+        }
     }
 }
 
