@@ -55,7 +55,7 @@ yuebing_run() { # clients transport out
   # and puts new ones at once; yuebing keeps force-removed space out of use until the read
   # leases on it end (Mooncake reuses it at once), so with the default 10 s lease the 16 MiB
   # cells would find the 512 MiB segment full (-200).
-  "$target/release/yuebing" master --bind 127.0.0.1 --port 0 --lease-ttl-ms 1000 >"$log" 2>&1 &
+  "$target/release/yuebing" master --bind 127.0.0.1 --port 0 --metrics-port off --lease-ttl-ms 1000 >"$log" 2>&1 &
   pid=$!
   for _ in $(seq 1 100); do grep -q "ready on" "$log" && break; sleep 0.1; done
   addr="$(sed -n 's|.*ready on \(tcp://\)\{0,1\}\([0-9.:]*\).*|\2|p' "$log" | head -1)"

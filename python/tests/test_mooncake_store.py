@@ -776,6 +776,10 @@ def test_setups_optional_arguments_are_checked_not_dropped(cluster, caplog, form
         assert r.status == 200
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         assert b"yuebing_client_ready 1" in r.read()
+    # Set up again on the same port: the new client's server takes it over.
+    assert setup(enable_client_http_server=True, client_http_port=port) == 0
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as r:
+        assert json.loads(r.read())["status"] == "healthy"
     assert st.close() == 0
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10)

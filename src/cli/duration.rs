@@ -5,6 +5,8 @@ use std::time::Duration;
 
 /// The shortest duration accepted: a shorter one is a typo more likely than a wish.
 const MIN: Duration = Duration::from_millis(1);
+/// The longest: a day (deadlines are computed from it, and must not overflow an `Instant`).
+const MAX: Duration = Duration::from_secs(86_400);
 
 /// Parses `2`, `2s`, `1.5s` (seconds) or `500ms` (milliseconds), spaces allowed before the
 /// unit. Zero, negatives, less than a millisecond, other units and non-numbers are refused
@@ -31,6 +33,9 @@ pub fn duration(text: &str) -> Result<Duration, String> {
     if d < MIN {
         return Err(bad("at least 1ms"));
     }
+    if d > MAX {
+        return Err(bad("at most a day, 86400"));
+    }
     Ok(d)
 }
 
@@ -48,7 +53,20 @@ mod tests {
         assert_eq!(duration("250 ms"), Ok(ms(250)));
         assert_eq!(duration("0.001"), Ok(ms(1)));
         for bad in [
-            "", "0", "0ms", "-1", "1m", "1h", "ms", "fast", "NaN", "inf", "0.5ms", "1e30",
+            "",
+            "0",
+            "0ms",
+            "-1",
+            "1m",
+            "1h",
+            "ms",
+            "fast",
+            "NaN",
+            "inf",
+            "0.5ms",
+            "1e30",
+            "86401",
+            "10000000000000000000",
         ] {
             let e = duration(bad).unwrap_err();
             assert!(e.contains("500ms"), "{bad:?}: {e}");

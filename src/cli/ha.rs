@@ -141,7 +141,7 @@ pub async fn serve(
     ha: HaSettings,
     cfg: MasterServerConfig,
     endpoint: Endpoint,
-    admin: Option<String>,
+    admin: Option<super::master::AdminBind>,
 ) -> yuebing_store::Result<()> {
     use yuebing_etcd::ha::{HaConfig, HaMaster};
     use yuebing_etcd::{Credentials, EtcdConfig, TlsFiles};
@@ -170,10 +170,9 @@ pub async fn serve(
     let master = HaMaster::start(config, &endpoint, tokio::runtime::Handle::current())
         .await
         .map_err(etcd_err)?;
-    let admin = match admin {
-        Some(bind) => Some(master.serve_admin(&bind).await?),
-        None => None,
-    };
+    let m = &master;
+    let admin =
+        super::master::start_admin(admin, |bind| async move { m.serve_admin(&bind).await }).await?;
     if let Some(bound) = master.local_endpoint() {
         // The same ready lines as a single master's; the role goes to stderr.
         println!("yuebing master ready on {bound}");
@@ -211,7 +210,7 @@ pub async fn serve(
     _: HaSettings,
     _: MasterServerConfig,
     _: Endpoint,
-    _: Option<String>,
+    _: Option<super::master::AdminBind>,
 ) -> yuebing_store::Result<()> {
     Err(yuebing_store::Error::InvalidParams {
         reason: "this yuebing was built without etcd support: build it with \

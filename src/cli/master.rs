@@ -9,9 +9,42 @@ use yuebing_rpc::{Endpoint, Token};
 use yuebing_store::master::{MasterConfig, MasterServerConfig, PlacementStrategy, RunningMaster};
 
 use crate::config::{ConfigError, ConfigFile};
+use yuebing_store::http::AdminServer;
 
 /// The master's admin port when none is given: Mooncake's metrics port.
 pub const DEFAULT_METRICS_PORT: u16 = 9003;
+
+/// Where an admin server is to listen, and whether the operator asked for that address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminBind {
+    /// `host:port`.
+    pub addr: String,
+    /// Given by a flag, the environment or the config file (else the default port).
+    pub asked: bool,
+}
+
+/// Starts an admin server with `start` on `bind`: one the operator asked for must listen (its
+/// failure is the command's); on the default port, a port already taken is a warning and the
+/// master goes on without it, as Mooncake's master does without its metrics server.
+pub async fn start_admin<F>(
+    bind: Option<AdminBind>,
+    start: impl FnOnce(String) -> F,
+) -> yuebing_store::Result<Option<AdminServer>>
+where
+    F: std::future::Future<Output = yuebing_store::Result<AdminServer>>,
+{
+    let Some(bind) = bind else {
+        return Ok(None);
+    };
+    match start(bind.addr.clone()).await {
+        Ok(server) => Ok(Some(server)),
+        Err(e) if !bind.asked => {
+            eprintln!("warning: {e}; serving no admin paths (--metrics-port to choose a port)");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
 
 /// Where an admin HTTP server listens: a port (0: any free one), or `off`. From a flag, the
 /// environment or the config file (a number, or the string "off").
@@ -28,7 +61,7 @@ impl std::str::FromStr for MetricsPort {
 
     fn from_str(s: &str) -> Result<MetricsPort, String> {
         match s.trim() {
-            "off" => Ok(MetricsPort::Off),
+            t if t.eq_ignore_ascii_case("off") => Ok(MetricsPort::Off),
             n => n
                 .parse()
                 .map(MetricsPort::Port)
@@ -148,17 +181,17 @@ pub struct MasterArgs {
 }
 
 impl MasterArgs {
-    /// Where the admin HTTP server listens (`host:port`), unless it is turned off.
-    pub fn admin_bind(&self, file: &ConfigFile) -> Result<Option<String>, ConfigError> {
-        let port = file.resolve(
-            "master",
-            "metrics_port",
-            self.metrics_port,
-            MetricsPort::Port(DEFAULT_METRICS_PORT),
-        )?;
+    /// Where the admin HTTP server listens, unless it is turned off.
+    pub fn admin_bind(&self, file: &ConfigFile) -> Result<Option<AdminBind>, ConfigError> {
+        let given: Option<MetricsPort> =
+            file.resolve("master", "metrics_port", self.metrics_port.map(Some), None)?;
+        let port = given.unwrap_or(MetricsPort::Port(DEFAULT_METRICS_PORT));
         let bind: String = file.resolve("master", "bind", self.bind.clone(), "127.0.0.1".into())?;
         Ok(match port {
-            MetricsPort::Port(p) => Some(format!("{bind}:{p}")),
+            MetricsPort::Port(p) => Some(AdminBind {
+                addr: format!("{bind}:{p}"),
+                asked: given.is_some(),
+            }),
             MetricsPort::Off => None,
         })
     }
@@ -287,13 +320,11 @@ impl MasterArgs {
 pub async fn serve(
     cfg: MasterServerConfig,
     endpoint: Endpoint,
-    admin: Option<String>,
+    admin: Option<AdminBind>,
 ) -> yuebing_store::Result<()> {
     let master = RunningMaster::start(cfg, &endpoint).await?;
-    let admin = match admin {
-        Some(bind) => Some(master.serve_admin(&bind).await?),
-        None => None,
-    };
+    let m = &master;
+    let admin = start_admin(admin, |bind| async move { m.serve_admin(&bind).await }).await?;
     let r = master.recovery();
     if r.snapshot_seq > 0 || r.replayed > 0 {
         eprintln!(
@@ -318,6 +349,10 @@ mod tests {
     use super::*;
 
     fn admin(flag: Option<&str>, file: &str) -> Result<Option<String>, ConfigError> {
+        admin_bind(flag, file).map(|b| b.map(|b| b.addr))
+    }
+
+    fn admin_bind(flag: Option<&str>, file: &str) -> Result<Option<AdminBind>, ConfigError> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("y.toml");
         std::fs::write(&path, file).unwrap();
@@ -326,6 +361,20 @@ mod tests {
             ..MasterArgs::default()
         };
         args.admin_bind(&ConfigFile::load(Some(&path))?)
+    }
+
+    /// Only the default port may be skipped when taken.
+    #[test]
+    fn only_an_admin_address_asked_for_must_listen() {
+        assert!(!admin_bind(None, "").unwrap().unwrap().asked);
+        assert!(admin_bind(Some("9100"), "").unwrap().unwrap().asked);
+        assert!(
+            admin_bind(None, "[master]\nmetrics_port = 9100\n")
+                .unwrap()
+                .unwrap()
+                .asked
+        );
+        assert_eq!("OFF".parse::<MetricsPort>(), Ok(MetricsPort::Off));
     }
 
     /// Mooncake's metrics port unless told otherwise: a port, 0 for any, or off; from the flag

@@ -26,10 +26,10 @@ pub struct NodeArgs {
     #[arg(long, env = "YUEBING_NODE_WORKER_THREADS")]
     pub worker_threads: Option<usize>,
     /// Serve the node's admin HTTP paths (/health, /ready, /metrics) on this port of the host
-    /// of --bind (0: any free port, reported on stdout); off unless given, so that several
-    /// nodes on one machine never collide [config: node.metrics_port].
+    /// of --bind (0: any free port, reported on stdout; off: none); off unless given, so that
+    /// several nodes on one machine never collide [config: node.metrics_port].
     #[arg(long, env = "YUEBING_NODE_METRICS_PORT")]
-    pub metrics_port: Option<u16>,
+    pub metrics_port: Option<super::master::MetricsPort>,
 }
 
 impl NodeArgs {
@@ -48,8 +48,12 @@ impl NodeArgs {
 
     /// Where the admin HTTP server listens (`host:port`, the host of `--bind`), if asked for.
     pub fn admin_bind(&self, file: &ConfigFile) -> Result<Option<String>, ConfigError> {
-        let port: Option<u16> =
-            file.resolve("node", "metrics_port", self.metrics_port.map(Some), None)?;
+        let port = file.resolve(
+            "node",
+            "metrics_port",
+            self.metrics_port,
+            super::master::MetricsPort::Off,
+        )?;
         let bind: String = file.resolve(
             "client",
             "bind",
@@ -57,7 +61,10 @@ impl NodeArgs {
             "127.0.0.1:0".into(),
         )?;
         let host = bind.rsplit_once(':').map_or(bind.as_str(), |(h, _)| h);
-        Ok(port.map(|p| format!("{host}:{p}")))
+        Ok(match port {
+            super::master::MetricsPort::Port(p) => Some(format!("{host}:{p}")),
+            super::master::MetricsPort::Off => None,
+        })
     }
 
     /// The client configuration of the node, with the cluster `token` (an `etcd://` master

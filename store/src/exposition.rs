@@ -65,7 +65,7 @@ pub(crate) fn rpc_families(methods: &[MethodMetrics], side: &str, service: &str)
         &mut out,
         &name("errors_total"),
         "counter",
-        "Calls that failed, by error code.",
+        "Calls that failed as a whole, by error code (a server counts a store error in its reply too).",
         methods.iter().flat_map(|m| {
             let l = labels(m);
             m.errors
@@ -131,7 +131,7 @@ pub(crate) fn engine_families(counts: &[TransferCounts]) -> String {
         &mut out,
         "yuebing_engine_transfers_total",
         "counter",
-        "Transfers ended (completed or failed), by transport and direction.",
+        "Transfer attempts this engine made that ended (completed or failed), by transport and direction.",
         counts.iter().map(|c| (labels(c), c.transfers)),
     );
     family(
@@ -145,7 +145,7 @@ pub(crate) fn engine_families(counts: &[TransferCounts]) -> String {
         &mut out,
         "yuebing_engine_failures_total",
         "counter",
-        "Transfers that failed, by error code.",
+        "Transfer attempts that failed, by error code.",
         counts.iter().flat_map(|c| {
             let l = labels(c);
             c.failures

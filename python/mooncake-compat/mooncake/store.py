@@ -184,8 +184,6 @@ class MooncakeDistributedStore:
         except (TypeError, ValueError) as e:
             _codes.log.error("setup: %s", e)
             return INVALID_PARAMS
-        if a.http_port is not None:
-            _serve_http(store, hostname, a.http_port)
         with self._lock:
             old, self._store = self._store, store
             retired = self._reset()
@@ -193,6 +191,9 @@ class MooncakeDistributedStore:
             self._hostname = hostname
         if old is not None:
             self._close_store(old, *retired)
+        # After the old client closed: its server may hold the same port.
+        if a.http_port is not None:
+            _serve_http(store, a.http_port)
         return 0
 
     def _reset(self):
@@ -1214,11 +1215,12 @@ def _multi_lists(todo):
 _SLAB = 4 << 20
 
 
-def _serve_http(store, hostname, port):
+def _serve_http(store, port):
     """The client HTTP server of ``setup(enable_client_http_server=True)``: ``/health``,
-    ``/ready`` and ``/metrics`` on ``port`` of this client's host, until it is closed. One that
+    ``/ready`` and ``/metrics`` on ``port`` of the address this client's engine listens on (as
+    resolved, so ``localhost`` does not become ``::1`` alone), until it is closed. One that
     cannot listen is logged and the client goes on without it, as Mooncake's does."""
-    host = hostname.rsplit(":", 1)[0] if ":" in hostname else hostname
+    host = store.segment_name.rsplit(":", 1)[0]
     try:
         addr = store.serve_admin(f"{host}:{port}")
     except yuebing.YuebingError as e:

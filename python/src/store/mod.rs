@@ -64,13 +64,21 @@ pub(crate) struct Store {
     pins: ForkSafe<Arc<Pins>>,
     put_default: PutConfig,
     closed: AtomicBool,
-    /// The admin HTTP server of `serve_admin`, stopped at `close`.
-    admin: std::sync::Mutex<Option<yuebing_store::http::AdminServer>>,
+    /// The admin HTTP server of `serve_admin`, stopped at `close`; a forked child leaves it
+    /// alone (its stop would wake tasks of the parent's runtime).
+    admin: ForkSafe<std::sync::Mutex<Option<yuebing_store::http::AdminServer>>>,
 }
 
 impl Store {
-    fn lock_admin(&self) -> std::sync::MutexGuard<'_, Option<yuebing_store::http::AdminServer>> {
-        self.admin.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock_admin(
+        &self,
+        py: Python<'_>,
+    ) -> PyResult<std::sync::MutexGuard<'_, Option<yuebing_store::http::AdminServer>>> {
+        Ok(self
+            .admin
+            .get(py)?
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()))
     }
 
     /// The client, unless this is a forked child (`Forked`) or the store was closed.
@@ -155,7 +163,7 @@ impl Store {
             pins: ForkSafe::new(pins),
             put_default,
             closed: AtomicBool::new(false),
-            admin: std::sync::Mutex::new(None),
+            admin: ForkSafe::new(std::sync::Mutex::new(None)),
         })
     }
 
@@ -227,7 +235,7 @@ impl Store {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        drop(self.lock_admin().take());
+        drop(self.lock_admin(py)?.take());
         wait(py, client.call(|c| c.close(&opts)))
     }
 
@@ -239,9 +247,15 @@ impl Store {
     /// collide.
     #[pyo3(signature = (bind="127.0.0.1:0"))]
     fn serve_admin(&self, py: Python<'_>, bind: &str) -> PyResult<String> {
+        // The one before stops first, so that the same address can be asked for again.
+        drop(self.lock_admin(py)?.take());
         let server = self.run(py, |c| c.serve_admin(bind))?;
         let addr = server.local_addr().to_string();
-        *self.lock_admin() = Some(server);
+        let mut held = self.lock_admin(py)?;
+        if self.closed.load(Ordering::Acquire) {
+            return Err(PyValueError::new_err("the store is closed"));
+        }
+        *held = Some(server);
         Ok(addr)
     }
 

@@ -112,6 +112,10 @@ async fn beat(c: &Arc<Inner>, bound: std::time::Duration) {
             true
         }
         Ok(Ok(PingResult::TasksWaiting)) => {
+            // Confirmed when the answer came, not after the tasks were taken.
+            if !c.spaces.remount_is_due() {
+                c.standing.confirm();
+            }
             super::tasks::take(c, bound).await;
             false
         }

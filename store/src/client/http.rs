@@ -4,7 +4,7 @@
 //! | path | answer |
 //! |---|---|
 //! | `/health` | Mooncake's JSON `{"status": "healthy" \| "not_initialized" \| "master_unreachable", "code": n}`: 200 when healthy, else 503 |
-//! | `/ready` | 200 `ready` while the master confirmed this client with its store space mounted within three heartbeats, else 503 |
+//! | `/ready` | 200 `ready` while the master confirmed this client with its store space mounted within four heartbeats, else 503 |
 //! | `/metrics` | Prometheus text: the client's store space, its calls to the masters (`yuebing_rpc_client_*`), and what its engine moved (`yuebing_engine_*`: transfers, bytes, failures by code, per transport and direction) |
 //!
 //! The server holds the client weakly: once the client is dropped, every path answers 503.
@@ -97,10 +97,12 @@ async fn health(State(held): Held) -> Response {
         .into_response()
 }
 
-/// Whether the master confirmed the client within three heartbeats and it is open.
+/// Whether the master confirmed the client within four heartbeats (the longest gap between
+/// two confirmations of a healthy client: an interval and a ping's bound of three) and it is
+/// open.
 fn is_ready(inner: &Inner) -> bool {
     !inner.closed.load(std::sync::atomic::Ordering::Acquire)
-        && inner.standing.is_current(inner.cfg.heartbeat * 3)
+        && inner.standing.is_current(inner.cfg.heartbeat * 4)
 }
 
 async fn ready(State(held): Held) -> Response {

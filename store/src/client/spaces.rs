@@ -113,6 +113,11 @@ impl Spaces {
         self.remount_due.store(true, Ordering::Release);
     }
 
+    /// Whether a remount was asked for since the last one.
+    pub(crate) fn remount_is_due(&self) -> bool {
+        self.remount_due.load(Ordering::Acquire)
+    }
+
     /// Whether a remount was asked for since the last one; clears the request.
     pub(crate) fn take_remount_due(&self) -> bool {
         self.remount_due.swap(false, Ordering::AcqRel)

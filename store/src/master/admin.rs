@@ -287,7 +287,7 @@ async fn metrics(State(admin): State<Admin>) -> Response {
         crate::exposition::histogram(
             &mut text,
             "yuebing_master_log_fsync_seconds",
-            "How long each group commit of the data directory's log (write and fdatasync) took.",
+            "How long each group commit's final flush and fdatasync of the data directory's log took.",
             [(String::new(), &fsync)],
         );
     }
