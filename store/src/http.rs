@@ -2,16 +2,19 @@
 //! the caller's runtime through axum, bound to an explicit address, stopped when dropped.
 
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 use axum::Router;
-use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::error::{Error, Result};
 
-/// A running admin server; dropping it stops it.
+/// A running admin server; dropping it stops it (its port is free again shortly after;
+/// [`AdminServer::stop`] waits for that).
 pub struct AdminServer {
     addr: SocketAddr,
-    _stop: DropGuard,
+    /// The accept loop; aborting it drops the listener. Connections already accepted run
+    /// to their end.
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl std::fmt::Debug for AdminServer {
@@ -27,6 +30,23 @@ impl AdminServer {
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
     }
+
+    /// Stops it and waits (at most a second) until its listener is closed, for a caller that
+    /// binds the same port next (a client set up again). Blocks the calling thread: call it
+    /// from a plain thread, not from a runtime's task.
+    pub fn stop(self) {
+        self.task.abort();
+        let until = Instant::now() + Duration::from_secs(1);
+        while !self.task.is_finished() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+impl Drop for AdminServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// Serves `app` on `bind` (`host:port`; port 0 picks one), on the current runtime, until the
@@ -38,18 +58,10 @@ pub(crate) async fn serve(app: Router, bind: &str) -> Result<AdminServer> {
     let addr = listener.local_addr().map_err(|e| Error::Internal {
         reason: format!("admin server: {e}"),
     })?;
-    let stop = CancellationToken::new();
-    let stopped = stop.clone();
-    tokio::spawn(async move {
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { stopped.cancelled().await })
-            .await;
-        if let Err(e) = served {
+    let task = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
             tracing::warn!(error = %e, "the admin server stopped");
         }
     });
-    Ok(AdminServer {
-        addr,
-        _stop: stop.drop_guard(),
-    })
+    Ok(AdminServer { addr, task })
 }

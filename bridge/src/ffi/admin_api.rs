@@ -64,7 +64,8 @@ pub unsafe extern "C" fn yuebing_admin_address(
     })
 }
 
-/// Stops the admin server and invalidates its handle.
+/// Stops the admin server (its port is free again once this returns) and invalidates its
+/// handle.
 ///
 /// # Safety
 /// `err` is NULL or writable.
@@ -74,7 +75,13 @@ pub unsafe extern "C" fn yuebing_admin_free(
     err: *mut yuebing_error,
 ) -> i32 {
     entry(err, || {
-        handles::remove(admin, Kind::Admin)?;
+        if let Object::Admin(server) = handles::remove(admin, Kind::Admin)? {
+            // The last reference (a call on another thread may hold one a moment longer):
+            // stopped now, its port free once this returns.
+            if let Ok(server) = Arc::try_unwrap(server) {
+                server.stop();
+            }
+        }
         Ok(())
     })
 }

@@ -70,6 +70,15 @@ pub(crate) struct Store {
 }
 
 impl Store {
+    /// Stops the admin server, if one runs; its port is free once this returns.
+    fn stop_admin(&self, py: Python<'_>) -> PyResult<()> {
+        let server = self.lock_admin(py)?.take();
+        if let Some(server) = server {
+            py.detach(|| server.stop());
+        }
+        Ok(())
+    }
+
     fn lock_admin(
         &self,
         py: Python<'_>,
@@ -235,7 +244,7 @@ impl Store {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        drop(self.lock_admin(py)?.take());
+        self.stop_admin(py)?;
         wait(py, client.call(|c| c.close(&opts)))
     }
 
@@ -248,7 +257,7 @@ impl Store {
     #[pyo3(signature = (bind="127.0.0.1:0"))]
     fn serve_admin(&self, py: Python<'_>, bind: &str) -> PyResult<String> {
         // The one before stops first, so that the same address can be asked for again.
-        drop(self.lock_admin(py)?.take());
+        self.stop_admin(py)?;
         let server = self.run(py, |c| c.serve_admin(bind))?;
         let addr = server.local_addr().to_string();
         let mut held = self.lock_admin(py)?;
