@@ -799,7 +799,8 @@ int32_t yuebing_admin_address(yuebing_admin_t admin,
                               size_t *len_out,
                               yuebing_error *err);
 
-// Stops the admin server and invalidates its handle.
+// Stops the admin server (its port is free again once this returns) and invalidates its
+// handle.
 //
 // # Safety
 // `err` is NULL or writable.
