@@ -221,11 +221,13 @@ def test_mooncakes_store_service_tests_pass_unmodified():
 # the master from MOONCAKE_MASTER (mooncake.mooncake_config reads it). Its ports are fixed, so
 # it runs in a network namespace of its own (loopback only) with its own `yuebing master`, or
 # not at all.
-COPY_MOVE = """
+# A `yuebing master` on 127.0.0.1:$MASTER_PORT of a fresh network namespace, stopped when the
+# script ends; the script goes on once it is ready (or gone).
+MASTER_IN_NETNS = """
 set -u
 ip link set lo up
 bin=$1 python=$2
-"$bin" master --bind 127.0.0.1 --port 0 > "$MASTER_OUT" 2>&1 &
+"$bin" master --bind 127.0.0.1 --port "$MASTER_PORT" > "$MASTER_OUT" 2>&1 &
 master=$!
 trap 'kill $master 2>/dev/null' EXIT
 for _ in $(seq 200); do
@@ -233,6 +235,20 @@ for _ in $(seq 200); do
   kill -0 $master 2>/dev/null || break
   sleep 0.1
 done
+"""
+
+
+
+def _in_netns(script, name, tmp_path, port, timeout):
+    """Runs `script` (MASTER_IN_NETNS and more) in a network namespace of its own, its master
+    on `port` (0: any), its output in `tmp_path`: the exit status and the output."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", MASTER_OUT=str(tmp_path / "master.out"),
+               MASTER_PORT=str(port))
+    return _run_group(["unshare", "-rn", "bash", "-c", script, name, yuebing_bin(),
+                       sys.executable], env, timeout)
+
+
+COPY_MOVE = MASTER_IN_NETNS + """
 addr=$(sed -n 's/^yuebing master ready on //p' "$MASTER_OUT" | head -n 1)
 MOONCAKE_MASTER=${addr#tcp://} MOONCAKE_PROTOCOL=tcp \\
   "$python" -m pytest -q -p no:cacheprovider test_copy_move_api.py
@@ -242,9 +258,7 @@ MOONCAKE_MASTER=${addr#tcp://} MOONCAKE_PROTOCOL=tcp \\
 def test_mooncakes_copy_and_move_tests_pass_unmodified(tmp_path):
     if not _netns_works():
         pytest.skip("needs a network namespace (unshare -rn): its clients' ports are fixed")
-    env = dict(os.environ, PYTHONUNBUFFERED="1", MASTER_OUT=str(tmp_path / "master.out"))
-    code, out = _run_group(["unshare", "-rn", "bash", "-c", COPY_MOVE, "copy_move",
-                            yuebing_bin(), sys.executable], env, 600)
+    code, out = _in_netns(COPY_MOVE, "copy_move", tmp_path, 0, 600)
     master = (tmp_path / "master.out").read_text() if (tmp_path / "master.out").exists() else ""
     assert code == 0, out[-6000:] + "\n--- master:\n" + master[-3000:]
     passed = re.search(r"(\d+) passed", out)
@@ -302,18 +316,7 @@ def test_mooncakes_import_and_fast_copy_tests_pass_unmodified():
 # Mooncake's tests of its BufferPool (mooncake-wheel/tests/test_buffer_pool_native.py): each
 # sets up a store against the master at 127.0.0.1:50051 (a fixed port, so in a network
 # namespace of its own, with its own `yuebing master`).
-BUFFER_POOL = """
-set -u
-ip link set lo up
-bin=$1 python=$2
-"$bin" master --bind 127.0.0.1 --port 50051 > "$MASTER_OUT" 2>&1 &
-master=$!
-trap 'kill $master 2>/dev/null' EXIT
-for _ in $(seq 200); do
-  grep -q "ready on" "$MASTER_OUT" && break
-  kill -0 $master 2>/dev/null || break
-  sleep 0.1
-done
+BUFFER_POOL = MASTER_IN_NETNS + """
 "$python" -m pytest -q -p no:cacheprovider test_buffer_pool_native.py
 """
 
@@ -321,9 +324,7 @@ done
 def test_mooncakes_buffer_pool_tests_pass_unmodified(tmp_path):
     if not _netns_works():
         pytest.skip("needs a network namespace (unshare -rn): its master's port is fixed")
-    env = dict(os.environ, PYTHONUNBUFFERED="1", MASTER_OUT=str(tmp_path / "master.out"))
-    code, out = _run_group(["unshare", "-rn", "bash", "-c", BUFFER_POOL, "buffer_pool",
-                            yuebing_bin(), sys.executable], env, 300)
+    code, out = _in_netns(BUFFER_POOL, "buffer_pool", tmp_path, 50051, 300)
     assert code == 0, out[-6000:]
     assert re.search(r"^16 passed in ", out, re.M), out[-3000:]
 
