@@ -234,13 +234,12 @@ async fn mooncakes_admin_paths_answer_what_the_master_holds() {
             "{line:?} not in\n{metrics}"
         );
     }
-    let put_calls =
-        "yuebing_rpc_server_calls_total{service=\"MasterService\",method=\"put_start\"} 1";
+    let put_calls = "yuebing_rpc_server_calls_total{service=\"master\",method=\"put_start\"} 1";
     assert!(
         metrics.lines().any(|l| l == put_calls),
         "{put_calls:?} not in\n{metrics}"
     );
-    assert!(metrics.contains("yuebing_rpc_server_latency_seconds_bucket{service=\"MasterService\",method=\"put_start\",le=\"+Inf\"} 1"));
+    assert!(metrics.contains("yuebing_rpc_server_latency_seconds_bucket{service=\"master\",method=\"put_start\",le=\"+Inf\"} 1"));
     // The operation log: entries appended and the group commits' fsync latency.
     let sample = |name: &str| -> f64 {
         let line = metrics.lines().find(|l| l.starts_with(&format!("{name} ")));
@@ -252,6 +251,33 @@ async fn mooncakes_admin_paths_answer_what_the_master_holds() {
         "a put starts and ends"
     );
     assert!(sample("yuebing_master_log_fsync_seconds_count") >= 1.0);
+    // What the master did, as domain counts, and what it holds and is.
+    assert_eq!(sample("yuebing_master_puts_total"), 1.0);
+    assert_eq!(sample("yuebing_master_removals_total"), 1.0);
+    assert_eq!(
+        sample("yuebing_master_gets_total"),
+        0.0,
+        "the get found nothing"
+    );
+    assert_eq!(sample("yuebing_master_leases_held"), 0.0);
+    assert!(sample("yuebing_process_resident_memory_bytes") > 1e6);
+    assert!(sample("yuebing_process_open_fds") > 3.0);
+    for line in [
+        "yuebing_master_role{role=\"single\"} 1",
+        "yuebing_master_role{role=\"standby\"} 0",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "{line} not in\n{metrics}"
+        );
+    }
+    assert!(
+        metrics.lines().any(
+            |l| l.starts_with("yuebing_master_segment_capacity_bytes{segment=")
+                && l.ends_with("} 16777216")
+        ),
+        "{metrics}"
+    );
     promtool_check(&metrics);
     let (status, summary) = get(&admin, "/metrics/summary");
     assert_eq!(status, 200);
@@ -412,7 +438,7 @@ async fn prometheus_scrapes_the_cluster_and_every_panel_has_data() {
     })
     .await
     .unwrap();
-    let puts = r#"sum(yuebing_rpc_server_calls_total{service="MasterService",method="put_start"})"#;
+    let puts = r#"sum(yuebing_rpc_server_calls_total{service="master",method="put_start"})"#;
     eventually("both scraped", Duration::from_secs(60), async || {
         prometheus
             .value("sum(up{job=\"yuebing\"})")
@@ -487,9 +513,7 @@ async fn a_nodes_ready_follows_its_master() {
         "{metrics}"
     );
     assert!(
-        metrics.contains(
-            "yuebing_rpc_client_calls_total{service=\"MasterService\",method=\"remount\"}"
-        ),
+        metrics.contains("yuebing_rpc_client_calls_total{service=\"master\",method=\"remount\"}"),
         "{metrics}"
     );
     assert!(

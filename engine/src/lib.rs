@@ -54,7 +54,6 @@ pub mod transport;
 yuebing_testkit::install_counting_allocator!();
 
 pub use batch::{BatchId, BatchStatus, BatchTable, TaskState, TaskStatus};
-pub use counters::TransferCounts;
 pub use error::{Error, Result};
 pub use location::Location;
 pub use memory::{

@@ -171,7 +171,14 @@ async fn caller_memory_exported_to_a_same_host_peer_is_reached_over_tcp() {
 /// connection, so the requests beside it on the same connection still land.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_into_lost_pages_fails_alone() {
-    let a = start().await;
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let counts = recorder.handle();
+    let a = TransferEngine::start(EngineConfig {
+        metrics: yuebing_rpc::MetricsSink::new(std::sync::Arc::new(recorder)),
+        ..EngineConfig::default()
+    })
+    .await
+    .expect("engine starts");
     let b = start().await;
     let src = a.allocate(4 * MIB, false).unwrap();
     let back = a.allocate(4 * MIB, false).unwrap();
@@ -227,25 +234,25 @@ async fn a_request_into_lost_pages_fails_alone() {
     assert_eq!(err.code(), -3509, "{err:?}");
     a.free_batch(batch).unwrap();
     // The engine counted them: by transport and direction, bytes of the completed ones only.
-    let tcp = |opcode| {
-        a.transfer_counts()
-            .into_iter()
-            .find(|c| c.transport == TransportKind::Tcp && c.opcode == opcode)
-            .unwrap()
-    };
-    let (writes, reads) = (
-        tcp(yuebing_engine::Opcode::Write),
-        tcp(yuebing_engine::Opcode::Read),
-    );
-    assert_eq!(
-        (writes.transfers, writes.bytes),
-        (17, 16 * chunk),
-        "{writes:?}"
-    );
-    assert_eq!((reads.transfers, reads.bytes), (9, 8000), "{reads:?}");
-    assert_eq!(writes.failures.get(&-3509), Some(&1));
-    assert_eq!(reads.failures.get(&-3509), Some(&1));
-    assert_eq!(writes.in_flight + reads.in_flight, 0);
+    let text = counts.render();
+    for line in [
+        r#"yuebing_engine_transfers_total{transport="tcp",opcode="write"} 17"#.to_string(),
+        format!(
+            r#"yuebing_engine_bytes_total{{transport="tcp",opcode="write"}} {}"#,
+            16 * chunk
+        ),
+        r#"yuebing_engine_transfers_total{transport="tcp",opcode="read"} 9"#.into(),
+        r#"yuebing_engine_bytes_total{transport="tcp",opcode="read"} 8000"#.into(),
+        r#"yuebing_engine_failures_total{transport="tcp",opcode="write",code="-3509"} 1"#.into(),
+        r#"yuebing_engine_failures_total{transport="tcp",opcode="read",code="-3509"} 1"#.into(),
+        r#"yuebing_engine_transfers_in_flight{transport="tcp",opcode="write"} 0"#.into(),
+        r#"yuebing_engine_transfers_in_flight{transport="tcp",opcode="read"} 0"#.into(),
+    ] {
+        assert!(
+            text.contains(&format!("{line}\n")),
+            "{line} missing from\n{text}"
+        );
+    }
     // And the connection is still good for more.
     a.write(src.addr(), peer, mapped.addr(), MIB as u64)
         .await

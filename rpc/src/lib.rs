@@ -81,6 +81,7 @@ mod frame;
 pub mod metrics;
 mod preamble;
 pub mod server;
+pub mod sink;
 pub mod size;
 mod token;
 mod transport;
@@ -88,6 +89,7 @@ mod transport;
 #[cfg(test)]
 yuebing_testkit::install_counting_allocator!();
 
+pub use self::metrics::{MethodMetrics, Metrics, Side, LATENCY_BUCKETS_US};
 pub use attachment::Attachment;
 pub use client::{
     Balancer, CallOptions, Channel, Pool, PoolConfig, PoolRegistry, PoolStatus, ServiceClient,
@@ -96,11 +98,11 @@ pub use client::{
 pub use endpoint::Endpoint;
 pub use error::{Error, Result};
 pub use error_table::ErrorCode;
-pub use metrics::{MethodMetrics, Metrics, LATENCY_BUCKETS_US};
 pub use preamble::PROTOCOL_VERSION;
 pub use server::{
     report_error, CallContext, ConnInfo, HandlerFuture, RunningServer, Server, ServerConfig,
     ShutdownReport,
 };
+pub use sink::{label, MetricKind, MetricsSink};
 pub use size::{Size, SizeError};
 pub use token::{Token, MAX_TOKEN_LEN};

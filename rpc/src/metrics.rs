@@ -2,13 +2,22 @@
 //!
 //! A server keeps one [`Metrics`] for all its services; a client pool keeps one for its calls
 //! (keyed by the method name given in [`CallOptions`](crate::CallOptions), or `"call"`).
+//!
+//! Two readers: this process, through [`Metrics::snapshot`] (quantiles for `yuebing store
+//! stats`, served to other processes by the master), and a [`MetricsSink`]'s recorder, which
+//! receives `yuebing_rpc_{server,client}_*` families per service and method when the owner's
+//! configuration names one. Each method's handles on the sink are registered once, on its first
+//! call.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use ::metrics::Label;
 use hdrhistogram::Histogram;
+
+use crate::sink::{label, MetricKind, MetricsSink};
 
 /// Latencies are recorded in microseconds, up to one hour, with 3 significant digits.
 const MAX_LATENCY_US: u64 = 3_600_000_000;
@@ -19,6 +28,111 @@ struct MethodStats {
     calls: AtomicU64,
     in_flight: AtomicU64,
     detail: Mutex<Detail>,
+    exported: Exported,
+}
+
+/// One method's handles on the sink.
+struct Exported {
+    names: &'static Names,
+    sink: MetricsSink,
+    labels: Vec<Label>,
+    calls: ::metrics::Counter,
+    in_flight: ::metrics::Gauge,
+    latency: ::metrics::Histogram,
+}
+
+/// The families of one side of a call.
+struct Names {
+    calls: &'static str,
+    errors: &'static str,
+    in_flight: &'static str,
+    latency: &'static str,
+}
+
+/// Which end of a call a registry counts, and so the names of its families.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// Calls a server handled: `yuebing_rpc_server_*`.
+    Server,
+    /// Calls a client made: `yuebing_rpc_client_*`.
+    Client,
+}
+
+static SERVER: Names = Names {
+    calls: "yuebing_rpc_server_calls_total",
+    errors: "yuebing_rpc_server_errors_total",
+    in_flight: "yuebing_rpc_server_in_flight",
+    latency: "yuebing_rpc_server_latency_seconds",
+};
+
+static CLIENT: Names = Names {
+    calls: "yuebing_rpc_client_calls_total",
+    errors: "yuebing_rpc_client_errors_total",
+    in_flight: "yuebing_rpc_client_in_flight",
+    latency: "yuebing_rpc_client_latency_seconds",
+};
+
+impl Side {
+    fn names(self) -> &'static Names {
+        match self {
+            Side::Server => &SERVER,
+            Side::Client => &CLIENT,
+        }
+    }
+}
+
+/// Where a registry's statistics are exported, if anywhere.
+struct Export {
+    sink: MetricsSink,
+    names: &'static Names,
+    /// The service of a method named without one (a client pool's calls).
+    service: String,
+}
+
+impl Export {
+    fn off() -> Self {
+        Export {
+            sink: MetricsSink::off(),
+            names: &SERVER,
+            service: String::new(),
+        }
+    }
+
+    /// The handles of `method` (`Service.method`, or a method of `self.service`).
+    fn register(&self, method: &str) -> Exported {
+        let (service, method) = method
+            .split_once('.')
+            .unwrap_or((self.service.as_str(), method));
+        let labels = vec![
+            label("service", service.to_string()),
+            label("method", method.to_string()),
+        ];
+        let (s, n) = (&self.sink, self.names);
+        Exported {
+            names: n,
+            sink: s.clone(),
+            calls: s.counter(n.calls, labels.clone()),
+            in_flight: s.gauge(n.in_flight, labels.clone()),
+            latency: s.histogram(n.latency, labels.clone()),
+            labels,
+        }
+    }
+
+    fn describe(&self) {
+        let (s, n) = (&self.sink, self.names);
+        s.describe(
+            MetricKind::Counter,
+            n.calls,
+            "Calls finished, by service and method.",
+        );
+        s.describe(
+            MetricKind::Counter,
+            n.errors,
+            "Calls that failed as a whole, by error code (a server counts a store error in its reply too).",
+        );
+        s.describe(MetricKind::Gauge, n.in_flight, "Calls running now.");
+        s.describe(MetricKind::Histogram, n.latency, "How long calls took.");
+    }
 }
 
 struct Detail {
@@ -27,8 +141,9 @@ struct Detail {
 }
 
 impl MethodStats {
-    fn new() -> Self {
+    fn new(exported: Exported) -> Self {
         MethodStats {
+            exported,
             calls: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             detail: Mutex::new(Detail {
@@ -42,9 +157,19 @@ impl MethodStats {
 }
 
 /// A registry of per-method statistics. Cheap to update from many tasks.
-#[derive(Default)]
 pub struct Metrics {
     methods: Mutex<HashMap<String, Arc<MethodStats>>>,
+    export: Export,
+}
+
+impl Default for Metrics {
+    /// Statistics for this process only.
+    fn default() -> Self {
+        Metrics {
+            methods: Mutex::default(),
+            export: Export::off(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Metrics {
@@ -85,13 +210,28 @@ pub const LATENCY_BUCKETS_US: [u64; 19] = [
 ];
 
 impl Metrics {
+    /// Statistics that are also exported to `sink` as `side`'s families; a method named
+    /// without its service counts as `service`'s.
+    pub fn exported(sink: MetricsSink, side: Side, service: impl Into<String>) -> Self {
+        let export = Export {
+            sink,
+            names: side.names(),
+            service: service.into(),
+        };
+        export.describe();
+        Metrics {
+            methods: Mutex::default(),
+            export,
+        }
+    }
+
     fn stats(&self, method: &str) -> Arc<MethodStats> {
         let mut map = self.methods.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(s) = map.get(method) {
             return s.clone();
         }
         map.entry(method.to_string())
-            .or_insert_with(|| Arc::new(MethodStats::new()))
+            .or_insert_with(|| Arc::new(MethodStats::new(self.export.register(method))))
             .clone()
     }
 
@@ -102,6 +242,7 @@ impl Metrics {
     pub(crate) fn record(&self, method: &str, started: Instant) -> Recording {
         let stats = self.stats(method);
         stats.in_flight.fetch_add(1, Ordering::Relaxed);
+        stats.exported.in_flight.increment(1.0);
         Recording {
             stats,
             started,
@@ -150,35 +291,6 @@ impl Metrics {
         out
     }
 
-    /// Snapshots of several registries (a client's pools, one per server) as one: counts,
-    /// errors, buckets and sums added by method; the quantiles and the maximum are the
-    /// largest of the parts' (an upper bound, not the merged quantile).
-    pub fn merged(parts: impl IntoIterator<Item = Vec<MethodMetrics>>) -> Vec<MethodMetrics> {
-        let mut by_method: BTreeMap<String, MethodMetrics> = BTreeMap::new();
-        for m in parts.into_iter().flatten() {
-            match by_method.get_mut(&m.method) {
-                None => {
-                    by_method.insert(m.method.clone(), m);
-                }
-                Some(acc) => {
-                    acc.calls += m.calls;
-                    acc.in_flight += m.in_flight;
-                    for (code, n) in m.errors {
-                        *acc.errors.entry(code).or_default() += n;
-                    }
-                    acc.p50_us = acc.p50_us.max(m.p50_us);
-                    acc.p99_us = acc.p99_us.max(m.p99_us);
-                    acc.max_us = acc.max_us.max(m.max_us);
-                    for (a, b) in acc.buckets.iter_mut().zip(m.buckets) {
-                        *a += b;
-                    }
-                    acc.sum_us = acc.sum_us.saturating_add(m.sum_us);
-                }
-            }
-        }
-        by_method.into_values().collect()
-    }
-
     /// The statistics of one method, if it was ever called.
     pub fn method(&self, method: &str) -> Option<MethodMetrics> {
         self.snapshot().into_iter().find(|m| m.method == method)
@@ -203,13 +315,22 @@ impl Recording {
 impl Drop for Recording {
     fn drop(&mut self) {
         let s = &self.stats;
+        let took = self.started.elapsed();
         s.in_flight.fetch_sub(1, Ordering::Relaxed);
         s.calls.fetch_add(1, Ordering::Relaxed);
-        let us = u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let e = &s.exported;
+        e.in_flight.decrement(1.0);
+        e.calls.increment(1);
+        e.latency.record(took.as_secs_f64());
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         let mut d = s.detail.lock().unwrap_or_else(|p| p.into_inner());
         d.latency_us.saturating_record(us);
         if let Err(code) = self.outcome {
             *d.errors.entry(code).or_default() += 1;
+            // Errors are rare: their handle is looked up when one happens.
+            let mut labels = e.labels.clone();
+            labels.push(label("code", code.to_string()));
+            e.sink.counter(e.names.errors, labels).increment(1);
         }
     }
 }
@@ -246,17 +367,6 @@ mod tests {
         let fsync = m.method("fsync").unwrap();
         assert_eq!((fsync.calls, fsync.in_flight), (1, 0));
         assert!(fsync.errors.is_empty() && fsync.sum_us >= 3000, "{fsync:?}");
-        let other = Metrics::default();
-        drop(other.record("get", now));
-        drop(other.record("put", now));
-        let merged = Metrics::merged([m.snapshot(), other.snapshot()]);
-        let names: Vec<_> = merged
-            .iter()
-            .map(|m| (m.method.as_str(), m.calls))
-            .collect();
-        assert_eq!(names, [("fsync", 1), ("get", 3), ("put", 1)]);
-        assert_eq!(merged[1].errors.get(&-2003), Some(&1));
-        assert_eq!(merged[1].buckets.last(), Some(&3));
         assert!(m.method("put").is_none());
     }
 }

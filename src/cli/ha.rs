@@ -164,7 +164,10 @@ pub async fn serve(
     });
     let mut config = HaConfig::new(etcd);
     config.ttl = ha.ttl;
-    config.master = cfg;
+    config.master = MasterServerConfig {
+        metrics: super::master::process_registry(admin.is_some()),
+        ..cfg
+    };
     config.advertise = ha.advertise;
     config.standby_stall = ha.standby_stall;
     let master = HaMaster::start(config, &endpoint, tokio::runtime::Handle::current())

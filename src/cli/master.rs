@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Args;
 use yuebing_rpc::{Endpoint, Token};
 use yuebing_store::master::{MasterConfig, MasterServerConfig, PlacementStrategy, RunningMaster};
+use yuebing_store::MetricsRegistry;
 
 use crate::config::{ConfigError, ConfigFile};
 use yuebing_store::http::AdminServer;
@@ -44,6 +45,21 @@ where
         }
         Err(e) => Err(e),
     }
+}
+
+/// The metrics registry of a `yuebing` process: with an admin server (`serving`), a
+/// Prometheus registry that its `/metrics` renders, installed as the process's global recorder
+/// as well; without one nobody could read it, so nothing is recorded (the off switch:
+/// `--metrics-port off`).
+pub fn process_registry(serving: bool) -> MetricsRegistry {
+    if !serving {
+        return MetricsRegistry::off();
+    }
+    let registry = MetricsRegistry::prometheus();
+    if let Err(e) = registry.install_global() {
+        tracing::warn!(error = %e, "metrics recorded by other crates go elsewhere");
+    }
+    registry
 }
 
 /// Where an admin HTTP server listens: a port (0: any free one), or `off`. From a flag, the
@@ -318,10 +334,11 @@ impl MasterArgs {
 /// `yuebing master ready on ADDR` to stdout once it accepts calls; with `admin`, then
 /// `yuebing master admin on ADDR` (the admin HTTP server's address).
 pub async fn serve(
-    cfg: MasterServerConfig,
+    mut cfg: MasterServerConfig,
     endpoint: Endpoint,
     admin: Option<AdminBind>,
 ) -> yuebing_store::Result<()> {
+    cfg.metrics = process_registry(admin.is_some());
     let master = RunningMaster::start(cfg, &endpoint).await?;
     let m = &master;
     let admin = start_admin(admin, |bind| async move { m.serve_admin(&bind).await }).await?;

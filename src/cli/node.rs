@@ -94,11 +94,12 @@ impl NodeArgs {
     }
 }
 
-/// Runs a node until SIGINT or SIGTERM. Prints `yuebing node ready NAME` once its store space
-/// is mounted (NAME: its engine's segment name, which the master hands out in replicas).
 /// Runs a node until SIGINT or SIGTERM: prints `yuebing node ready NAME` once its space is
-/// mounted; with `admin`, then `yuebing node admin on ADDR` (its admin HTTP server).
-pub async fn run(cfg: ClientConfig, admin: Option<String>) -> yuebing_store::Result<()> {
+/// mounted (NAME: its engine's segment name, which the master hands out in replicas); with
+/// `admin`, then `yuebing node admin on ADDR` (its admin HTTP server). Without `admin` it
+/// records no metrics.
+pub async fn run(mut cfg: ClientConfig, admin: Option<String>) -> yuebing_store::Result<()> {
+    cfg.metrics = super::master::process_registry(admin.is_some());
     let client = Client::start(cfg).await?;
     let admin = match admin {
         Some(bind) => Some(client.serve_admin(&bind).await?),

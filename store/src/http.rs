@@ -8,6 +8,9 @@ use axum::Router;
 
 use crate::error::{Error, Result};
 
+/// The content type of `/metrics`: Prometheus' text format, version 0.0.4.
+pub(crate) const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
+
 /// A running admin server; dropping it stops it (its port is free again shortly after;
 /// [`AdminServer::stop`] waits for that).
 pub struct AdminServer {

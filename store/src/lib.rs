@@ -5,7 +5,8 @@
 //!   the master and the command line.
 //! - [`client`]: the store client.
 //! - [`error`]: the [`Error`] enum, codes −1 … −1999 (Mooncake's store codes where they match).
-//! - `exposition`: Prometheus' text format of the counts and the rpc statistics.
+//! - [`metrics_registry`]: where metrics go ([`MetricsRegistry`]): a Prometheus registry of
+//!   yuebing's own, an application's recorder, or nowhere.
 //! - [`http`]: the admin HTTP server ([`http::AdminServer`]) of the master and of clients.
 //! - [`master`]: the master's metadata core as a pure state machine, its log and snapshots.
 //!
@@ -16,15 +17,17 @@
 pub mod args;
 pub mod client;
 pub mod error;
-mod exposition;
 pub mod http;
 pub mod master;
+pub mod metrics_registry;
+mod process;
 
 pub use client::{
     Client, ClientConfig, ClientHealth, Fetched, Fragment, Located, Options, Reservation, SpaceId,
 };
 pub use error::{Error, Result, WireError};
 pub use master::Write;
+pub use metrics_registry::MetricsRegistry;
 
 #[cfg(test)]
 yuebing_testkit::install_counting_allocator!();

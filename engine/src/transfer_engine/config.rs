@@ -47,6 +47,9 @@ pub struct EngineConfig {
     /// The TTL of the descriptor published in `metadata` (an etcd lease: a dead engine's
     /// descriptor disappears about this long after its keep-alives stop). Default 10 s.
     pub metadata_ttl: Duration,
+    /// Where the engine's counts go (`yuebing_engine_*`: transfers, bytes and failures per
+    /// transport and direction, transfers under way); off by default.
+    pub metrics: yuebing_rpc::MetricsSink,
 }
 
 impl std::fmt::Debug for EngineConfig {
@@ -66,6 +69,7 @@ impl std::fmt::Debug for EngineConfig {
                 &self.metadata.as_ref().map_or("p2p", |_| "a store"),
             )
             .field("metadata_ttl", &self.metadata_ttl)
+            .field("metrics", &self.metrics)
             .finish()
     }
 }
@@ -84,6 +88,7 @@ impl Default for EngineConfig {
             shm: true,
             metadata: None,
             metadata_ttl: Duration::from_secs(10),
+            metrics: yuebing_rpc::MetricsSink::off(),
         }
     }
 }

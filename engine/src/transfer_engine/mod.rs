@@ -132,6 +132,7 @@ impl TransferEngine {
         let deadlines = Deadlines::new(handle.clone());
         // A store given by the caller may watch; P2P cannot.
         let watches = PeerWatches::new(config.metadata.as_ref().and(metadata.as_ref()));
+        let counters = crate::counters::Counters::new(config.metrics.clone());
         let inner = Arc::new(Inner {
             config,
             handle,
@@ -147,7 +148,7 @@ impl TransferEngine {
             watches,
             control: None,
             notifications,
-            counters: crate::counters::Counters::default(),
+            counters,
             _server: server,
         });
         let engine = TransferEngine { inner };
@@ -399,12 +400,6 @@ impl TransferEngine {
     pub fn selected_transport(&self, handle: SegmentHandle) -> Result<TransportKind, Error> {
         let segment = self.segment_descriptor(handle)?;
         Ok(self.transport_for(handle, &segment, None, None)?.kind())
-    }
-
-    /// What this engine moved since it started: transfers, bytes and failures per transport
-    /// and direction, and the transfers under way.
-    pub fn transfer_counts(&self) -> Vec<crate::TransferCounts> {
-        self.inner.counters.snapshot()
     }
 
     /// Caches this engine's descriptor anew, and has it published where a store keeps it.

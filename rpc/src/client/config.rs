@@ -40,6 +40,9 @@ pub struct PoolConfig {
     /// Longest back-off between tries; also how long the pool stops growing in the background
     /// after a connect failed while other connections were open.
     pub max_backoff: Duration,
+    /// Where the calls' statistics are exported (`yuebing_rpc_client_*`, the methods of
+    /// `service`); off by default.
+    pub metrics: crate::MetricsSink,
 }
 
 impl PoolConfig {
@@ -58,6 +61,7 @@ impl PoolConfig {
             max_retries: 3,
             initial_backoff: Duration::from_millis(10),
             max_backoff: Duration::from_secs(1),
+            metrics: crate::MetricsSink::off(),
         }
     }
 

@@ -197,6 +197,11 @@ impl<C: ServiceClient> Pool<C> {
             .build()
             .expect("deadpool builder with a runtime cannot fail");
         let members = Members::new(config.max_backoff);
+        let metrics = Metrics::exported(
+            config.metrics.clone(),
+            crate::metrics::Side::Client,
+            config.service.clone(),
+        );
         let pool = Pool {
             inner: Arc::new(Inner {
                 endpoint,
@@ -205,7 +210,7 @@ impl<C: ServiceClient> Pool<C> {
                 slots,
                 members: Mutex::new(members),
                 in_flight: AtomicUsize::new(0),
-                metrics: Metrics::default(),
+                metrics,
                 born: crate::clock::now(),
                 last_used_ms: AtomicU64::new(0),
                 stop: CancellationToken::new(),

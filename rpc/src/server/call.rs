@@ -50,7 +50,13 @@ where
         );
         async move {
             let _server_in_flight = shared.track_call();
-            let method = call.method.clone();
+            // Counted under the service the client asked for (as its pool counts it) and
+            // the method's own name: `master.put_start`, not tarpc's `MasterService.put_start`.
+            let name = call
+                .method
+                .rsplit_once('.')
+                .map_or(&*call.method, |(_, m)| m);
+            let method = format!("{}.{name}", call.conn.service);
             // Dropped unfinished (deadline passed, client cancelled) counts as a timeout.
             let mut record = shared.metrics.record(&method, std::time::Instant::now());
             let mut reported = None;

@@ -41,6 +41,8 @@ pub struct ServerConfig {
     /// frames has no limit. A value too large to add to the current time (`Duration::MAX`)
     /// disables the limit.
     pub payload_timeout: Duration,
+    /// Where the calls' statistics are exported (`yuebing_rpc_server_*`); off by default.
+    pub metrics: crate::MetricsSink,
 }
 
 impl Default for ServerConfig {
@@ -55,6 +57,7 @@ impl Default for ServerConfig {
             queue_timeout: Duration::from_secs(1),
             preamble_timeout: Duration::from_secs(5),
             payload_timeout: Duration::from_secs(30),
+            metrics: crate::MetricsSink::off(),
         }
     }
 }

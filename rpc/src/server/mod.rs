@@ -171,12 +171,17 @@ impl Server {
         let listener = Listener::bind(endpoint).await?;
         let local = listener.local()?;
         let local_addr = listener.local_addr();
+        let metrics = Metrics::exported(
+            self.config.metrics.clone(),
+            crate::metrics::Side::Server,
+            "",
+        );
         let shared = Arc::new(Shared {
             admission: Admission::new(&self.config),
             connections: Arc::new(Semaphore::new(self.config.max_connections)),
             config: self.config,
             services: self.services,
-            metrics: Arc::new(Metrics::default()),
+            metrics: Arc::new(metrics),
             shutdown: CancellationToken::new(),
             draining: AtomicBool::new(false),
             kill: CancellationToken::new(),

@@ -72,7 +72,7 @@ async fn per_connection_cap_with_queue() {
         (4, 6, 0),
         "2 run, 2 wait, 6 refused at once"
     );
-    let m = server.metrics().method("Lab.sleep").unwrap();
+    let m = server.metrics().method("lab.sleep").unwrap();
     assert_eq!(m.errors.get(&-2003), Some(&6));
 }
 

@@ -46,7 +46,7 @@ async fn two_thousand_calls_over_four_connections() {
             "connection {id} carried only {n} of 2000: {status:?}"
         );
     }
-    let m = server.metrics().method("Lab.echo").unwrap();
+    let m = server.metrics().method("lab.echo").unwrap();
     assert_eq!(m.calls, 2000);
     assert!(m.errors.is_empty());
 }

@@ -61,7 +61,7 @@ async fn unix_socket_and_call_context() {
     assert!(peer.starts_with("unix:"), "{peer}");
     assert_eq!(conn_id, 1);
     assert_eq!(method, "Lab.whoami");
-    let m = server.metrics().method("Lab.whoami").unwrap();
+    let m = server.metrics().method("lab.whoami").unwrap();
     assert_eq!((m.calls, m.in_flight), (1, 0));
     server.shutdown(Duration::from_secs(1)).await;
     assert!(!dir.path().join("lab.sock").exists(), "socket file removed");

@@ -6,6 +6,7 @@ use yuebing_engine::EngineConfig;
 use yuebing_rpc::{Endpoint, Token};
 
 use crate::master::PutConfig;
+use crate::MetricsRegistry;
 
 /// Settings of a [`Client`](super::Client).
 #[derive(Debug, Clone)]
@@ -50,6 +51,11 @@ pub struct ClientConfig {
     pub avoid_failed_for: Duration,
     /// Replica settings of `put` when the caller gives none.
     pub put: PutConfig,
+    /// Where the client's metrics go: its own, its calls to the masters' and its engine's
+    /// (unless `engine.metrics` names another sink). By default a Prometheus registry of its
+    /// own, which [`Client::serve_admin`](crate::Client::serve_admin)'s `/metrics` renders;
+    /// [`MetricsRegistry::off`] records nothing.
+    pub metrics: MetricsRegistry,
 }
 
 impl ClientConfig {
@@ -84,6 +90,7 @@ impl Default for ClientConfig {
             lease_margin: Duration::from_millis(100),
             avoid_failed_for: Duration::from_secs(2),
             put: PutConfig::default(),
+            metrics: MetricsRegistry::default(),
         }
     }
 }

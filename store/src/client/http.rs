@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `/health` | Mooncake's JSON `{"status": "healthy" \| "not_initialized" \| "master_unreachable", "code": n}`: 200 when healthy, else 503 |
 //! | `/ready` | 200 `ready` while the master confirmed this client with its store space mounted within four heartbeats, else 503 |
-//! | `/metrics` | Prometheus text: the client's store space, its calls to the masters (`yuebing_rpc_client_*`), and what its engine moved (`yuebing_engine_*`: transfers, bytes, failures by code, per transport and direction) |
+//! | `/metrics` | Prometheus text of the client's registry (`ClientConfig::metrics`): its store space and put/get latency by size class (`yuebing_client_*`), its calls to the masters (`yuebing_rpc_client_*`), what its engine moved (`yuebing_engine_*`: transfers, bytes, failures by code, per transport and direction), the process's (`yuebing_process_*`); 404 where the metrics go to an application's own recorder |
 //!
 //! The server holds the client weakly: once the client is dropped, every path answers 503.
 
@@ -20,7 +20,6 @@ use axum::Router;
 
 use super::{Client, ClientHealth, Inner, Options};
 use crate::error::Result;
-use crate::exposition::{engine_families, rows, rpc_families, Row};
 use crate::http::AdminServer;
 
 impl Client {
@@ -117,38 +116,21 @@ async fn metrics(State(held): Held) -> Response {
     let Some(inner) = held.upgrade() else {
         return gone();
     };
+    let ready = is_ready(&inner);
     let spaces = client_of(inner.clone()).spaces();
-    let table: Vec<Row> = vec![
-        (
-            "yuebing_client_ready",
-            "gauge",
-            "1 while the master confirmed this client with its store space mounted, else 0.",
-            u64::from(is_ready(&inner)),
+    inner
+        .metrics
+        .standing(ready, spaces.iter().map(|(_, _, len)| *len));
+    match inner.metrics.registry().render() {
+        Some(body) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, crate::http::EXPOSITION)],
+            body,
+        )
+            .into_response(),
+        None => text(
+            StatusCode::NOT_FOUND,
+            "this client's metrics go to the application's recorder\n",
         ),
-        (
-            "yuebing_client_store_space_bytes",
-            "gauge",
-            "Bytes of store space this client mounted.",
-            spaces.iter().map(|(_, _, len)| len).sum(),
-        ),
-        (
-            "yuebing_client_store_space_ranges",
-            "gauge",
-            "Ranges of store space this client mounted.",
-            spaces.len() as u64,
-        ),
-    ];
-    let mut out = rows(&table);
-    out.push_str(&rpc_families(
-        &inner.masters.metrics(),
-        "client",
-        "MasterService",
-    ));
-    out.push_str(&engine_families(&inner.engine.transfer_counts()));
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        out,
-    )
-        .into_response()
+    }
 }

@@ -13,6 +13,7 @@ use yuebing_rpc::{Endpoint, Token};
 
 use crate::error::{Error, Result};
 use crate::master::{ClientId, MasterClient};
+use yuebing_rpc::MetricsSink;
 
 /// The masters a client knows, and which one answered last.
 #[derive(Debug)]
@@ -20,18 +21,6 @@ pub(crate) struct Masters {
     clients: Vec<MasterClient>,
     current: AtomicUsize,
     leader: Option<Leader>,
-}
-
-impl Masters {
-    /// The rpc statistics of the calls made to every master, merged by method.
-    pub(crate) fn metrics(&self) -> Vec<yuebing_rpc::MethodMetrics> {
-        let mut parts: Vec<_> = self.clients.iter().map(|c| c.call_metrics()).collect();
-        if let Some(leader) = &self.leader {
-            let clients = leader.clients.lock().unwrap_or_else(|p| p.into_inner());
-            parts.extend(clients.values().map(|c| c.call_metrics()));
-        }
-        yuebing_rpc::Metrics::merged(parts)
-    }
 }
 
 /// HA mode: the leader's address as its source reports it, and a client per address seen.
@@ -43,6 +32,7 @@ struct Leader {
     seen: Mutex<(Option<Endpoint>, Option<Instant>)>,
     id: ClientId,
     token: Option<Token>,
+    metrics: MetricsSink,
     handle: tokio::runtime::Handle,
 }
 
@@ -85,6 +75,7 @@ impl Masters {
         leader: Option<watch::Receiver<Option<Endpoint>>>,
         id: ClientId,
         token: Option<&Token>,
+        metrics: &MetricsSink,
         handle: &tokio::runtime::Handle,
     ) -> Result<Masters> {
         if endpoints.is_empty() && leader.is_none() {
@@ -93,7 +84,15 @@ impl Masters {
         Ok(Masters {
             clients: endpoints
                 .iter()
-                .map(|e| MasterClient::with_token(e.clone(), id, token.cloned(), handle.clone()))
+                .map(|e| {
+                    MasterClient::configured(
+                        e.clone(),
+                        id,
+                        token.cloned(),
+                        metrics.clone(),
+                        handle.clone(),
+                    )
+                })
                 .collect(),
             current: AtomicUsize::new(0),
             leader: leader.map(|source| Leader {
@@ -102,6 +101,7 @@ impl Masters {
                 seen: Mutex::new((None, None)),
                 id,
                 token: token.cloned(),
+                metrics: metrics.clone(),
                 handle: handle.clone(),
             }),
         })
@@ -231,10 +231,11 @@ impl Leader {
         clients
             .entry(endpoint.clone())
             .or_insert_with(|| {
-                MasterClient::with_token(
+                MasterClient::configured(
                     endpoint.clone(),
                     self.id,
                     self.token.clone(),
+                    self.metrics.clone(),
                     self.handle.clone(),
                 )
             })

@@ -30,6 +30,7 @@ mod sift;
 mod spaces;
 mod staging;
 mod tasks;
+mod telemetry;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -167,6 +168,8 @@ pub(crate) struct Inner {
     pub(crate) runner: tasks::Runner,
     /// What the heartbeat's pings found (the admin server's `/ready`).
     pub(crate) standing: heartbeat::Standing,
+    /// Its metrics, on `cfg.metrics`.
+    pub(crate) metrics: telemetry::ClientMetrics,
 }
 
 /// A store client. Cheap to clone; its heartbeat stops when the last clone is dropped.
@@ -203,6 +206,9 @@ impl Client {
         cfg.check()?;
         let mut engine_cfg = cfg.engine.clone();
         engine_cfg.token = one_token(&cfg)?;
+        if !engine_cfg.metrics.is_on() {
+            engine_cfg.metrics = cfg.metrics.sink().clone();
+        }
         let engine = TransferEngine::start_on(engine_cfg, handle).await?;
         Client::with_engine(cfg, engine).await
     }
@@ -228,8 +234,10 @@ impl Client {
             cfg.leader.clone(),
             id,
             token.as_ref(),
+            cfg.metrics.sink(),
             engine.handle(),
         )?);
+        cfg.metrics.keep_up(engine.handle());
         // Staging is local-only (peers never reach it); the store space is what other
         // clients write objects into and read them from: exported for both.
         let staging = Staging::new(&engine, cfg.staging_size)?;
@@ -271,6 +279,7 @@ impl Client {
             .map(|((buffer, spec), mount)| (buffer, spec, mount));
         let inner = Arc::new(Inner {
             peers: Peers::new(engine.clone(), cfg.avoid_failed_for),
+            metrics: telemetry::ClientMetrics::new(cfg.metrics.clone()),
             cfg,
             id,
             engine,
@@ -565,6 +574,7 @@ impl Client {
     ) -> Result<()> {
         args::key(key)?;
         args::buffer(addr, len)?;
+        let started = Instant::now();
         let (cfg, write) = (self.put_config(opts), opts.write);
         args::put_config(&cfg)?;
         let descs = self
@@ -581,7 +591,11 @@ impl Client {
         match self.inner.write_replicas(&whole, &descs, until, keep).await {
             Ok(()) => {
                 self.master(until, |m, k| async move { m.put_end(&k).await }, key)
-                    .await
+                    .await?;
+                self.inner
+                    .metrics
+                    .took(telemetry::Op::Put, len, started.elapsed());
+                Ok(())
             }
             Err(e) => {
                 let _ = self

@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use super::sift::{self, Sifted};
 use super::staging::Scratch;
+use super::telemetry::Op;
 use super::{Client, Fragment, Options};
 use crate::args;
 use crate::error::{Error, Result};
@@ -89,6 +90,7 @@ impl Client {
             return Ok(sifted.merge([]));
         }
         let (until, write) = (self.until(opts), opts.write);
+        let started = Instant::now();
         let items = &sifted.passed;
         let starts: Vec<(String, u64)> = items.iter().map(|(k, s)| (k.clone(), s.len())).collect();
         let placed = self.put_starts(&starts, &cfg, write, until).await?;
@@ -136,6 +138,12 @@ impl Client {
                 Outcome::NotStarted(e) | Outcome::Failed(e) => Err(e),
             })
             .collect();
+        let took = started.elapsed();
+        for ((_, source), r) in items.iter().zip(&results) {
+            if r.is_ok() {
+                self.inner.metrics.took(Op::Put, source.len(), took);
+            }
+        }
         Ok(sifted.merge(results))
     }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use yuebing_engine::TransferRequest;
 
 use super::staging::Scratch;
+use super::telemetry::Op;
 use super::Inner;
 use crate::error::{Error, Result};
 use crate::master::{ReplicaDesc, ReplicaList};
@@ -102,7 +103,10 @@ impl Inner {
                 Ok(()) if Instant::now() > lease_end => {
                     return Err(Error::LeaseExpired { key: key.into() })
                 }
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.metrics.took(Op::Get, list.size, sent.elapsed());
+                    return Ok(());
+                }
                 Err(e) => {
                     tracing::debug!(key, node = %d.node, error = %e, "replica failed, trying the next");
                     self.peers.failed(&d.node);

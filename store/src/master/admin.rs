@@ -9,7 +9,7 @@
 //! | `/ha_status` | `serving`, `leader_warmup` (won, not serving yet) or `standby` |
 //! | `/get_all_segments` | the nodes with store space, one a line |
 //! | `/query_key?key=K` | JSON `{"success":true,"data":[{buffer_address,size,transport_endpoint}]}`, or 404 with the error's code (no lease is granted) |
-//! | `/metrics` | Prometheus text: the master's counts and its rpc server's calls, errors, calls in flight and latency per service and method (`yuebing_rpc_server_*`), `yuebing_` names, base units |
+//! | `/metrics` | Prometheus text of the master's registry (`MasterServerConfig::metrics`): its counts and gauges (`yuebing_master_*`), its rpc server's calls, errors, calls in flight and latency per service and method (`yuebing_rpc_server_*`), the process's (`yuebing_process_*`); 404 where the metrics go to an application's own recorder |
 //! | `/metrics/summary` | one line, with Mooncake's names (`master_key_count`, ...) |
 //!
 //! The state paths answer 503 where this master does not serve (a standby), as Mooncake's.
@@ -17,40 +17,21 @@
 
 use std::sync::Arc;
 
-use axum::extract::{FromRef, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use yuebing_rpc::Metrics;
 
 pub use crate::http::AdminServer;
 
 use super::server::Shared;
 use super::service::Health;
 use crate::error::{Error, Result};
-use crate::exposition::{rpc_families, Row};
 
-/// What the admin paths read: the master, and its rpc server's per-method statistics.
-#[derive(Clone)]
-struct Admin {
-    master: Arc<Shared>,
-    rpc: Arc<Metrics>,
-}
-
-impl FromRef<Admin> for Arc<Shared> {
-    fn from_ref(admin: &Admin) -> Arc<Shared> {
-        admin.master.clone()
-    }
-}
-
-/// Serves `shared`'s admin paths, and `rpc`'s statistics in `/metrics`, on `bind`
-/// (`host:port`; port 0 picks one) until the returned server is dropped.
-pub(crate) async fn start(
-    shared: Arc<Shared>,
-    rpc: Arc<Metrics>,
-    bind: &str,
-) -> Result<AdminServer> {
+/// Serves `shared`'s admin paths on `bind` (`host:port`; port 0 picks one) until the returned
+/// server is dropped.
+pub(crate) async fn start(shared: Arc<Shared>, bind: &str) -> Result<AdminServer> {
     let app = Router::new()
         .route("/health", get(health))
         .route("/ready", get(ready))
@@ -60,10 +41,7 @@ pub(crate) async fn start(
         .route("/query_key", get(query_key))
         .route("/metrics", get(metrics))
         .route("/metrics/summary", get(summary))
-        .with_state(Admin {
-            master: shared,
-            rpc,
-        });
+        .with_state(shared);
     crate::http::serve(app, bind).await
 }
 
@@ -194,110 +172,28 @@ async fn query_key(State(s): State<Arc<Shared>>, Query(q): Query<KeyQuery>) -> R
     }
 }
 
-async fn metrics(State(admin): State<Admin>) -> Response {
-    let s = &admin.master;
+async fn metrics(State(s): State<Arc<Shared>>) -> Response {
     let h = s.health();
-    let mut rows: Vec<Row> = vec![
-        (
-            "yuebing_master_serving",
-            "gauge",
-            "1 while this master serves calls (leader or single, caught up), else 0.",
-            u64::from(serving(&h)),
-        ),
-        (
-            "yuebing_master_epoch",
-            "gauge",
-            "The epoch of the entries this master's state holds or makes.",
-            h.epoch,
-        ),
-        (
-            "yuebing_master_log_applied_seq",
-            "gauge",
-            "Position of the last mutation applied.",
-            h.last_seq,
-        ),
-        (
-            "yuebing_master_log_durable_seq",
-            "gauge",
-            "Position of the last durable mutation.",
-            h.durable_seq,
-        ),
-        (
-            "yuebing_master_log_appends_total",
-            "counter",
-            "Entries this master handed to its operation log.",
-            s.log_appends(),
-        ),
-    ];
+    let m = s.metrics();
+    m.standing(&h, serving(&h));
     // A master that does not serve (a standby) shows no counts of its own.
-    if let Ok(st) = s.run(|m, _| m.stats()).await {
-        rows.extend([
-            (
-                "yuebing_master_objects",
-                "gauge",
-                "Completed objects.",
-                st.objects,
-            ),
-            (
-                "yuebing_master_pending_writes",
-                "gauge",
-                "Writes (puts, upserts) in progress.",
-                st.pending_writes,
-            ),
-            (
-                "yuebing_master_used_bytes",
-                "gauge",
-                "Bytes allocated in store space (replicas, writes in progress, space held back).",
-                st.bytes_used,
-            ),
-            (
-                "yuebing_master_capacity_bytes",
-                "gauge",
-                "Bytes of mounted store space.",
-                st.bytes_capacity,
-            ),
-            (
-                "yuebing_master_nodes",
-                "gauge",
-                "Nodes with mounted store space.",
-                st.nodes,
-            ),
-            (
-                "yuebing_master_mounts",
-                "gauge",
-                "Mounted ranges of store space.",
-                st.mounts,
-            ),
-            (
-                "yuebing_master_clients",
-                "gauge",
-                "Live clients.",
-                st.clients,
-            ),
-            (
-                "yuebing_master_evictions_total",
-                "counter",
-                "Objects evicted since this master started.",
-                st.evicted,
-            ),
-        ]);
+    let held = s
+        .run(|core, now| (core.stats(), core.leases_held(now), core.segments()))
+        .await
+        .ok();
+    m.held(held);
+    match m.registry().render() {
+        Some(body) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, crate::http::EXPOSITION)],
+            body,
+        )
+            .into_response(),
+        None => text(
+            StatusCode::NOT_FOUND,
+            "this master's metrics go to the application's recorder\n".into(),
+        ),
     }
-    let mut text = crate::exposition::rows(&rows);
-    if let Some(fsync) = s.fsync_timings() {
-        crate::exposition::histogram(
-            &mut text,
-            "yuebing_master_log_fsync_seconds",
-            "How long each group commit's final flush and fdatasync of the data directory's log took.",
-            [(String::new(), &fsync)],
-        );
-    }
-    text.push_str(&rpc_families(&admin.rpc.snapshot(), "server", ""));
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        text,
-    )
-        .into_response()
 }
 
 async fn summary(State(s): State<Arc<Shared>>) -> Response {

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use yuebing_rpc::{CallOptions, Endpoint, Pool, PoolConfig, Token};
+use yuebing_rpc::{CallOptions, Endpoint, MetricsSink, Pool, PoolConfig, Token};
 
 use super::ha::bootstrap::SnapshotChunk;
 use super::service::{unwire, Health, MasterServiceRpc, SERVICE};
@@ -50,8 +50,21 @@ impl MasterClient {
         token: Option<Token>,
         handle: tokio::runtime::Handle,
     ) -> Self {
+        Self::configured(endpoint, client, token, MetricsSink::off(), handle)
+    }
+
+    /// Like [`MasterClient::with_token`], its calls exported to `metrics`
+    /// (`yuebing_rpc_client_*`).
+    pub fn configured(
+        endpoint: Endpoint,
+        client: ClientId,
+        token: Option<Token>,
+        metrics: MetricsSink,
+        handle: tokio::runtime::Handle,
+    ) -> Self {
         let config = PoolConfig {
             token,
+            metrics,
             ..PoolConfig::new(SERVICE).idempotent(super::api::idempotent_calls())
         };
         MasterClient {

@@ -36,6 +36,7 @@ pub mod service;
 pub mod snapshot;
 mod space;
 pub mod task;
+mod telemetry;
 pub mod types;
 
 pub use self::client::MasterClient;

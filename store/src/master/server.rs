@@ -18,9 +18,11 @@ use super::ha::{Offered, SnapshotChunk};
 use super::log::{Effect, LogEntry};
 use super::oplog::{LogSink, OpLog};
 use super::service::{Health, MasterHandler, MasterService, SERVICE};
+use super::telemetry::{self, MasterMetrics};
 use super::types::{CallStats, MethodCalls, Millis};
 use super::{Master, MasterConfig, Snapshot};
 use crate::error::{Error, Result};
+use crate::metrics_registry::MetricsRegistry;
 
 /// Everything `yuebing master` can be told.
 #[derive(Debug, Clone)]
@@ -31,8 +33,11 @@ pub struct MasterServerConfig {
     pub data_dir: Option<PathBuf>,
     /// Write a snapshot after this many log entries. Default 1,000,000.
     pub snapshot_every: u64,
-    /// The rpc server's limits.
+    /// The rpc server's limits. Its `metrics` sink is replaced by `metrics`'s.
     pub rpc: ServerConfig,
+    /// Where the master's metrics go, its rpc server's and its log's included: by default a
+    /// Prometheus registry of its own, which the admin server's `/metrics` renders.
+    pub metrics: MetricsRegistry,
 }
 
 impl Default for MasterServerConfig {
@@ -42,6 +47,7 @@ impl Default for MasterServerConfig {
             data_dir: None,
             snapshot_every: 1_000_000,
             rpc: ServerConfig::default(),
+            metrics: MetricsRegistry::default(),
         }
     }
 }
@@ -89,8 +95,8 @@ pub(crate) struct Shared {
     snapshot_every: u64,
     last_snapshot: AtomicU64,
     snapshotting: Arc<AtomicBool>,
-    /// Entries handed to the log since this master started.
-    appended: AtomicU64,
+    /// What this master did and holds, on its registry.
+    metrics: MasterMetrics,
     ready: AtomicBool,
     closed: AtomicBool,
     /// Set when a panic poisoned the core's lock: the master stops serving for good.
@@ -178,22 +184,16 @@ impl Shared {
                 } => tracing::info!(mount = mount.0, objects_lost, "store space removed"),
             }
         }
+        self.metrics.read(core.take_reads());
         if let (Some(log), false) = (&self.log, entries.is_empty()) {
-            self.appended
-                .fetch_add(entries.len() as u64, Ordering::Relaxed);
+            self.metrics.appended(&entries);
             log.append(entries);
         }
     }
 
-    /// Entries handed to the log since this master started.
-    pub(crate) fn log_appends(&self) -> u64 {
-        self.appended.load(Ordering::Relaxed)
-    }
-
-    /// How long the data directory's group commits took (`None` without a data directory, or
-    /// before the first).
-    pub(crate) fn fsync_timings(&self) -> Option<yuebing_rpc::MethodMetrics> {
-        self.log.as_ref()?.disk()?.fsync_timings()
+    /// The master's metrics.
+    pub(crate) fn metrics(&self) -> &MasterMetrics {
+        &self.metrics
     }
 
     /// Starts writing a snapshot when enough entries have accumulated (one at a time).
@@ -252,7 +252,7 @@ impl Shared {
     }
 
     /// What the rpc server counted of the calls it served (none before it is bound), each
-    /// method by its own name (`exist`; the server's counters say `MasterService.exist`).
+    /// method by its own name (`exist`; the server's counters say `master.exist`).
     pub(crate) fn call_stats(&self) -> CallStats {
         let (started_ms, started) = self.started;
         let method = |m: yuebing_rpc::MethodMetrics| {
@@ -407,8 +407,9 @@ impl RunningMaster {
             Some(dir) => {
                 let dir = dir.clone();
                 let core_cfg = cfg.core.clone();
+                let fsync = cfg.metrics.sink().histogram(telemetry::FSYNC, vec![]);
                 let (data, core, log, recovery) =
-                    tokio::task::spawn_blocking(move || DataDir::open(&dir, core_cfg, now))
+                    tokio::task::spawn_blocking(move || DataDir::open(&dir, core_cfg, now, fsync))
                         .await
                         .map_err(|e| Error::Internal {
                             reason: e.to_string(),
@@ -533,7 +534,7 @@ impl RunningMaster {
             snapshot_every: cfg.snapshot_every.max(1),
             last_snapshot: AtomicU64::new(last),
             snapshotting: Arc::new(AtomicBool::new(false)),
-            appended: AtomicU64::new(0),
+            metrics: MasterMetrics::new(cfg.metrics.clone()),
             ready: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
@@ -546,7 +547,12 @@ impl RunningMaster {
         let handler = MasterHandler {
             shared: shared.clone(),
         };
-        let server = Server::new(cfg.rpc.clone())
+        cfg.metrics.keep_up(&shared.handle);
+        let rpc = ServerConfig {
+            metrics: cfg.metrics.sink().clone(),
+            ..cfg.rpc.clone()
+        };
+        let server = Server::new(rpc)
             .service(SERVICE, move |_conn| handler!(handler.clone().serve()))
             .bind(endpoint)
             .await?;
@@ -585,9 +591,8 @@ impl RunningMaster {
     /// 0 picks one) until the returned server is dropped, on the master's runtime.
     pub async fn serve_admin(&self, bind: &str) -> Result<super::admin::AdminServer> {
         let (shared, bind) = (self.shared.clone(), bind.to_string());
-        let rpc = self.server.shared_metrics();
         yuebing_rpc::in_runtime(&self.shared.handle, async move {
-            super::admin::start(shared, rpc, &bind).await
+            super::admin::start(shared, &bind).await
         })
         .await
     }

@@ -58,6 +58,8 @@ pub struct Master {
     pub(crate) rng: fastrand::Rng,
     pub(crate) eviction_due: bool,
     pub(crate) evicted_total: u64,
+    /// Reads granted a lease since [`Master::take_reads`] last took them (soft state).
+    pub(crate) reads: u64,
     pub(crate) last_now: Millis,
     /// Space freed before this time is held until then, whatever leases this master knows of:
     /// after a restart or a promotion the read leases granted before are unknown (soft state),
@@ -104,6 +106,7 @@ impl Master {
             rng,
             eviction_due: false,
             evicted_total: 0,
+            reads: 0,
             last_now: 0,
             no_reuse_until: 0,
             removed: Vec::new(),

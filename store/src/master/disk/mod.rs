@@ -165,11 +165,12 @@ pub(crate) fn load_newest_snapshot(dir: &Path) -> Result<Option<Snapshot>> {
 
 impl DataDir {
     /// Opens (creating it if needed) and locks `dir`, rebuilds the master from it at `now`,
-    /// and starts the log writer after the last entry.
+    /// and starts the log writer after the last entry (timing its fsyncs in `fsync`).
     pub(crate) fn open(
         dir: &Path,
         cfg: MasterConfig,
         now: Millis,
+        fsync: metrics::Histogram,
     ) -> Result<(DataDir, Master, LogWriter, Recovery)> {
         let lock = lock_dir(dir)?;
         let data = DataDir {
@@ -186,7 +187,7 @@ impl DataDir {
             .filter(|e| e.seq > recovery.snapshot_seq)
             .count() as u64;
         let master = Master::restore(cfg, true, snapshot, entries, now)?;
-        let writer = LogWriter::start(dir, master.last_seq() + 1)?;
+        let writer = LogWriter::start(dir, master.last_seq() + 1, fsync)?;
         Ok((data, master, writer, recovery))
     }
 

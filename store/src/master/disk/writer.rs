@@ -5,7 +5,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::sync::{mpsc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use tokio::sync::watch;
@@ -35,8 +35,6 @@ pub(crate) struct LogWriter {
     tx: Mutex<Option<mpsc::Sender<Cmd>>>,
     durable: watch::Receiver<Durable>,
     thread: Mutex<Option<JoinHandle<()>>>,
-    /// How long each group commit's flush and `fdatasync` took (as `fsync`).
-    timings: Arc<yuebing_rpc::Metrics>,
 }
 
 /// The file name of the segment whose first entry is `seq`.
@@ -62,23 +60,21 @@ fn create_segment(dir: &Path, first_seq: u64) -> Result<(BufWriter<File>, PathBu
 
 impl LogWriter {
     /// Starts a writer whose first segment begins at `next_seq` (entries up to `next_seq - 1`
-    /// are already durable).
-    pub(crate) fn start(dir: &Path, next_seq: u64) -> Result<LogWriter> {
+    /// are already durable); it records how long each group commit's flush and `fdatasync`
+    /// took in `fsync`.
+    pub(crate) fn start(dir: &Path, next_seq: u64, fsync: metrics::Histogram) -> Result<LogWriter> {
         let (out, path) = create_segment(dir, next_seq)?;
         let (tx, rx) = mpsc::channel();
         let (durable_tx, durable) = watch::channel(Durable::Upto(next_seq - 1));
         let dir = dir.to_path_buf();
-        let timings = Arc::new(yuebing_rpc::Metrics::default());
-        let timed = timings.clone();
         let thread = std::thread::Builder::new()
             .name("yuebing-oplog".into())
-            .spawn(move || run(dir, out, path, rx, durable_tx, &timed))
+            .spawn(move || run(dir, out, path, rx, durable_tx, &fsync))
             .map_err(|e| io_err(Path::new("oplog thread"), e))?;
         Ok(LogWriter {
             tx: Mutex::new(Some(tx)),
             durable,
             thread: Mutex::new(Some(thread)),
-            timings,
         })
     }
 
@@ -135,11 +131,6 @@ impl LogWriter {
     pub(crate) fn durable(&self) -> Durable {
         self.durable.borrow().clone()
     }
-
-    /// How long the group commits' flush and `fdatasync` took (the statistics of `fsync`).
-    pub(crate) fn fsync_timings(&self) -> Option<yuebing_rpc::MethodMetrics> {
-        self.timings.method("fsync")
-    }
 }
 
 impl Drop for LogWriter {
@@ -154,7 +145,7 @@ fn run(
     mut path: PathBuf,
     rx: mpsc::Receiver<Cmd>,
     durable: watch::Sender<Durable>,
-    timings: &yuebing_rpc::Metrics,
+    fsync: &metrics::Histogram,
 ) {
     let mut last = match &*durable.borrow() {
         Durable::Upto(s) => *s,
@@ -184,8 +175,7 @@ fn run(
                 .flush()
                 .and_then(|()| out.get_ref().sync_data())
                 .map_err(|e| io_err(&path, e));
-            let failed = synced.as_ref().err().map(|e| e.code());
-            timings.observe("fsync", started.elapsed(), failed);
+            fsync.record(started.elapsed().as_secs_f64());
             synced
         })();
         match result {
