@@ -3,6 +3,9 @@
 //! which reads `/get_all_segments`) would read them.
 
 mod common;
+/// `/get_all_segments` and `/query_key` against the stock Mooncake master's answers.
+#[path = "master_admin/like_mooncake.rs"]
+mod like_mooncake;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -21,6 +24,16 @@ fn get(addr: &str, path: &str) -> (u16, String) {
 
 /// `GET path` on `addr`, or why it could not be made (nothing listens there yet, say).
 fn try_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    try_get_typed(addr, path).map(|(status, _, body)| (status, body))
+}
+
+/// `GET path` on `addr`: the status code, the content type (empty if none) and the body.
+fn get_typed(addr: &str, path: &str) -> (u16, String, String) {
+    try_get_typed(addr, path).unwrap_or_else(|e| panic!("GET {path} on {addr}: {e}"))
+}
+
+/// `GET path` on `addr` ([`get_typed`]), or why it could not be made.
+fn try_get_typed(addr: &str, path: &str) -> std::io::Result<(u16, String, String)> {
     let mut s = TcpStream::connect(addr)?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     write!(
@@ -33,8 +46,16 @@ fn try_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
         .get(9..12)
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| std::io::Error::other(format!("not an HTTP answer: {text:?}")))?;
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    Ok((status, body.to_string()))
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let content_type = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-type")
+                .then(|| value.trim().to_string())
+        })
+        .unwrap_or_default();
+    Ok((status, content_type, body.to_string()))
 }
 
 /// A child process, killed and reaped when dropped (also when the test panics); its stdout is
@@ -188,8 +209,8 @@ async fn mooncakes_admin_paths_answer_what_the_master_holds() {
     assert_eq!(status, 200, "{body}");
     let found: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(found["success"], true);
-    assert_eq!(found["data"][0]["size"], 10);
-    assert_eq!(found["data"][0]["transport_endpoint"], node.ready());
+    assert_eq!(found["data"][0]["size_"], 10);
+    assert_eq!(found["data"][0]["transport_endpoint_"], node.ready());
     // No lease was granted: a plain remove goes through at once.
     client
         .remove("admin/k", false, Options::default())
@@ -335,6 +356,7 @@ async fn the_role_of_elected_masters_follows_a_failover() {
     assert_eq!(get(leading, "/ha_status"), (200, "serving".into()));
     assert_eq!(get(waiting, "/ready").0, 503);
     assert_eq!(get(waiting, "/ha_status"), (200, "standby".into()));
+    like_mooncake::standby_answers_as_the_stock_master(waiting);
     let health: serde_json::Value = serde_json::from_str(&get(waiting, "/health").1).unwrap();
     assert_eq!(health["role"], "standby");
 

@@ -7,17 +7,20 @@
 //! | `/ready` | 200 `ready` while this master serves (leader or single, caught up), else 503 |
 //! | `/role` | `leader` or `standby` |
 //! | `/ha_status` | `serving`, `leader_warmup` (won, not serving yet) or `standby` |
-//! | `/get_all_segments` | the nodes with store space, one a line |
-//! | `/query_key?key=K` | JSON `{"success":true,"data":[{buffer_address,size,transport_endpoint}]}`, or 404 with the error's code (no lease is granted) |
+//! | `/get_all_segments` | the mounted ranges' nodes, one line each (`text/plain; version=0.0.4`) |
+//! | `/query_key?key=K` | JSON `{"success":true,"data":[{size_,buffer_address_,protocol_,transport_endpoint_}]}`, or 404 `{"success":false,"error_code":-704,"error_message":"OBJECT_NOT_FOUND"}` (no lease is granted) |
 //! | `/metrics` | Prometheus text of the master's registry (`MasterServerConfig::metrics`): its counts and gauges (`yuebing_master_*`), its rpc server's calls, errors, calls in flight and latency per service and method (`yuebing_rpc_server_*`), the process's (`yuebing_process_*`); 404 where the metrics go to an application's own recorder |
 //! | `/metrics/summary` | one line, with Mooncake's names (`master_key_count`, ...) |
 //!
 //! The state paths answer 503 where this master does not serve (a standby), as Mooncake's.
+//! `/get_all_segments` and `/query_key` answer as the stock master (the wheel
+//! `mooncake-transfer-engine-non-cuda` 0.3.13.post1) does, checked against its captured answers
+//! (`tests/fixtures/mooncake_admin/`, `scripts/capture_mooncake_admin.sh`).
 //! Served on the master's runtime through axum; bound to an explicit address.
 
 use std::sync::Arc;
 
-use axum::extract::{Query, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -86,12 +89,62 @@ fn json(status: StatusCode, body: serde_json::Value) -> Response {
         .into_response()
 }
 
-/// 503, as Mooncake answers where the service plane is not active.
+/// Mooncake's `UNAVAILABLE_IN_CURRENT_MODE`, the code of the stock master's 503 on its state
+/// paths where its service plane is not active (a standby). Mooncake's number, in these answers
+/// only: yuebing's own errors have no −1011.
+const UNAVAILABLE_IN_CURRENT_MODE: i32 = -1011;
+
+/// The content type of the stock master's text lists (`/get_all_segments`, as its `/metrics`).
+const MOONCAKE_TEXT: &str = "text/plain; version=0.0.4";
+
+/// A failed state path, as the stock master writes it: `success`, `error_code`,
+/// `error_message`, in this order.
+#[derive(serde::Serialize)]
+struct Failure {
+    success: bool,
+    error_code: i32,
+    error_message: String,
+}
+
+/// `status` with `body` as JSON, its fields in their declared order (as the stock master's).
+fn json_of(status: StatusCode, body: &impl serde::Serialize) -> Response {
+    match serde_json::to_string(body) {
+        Ok(text) => (
+            status,
+            [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
+            text,
+        )
+            .into_response(),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+    }
+}
+
+/// 503, as the stock master answers where its service plane is not active (a standby), word
+/// for word; why this master does not serve (`/health`, `/role` and `/ha_status` say which
+/// state it is in) is logged at debug.
 fn unavailable(e: &Error) -> Response {
-    text(
+    tracing::debug!(error = %e, "admin path refused: this master does not serve");
+    json_of(
         StatusCode::SERVICE_UNAVAILABLE,
-        format!("service plane is not active: {e}\n"),
+        &Failure {
+            success: false,
+            error_code: UNAVAILABLE_IN_CURRENT_MODE,
+            error_message: "service plane is not active".into(),
+        },
     )
+}
+
+/// Mooncake's name of an error's code (its `toString(ErrorCode)`): `ObjectNotFound` →
+/// `OBJECT_NOT_FOUND`.
+fn mooncake_name(e: &Error) -> String {
+    let mut out = String::new();
+    for (i, c) in e.name().chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
 }
 
 async fn health(State(s): State<Arc<Shared>>) -> Response {
@@ -122,52 +175,107 @@ async fn ha_status(State(s): State<Arc<Shared>>) -> Response {
     text(StatusCode::OK, ha_state_of(&s.health()).into())
 }
 
+/// One line per mounted range that takes replicas, as the stock master lists one line per
+/// segment in state OK: a node with two ranges appears twice, one being unmounted (or not
+/// remounted since a restart) not at all. Sorted, where the stock master's order is its hash
+/// map's. Its content type, `text/plain; version=0.0.4`, also on an empty list.
 async fn all_segments(State(s): State<Arc<Shared>>) -> Response {
     match s.run(|m, _| m.segments()).await {
         Ok(segments) => {
-            let mut nodes: Vec<String> = segments.into_iter().map(|g| g.node).collect();
+            let mut nodes: Vec<String> = segments
+                .into_iter()
+                .filter(|g| g.ready && !g.draining)
+                .map(|g| g.node)
+                .collect();
             nodes.sort();
-            nodes.dedup();
             let body: String = nodes.into_iter().map(|n| n + "\n").collect();
-            text(StatusCode::OK, body)
+            (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, MOONCAKE_TEXT)],
+                body,
+            )
+                .into_response()
         }
         Err(e) => unavailable(&e),
     }
 }
 
-#[derive(serde::Deserialize)]
-struct KeyQuery {
-    #[serde(default)]
-    key: String,
+/// A memory replica as the stock master's `/query_key` describes it: its
+/// `AllocatedBuffer::Descriptor`, whose field names end in `_`, in its order.
+#[derive(serde::Serialize)]
+struct BufferDescriptor {
+    #[serde(rename = "size_")]
+    size: u64,
+    #[serde(rename = "buffer_address_")]
+    buffer_address: u64,
+    /// Always `tcp`: a node's segment name is its tcp endpoint; shared memory between
+    /// processes of one host is the engine's choice per peer, not the segment's.
+    #[serde(rename = "protocol_")]
+    protocol: &'static str,
+    #[serde(rename = "transport_endpoint_")]
+    transport_endpoint: String,
 }
 
-async fn query_key(State(s): State<Arc<Shared>>, Query(q): Query<KeyQuery>) -> Response {
-    let key = q.key;
-    match s.run(move |m, _| m.describe_replicas(&key)).await {
+/// `/query_key`'s answer for a key it holds.
+#[derive(serde::Serialize)]
+struct Replicas {
+    success: bool,
+    data: Vec<BufferDescriptor>,
+}
+
+/// The `key` parameter as the stock master reads it: the value of the first `key=` pair, as it
+/// stands in the query (not percent-decoded: `key=a+b` names `a+b`, `key=a%2Fb` names `a%2Fb`),
+/// or the empty key where there is none.
+fn raw_key(query: Option<&str>) -> &str {
+    query
+        .unwrap_or("")
+        .split('&')
+        .find_map(|pair| match pair.split_once('=') {
+            Some(("key", value)) => Some(value),
+            _ => None,
+        })
+        .unwrap_or("")
+}
+
+/// The replicas of a key, without granting a lease; 404 with Mooncake's code and name of the
+/// error where there are none (for a missing, empty or invalid key, `OBJECT_NOT_FOUND` −704, as
+/// the stock master answers for any key it does not hold).
+async fn query_key(State(s): State<Arc<Shared>>, RawQuery(query): RawQuery) -> Response {
+    let key = raw_key(query.as_deref()).to_string();
+    let lookup = key.clone();
+    match s.run(move |m, _| m.describe_replicas(&lookup)).await {
         Ok(Ok(replicas)) => {
-            let data: Vec<serde_json::Value> = replicas
+            let data = replicas
                 .into_iter()
-                .map(|r| {
-                    serde_json::json!({
-                        "buffer_address": r.addr,
-                        "size": r.len,
-                        "transport_endpoint": r.node,
-                    })
+                .map(|r| BufferDescriptor {
+                    size: r.len,
+                    buffer_address: r.addr,
+                    protocol: "tcp",
+                    transport_endpoint: r.node,
                 })
                 .collect();
-            json(
+            json_of(
                 StatusCode::OK,
-                serde_json::json!({"success": true, "data": data}),
+                &Replicas {
+                    success: true,
+                    data,
+                },
             )
         }
-        Ok(Err(e)) => json(
-            StatusCode::NOT_FOUND,
-            serde_json::json!({
-                "success": false,
-                "error_code": e.code(),
-                "error_message": e.to_string(),
-            }),
-        ),
+        Ok(Err(e)) => {
+            let e = match e {
+                Error::InvalidParams { .. } => Error::ObjectNotFound { key },
+                e => e,
+            };
+            json_of(
+                StatusCode::NOT_FOUND,
+                &Failure {
+                    success: false,
+                    error_code: e.code(),
+                    error_message: mooncake_name(&e),
+                },
+            )
+        }
         Err(e) => unavailable(&e),
     }
 }
