@@ -82,6 +82,102 @@ struct JsonReport<'a> {
     rows: &'a [Row],
 }
 
+/// How a variant of a bench that measures the cost of metrics records them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Metering {
+    /// Metrics recorded.
+    On,
+    /// No metrics.
+    Off,
+    /// No metrics, a second time on a cluster (or engine) of its own: the A/A twin of `Off`,
+    /// whose difference from it is the noise of the run.
+    OffAgain,
+}
+
+impl Metering {
+    /// Whether metrics are recorded.
+    pub fn on(self) -> bool {
+        self == Metering::On
+    }
+
+    fn suffix(self) -> &'static str {
+        match self {
+            Metering::On => " metrics=on",
+            Metering::Off => " metrics=off",
+            Metering::OffAgain => " metrics=off again",
+        }
+    }
+}
+
+/// The variants of `--metrics`: `on`, `off`, or both (`on,off`, in the order given, with an
+/// A/A twin of off after them), interleaved in one run.
+pub fn metrics_modes(list: &str) -> Result<Vec<Metering>, String> {
+    let modes = list
+        .split(',')
+        .map(|m| match m.trim() {
+            "on" => Ok(Metering::On),
+            "off" => Ok(Metering::Off),
+            other => Err(format!("unknown metrics mode {other:?} (on, off)")),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    match modes.as_slice() {
+        [_] => Ok(modes),
+        [a, b] if a != b => Ok(vec![*a, *b, Metering::OffAgain]),
+        _ => Err(format!("--metrics {list:?}: on, off, or on,off")),
+    }
+}
+
+/// The variant `name` measured with `metering`: the bare name when only one mode is
+/// measured, else `NAME metrics=on` / `metrics=off` / `metrics=off again`.
+pub fn with_metrics(name: &str, metering: Metering, modes: &[Metering]) -> String {
+    match modes.len() {
+        1 => name.to_string(),
+        _ => format!("{name}{}", metering.suffix()),
+    }
+}
+
+/// Compares each `… metrics=on` row, and its A/A twin `… metrics=off again`, with the
+/// `… metrics=off` row of the same case, variant and metric (all measured interleaved in the
+/// same run): the off row is their baseline, and the on row's rates (`GB/s`, `ops/s`) are held
+/// to issue 28's target: within 3 % of it, or within the run's A/A spread (the twin's distance
+/// from it, or the off variant's own spread over the repetitions), whichever is largest.
+pub fn metrics_overhead(rows: Vec<Row>) -> Vec<Row> {
+    let all = rows.clone();
+    let find = |row: &Row, variant: &str| {
+        all.iter()
+            .find(|o| o.case == row.case && o.metric == row.metric && o.variant == variant)
+            .map(|o| (o.value, o.spread))
+    };
+    rows.into_iter()
+        .map(|row| {
+            let (name, twin) = match (
+                row.variant.strip_suffix(Metering::On.suffix()),
+                row.variant.strip_suffix(Metering::OffAgain.suffix()),
+            ) {
+                (Some(name), _) => (name.to_string(), false),
+                (None, Some(name)) => (name.to_string(), true),
+                (None, None) => return row,
+            };
+            let baseline = format!("{name}{}", Metering::Off.suffix());
+            let Some((b_value, b_spread)) = find(&row, &baseline) else {
+                return row;
+            };
+            let again = find(&row, &format!("{name}{}", Metering::OffAgain.suffix()));
+            let row = row.against(&baseline, b_value);
+            match (twin, row.metric.as_str()) {
+                (false, "GB/s" | "ops/s") if b_value > 0.0 => {
+                    let a_a = again.map_or(0.0, |(v, _)| (v / b_value - 1.0).abs());
+                    let allowed = 0.03f64.max(b_spread / b_value).max(a_a);
+                    let pass = row.value >= b_value * (1.0 - allowed);
+                    let target = format!("ratio >= {:.3} (3 % or the A/A spread)", 1.0 - allowed);
+                    row.target(&target, pass)
+                }
+                _ => row,
+            }
+        })
+        .collect()
+}
+
 /// The 1-minute load average (NaN where `/proc/loadavg` cannot be read).
 pub fn loadavg_1m() -> f64 {
     std::fs::read_to_string("/proc/loadavg")
@@ -190,5 +286,54 @@ mod tests {
         assert_eq!(v["rows"][1]["ratio"], 0.95);
         assert!(v["rows"][0].get("ratio").is_none());
         assert!(v["host"]["cpus"].as_u64().unwrap() >= 1);
+    }
+
+    #[test]
+    fn metrics_on_is_held_to_three_percent_or_the_a_a_spread() {
+        use Metering::*;
+        assert_eq!(metrics_modes("on,off"), Ok(vec![On, Off, OffAgain]));
+        assert_eq!(metrics_modes("off"), Ok(vec![Off]));
+        assert!(metrics_modes("on,on").is_err());
+        assert!(metrics_modes("sometimes").is_err());
+        assert_eq!(with_metrics("yuebing-tcp", On, &[On]), "yuebing-tcp");
+        let modes = [On, Off, OffAgain];
+        let [on, off, again] = modes.map(|m| with_metrics("yuebing-tcp", m, &modes));
+        assert_eq!(again, "yuebing-tcp metrics=off again");
+        let rows = metrics_overhead(vec![
+            Row::new("put 4KiB", &on, "ops/s", (97.5, 1.0)),
+            Row::new("put 4KiB", &off, "ops/s", (100.0, 2.0)),
+            Row::new("get 4KiB", &on, "ops/s", (90.0, 1.0)),
+            Row::new("get 4KiB", &off, "ops/s", (100.0, 20.0)),
+            Row::new("get 1MiB", &on, "GB/s", (90.0, 1.0)),
+            Row::new("get 1MiB", &off, "GB/s", (100.0, 2.0)),
+            Row::new("get 1MiB", &again, "GB/s", (95.0, 2.0)),
+            Row::new("get 16MiB", &on, "GB/s", (90.0, 1.0)),
+            Row::new("get 16MiB", &off, "GB/s", (100.0, 2.0)),
+            Row::new("get 16MiB", &again, "GB/s", (112.0, 2.0)),
+            Row::new("get 1MiB", &on, "p50_us", (11.0, 1.0)),
+            Row::new("get 1MiB", &off, "p50_us", (10.0, 1.0)),
+        ]);
+        let verdicts: Vec<_> = rows.iter().map(|r| (r.ratio, r.pass)).collect();
+        assert_eq!(
+            verdicts,
+            [
+                (Some(0.975), Some(true)),
+                (None, None),
+                // 10 % below, within the off variant's 20 % spread.
+                (Some(0.9), Some(true)),
+                (None, None),
+                // 10 % below, the twin only 5 % from off.
+                (Some(0.9), Some(false)),
+                (None, None),
+                (Some(0.95), None),
+                // 10 % below, the twin 12 % from off: within the run's noise.
+                (Some(0.9), Some(true)),
+                (None, None),
+                (Some(1.12), None),
+                // Latencies get the ratio, not the target.
+                (Some(1.1), None),
+                (None, None),
+            ]
+        );
     }
 }

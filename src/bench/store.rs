@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use hdrhistogram::Histogram;
 use yuebing_engine::{EngineBuffer, EngineConfig, TransportKind};
-use yuebing_store::{Client, ClientConfig, Options};
+use yuebing_store::{Client, ClientConfig, MetricsRegistry, Options};
 
 use super::args::positive_size;
 use super::command::{finish, ticker};
 use super::harness::median_spread;
-use super::report::Row;
+use super::report::{metrics_modes, metrics_overhead, with_metrics, Metering, Row};
 use super::transfer::size_label as label;
 use crate::cli::child::ChildProcess;
 use crate::cli::{progress, CliError};
@@ -51,6 +51,11 @@ pub struct BenchStoreArgs {
     /// `none` skips it [default: 32x64K; config: bench.multi].
     #[arg(long, env = "YUEBING_BENCH_MULTI")]
     pub multi: Option<String>,
+    /// Metrics recorded by the master, the node and the client: on, off, or on,off (on, off
+    /// and an A/A twin of off, interleaved, each on its own master and node; on compared with
+    /// off) [default: on; config: bench.metrics].
+    #[arg(long, env = "YUEBING_BENCH_METRICS")]
+    pub metrics: Option<String>,
     /// Also write the results as JSON to this file.
     #[arg(long, env = "YUEBING_BENCH_JSON")]
     pub json: Option<PathBuf>,
@@ -99,10 +104,13 @@ impl BenchStoreArgs {
             repeat: file.resolve("bench", "repeat", self.repeat, 3)?.max(1),
             transports,
             multi,
+            metrics: metrics_modes(&file.resolve("bench", "metrics", self.metrics, "on".into())?)
+                .map_err(CliError::Usage)?,
             token,
         };
         let cells = cfg.sizes.len() as u64 + 1 + u64::from(cfg.multi.is_some());
-        let total = u64::from(cfg.repeat) * cfg.transports.len() as u64 * cells;
+        let total =
+            u64::from(cfg.repeat) * cfg.transports.len() as u64 * cfg.metrics.len() as u64 * cells;
         let bar = progress(total);
         let rows = run(&cfg, ticker(&bar)).await;
         let header = format!(
@@ -130,6 +138,8 @@ pub struct StoreBenchConfig {
     pub transports: Vec<TransportKind>,
     /// The multi-buffer cell: (layers, block bytes), or none.
     pub multi: Option<(usize, usize)>,
+    /// How metrics are recorded: one mode, or on, off and off's A/A twin (interleaved).
+    pub metrics: Vec<Metering>,
     /// The cluster token of the bench's master, node and clients.
     pub token: Option<yuebing_rpc::Token>,
 }
@@ -407,56 +417,86 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
     // Short leases: a forced remove_all holds leased space until the lease ends, and each
     // measurement waits for the store to be empty before it starts.
     let token = cfg.token.as_ref();
-    let (_master, addr) = ChildProcess::master(&["--lease-ttl-ms", "2000"], token).await?;
     let multi = cfg.multi.map_or(0, |(layers, block)| layers * block);
     let biggest =
         (cfg.sizes.iter().copied().max().unwrap_or(1 << 20)).max(multi) * cfg.batch.max(1);
+    // One cluster per metrics mode, and one client per mode and transport: the node serves
+    // both transports; only this process's client forces one (the client initiates every
+    // transfer).
+    let mut clusters = Vec::new();
+    let mut clients = Vec::new();
+    for &metering in &cfg.metrics {
+        let on = metering.on();
+        let admin: &[&str] = if on { &["--metrics-port", "0"] } else { &[] };
+        let master_flags = [&["--lease-ttl-ms", "2000"][..], admin].concat();
+        let (master, addr) = ChildProcess::master(&master_flags, token).await?;
+        let segment = cfg.segment.to_string();
+        let masters = std::slice::from_ref(&addr);
+        let node = ChildProcess::node_with(masters, &segment, None, admin, token).await?;
+        for &kind in &cfg.transports {
+            let client = Client::start(ClientConfig {
+                masters: vec![addr.clone()],
+                token: cfg.token.clone(),
+                engine: EngineConfig {
+                    transport: Some(kind),
+                    ..EngineConfig::default()
+                },
+                metrics: if on {
+                    MetricsRegistry::prometheus()
+                } else {
+                    MetricsRegistry::off()
+                },
+                ..ClientConfig::default()
+            })
+            .await
+            .map_err(err)?;
+            let src = client
+                .engine()
+                .allocate(biggest, true)
+                .map_err(|e| e.to_string())?;
+            let dst = client
+                .engine()
+                .allocate(biggest, true)
+                .map_err(|e| e.to_string())?;
+            let name = format!("yuebing-{}", kind.name());
+            let variant = with_metrics(&name, metering, &cfg.metrics);
+            clients.push((variant, client, src, dst));
+        }
+        clusters.push((master, node));
+    }
+    // Interleaved: each size of each repetition is measured on every variant in turn, the
+    // order turned by one each repetition, so that neither drift nor going first favours one.
     let mut samples: Vec<(String, String, Sample)> = Vec::new();
-    // The node serves both transports; only this process's client forces one (the client
-    // initiates every transfer).
-    let _node = ChildProcess::node(&addr, &cfg.segment.to_string(), None, token).await?;
-    for &kind in &cfg.transports {
-        let client = Client::start(ClientConfig {
-            masters: vec![addr.clone()],
-            token: cfg.token.clone(),
-            engine: EngineConfig {
-                transport: Some(kind),
-                ..EngineConfig::default()
-            },
-            ..ClientConfig::default()
-        })
-        .await
-        .map_err(err)?;
-        let src = client
-            .engine()
-            .allocate(biggest, true)
-            .map_err(|e| e.to_string())?;
-        let dst = client
-            .engine()
-            .allocate(biggest, true)
-            .map_err(|e| e.to_string())?;
-        let variant = format!("yuebing-{}", kind.name());
-        for rep in 0..cfg.repeat {
-            for &size in &cfg.sizes {
+    for rep in 0..cfg.repeat {
+        let tag = format!("r{rep}");
+        let n = clients.len();
+        let turn: Vec<_> = (0..n).map(|i| &clients[(i + rep as usize) % n]).collect();
+        for &size in &cfg.sizes {
+            for (variant, client, src, dst) in &turn {
                 let mut out = Vec::new();
-                round(&client, &src, &dst, cfg, size, &format!("r{rep}"), &mut out).await?;
+                round(client, src, dst, cfg, size, &tag, &mut out).await?;
                 samples.extend(out.into_iter().map(|(case, s)| (case, variant.clone(), s)));
                 tick(&format!("{variant} {}", label(size)));
             }
+        }
+        for (variant, client, src, _) in &turn {
             let mut out = Vec::new();
-            small_ops(&client, &src, cfg, &format!("r{rep}"), &mut out).await?;
+            small_ops(client, src, cfg, &tag, &mut out).await?;
             samples.extend(out.into_iter().map(|(case, s)| (case, variant.clone(), s)));
             tick(&format!("{variant} small operations"));
-            if let Some(cell) = cfg.multi {
+        }
+        if let Some(cell) = cfg.multi {
+            for (variant, client, src, dst) in &turn {
                 let mut out = Vec::new();
-                let tag = format!("r{rep}");
-                multi_round(&client, (&src, &dst), cfg, cell, &tag, &mut out).await?;
+                multi_round(client, (src, dst), cfg, cell, &tag, &mut out).await?;
                 samples.extend(out.into_iter().map(|(case, s)| (case, variant.clone(), s)));
                 tick(&format!("{variant} multi-buffer"));
             }
         }
     }
-    Ok(rows(&samples))
+    drop(clients);
+    drop(clusters);
+    Ok(metrics_overhead(rows(&samples)))
 }
 
 fn rows(samples: &[(String, String, Sample)]) -> Vec<Row> {

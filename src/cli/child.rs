@@ -6,7 +6,7 @@
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use yuebing_rpc::{Endpoint, Token};
 
@@ -19,6 +19,9 @@ pub struct ChildProcess {
     /// The write end of the child's stdin, held while this lives: the kernel closes it when
     /// this process ends, and the child then stops (see [`super::parent`]).
     _stdin: Option<ChildStdin>,
+    /// The read end of its stdout, held open after the ready line: what it prints next (a
+    /// master's admin address) lands in the pipe instead of failing with a broken pipe.
+    stdout: BufReader<ChildStdout>,
     /// The rest of its ready line: a node's segment name, a master's address.
     pub announced: String,
 }
@@ -60,24 +63,38 @@ impl ChildProcess {
         transport: Option<&str>,
         token: Option<&Token>,
     ) -> Result<ChildProcess, String> {
+        Self::node_with(masters, size, transport, &[], token).await
+    }
+
+    /// [`ChildProcess::node_of`] with `extra` flags (`--metrics-port 0`: an admin server, and
+    /// metrics).
+    pub async fn node_with(
+        masters: &[Endpoint],
+        size: &str,
+        transport: Option<&str>,
+        extra: &[&str],
+        token: Option<&Token>,
+    ) -> Result<ChildProcess, String> {
         let mut args: Vec<String> = ["node", "--master", &joined(masters), "--store-size", size]
             .map(String::from)
             .into();
         if let Some(t) = transport {
             args.extend(["--transport".to_string(), t.to_string()]);
         }
+        args.extend(extra.iter().map(|s| s.to_string()));
         ChildProcess::start(args, "yuebing node ready ", token).await
     }
 
-    /// `yuebing master` on an ephemeral port of 127.0.0.1, without an admin server, with
-    /// `extra` flags; its address.
+    /// `yuebing master` on an ephemeral port of 127.0.0.1, with `extra` flags (without an
+    /// admin server, and so without metrics, unless they give a `--metrics-port`); its address.
     pub async fn master(
         extra: &[&str],
         token: Option<&Token>,
     ) -> Result<(ChildProcess, Endpoint), String> {
-        let mut args: Vec<String> = ["master", "--port", "0", "--metrics-port", "off"]
-            .map(String::from)
-            .into();
+        let mut args: Vec<String> = ["master", "--port", "0"].map(String::from).into();
+        if !extra.contains(&"--metrics-port") {
+            args.extend(["--metrics-port".to_string(), "off".to_string()]);
+        }
         args.extend(extra.iter().map(|s| s.to_string()));
         let child = ChildProcess::start(args, "yuebing master ready on ", token).await?;
         let addr = child
@@ -120,10 +137,11 @@ impl ChildProcess {
         let mut proc = ChildProcess {
             child,
             _stdin: stdin,
+            stdout: BufReader::new(stdout.ok_or("child without stdout")?),
             announced: String::new(),
         };
         let mut line = String::new();
-        BufReader::new(stdout.ok_or("child without stdout")?)
+        proc.stdout
             .read_line(&mut line)
             .map_err(|e| e.to_string())?;
         proc.announced = line

@@ -22,6 +22,7 @@ use clap::Args;
 use yuebing_engine::{
     EngineConfig, Opcode, SegmentHandle, TransferEngine, TransferRequest, TransportKind,
 };
+use yuebing_store::MetricsRegistry;
 
 use self::baseline::Measured;
 use self::cpu::cpu_seconds;
@@ -29,7 +30,7 @@ use self::target::TargetProcess;
 use super::args::{list, positive_size, BenchCommon};
 use super::command::{finish, ticker};
 use super::harness::{closed_loop, median_spread};
-use super::report::Row;
+use super::report::{metrics_modes, metrics_overhead, with_metrics, Metering, Row};
 use crate::cli::{progress, CliError};
 use crate::config::{ConfigError, ConfigFile};
 
@@ -58,6 +59,10 @@ pub struct BenchTransferArgs {
     /// bench.worker_threads].
     #[arg(long, env = "YUEBING_BENCH_WORKER_THREADS")]
     pub worker_threads: Option<usize>,
+    /// The initiating engine's metrics: on, off, or on,off (on, off and an A/A twin of off:
+    /// three engines, interleaved, on compared with off) [default: on; config: bench.metrics].
+    #[arg(long, env = "YUEBING_BENCH_METRICS")]
+    pub metrics: Option<String>,
     /// `--repeat`, `--duration-ms`, `--warmup-ms`, `--json`.
     #[command(flatten)]
     pub common: BenchCommon,
@@ -115,10 +120,13 @@ impl BenchTransferArgs {
             warmup,
             repeat,
             transports,
+            metrics: metrics_modes(&file.resolve("bench", "metrics", self.metrics, "on".into())?)
+                .map_err(CliError::Usage)?,
             token,
         };
-        let total = u64::from(cfg.repeat)
-            * (cfg.blocks.len() * cfg.batches.len() * (cfg.transports.len() + 1)) as u64;
+        let per_cell = cfg.transports.len() * cfg.metrics.len() + 1;
+        let total =
+            u64::from(cfg.repeat) * (cfg.blocks.len() * cfg.batches.len() * per_cell) as u64;
         let bar = progress(total);
         let rows = run(&cfg, ticker(&bar)).await;
         let header = format!(
@@ -150,6 +158,9 @@ pub struct TransferBenchConfig {
     pub repeat: u32,
     /// Transports measured, each forced on every request (tcp, shm).
     pub transports: Vec<TransportKind>,
+    /// Whether the initiating engine records metrics: one mode, or on, off and off's A/A twin
+    /// (three engines, interleaved).
+    pub metrics: Vec<Metering>,
     /// The cluster token of both engines.
     pub token: Option<yuebing_rpc::Token>,
 }
@@ -265,37 +276,54 @@ pub async fn run(
     })
     .await
     .map_err(|e| e.to_string())??;
-    let engine = TransferEngine::start(EngineConfig {
-        token: cfg.token.clone(),
-        ..EngineConfig::default()
-    })
-    .await
-    .map_err(|e| e.to_string())?;
-    let local = engine.allocate(region, true).map_err(|e| e.to_string())?;
-    let peer = engine
-        .open_segment(&target.announce.name)
+    // One initiating engine per metrics mode, all writing to (or reading from) the target.
+    let mut inits = Vec::new();
+    for &metering in &cfg.metrics {
+        let registry = match metering.on() {
+            true => MetricsRegistry::prometheus(),
+            false => MetricsRegistry::off(),
+        };
+        let engine = TransferEngine::start(EngineConfig {
+            token: cfg.token.clone(),
+            metrics: registry.sink().clone(),
+            ..EngineConfig::default()
+        })
         .await
         .map_err(|e| e.to_string())?;
-    let init = Arc::new(Initiator {
-        local: local.addr(),
-        peer,
-        remote: target.announce.addr,
-        engine,
-    });
-    let mut engine_samples: HashMap<(TransportKind, usize, usize), Vec<Sample>> = HashMap::new();
+        let local = engine.allocate(region, true).map_err(|e| e.to_string())?;
+        let peer = engine
+            .open_segment(&target.announce.name)
+            .await
+            .map_err(|e| e.to_string())?;
+        let init = Arc::new(Initiator {
+            local: local.addr(),
+            peer,
+            remote: target.announce.addr,
+            engine,
+        });
+        inits.push((metering, init, local, registry));
+    }
+    let mut engine_samples: HashMap<(TransportKind, Metering, usize, usize), Vec<Sample>> =
+        HashMap::new();
     let mut base: HashMap<(&str, usize, usize), Vec<Measured>> = HashMap::new();
-    for _ in 0..cfg.repeat {
+    for rep in 0..cfg.repeat as usize {
+        // The engines' order turns by one each repetition: going first favours none.
+        let n = inits.len();
+        let turn: Vec<_> = (0..n).map(|i| &inits[(i + rep) % n]).collect();
         for &block in &cfg.blocks {
             for &batch in &cfg.batches {
                 let label = format!("{} {} batch={batch}", op_name(cfg.op), size_label(block));
                 for &kind in &cfg.transports {
-                    let s =
-                        measure_engine(&init, cfg, target.announce.pid, block, batch, kind).await?;
-                    engine_samples
-                        .entry((kind, block, batch))
-                        .or_default()
-                        .push(s);
-                    tick(&format!("{label} / {}", variant(kind)));
+                    for &(metering, init, _, _) in &turn {
+                        let pid = target.announce.pid;
+                        let s = measure_engine(init, cfg, pid, block, batch, kind).await?;
+                        engine_samples
+                            .entry((kind, *metering, block, batch))
+                            .or_default()
+                            .push(s);
+                        let name = with_metrics(&variant(kind), *metering, &cfg.metrics);
+                        tick(&format!("{label} / {name}"));
+                    }
                 }
                 let d = cfg.duration;
                 let m =
@@ -327,9 +355,9 @@ pub async fn run(
             }
         }
     }
-    drop(local);
+    drop(inits);
     drop(target);
-    Ok(rows(cfg, &engine_samples, &base))
+    Ok(metrics_overhead(rows(cfg, &engine_samples, &base)))
 }
 
 fn op_name(op: Opcode) -> &'static str {
@@ -341,7 +369,7 @@ fn op_name(op: Opcode) -> &'static str {
 
 fn rows(
     cfg: &TransferBenchConfig,
-    engine: &HashMap<(TransportKind, usize, usize), Vec<Sample>>,
+    engine: &HashMap<(TransportKind, Metering, usize, usize), Vec<Sample>>,
     base: &HashMap<(&str, usize, usize), Vec<Measured>>,
 ) -> Vec<Row> {
     let mut out = Vec::new();
@@ -353,14 +381,18 @@ fn rows(
                     .map(|v| median_spread(&v.iter().map(f).collect::<Vec<_>>()))
             };
             let ceiling = if batch == 1 { PING } else { STREAM };
-            for &kind in &cfg.transports {
-                let Some(samples) = engine.get(&(kind, block, batch)) else {
+            for (&kind, &on) in cfg
+                .transports
+                .iter()
+                .flat_map(|k| cfg.metrics.iter().map(move |m| (k, m)))
+            {
+                let Some(samples) = engine.get(&(kind, on, block, batch)) else {
                     continue;
                 };
                 let stat = |f: &dyn Fn(&Sample) -> f64| {
                     median_spread(&samples.iter().map(f).collect::<Vec<_>>())
                 };
-                let name = variant(kind);
+                let name = with_metrics(&variant(kind), on, &cfg.metrics);
                 // tcp is compared with raw loopback TCP, shm with a single-thread memcpy.
                 let (rate_base, cpu_base) = match kind {
                     TransportKind::Tcp => (ceiling, Some(STREAM)),

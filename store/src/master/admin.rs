@@ -18,9 +18,10 @@
 //! (`tests/fixtures/mooncake_admin/`, `scripts/capture_mooncake_admin.sh`).
 //! Served on the master's runtime through axum; bound to an explicit address.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
-use axum::extract::{RawQuery, State};
+use axum::extract::{FromRequestParts, RawQuery};
+use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -33,8 +34,9 @@ use super::service::Health;
 use crate::error::{Error, Result};
 
 /// Serves `shared`'s admin paths on `bind` (`host:port`; port 0 picks one) until the returned
-/// server is dropped.
-pub(crate) async fn start(shared: Arc<Shared>, bind: &str) -> Result<AdminServer> {
+/// server is dropped. The server holds the master weakly: a master dropped while its admin
+/// server lives is gone, and every path answers 503.
+pub(crate) async fn start(shared: &Arc<Shared>, bind: &str) -> Result<AdminServer> {
     let app = Router::new()
         .route("/health", get(health))
         .route("/ready", get(ready))
@@ -44,8 +46,27 @@ pub(crate) async fn start(shared: Arc<Shared>, bind: &str) -> Result<AdminServer
         .route("/query_key", get(query_key))
         .route("/metrics", get(metrics))
         .route("/metrics/summary", get(summary))
-        .with_state(shared);
+        .with_state(Arc::downgrade(shared));
     crate::http::serve(app, bind).await
+}
+
+/// The master an admin path answers for, while it lives.
+struct Master(Arc<Shared>);
+
+impl FromRequestParts<Weak<Shared>> for Master {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        _: &mut Parts,
+        held: &Weak<Shared>,
+    ) -> std::result::Result<Self, Response> {
+        held.upgrade().map(Master).ok_or_else(|| {
+            text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the master is gone\n".into(),
+            )
+        })
+    }
 }
 
 /// Mooncake's role of a master in `health`: `leader` for one that serves or may (a single
@@ -147,7 +168,7 @@ fn mooncake_name(e: &Error) -> String {
     out
 }
 
-async fn health(State(s): State<Arc<Shared>>) -> Response {
+async fn health(Master(s): Master) -> Response {
     let h = s.health();
     json(
         StatusCode::OK,
@@ -160,18 +181,18 @@ async fn health(State(s): State<Arc<Shared>>) -> Response {
     )
 }
 
-async fn ready(State(s): State<Arc<Shared>>) -> Response {
+async fn ready(Master(s): Master) -> Response {
     match serving(&s.health()) {
         true => text(StatusCode::OK, "ready\n".into()),
         false => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n".into()),
     }
 }
 
-async fn role(State(s): State<Arc<Shared>>) -> Response {
+async fn role(Master(s): Master) -> Response {
     text(StatusCode::OK, role_of(&s.health()).into())
 }
 
-async fn ha_status(State(s): State<Arc<Shared>>) -> Response {
+async fn ha_status(Master(s): Master) -> Response {
     text(StatusCode::OK, ha_state_of(&s.health()).into())
 }
 
@@ -179,7 +200,7 @@ async fn ha_status(State(s): State<Arc<Shared>>) -> Response {
 /// segment in state OK: a node with two ranges appears twice, one being unmounted (or not
 /// remounted since a restart) not at all. Sorted, where the stock master's order is its hash
 /// map's. Its content type, `text/plain; version=0.0.4`, also on an empty list.
-async fn all_segments(State(s): State<Arc<Shared>>) -> Response {
+async fn all_segments(Master(s): Master) -> Response {
     match s.run(|m, _| m.segments()).await {
         Ok(segments) => {
             let mut nodes: Vec<String> = segments
@@ -240,7 +261,7 @@ fn raw_key(query: Option<&str>) -> &str {
 /// The replicas of a key, without granting a lease; 404 with Mooncake's code and name of the
 /// error where there are none (for a missing, empty or invalid key, `OBJECT_NOT_FOUND` −704, as
 /// the stock master answers for any key it does not hold).
-async fn query_key(State(s): State<Arc<Shared>>, RawQuery(query): RawQuery) -> Response {
+async fn query_key(Master(s): Master, RawQuery(query): RawQuery) -> Response {
     let key = raw_key(query.as_deref()).to_string();
     let lookup = key.clone();
     match s.run(move |m, _| m.describe_replicas(&lookup)).await {
@@ -280,7 +301,7 @@ async fn query_key(State(s): State<Arc<Shared>>, RawQuery(query): RawQuery) -> R
     }
 }
 
-async fn metrics(State(s): State<Arc<Shared>>) -> Response {
+async fn metrics(Master(s): Master) -> Response {
     let h = s.health();
     let m = s.metrics();
     m.standing(&h, serving(&h));
@@ -304,7 +325,7 @@ async fn metrics(State(s): State<Arc<Shared>>) -> Response {
     }
 }
 
-async fn summary(State(s): State<Arc<Shared>>) -> Response {
+async fn summary(Master(s): Master) -> Response {
     let h = s.health();
     let master = match s.run(|m, _| m.stats()).await {
         Ok(st) => format!(

@@ -592,7 +592,7 @@ impl RunningMaster {
     pub async fn serve_admin(&self, bind: &str) -> Result<super::admin::AdminServer> {
         let (shared, bind) = (self.shared.clone(), bind.to_string());
         yuebing_rpc::in_runtime(&self.shared.handle, async move {
-            super::admin::start(shared, &bind).await
+            super::admin::start(&shared, &bind).await
         })
         .await
     }
