@@ -43,6 +43,15 @@ struct Prometheus {
     kept_up: AtomicBool,
 }
 
+impl Drop for Prometheus {
+    /// Folds the samples the histograms still queue into their buckets: metrics-util's
+    /// `AtomicBucket` frees its blocks when cleared, not when dropped, so a registry dropped
+    /// between two upkeeps would leak the samples recorded since the last one.
+    fn drop(&mut self) {
+        self.handle.run_upkeep();
+    }
+}
+
 impl std::fmt::Debug for Prometheus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Prometheus").finish_non_exhaustive()
