@@ -28,7 +28,8 @@
 //! - `client`: the client [`Channel`] (a tarpc stub) and its driver, connections, [`Pool`] and
 //!   its members (which connection a call takes, and when it opens another), [`PoolRegistry`],
 //!   [`Balancer`], [`CallOptions`].
-//! - [`metrics`]: per-method counters and latency histograms.
+//! - [`metrics`]: per-method counters and latency histograms, exported to a sink.
+//! - [`sink`]: [`MetricsSink`], the `metrics` recorder (or none) components register on.
 //! - [`size`]: byte sizes as people write them (`64MiB`, `2G`): [`Size`], parsed the same way
 //!   everywhere.
 //! - `token`: the cluster [`Token`] (never printed, compared in constant time).

@@ -7,6 +7,7 @@
 //! - [`error`]: the [`Error`] enum, codes −1 … −1999 (Mooncake's store codes where they match).
 //! - [`metrics_registry`]: where metrics go ([`MetricsRegistry`]): a Prometheus registry of
 //!   yuebing's own, an application's recorder, or nowhere.
+//! - `process`: the process's gauges (resident memory, open file descriptors).
 //! - [`http`]: the admin HTTP server ([`http::AdminServer`]) of the master and of clients.
 //! - [`master`]: the master's metadata core as a pure state machine, its log and snapshots.
 //!

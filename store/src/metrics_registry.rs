@@ -82,7 +82,10 @@ impl MetricsRegistry {
     }
 
     /// Metrics go to an application's own `recorder`; [`MetricsRegistry::render`] has nothing
-    /// to show (the application exports them).
+    /// to show (the application exports them). Counters and histograms are recorded as they
+    /// happen; the gauges of what a master or client holds (objects, bytes, leases, role,
+    /// process memory) are set when yuebing renders its own `/metrics`, so with an
+    /// application's recorder they keep their first values.
     pub fn from_recorder(recorder: Arc<dyn Recorder + Send + Sync>) -> Self {
         MetricsRegistry {
             sink: MetricsSink::new(recorder),
@@ -131,8 +134,10 @@ impl MetricsRegistry {
         if p.kept_up.swap(true, Ordering::AcqRel) {
             return;
         }
-        let weak = Arc::downgrade(p);
-        rt.spawn(upkeep(weak));
+        // Made before the task: dropped with it even if it never runs (its runtime shut
+        // down first), so that the next owner starts another.
+        let flag = KeptUp(Arc::downgrade(p));
+        rt.spawn(upkeep(flag));
     }
 }
 
@@ -148,8 +153,8 @@ impl Drop for KeptUp {
     }
 }
 
-async fn upkeep(weak: Weak<Prometheus>) {
-    let _flag = KeptUp(weak.clone());
+async fn upkeep(flag: KeptUp) {
+    let weak = flag.0.clone();
     let mut tick = tokio::time::interval(UPKEEP_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use yuebing_store::master::{MasterServerConfig, RunningMaster};
+use yuebing_store::master::{
+    ClientId, MasterClient, MasterServerConfig, MountSpec, PutConfig, RunningMaster,
+};
 use yuebing_store::MetricsRegistry;
 
 /// `GET path` on `addr`: the status code and the body.
@@ -61,4 +63,44 @@ async fn metrics_go_where_the_master_is_told() {
     let admin = m.serve_admin("127.0.0.1:0").await.unwrap();
     assert_eq!(get(admin.local_addr(), "/metrics").await.0, 404);
     assert_eq!(get(admin.local_addr(), "/ready").await.0, 200);
+}
+
+/// The value of the sample `name` (without labels) in Prometheus text.
+fn sample(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} "))?.parse().ok())
+        .unwrap_or_else(|| panic!("{name} not in\n{text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_without_a_log_counts_what_it_does() {
+    let m = master(MetricsRegistry::prometheus()).await;
+    let admin = m.serve_admin("127.0.0.1:0").await.unwrap();
+    let c = MasterClient::new(m.local_endpoint().clone(), ClientId(1));
+    c.mount(vec![MountSpec {
+        node: "node-a".into(),
+        base: 0x10_0000,
+        len: 64 << 20,
+    }])
+    .await
+    .unwrap();
+    for key in ["a", "b"] {
+        c.put_start(key, 1000, &PutConfig::default(), yuebing_store::Write::Put)
+            .await
+            .unwrap();
+        c.put_end(key).await.unwrap();
+    }
+    c.get_replica_list("a").await.unwrap();
+    c.remove("b", false).await.unwrap();
+    let (status, text) = get(admin.local_addr(), "/metrics").await;
+    assert_eq!(status, 200);
+    assert_eq!(sample(&text, "yuebing_master_puts_total"), 2.0);
+    assert_eq!(sample(&text, "yuebing_master_gets_total"), 1.0);
+    assert_eq!(sample(&text, "yuebing_master_removals_total"), 1.0);
+    assert_eq!(sample(&text, "yuebing_master_leases_held"), 1.0);
+    assert_eq!(sample(&text, "yuebing_master_objects"), 1.0);
+    assert!(
+        text.contains("yuebing_master_segment_capacity_bytes{segment=\"node-a\"} 67108864\n"),
+        "{text}"
+    );
 }

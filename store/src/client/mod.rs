@@ -11,6 +11,7 @@
 //! - `config`: [`ClientConfig`]. `masters`: failover over master addresses, or the leader a
 //!   watched source names (HA). `staging`: registered
 //!   scratch memory for plain byte slices. `peers`: segment handles, replica order, back-off.
+//! - `telemetry`: the client's metrics (put/get latency by size class, its standing).
 //! - `ops`: batch operations (`sift`: a batch's bad items answered in their places);
 //!   `admin`: removals, listings, counts and health; `heartbeat`: pings and remounts;
 //!   `tasks`: copy and move tasks, asked for and run.

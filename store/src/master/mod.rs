@@ -14,6 +14,7 @@
 //!   elected master's replicated log).
 //! - `disk`: the data directory — log segments with group-commit fsync, snapshots, recovery.
 //! - [`admin`]: the admin HTTP server (Mooncake's paths on the metrics port).
+//! - `telemetry`: the master's metrics (counters of what it did, gauges of what it holds).
 //! - `api`: the master's calls, defined once (one table makes the service, the handler and
 //!   the client's methods); [`service`]: the tarpc [`MasterService`] and its wire types; [`server`]: a running
 //!   master (core behind one lock, log, driver); [`client`]: [`MasterClient`].

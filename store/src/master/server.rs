@@ -184,9 +184,9 @@ impl Shared {
                 } => tracing::info!(mount = mount.0, objects_lost, "store space removed"),
             }
         }
-        self.metrics.read(core.take_reads());
+        self.metrics.tally(core.take_tally());
         if let (Some(log), false) = (&self.log, entries.is_empty()) {
-            self.metrics.appended(&entries);
+            self.metrics.appended(entries.len());
             log.append(entries);
         }
     }

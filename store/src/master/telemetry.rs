@@ -1,15 +1,15 @@
-//! The master's metrics on its [`MetricsRegistry`]: what it did as counters, counted where the
-//! core's effects are performed (puts, removals and evictions from the log entries this master
-//! made, reads from the leases it granted), and what it holds as gauges, read from the core when
-//! the metrics are rendered. Its rpc server's calls and its log's fsyncs go to the same registry.
+//! The master's metrics on its [`MetricsRegistry`]: what it did as counters (the core's
+//! [`Tally`] of the records it committed and the leases it granted, taken where the driver
+//! performs its effects), and what it holds as gauges, read from the core when the metrics are
+//! rendered. Its rpc server's calls and its log's fsyncs go to the same registry.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 use metrics::{Counter, Gauge};
 use yuebing_rpc::{label, MetricKind, MetricsSink};
 
-use super::log::{LogEntry, Record};
+use super::core::Tally;
 use super::service::Health;
 use super::types::{SegmentInfo, Stats};
 use crate::metrics_registry::MetricsRegistry;
@@ -39,7 +39,7 @@ pub(crate) struct MasterMetrics {
     durable: Gauge,
     held: Held,
     /// The segments given gauges at the last render, to zero those since removed.
-    segments: Mutex<BTreeSet<(String, u32)>>,
+    segments: Mutex<BTreeSet<String>>,
     process: ProcessGauges,
 }
 
@@ -77,12 +77,12 @@ impl MasterMetrics {
         s.describe(
             MetricKind::Gauge,
             SEGMENT_CAPACITY,
-            "Bytes of one mounted range of store space, by node (segment) and mount.",
+            "Bytes of store space a node (segment) mounted.",
         );
         s.describe(
             MetricKind::Gauge,
             SEGMENT_USED,
-            "Bytes handed out in one mounted range (replicas, writes in progress, space held back).",
+            "Bytes handed out in a node's (segment's) store space (replicas, writes in progress, space held back).",
         );
         s.describe(
             MetricKind::Gauge,
@@ -122,22 +122,17 @@ impl MasterMetrics {
         &self.registry
     }
 
-    /// Counts the log entries this master made (not those it replays).
-    pub(crate) fn appended(&self, entries: &[LogEntry]) {
-        self.appends.increment(entries.len() as u64);
-        for e in entries {
-            match &e.record {
-                Record::WriteEnd { .. } => self.puts.increment(1),
-                Record::Remove { evicted: true, .. } => self.evictions.increment(1),
-                Record::Remove { evicted: false, .. } => self.removals.increment(1),
-                _ => {}
-            }
-        }
+    /// Counts `n` entries handed to the operation log.
+    pub(crate) fn appended(&self, n: usize) {
+        self.appends.increment(n as u64);
     }
 
-    /// Counts `n` reads that were granted a lease.
-    pub(crate) fn read(&self, n: u64) {
-        self.gets.increment(n);
+    /// Counts what the core did (see [`Tally`]).
+    pub(crate) fn tally(&self, t: Tally) {
+        self.puts.increment(t.puts);
+        self.removals.increment(t.removals);
+        self.evictions.increment(t.evictions);
+        self.gets.increment(t.reads);
     }
 
     /// Sets the gauges of this master's standing.
@@ -153,7 +148,8 @@ impl MasterMetrics {
     }
 
     /// Sets the gauges of what the core holds: `None` for a master that does not serve (a
-    /// standby shows no counts of its own: zero).
+    /// standby shows no counts of its own: zero). Per segment, its mounts are summed; a
+    /// segment gone since the last render shows 0 (the exporter cannot unregister a series).
     pub(crate) fn held(&self, now: Option<(Stats, u64, Vec<SegmentInfo>)>) {
         let h = &self.held;
         let (st, leases, segments) = now.unwrap_or_default();
@@ -169,26 +165,27 @@ impl MasterMetrics {
         ] {
             gauge.set(value as f64);
         }
+        let mut by_segment: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for g in segments {
+            let (capacity, used) = by_segment.entry(g.node).or_default();
+            *capacity += g.capacity;
+            *used += g.used;
+        }
         let s = self.registry.sink();
-        let labels = |(node, mount): &(String, u32)| {
-            vec![
-                label("segment", node.clone()),
-                label("mount", mount.to_string()),
-            ]
+        let set = |node: &str, (capacity, used): (u64, u64)| {
+            let labels = vec![label("segment", node.to_string())];
+            s.gauge(SEGMENT_CAPACITY, labels.clone())
+                .set(capacity as f64);
+            s.gauge(SEGMENT_USED, labels).set(used as f64);
         };
-        let mut shown = BTreeSet::new();
-        for g in &segments {
-            let at = (g.node.clone(), g.mount.0);
-            s.gauge(SEGMENT_CAPACITY, labels(&at))
-                .set(g.capacity as f64);
-            s.gauge(SEGMENT_USED, labels(&at)).set(g.used as f64);
-            shown.insert(at);
-        }
+        // Held across, so that two renders at once cannot zero a live segment.
         let mut last = self.segments.lock().unwrap_or_else(|p| p.into_inner());
-        for gone in last.difference(&shown) {
-            s.gauge(SEGMENT_CAPACITY, labels(gone)).set(0.0);
-            s.gauge(SEGMENT_USED, labels(gone)).set(0.0);
+        for gone in last.iter().filter(|n| !by_segment.contains_key(*n)) {
+            set(gone, (0, 0));
         }
-        *last = shown;
+        for (node, values) in &by_segment {
+            set(node, *values);
+        }
+        *last = by_segment.into_keys().collect();
     }
 }

@@ -58,8 +58,8 @@ pub struct Master {
     pub(crate) rng: fastrand::Rng,
     pub(crate) eviction_due: bool,
     pub(crate) evicted_total: u64,
-    /// Reads granted a lease since [`Master::take_reads`] last took them (soft state).
-    pub(crate) reads: u64,
+    /// What this master did since [`Master::take_tally`] last took it (soft state).
+    pub(crate) tally: Tally,
     pub(crate) last_now: Millis,
     /// Space freed before this time is held until then, whatever leases this master knows of:
     /// after a restart or a promotion the read leases granted before are unknown (soft state),
@@ -106,7 +106,7 @@ impl Master {
             rng,
             eviction_due: false,
             evicted_total: 0,
-            reads: 0,
+            tally: Tally::default(),
             last_now: 0,
             no_reuse_until: 0,
             removed: Vec::new(),
@@ -129,6 +129,11 @@ impl Master {
         self.effects.pop_front()
     }
 
+    /// What this master did since the last call (for the driver's metrics).
+    pub(crate) fn take_tally(&mut self) -> Tally {
+        std::mem::take(&mut self.tally)
+    }
+
     /// Makes `record` durable state: numbers it, queues its log entry, applies it.
     pub(crate) fn commit(&mut self, now: Millis, record: Record) {
         self.commit_hinted(now, record, None);
@@ -137,6 +142,7 @@ impl Master {
     /// [`Master::commit`] with the hash of the record's key when the caller has it.
     pub(crate) fn commit_hinted(&mut self, now: Millis, record: Record, hash: Option<u64>) {
         self.seq += 1;
+        self.tally.count(&record);
         if self.logging {
             self.effects.push_back(Effect::Append(LogEntry {
                 seq: self.seq,
@@ -302,5 +308,30 @@ impl Master {
             )));
         }
         Ok(())
+    }
+}
+
+/// What a master did while it served (not what it replayed), counted where it commits records
+/// and grants leases, whether or not it logs: its metrics' counters.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tally {
+    /// Objects published (puts and upserts that ended).
+    pub(crate) puts: u64,
+    /// Objects removed at a client's request.
+    pub(crate) removals: u64,
+    /// Objects evicted.
+    pub(crate) evictions: u64,
+    /// Reads granted a lease.
+    pub(crate) reads: u64,
+}
+
+impl Tally {
+    fn count(&mut self, record: &Record) {
+        match record {
+            Record::WriteEnd { .. } => self.puts += 1,
+            Record::Remove { evicted: true, .. } => self.evictions += 1,
+            Record::Remove { evicted: false, .. } => self.removals += 1,
+            _ => {}
+        }
     }
 }

@@ -38,7 +38,7 @@ impl Master {
             return Err(Error::ReplicaNotReady { key: key.into() });
         }
         o.lease_until = o.lease_until.max(now + lease_ttl);
-        self.reads += 1;
+        self.tally.reads += 1;
         Ok(ReplicaList {
             size: o.size,
             replicas,
@@ -282,11 +282,6 @@ impl Master {
         out.sort_by(|a, b| a.key.cmp(&b.key));
         out.truncate(limit);
         out
-    }
-
-    /// Reads granted a lease since the last call (for the driver's metrics).
-    pub fn take_reads(&mut self) -> u64 {
-        std::mem::take(&mut self.reads)
     }
 
     /// Objects under a read lease at `now` (a walk over every object: for a scrape, not a
