@@ -43,6 +43,7 @@ struct Exported {
 
 /// The families of one side of a call.
 struct Names {
+    connections: &'static str,
     calls: &'static str,
     errors: &'static str,
     in_flight: &'static str,
@@ -59,6 +60,7 @@ pub enum Side {
 }
 
 static SERVER: Names = Names {
+    connections: "yuebing_rpc_server_connections",
     calls: "yuebing_rpc_server_calls_total",
     errors: "yuebing_rpc_server_errors_total",
     in_flight: "yuebing_rpc_server_in_flight",
@@ -66,6 +68,7 @@ static SERVER: Names = Names {
 };
 
 static CLIENT: Names = Names {
+    connections: "yuebing_rpc_client_connections",
     calls: "yuebing_rpc_client_calls_total",
     errors: "yuebing_rpc_client_errors_total",
     in_flight: "yuebing_rpc_client_in_flight",
@@ -131,6 +134,11 @@ impl Export {
             "Calls that failed as a whole, by error code (a server counts a store error in its reply too).",
         );
         s.describe(MetricKind::Gauge, n.in_flight, "Calls running now.");
+        s.describe(
+            MetricKind::Gauge,
+            n.connections,
+            "Connections open now, by the service they asked for.",
+        );
         s.describe(MetricKind::Histogram, n.latency, "How long calls took.");
     }
 }
@@ -225,6 +233,18 @@ impl Metrics {
         }
     }
 
+    /// A connection to `service` is open until the returned guard drops (the
+    /// `yuebing_rpc_*_connections` gauge).
+    pub(crate) fn connected(&self, service: &str) -> Connected {
+        let e = &self.export;
+        let gauge = e.sink.gauge(
+            e.names.connections,
+            vec![label("service", service.to_string())],
+        );
+        gauge.increment(1.0);
+        Connected(gauge)
+    }
+
     fn stats(&self, method: &str) -> Arc<MethodStats> {
         let mut map = self.methods.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(s) = map.get(method) {
@@ -294,6 +314,15 @@ impl Metrics {
     /// The statistics of one method, if it was ever called.
     pub fn method(&self, method: &str) -> Option<MethodMetrics> {
         self.snapshot().into_iter().find(|m| m.method == method)
+    }
+}
+
+/// An open connection, counted until dropped; see [`Metrics::connected`].
+pub(crate) struct Connected(::metrics::Gauge);
+
+impl Drop for Connected {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
     }
 }
 

@@ -99,6 +99,13 @@ async fn a_master_without_a_log_counts_what_it_does() {
     assert_eq!(sample(&text, "yuebing_master_removals_total"), 1.0);
     assert_eq!(sample(&text, "yuebing_master_leases_held"), 1.0);
     assert_eq!(sample(&text, "yuebing_master_objects"), 1.0);
+    // The client's pool holds a connection open.
+    let open = r#"yuebing_rpc_server_connections{service="master"} "#;
+    let n: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix(open)?.parse().ok())
+        .unwrap_or_else(|| panic!("{open} not in\n{text}"));
+    assert!(n >= 1.0, "{n}");
     assert!(
         text.contains("yuebing_master_segment_capacity_bytes{segment=\"node-a\"} 67108864\n"),
         "{text}"

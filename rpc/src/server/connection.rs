@@ -72,6 +72,7 @@ pub(super) async fn handle_socket(
         return;
     };
     tracing::debug!(%peer, conn_id, service = %hello.service, "connection accepted");
+    let _open = shared.metrics.connected(&hello.service);
     let setup = ConnSetup {
         info: ConnInfo {
             peer,
