@@ -9,7 +9,26 @@ use axum::Router;
 use crate::error::{Error, Result};
 
 /// The content type of `/metrics`: Prometheus' text format, version 0.0.4.
-pub(crate) const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
+const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// `/metrics` of `registry` (whose: `master`, `client`): its Prometheus text, or 404 where
+/// the metrics go to an application's own recorder.
+pub(crate) fn exposition(
+    registry: &crate::MetricsRegistry,
+    whose: &str,
+) -> axum::response::Response {
+    use axum::http::{header, StatusCode};
+    use axum::response::IntoResponse;
+    match registry.render() {
+        Some(body) => (StatusCode::OK, [(header::CONTENT_TYPE, EXPOSITION)], body).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("this {whose}'s metrics go to the application's recorder\n"),
+        )
+            .into_response(),
+    }
+}
 
 /// A running admin server; dropping it stops it (its port is free again shortly after;
 /// [`AdminServer::stop`] waits for that).

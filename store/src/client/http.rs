@@ -121,16 +121,5 @@ async fn metrics(State(held): Held) -> Response {
     inner
         .metrics
         .standing(ready, spaces.iter().map(|(_, _, len)| *len));
-    match inner.metrics.registry().render() {
-        Some(body) => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, crate::http::EXPOSITION)],
-            body,
-        )
-            .into_response(),
-        None => text(
-            StatusCode::NOT_FOUND,
-            "this client's metrics go to the application's recorder\n",
-        ),
-    }
+    crate::http::exposition(inner.metrics.registry(), "client")
 }

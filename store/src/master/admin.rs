@@ -311,18 +311,7 @@ async fn metrics(Master(s): Master) -> Response {
         .await
         .ok();
     m.held(held);
-    match m.registry().render() {
-        Some(body) => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, crate::http::EXPOSITION)],
-            body,
-        )
-            .into_response(),
-        None => text(
-            StatusCode::NOT_FOUND,
-            "this master's metrics go to the application's recorder\n".into(),
-        ),
-    }
+    crate::http::exposition(m.registry(), "master")
 }
 
 async fn summary(Master(s): Master) -> Response {
