@@ -43,7 +43,6 @@ struct Exported {
 
 /// The families of one side of a call.
 struct Names {
-    connections: &'static str,
     calls: &'static str,
     errors: &'static str,
     in_flight: &'static str,
@@ -59,8 +58,10 @@ pub enum Side {
     Client,
 }
 
+/// A server's open connections (clients' pools count none).
+const CONNECTIONS: &str = "yuebing_rpc_server_connections";
+
 static SERVER: Names = Names {
-    connections: "yuebing_rpc_server_connections",
     calls: "yuebing_rpc_server_calls_total",
     errors: "yuebing_rpc_server_errors_total",
     in_flight: "yuebing_rpc_server_in_flight",
@@ -68,7 +69,6 @@ static SERVER: Names = Names {
 };
 
 static CLIENT: Names = Names {
-    connections: "yuebing_rpc_client_connections",
     calls: "yuebing_rpc_client_calls_total",
     errors: "yuebing_rpc_client_errors_total",
     in_flight: "yuebing_rpc_client_in_flight",
@@ -134,11 +134,13 @@ impl Export {
             "Calls that failed as a whole, by error code (a server counts a store error in its reply too).",
         );
         s.describe(MetricKind::Gauge, n.in_flight, "Calls running now.");
-        s.describe(
-            MetricKind::Gauge,
-            n.connections,
-            "Connections open now, by the service they asked for.",
-        );
+        if std::ptr::eq(n, &SERVER) {
+            s.describe(
+                MetricKind::Gauge,
+                CONNECTIONS,
+                "Connections open now, by the service they asked for.",
+            );
+        }
         s.describe(MetricKind::Histogram, n.latency, "How long calls took.");
     }
 }
@@ -233,14 +235,13 @@ impl Metrics {
         }
     }
 
-    /// A connection to `service` is open until the returned guard drops (the
-    /// `yuebing_rpc_*_connections` gauge).
+    /// A connection to `service` is open until the returned guard drops (a server's
+    /// `yuebing_rpc_server_connections` gauge).
     pub(crate) fn connected(&self, service: &str) -> Connected {
-        let e = &self.export;
-        let gauge = e.sink.gauge(
-            e.names.connections,
-            vec![label("service", service.to_string())],
-        );
+        let gauge = self
+            .export
+            .sink
+            .gauge(CONNECTIONS, vec![label("service", service.to_string())]);
         gauge.increment(1.0);
         Connected(gauge)
     }

@@ -91,11 +91,6 @@ impl MasterClient {
         }
     }
 
-    /// The statistics of the calls made through this client's pool, by method.
-    pub fn call_metrics(&self) -> Vec<yuebing_rpc::MethodMetrics> {
-        self.pool.metrics().snapshot()
-    }
-
     /// The id this client calls as.
     pub fn client_id(&self) -> ClientId {
         self.client
