@@ -45,7 +45,7 @@ impl ClientMetrics {
         s.describe(
             MetricKind::Histogram,
             OP_SECONDS,
-            "How long one object's successful put or get took, from its first master call to its last transfer, by size class.",
+            "How long one object's successful put or get took, from its first master call to its last transfer, by size class (an object put in a batch took the batch's time).",
         );
         let sizes: Vec<&str> = CLASSES
             .iter()

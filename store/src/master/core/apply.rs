@@ -92,6 +92,7 @@ impl Master {
                     .objects
                     .remove(&key)
                     .ok_or_else(|| format!("remove of unknown {key:?}"))?;
+                self.leases.ended(o.lease_until);
                 let mut until = hold_until;
                 if o.writing {
                     if let Some(w) = self.writes.remove(&key) {
@@ -273,7 +274,7 @@ impl Master {
         if !w.in_place {
             let old = std::mem::replace(&mut o.replicas, w.replicas);
             let old_size = std::mem::replace(&mut o.size, w.size);
-            o.lease_until = 0;
+            self.leases.ended(std::mem::take(&mut o.lease_until));
             self.hold_or_free(&old, old_size, old_until, now);
         }
         Ok(())
@@ -290,6 +291,7 @@ impl Master {
         self.hold_or_free(&w.replicas, w.size, until, now);
         if w.in_place {
             if let Some(o) = self.objects.remove(key) {
+                self.leases.ended(o.lease_until);
                 self.hold_or_free(&o.replicas, o.size, until, now);
             }
         } else if let Some(o) = self.objects.get_mut(key) {
@@ -445,10 +447,12 @@ impl Master {
             .remove(mount)
             .ok_or_else(|| format!("removal of unknown mount {}", mount.0))?;
         let mut lost: Vec<(Box<str>, bool)> = Vec::new();
+        let leases = &mut self.leases;
         self.objects.retain(|key, o| {
             if o.replicas.iter().any(|r| r.mount == mount) {
                 o.replicas.retain(|r| r.mount != mount);
                 if o.replicas.is_empty() {
+                    leases.ended(o.lease_until);
                     lost.push((key.clone(), o.writing));
                     return false;
                 }

@@ -1,10 +1,10 @@
 //! A full consistency check of the core, for tests and debugging (it scans everything).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::Master;
 use crate::master::task::TaskState;
-use crate::master::types::MountId;
+use crate::master::types::{Millis, MountId};
 
 impl Master {
     /// Checks that no two allocations overlap, every allocation lies inside a mounted range,
@@ -88,6 +88,23 @@ impl Master {
             return Err(format!(
                 "used bytes {} differ from the allocations' {total}",
                 self.space.used()
+            ));
+        }
+        self.check_lease_ends()
+    }
+
+    /// Every object whose lease ends after the lease book's last prune has its end in the
+    /// book, and the book holds nothing else.
+    fn check_lease_ends(&self) -> Result<(), String> {
+        let pruned = self.leases.pruned_at();
+        let mut ends: BTreeMap<Millis, u64> = BTreeMap::new();
+        for (_, o) in self.objects.iter().filter(|(_, o)| o.lease_until > pruned) {
+            *ends.entry(o.lease_until).or_default() += 1;
+        }
+        let book: BTreeMap<Millis, u64> = self.leases.ends().collect();
+        if book != ends {
+            return Err(format!(
+                "lease book {book:?} differs from the objects' lease ends {ends:?}"
             ));
         }
         Ok(())

@@ -18,6 +18,7 @@ mod apply;
 mod clients;
 mod evict;
 mod invariants;
+mod leases;
 mod read;
 mod tasks;
 mod write;
@@ -25,6 +26,7 @@ mod write;
 use std::collections::{HashMap, VecDeque};
 
 pub(crate) use self::apply::Mode;
+use self::leases::LeaseEnds;
 use super::config::MasterConfig;
 use super::keymap::{KeyHasher, KeyMap};
 use super::log::{Effect, LogEntry, Record};
@@ -74,6 +76,8 @@ pub struct Master {
     pub(crate) left: HashMap<ClientId, Millis>,
     /// Copy and move tasks (see [`task`](super::task)).
     pub(crate) tasks: Tasks,
+    /// The read leases held, by their end (soft state).
+    pub(crate) leases: LeaseEnds,
 }
 
 /// A removed range of a node's memory, and until when readers may still read it.
@@ -111,6 +115,7 @@ impl Master {
             no_reuse_until: 0,
             removed: Vec::new(),
             tasks: Tasks::default(),
+            leases: LeaseEnds::default(),
         }
     }
 
