@@ -202,6 +202,7 @@ fn overall_overhead(rows: &[Row]) -> Vec<Row> {
         (n > 0).then(|| (v[(n - 1) / 2] + v[n / 2]) / 2.0)
     };
     let mut names: Vec<&String> = on.iter().map(|(n, _)| n).collect();
+    names.sort();
     names.dedup();
     names
         .into_iter()
@@ -380,6 +381,29 @@ mod tests {
                 // 0.95 and 1.12 (median 1.035: 3.5 % of noise).
                 (Some(0.9), Some(false)),
             ]
+        );
+    }
+
+    #[test]
+    fn one_overall_row_per_variant_when_variants_alternate() {
+        let modes = [Metering::On, Metering::Off];
+        let [tcp_on, tcp_off] = modes.map(|m| with_metrics("yuebing-tcp", m, &modes));
+        let [shm_on, shm_off] = modes.map(|m| with_metrics("yuebing-shm", m, &modes));
+        let mut rows = Vec::new();
+        for case in ["put 4KiB", "get 4KiB"] {
+            rows.push(Row::new(case, &shm_on, "ops/s", (99.0, 1.0)));
+            rows.push(Row::new(case, &shm_off, "ops/s", (100.0, 1.0)));
+            rows.push(Row::new(case, &tcp_on, "ops/s", (90.0, 1.0)));
+            rows.push(Row::new(case, &tcp_off, "ops/s", (100.0, 1.0)));
+        }
+        let overall: Vec<_> = metrics_overhead(rows)
+            .into_iter()
+            .filter(|r| r.case == "all rate cells")
+            .map(|r| (r.variant, r.pass))
+            .collect();
+        assert_eq!(
+            overall,
+            [(shm_on.clone(), Some(true)), (tcp_on.clone(), Some(false))]
         );
     }
 }
