@@ -188,7 +188,11 @@ fn overall_overhead(rows: &[Row]) -> Vec<Row> {
     let rates = |suffix: &str| -> Vec<(String, f64)> {
         rows.iter()
             .filter(|r| matches!(r.metric.as_str(), "GB/s" | "ops/s"))
-            .filter_map(|r| Some((r.variant.strip_suffix(suffix)?.to_string(), r.ratio?)))
+            .filter_map(|r| {
+                // A cell whose baseline measured 0 has no meaningful ratio.
+                let ratio = r.ratio.filter(|x| x.is_finite())?;
+                Some((r.variant.strip_suffix(suffix)?.to_string(), ratio))
+            })
             .collect()
     };
     let (on, again) = (

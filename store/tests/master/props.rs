@@ -56,6 +56,8 @@ enum Op {
     Advance {
         ms: u16,
     },
+    /// A metrics scrape: prunes the lease book up to now.
+    Scrape,
     Ping {
         client: u8,
     },
@@ -104,6 +106,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (key.clone(), any::<bool>()).prop_map(|(key, force)| Op::Remove { key, force }),
         1 => any::<bool>().prop_map(|force| Op::RemoveAll { force }),
         3 => (0u16..1500).prop_map(|ms| Op::Advance { ms }),
+        2 => Just(Op::Scrape),
         3 => client.clone().prop_map(|client| Op::Ping { client }),
         1 => client.clone().prop_map(|client| Op::Unmount { client }),
         1 => client.clone().prop_map(|client| Op::Remount { client }),
@@ -242,6 +245,11 @@ impl Run {
             Op::Advance { ms } => {
                 self.now += u64::from(*ms);
                 self.fx.m.handle_timeout(self.now);
+            }
+            Op::Scrape => {
+                // The invariants, checked after every step, compare the pruned book with the
+                // objects' leases.
+                m.leases_held(now);
             }
             Op::Ping { client } => {
                 m.ping(CLIENTS[*client as usize], now);

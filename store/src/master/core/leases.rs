@@ -51,7 +51,10 @@ impl LeaseEnds {
     /// is in the number of ends that passed since the last call.
     pub(crate) fn held(&mut self, now: Millis) -> u64 {
         if now > self.pruned_at {
-            let later = self.ends.split_off(&now.saturating_add(1));
+            let later = match now.checked_add(1) {
+                Some(after) => self.ends.split_off(&after),
+                None => BTreeMap::new(),
+            };
             self.total -= self.ends.values().sum::<u64>();
             self.ends = later;
             self.pruned_at = now;
@@ -92,5 +95,18 @@ mod tests {
         assert_eq!(l.held(300), 0);
         assert_eq!(l.held(10), 0, "time never runs back");
         assert_eq!(l.ends().count(), 0);
+    }
+
+    #[test]
+    fn the_end_of_time_is_pruned_too() {
+        let mut l = LeaseEnds::default();
+        l.moved(0, Millis::MAX);
+        assert_eq!(l.held(Millis::MAX - 1), 1);
+        assert_eq!(l.held(Millis::MAX), 0);
+        assert_eq!(
+            l.ends().count(),
+            0,
+            "nothing left that `ended` could no longer drop"
+        );
     }
 }

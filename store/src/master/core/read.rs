@@ -37,7 +37,7 @@ impl Master {
         if replicas.is_empty() {
             return Err(Error::ReplicaNotReady { key: key.into() });
         }
-        let until = o.lease_until.max(now + lease_ttl);
+        let until = o.lease_until.max(now.saturating_add(lease_ttl));
         self.leases.moved(o.lease_until, until);
         o.lease_until = until;
         self.tally.reads += 1;
@@ -288,7 +288,10 @@ impl Master {
 
     /// Objects under a read lease at `now`, from the lease book (no walk over the objects:
     /// a scrape holds the core's lock only for the ends that passed since the last one).
+    /// `now` goes through the core's clock, which never goes back, so that a scrape never
+    /// forgets ends later than a grant made after it.
     pub fn leases_held(&mut self, now: Millis) -> u64 {
+        let now = self.tick(now);
         self.leases.held(now)
     }
 
