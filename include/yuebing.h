@@ -317,6 +317,9 @@
 // Every request goes over shared memory (same host only).
 #define YUEBING_TRANSPORT_SHM 2
 
+// Every request goes over RDMA (a build with the `rdma` feature, on a host with a NIC).
+#define YUEBING_TRANSPORT_RDMA 3
+
 // The engine neither serves nor uses shared memory.
 #define YUEBING_ENGINE_NO_SHM 1
 

@@ -9,9 +9,11 @@ cd "$(dirname "$0")/.."
 # descriptor.proto, only a Recommends of protobuf-compiler); iproute2 and util-linux (`ip`,
 # `unshare`: Mooncake's engine tests run in a loopback-only network namespace); prometheus
 # (`promtool check metrics` and a real Prometheus scraping the master's admin server; its
-# service is not started by the tests, which run their own on a free port).
+# service is not started by the tests, which run their own on a free port); cmake and
+# libclang-dev for the rdma feature (rdma-mummy-sys builds a loader for rdma-core and generates
+# its bindings; rdma-core itself is loaded at run time and need not be installed).
 need_pkgs=(valgrind etcd-server etcd-client protobuf-compiler libprotobuf-dev iproute2 util-linux
-  prometheus)
+  prometheus cmake libclang-dev)
 missing=()
 for pkg in "${need_pkgs[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
@@ -33,8 +35,8 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo clippy --features etcd (the elected master's command line and tests)"
 cargo clippy --all-targets --features etcd --locked -- -D warnings
-echo "== cargo check --all-features (feature-gated code)"
-cargo check --workspace --all-features --locked
+echo "== cargo clippy --all-features (feature-gated code: etcd, rdma)"
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== elected masters on etcd, clients that follow them, nodes on etcd metadata, the admin server's roles, as processes (--features etcd)"
@@ -42,6 +44,8 @@ cargo test --locked --features etcd --test ha_cluster --test ha_clients --test m
   --test master_admin
 echo "== yuebing demo --ha and yuebing bench ha, small settings (--features etcd)"
 cargo test --locked --features etcd --test ha_tools
+echo "== the rdma transport over fake NICs: its tests and the transport conformance suite (--features rdma)"
+cargo test --locked -p yuebing-engine --features rdma --lib --test rdma --test conformance
 echo "== python package (scripts/python_tests.sh)"
 # The `yuebing` binary that cargo test just built (for its integration tests) is the one the
 # Python tests start.

@@ -166,6 +166,14 @@ crate_error_table! {
         } = -3511, "AccessDenied", retryable: false,
             "range {addr:#x}+{len} is exported without the right for this access"
             => wire |_extra| Some(Error::AccessDenied { addr: 0, len: 0 });
+        /// No RDMA device can be used: rdma-core (libibverbs) is not installed, no device
+        /// exists, or none of the NICs asked for is active. The engine goes on with tcp and shm.
+        /// Remedy: install rdma-core and check `ibv_devices`, or name active NICs.
+        NoRdmaDevice {
+            /// What was missing.
+            reason: String,
+        } = -3512, "NoRdmaDevice", retryable: false,
+            "no RDMA device: {reason}";
         /// An operating-system call failed. Remedy: read the message.
         Io {
             /// What failed.

@@ -37,6 +37,8 @@ pub enum TransportKind {
     Local,
     /// Same host: the peer's exported memory mapped here.
     Shm,
+    /// Between hosts with RDMA NICs: one-sided READ/WRITE (cargo feature `rdma`).
+    Rdma,
     /// Any host: TCP.
     Tcp,
 }
@@ -47,7 +49,8 @@ impl TransportKind {
         match self {
             TransportKind::Local => 0,
             TransportKind::Shm => 1,
-            TransportKind::Tcp => 2,
+            TransportKind::Rdma => 2,
+            TransportKind::Tcp => 3,
         }
     }
 
@@ -56,8 +59,28 @@ impl TransportKind {
         match self {
             TransportKind::Local => "local",
             TransportKind::Shm => "shm",
+            TransportKind::Rdma => "rdma",
             TransportKind::Tcp => "tcp",
         }
+    }
+}
+
+impl std::str::FromStr for TransportKind {
+    type Err = crate::error::Error;
+
+    /// A transport by the name [`TransportKind::name`] gives it.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [
+            TransportKind::Local,
+            TransportKind::Shm,
+            TransportKind::Rdma,
+            TransportKind::Tcp,
+        ]
+        .into_iter()
+        .find(|k| k.name() == s)
+        .ok_or_else(|| {
+            crate::error::Error::invalid(format!("unknown transport {s:?} (local, shm, rdma, tcp)"))
+        })
     }
 }
 

@@ -18,6 +18,9 @@ pub trait EngineControl {
     /// Delivers a notification from segment `from`; returns 0 or an engine error code
     /// (−3506 when the receiver's queue is full).
     async fn notify(from: String, message: Vec<u8>) -> i32;
+    /// A connection handshake for this engine's transport `transport` (rdma's queue pairs):
+    /// the transport's answer, or an engine error code.
+    async fn connect(transport: String, request: Vec<u8>) -> Result<Vec<u8>, i32>;
 }
 
 yuebing_rpc::client!(
@@ -39,6 +42,8 @@ pub(crate) trait ControlHandler: Send + Sync {
     fn descriptor(&self) -> SegmentDescriptor;
     /// Queues a received notification.
     fn notify(&self, notification: Notification) -> Result<(), Error>;
+    /// Hands a handshake to the transport named `transport`.
+    fn connect(&self, transport: &str, request: &[u8]) -> Result<Vec<u8>, Error>;
 }
 
 /// The server side of [`EngineControl`]. It holds the engine weakly (the engine owns the
@@ -67,10 +72,23 @@ impl EngineControl for ControlServer {
                 Ok(()) => 0,
                 Err(err) => err.code(),
             },
-            None => Error::PeerFailed {
-                reason: "engine stopped".into(),
-            }
-            .code(),
+            None => stopped().code(),
         }
+    }
+
+    async fn connect(
+        self,
+        _: Context,
+        transport: String,
+        request: Vec<u8>,
+    ) -> Result<Vec<u8>, i32> {
+        let engine = self.engine().ok_or_else(|| stopped().code())?;
+        engine.connect(&transport, &request).map_err(|e| e.code())
+    }
+}
+
+fn stopped() -> Error {
+    Error::PeerFailed {
+        reason: "engine stopped".into(),
     }
 }

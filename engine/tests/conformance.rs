@@ -1,7 +1,8 @@
 //! One conformance suite for every transport: each property below is a function, run over
-//! `local`, `tcp` and `shm` by the table at the end (the rdma transport of a later issue joins
-//! it). A property that needs a peer process (restart, death, a stale instance) runs over the
-//! transports that reach one; `local` reaches only its own engine.
+//! `local`, `tcp`, `shm` and (with the cargo feature `rdma`) `rdma` over two fake NICs per
+//! engine by the table at the end. A property that needs a peer process (restart, death, a
+//! stale instance) runs over the transports that reach one; `local` reaches only its own
+//! engine.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,7 +22,33 @@ enum Kind {
     Local,
     Tcp,
     Shm,
+    /// Over fake NICs (`yuebing_engine::transport::rdma::fake`).
+    #[cfg(feature = "rdma")]
+    Rdma,
 }
+
+/// What an engine of the pair runs with; for rdma, its own two NICs on `fabric`, or with
+/// `YUEBING_RDMA_HW=1` (`scripts/hw-check.sh`) this machine's NICs.
+fn config(kind: Kind, fabric: &Fabric) -> EngineConfig {
+    #[cfg(feature = "rdma")]
+    if let (Kind::Rdma, Some(fabric)) = (kind, fabric) {
+        let hardware = std::env::var("YUEBING_RDMA_HW").is_ok_and(|v| v == "1");
+        return EngineConfig {
+            rdma: Some(yuebing_engine::transport::rdma::RdmaConfig {
+                verbs: (!hardware).then(|| fabric.host(&["mlx5_0", "mlx5_1"])),
+                ..Default::default()
+            }),
+            ..EngineConfig::default()
+        };
+    }
+    let _ = (kind, fabric);
+    EngineConfig::default()
+}
+
+#[cfg(feature = "rdma")]
+type Fabric = Option<yuebing_engine::transport::rdma::fake::FakeFabric>;
+#[cfg(not(feature = "rdma"))]
+type Fabric = Option<()>;
 
 /// An initiator `a` and the target it reaches through the transport under test.
 struct Pair {
@@ -30,6 +57,7 @@ struct Pair {
     /// The target engine; `None` for `local`, whose target is `a` itself.
     b: Option<TransferEngine>,
     peer: SegmentHandle,
+    fabric: Fabric,
 }
 
 impl Pair {
@@ -38,10 +66,17 @@ impl Pair {
             Kind::Local => Some(TransportKind::Local),
             Kind::Tcp => Some(TransportKind::Tcp),
             Kind::Shm => None,
+            #[cfg(feature = "rdma")]
+            Kind::Rdma => Some(TransportKind::Rdma),
         };
+        #[cfg(feature = "rdma")]
+        let fabric: Fabric =
+            (kind == Kind::Rdma).then(yuebing_engine::transport::rdma::fake::FakeFabric::new);
+        #[cfg(not(feature = "rdma"))]
+        let fabric: Fabric = None;
         let a = TransferEngine::start(EngineConfig {
             transport: forced,
-            ..EngineConfig::default()
+            ..config(kind, &fabric)
         })
         .await
         .unwrap();
@@ -52,17 +87,17 @@ impl Pair {
                 a,
                 b: None,
                 peer,
+                fabric,
             };
         }
-        let b = TransferEngine::start(EngineConfig::default())
-            .await
-            .unwrap();
+        let b = TransferEngine::start(config(kind, &fabric)).await.unwrap();
         let peer = a.open_segment(b.name()).await.unwrap();
         let pair = Pair {
             kind,
             a,
             b: Some(b),
             peer,
+            fabric,
         };
         pair.check_transport();
         pair
@@ -73,6 +108,8 @@ impl Pair {
             Kind::Local => TransportKind::Local,
             Kind::Tcp => TransportKind::Tcp,
             Kind::Shm => TransportKind::Shm,
+            #[cfg(feature = "rdma")]
+            Kind::Rdma => TransportKind::Rdma,
         };
         assert_eq!(self.a.selected_transport(self.peer).unwrap(), expected);
     }
@@ -90,7 +127,7 @@ impl Pair {
         let config = EngineConfig {
             bind: name.clone(),
             data_bind: Some(data),
-            ..EngineConfig::default()
+            ..config(self.kind, &self.fabric)
         };
         // The ports may still be held for a moment.
         let what = format!("a restart on {name}");
@@ -501,12 +538,31 @@ macro_rules! conformance {
                 let kind = match stringify!($kind) {
                     "local" => super::Kind::Local,
                     "tcp" => super::Kind::Tcp,
+                    #[cfg(feature = "rdma")]
+                    "rdma" => super::Kind::Rdma,
                     _ => super::Kind::Shm,
                 };
                 super::$property(kind).await;
             }
         )*}
     )*};
+}
+
+/// The rdma transport over fake NICs (two per engine, on one fabric).
+#[cfg(feature = "rdma")]
+mod rdma {
+    use super::*;
+
+    conformance! {
+        round_trips: [rdma];
+        bounds: [rdma];
+        access_rights: [rdma];
+        cancel_finality: [rdma];
+        unregister_under_load: [rdma];
+        stale_instance: [rdma];
+        restart: [rdma];
+        peer_death: [rdma];
+    }
 }
 
 conformance! {

@@ -77,12 +77,10 @@ impl BenchStoreArgs {
         let transports = file
             .resolve("bench", "transports", self.transport, "shm,tcp".to_string())?
             .split(',')
-            .map(|t| match t.trim() {
-                "shm" => Ok(TransportKind::Shm),
-                "tcp" => Ok(TransportKind::Tcp),
-                other => Err(CliError::Usage(format!(
-                    "unknown transport {other:?} (shm, tcp)"
-                ))),
+            .map(|t| {
+                t.trim()
+                    .parse::<TransportKind>()
+                    .map_err(|e| CliError::Usage(e.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let segment = file.resolve("bench", "segment", self.segment, "512M".to_string())?;

@@ -27,7 +27,7 @@ pub struct ClientArgs {
     /// [default: 127.0.0.1:50051; config: client.masters].
     #[arg(long = "master", env = "YUEBING_MASTERS", global = true)]
     pub masters: Option<String>,
-    /// Force a transport for every transfer: tcp or shm (default: chosen per peer) [config:
+    /// Force a transport for every transfer: tcp, shm or rdma (default: chosen per peer) [config:
     /// client.transport].
     #[arg(long, env = "YUEBING_TRANSPORT", global = true)]
     pub transport: Option<String>,
@@ -174,14 +174,11 @@ impl ClientArgs {
             .as_str()
         {
             "" | "auto" => None,
-            "tcp" => Some(TransportKind::Tcp),
-            "shm" => Some(TransportKind::Shm),
-            other => {
-                return Err(bad(
-                    "transport",
-                    format!("{other:?} is not tcp, shm or auto"),
-                ))
-            }
+            other => Some(
+                other
+                    .parse::<TransportKind>()
+                    .map_err(|e| bad("transport", format!("{e}, or auto")))?,
+            ),
         };
         let bind = file.resolve(s, "bind", self.bind.clone(), "127.0.0.1:0".into())?;
         Ok(ClientConfig {

@@ -40,7 +40,7 @@ pub struct DemoArgs {
     /// Operations in flight per client.
     #[arg(long, default_value_t = 4)]
     pub inflight: usize,
-    /// Force a transport between processes: tcp or shm (default: chosen per peer).
+    /// Force a transport between processes: tcp, shm or rdma (default: chosen per peer).
     #[arg(long)]
     pub transport: Option<String>,
     /// High availability: etcd, three elected masters (`yuebing master --etcd`) and the nodes;

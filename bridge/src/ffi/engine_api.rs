@@ -198,6 +198,7 @@ unsafe fn engine_config(c: &yuebing_engine_config) -> FfiResult<EngineConfig> {
         YUEBING_TRANSPORT_AUTO => None,
         YUEBING_TRANSPORT_TCP => Some(TransportKind::Tcp),
         YUEBING_TRANSPORT_SHM => Some(TransportKind::Shm),
+        YUEBING_TRANSPORT_RDMA => Some(TransportKind::Rdma),
         other => return Err(Failure::invalid(format!("unknown transport {other}"))),
     };
     cfg.shm = c.flags & YUEBING_ENGINE_NO_SHM == 0;

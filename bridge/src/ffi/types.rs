@@ -84,6 +84,8 @@ pub const YUEBING_TRANSPORT_AUTO: u32 = 0;
 pub const YUEBING_TRANSPORT_TCP: u32 = 1;
 /// Every request goes over shared memory (same host only).
 pub const YUEBING_TRANSPORT_SHM: u32 = 2;
+/// Every request goes over RDMA (a build with the `rdma` feature, on a host with a NIC).
+pub const YUEBING_TRANSPORT_RDMA: u32 = 3;
 /// The engine neither serves nor uses shared memory.
 pub const YUEBING_ENGINE_NO_SHM: u32 = 1;
 

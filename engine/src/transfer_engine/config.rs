@@ -50,12 +50,17 @@ pub struct EngineConfig {
     /// Where the engine's counts go (`yuebing_engine_*`: transfers, bytes and failures per
     /// transport and direction, transfers under way); off by default.
     pub metrics: yuebing_rpc::MetricsSink,
+    /// The rdma transport (cargo feature `rdma`): `Some` (the default) starts it on this
+    /// machine's NICs, or on the verbs it names; where no NIC can be used the engine logs why
+    /// and runs on tcp and shm. `None`: no rdma.
+    #[cfg(feature = "rdma")]
+    pub rdma: Option<crate::transport::rdma::RdmaConfig>,
 }
 
 impl std::fmt::Debug for EngineConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EngineConfig")
-            .field("name", &self.name)
+        let mut d = f.debug_struct("EngineConfig");
+        d.field("name", &self.name)
             .field("default_deadline", &self.default_deadline)
             .field("transport", &self.transport)
             .field("bind", &self.bind)
@@ -69,8 +74,10 @@ impl std::fmt::Debug for EngineConfig {
                 &self.metadata.as_ref().map_or("p2p", |_| "a store"),
             )
             .field("metadata_ttl", &self.metadata_ttl)
-            .field("metrics", &self.metrics)
-            .finish()
+            .field("metrics", &self.metrics);
+        #[cfg(feature = "rdma")]
+        d.field("rdma", &self.rdma);
+        d.finish()
     }
 }
 
@@ -89,6 +96,8 @@ impl Default for EngineConfig {
             metadata: None,
             metadata_ttl: Duration::from_secs(10),
             metrics: yuebing_rpc::MetricsSink::off(),
+            #[cfg(feature = "rdma")]
+            rdma: Some(crate::transport::rdma::RdmaConfig::default()),
         }
     }
 }

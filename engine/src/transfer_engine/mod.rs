@@ -233,6 +233,8 @@ impl TransferEngine {
                 }
             }
         }
+        #[cfg(feature = "rdma")]
+        engine.start_rdma();
         let handler: Arc<dyn ControlHandler> = engine.inner.clone();
         let _ = source.set(Arc::downgrade(&handler));
         if let Some(store) = engine.inner.config.metadata.clone() {
@@ -240,6 +242,51 @@ impl TransferEngine {
             engine.start_publishing(store, ttl).await?;
         }
         Ok(engine)
+    }
+
+    /// Starts the rdma transport where it is configured; where no NIC can be used, says so
+    /// and goes on without it (peers on other hosts are then reached over tcp).
+    #[cfg(feature = "rdma")]
+    fn start_rdma(&self) {
+        use crate::transport::rdma::{Handshaker, RdmaTransport};
+        let Some(config) = self.inner.config.rdma.clone() else {
+            return;
+        };
+        let Some(control) = self.inner.control.clone() else {
+            return;
+        };
+        let handshaker: Handshaker = Arc::new(move |endpoint: String, request: Vec<u8>| {
+            let control = control.clone();
+            Box::pin(async move {
+                let endpoint: Endpoint = endpoint.parse()?;
+                let gone = |e: yuebing_rpc::Error| Error::PeerFailed {
+                    reason: format!("rdma handshake with {endpoint}: {e}"),
+                };
+                let answer = control
+                    .get(&endpoint)
+                    .call_with(yuebing_rpc::CallOptions::method("connect"), |c, ctx| {
+                        let request = request.clone();
+                        async move { c.connect(ctx, "rdma".into(), request).await }
+                    })
+                    .await
+                    .map_err(gone)?;
+                answer.map_err(|code| Error::PeerFailed {
+                    reason: format!("rdma handshake refused with code {code}"),
+                })
+            })
+        });
+        match RdmaTransport::start(
+            config,
+            self.inner.config.name.clone(),
+            self.inner.instance_id,
+            handshaker,
+            self.inner.handle.clone(),
+        ) {
+            Ok(rdma) => self.add_transport(Arc::new(rdma)),
+            Err(e) => {
+                tracing::info!(error = %e, "rdma transport off; peers on other hosts use tcp")
+            }
+        }
     }
 
     /// The runtime this engine's sockets, timers and tasks live on.
@@ -565,6 +612,15 @@ impl ControlHandler for Inner {
 
     fn notify(&self, notification: Notification) -> Result<(), Error> {
         self.notifications.push(notification)
+    }
+
+    fn connect(&self, transport: &str, request: &[u8]) -> Result<Vec<u8>, Error> {
+        let t = self
+            .transports()
+            .into_iter()
+            .find(|t| t.kind().name() == transport)
+            .ok_or_else(|| Error::invalid(format!("no {transport} transport here")))?;
+        t.accept(request)
     }
 }
 

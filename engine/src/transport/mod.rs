@@ -8,6 +8,8 @@
 
 mod copy;
 mod local;
+#[cfg(feature = "rdma")]
+pub mod rdma;
 mod shm;
 mod tcp;
 
@@ -105,5 +107,15 @@ pub trait Transport: Send + Sync {
     /// What this transport publishes in the engine's descriptor.
     fn publish(&self) -> Option<serde_json::Value> {
         None
+    }
+
+    /// Serves a peer's connection handshake (sent over the engine's control service) and
+    /// returns the answer. Transports that need none refuse.
+    fn accept(&self, request: &[u8]) -> Result<Vec<u8>, Error> {
+        let _ = request;
+        Err(Error::invalid(format!(
+            "the {} transport takes no handshake",
+            self.kind().name()
+        )))
     }
 }

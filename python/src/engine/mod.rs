@@ -163,19 +163,18 @@ pub(crate) fn address_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
     }
 }
 
-/// The transport `transport` names: None or "auto" (the engine picks), "tcp" or "shm".
+/// The transport `transport` names: None or "auto" (the engine picks), or a transport's name
+/// ("tcp", "shm", "rdma", "local").
 pub(crate) fn transport_kind(
     py: Python<'_>,
     transport: Option<&str>,
 ) -> PyResult<Option<yuebing_engine::TransportKind>> {
     match transport {
         None | Some("auto") => Ok(None),
-        Some("tcp") => Ok(Some(yuebing_engine::TransportKind::Tcp)),
-        Some("shm") => Ok(Some(yuebing_engine::TransportKind::Shm)),
-        Some(other) => Err(errors::invalid(
-            py,
-            &format!("transport {other:?} is not \"tcp\", \"shm\" or \"auto\""),
-        )),
+        Some(name) => name
+            .parse()
+            .map(Some)
+            .map_err(|e: yuebing_engine::Error| errors::invalid(py, &format!("{e}, or \"auto\""))),
     }
 }
 

@@ -97,10 +97,9 @@ impl BenchTransferArgs {
         };
         let transports =
             file.resolve("bench", "transports", self.transport, "tcp,shm".to_string())?;
-        let transports = list(&transports, |t| match t {
-            "tcp" => Ok(TransportKind::Tcp),
-            "shm" => Ok(TransportKind::Shm),
-            other => Err(format!("--transport {other:?}: expected tcp or shm")),
+        let transports = list(&transports, |t| {
+            t.parse::<TransportKind>()
+                .map_err(|e| format!("--transport: {e}"))
         })?;
         let blocks = file.resolve("bench", "blocks", self.blocks, "4K,64K,1M,16M".to_string())?;
         let batches = file.resolve("bench", "batches", self.batches, "1,32".to_string())?;
