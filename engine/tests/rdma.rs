@@ -316,8 +316,36 @@ async fn nothing_lands(back: &EngineBuffer, seed: u64) {
     );
 }
 
+/// A log kept in memory, for the lines an engine writes on this thread.
+#[derive(Clone, Default)]
+struct Log(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Log {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Log {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_device_is_a_typed_error_and_the_engine_works_on_over_tcp() {
+    let log = Log::default();
+    let writer = log.clone();
+    let _logging = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish(),
+    );
     let fabric = FakeFabric::new();
     let none = fabric.host(&[]);
     assert!(matches!(none.nics(), Err(Error::NoRdmaDevice { .. })));
@@ -338,6 +366,14 @@ async fn no_device_is_a_typed_error_and_the_engine_works_on_over_tcp() {
     .unwrap();
     let peer = a.open_segment(b.name()).await.unwrap();
     assert_eq!(a.selected_transport(peer).unwrap(), TransportKind::Tcp);
+    // Not silently: the engine said why it does not use rdma, and that the peer gets tcp.
+    let said = log.text();
+    assert!(said.contains("rdma transport off"), "{said}");
+    assert!(
+        said.contains("publishes rdma, but requests to it go over tcp"),
+        "{said}"
+    );
+    assert!(said.contains("no RDMA device"), "{said}");
     let src = a.allocate(4096, false).unwrap();
     let dst = b.allocate_exported(4096, false, RW).unwrap();
     src.put(0, &pattern(4096, 3)).unwrap();

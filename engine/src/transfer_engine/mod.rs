@@ -70,6 +70,10 @@ struct Inner {
     counters: crate::counters::Counters,
     /// The control service; stops when the engine is dropped.
     _server: Option<RunningServer>,
+    /// Why this engine runs without rdma (set when it was asked for and could not start).
+    rdma_off: OnceLock<String>,
+    /// Peers already told about: they publish rdma but are reached another way.
+    fallbacks: Mutex<std::collections::HashSet<String>>,
 }
 
 /// The Transfer Engine of one process. Cheap to clone; `Send + Sync`.
@@ -150,6 +154,8 @@ impl TransferEngine {
             notifications,
             counters,
             _server: server,
+            rdma_off: OnceLock::new(),
+            fallbacks: Mutex::default(),
         });
         let engine = TransferEngine { inner };
         engine.refresh_own_segment();
@@ -284,7 +290,8 @@ impl TransferEngine {
         ) {
             Ok(rdma) => self.add_transport(Arc::new(rdma)),
             Err(e) => {
-                tracing::info!(error = %e, "rdma transport off; peers on other hosts use tcp")
+                tracing::info!(error = %e, "rdma transport off; peers on other hosts use tcp");
+                let _ = self.inner.rdma_off.set(e.to_string());
             }
         }
     }
@@ -315,7 +322,9 @@ impl TransferEngine {
         self.peer_found(name);
         self.prepare_transports(&descriptor).await;
         let handle = SegmentHandle(self.inner.next_segment.fetch_add(1, Ordering::Relaxed));
-        self.lock_segments().insert(handle, Arc::new(descriptor));
+        self.lock_segments()
+            .insert(handle, Arc::new(descriptor.clone()));
+        self.say_if_rdma_is_not_used(handle, &descriptor);
         self.watch_peer(name);
         Ok(handle)
     }
@@ -389,6 +398,39 @@ impl TransferEngine {
         }
         self.lock_segments().insert(handle, fresh.clone());
         Ok(fresh)
+    }
+
+    /// Says so, once per peer, when a peer publishes rdma but requests to it go over tcp: a
+    /// silent fallback costs users hours (NIXL #909). Which transport and why.
+    fn say_if_rdma_is_not_used(&self, handle: SegmentHandle, segment: &SegmentDescriptor) {
+        if !segment.transports.contains_key(TransportKind::Rdma.name()) {
+            return;
+        }
+        let Ok(chosen) = self.transport_for(handle, segment, None, None) else {
+            return;
+        };
+        if chosen.kind() != TransportKind::Tcp {
+            return;
+        }
+        let first = {
+            let mut told = self
+                .inner
+                .fallbacks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            told.insert(segment.name.clone())
+        };
+        if !first {
+            return;
+        }
+        let why = match self.inner.rdma_off.get() {
+            Some(reason) => format!("this engine's rdma transport is off: {reason}"),
+            None if cfg!(feature = "rdma") => {
+                "this engine runs without rdma (EngineConfig::rdma is None)".to_string()
+            }
+            None => "this build has no rdma transport (cargo feature `rdma`)".to_string(),
+        };
+        tracing::warn!(peer = %segment.name, "the peer publishes rdma, but requests to it go over tcp: {why}");
     }
 
     /// Lets every transport prepare to reach `segment` (see [`Transport::prepare`]).
