@@ -219,6 +219,12 @@
 // The peer does not grant this access to the range.
 #define YUEBING_ERR_ACCESS_DENIED -3511
 
+// No RDMA device can be used (rdma-core missing, no NIC); the engine goes on with tcp.
+#define YUEBING_ERR_NO_RDMA_DEVICE -3512
+
+// GPU memory was named but no CUDA driver can be used.
+#define YUEBING_ERR_NO_CUDA_DRIVER -3513
+
 // A blocking call (or a destroy) from a bridge thread, e.g. inside a callback.
 #define YUEBING_ERR_WOULD_BLOCK_BRIDGE -4001
 

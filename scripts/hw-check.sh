@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The checks that need hardware this project's CI does not have: RDMA NICs, a GPU, many cores.
 # Run it on such a machine from a checkout (it builds what it needs with cargo), or with
-# prebuilt executables: YUEBING_BIN (a release `yuebing` built with --features rdma) and
+# prebuilt executables: YUEBING_BIN (a release `yuebing` built with --features rdma),
 # YUEBING_RDMA_TESTS (the engine's `conformance` test executable, built with
-# `cargo test -p yuebing-engine --features rdma --no-run`). Prints what it found and each
+# `cargo test -p yuebing-engine --features rdma --no-run`) and YUEBING_GPU_TESTS (its `gpu`
+# test executable and lib tests, built with `--features cuda`). Prints what it found and each
 # table; exits non-zero if a check it could run failed.
 #
 #   RDMA NIC:  the transport conformance suite on the real NICs (YUEBING_RDMA_HW=1: the
 #              suite's rdma pair uses this machine's NICs instead of fake ones), then
 #              `yuebing bench transfer --transport rdma,tcp` beside perftest's ib_write_bw /
 #              ib_read_bw on the same NIC (loopback), >= 1 MiB.
+#   GPU:       the engine's GPU tests on cuda:0 (device memory over local and tcp).
 #   many cores (>= 8): `yuebing bench bridge --inflight 64` (blocking and callback against async).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -63,7 +65,14 @@ else
 fi
 
 if [ -n "$gpu" ]; then
-  echo "== gpu: GPU memory needs the cuda feature, which this build does not have yet"
+  echo "== gpu: device memory as cuda:0 over local and tcp (staged), and the driver's typed errors"
+  if [ -n "${YUEBING_GPU_TESTS:-}" ]; then
+    for t in $YUEBING_GPU_TESTS; do run "$t" --test-threads 1; done
+  else
+    run cargo test --release --locked -p yuebing-engine --features cuda --test gpu --lib -- \
+      --test-threads 1 gpu
+  fi
+  echo "== gpu: no GPU transfer benchmark yet (issue 29, next slice)"
 fi
 
 if [ "$cores" -ge 8 ] && [ -n "$bin" ]; then

@@ -174,6 +174,14 @@ crate_error_table! {
             reason: String,
         } = -3512, "NoRdmaDevice", retryable: false,
             "no RDMA device: {reason}";
+        /// GPU memory was named but no CUDA driver can be used: the driver library is not
+        /// installed, or it failed to start. The engine goes on with host memory. Remedy:
+        /// install the NVIDIA driver, or register host memory.
+        NoCudaDriver {
+            /// What was missing.
+            reason: String,
+        } = -3513, "NoCudaDriver", retryable: false,
+            "no CUDA driver: {reason}";
         /// An operating-system call failed. Remedy: read the message.
         Io {
             /// What failed.

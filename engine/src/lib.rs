@@ -39,6 +39,8 @@ pub mod bounds;
 mod counters;
 mod deadlines;
 pub mod error;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 pub mod location;
 pub mod memory;
 pub mod metadata;

@@ -29,14 +29,26 @@ impl Default for Location {
 }
 
 impl Location {
-    /// Refuses locations this build cannot register. GPU memory needs the `cuda` feature,
-    /// which arrives with GPU support (cudarc); until then every `cuda:N` is refused.
+    /// Refuses locations this build or machine cannot register: GPU memory needs the `cuda`
+    /// feature ([`Error::GpuNotBuilt`] without it), a CUDA driver ([`Error::NoCudaDriver`])
+    /// and a GPU of that ordinal.
     pub fn check_supported(self) -> Result<(), Error> {
         match self {
             Location::Cpu { .. } => Ok(()),
+            #[cfg(feature = "cuda")]
+            Location::Cuda { device } => crate::gpu::check(device),
+            #[cfg(not(feature = "cuda"))]
             Location::Cuda { .. } => Err(Error::GpuNotBuilt {
                 location: self.to_string(),
             }),
+        }
+    }
+
+    /// The GPU this memory is on, if any.
+    pub fn gpu(self) -> Option<u32> {
+        match self {
+            Location::Cpu { .. } => None,
+            Location::Cuda { device } => Some(device),
         }
     }
 }
@@ -83,9 +95,22 @@ mod tests {
     }
 
     #[test]
+    #[cfg(not(feature = "cuda"))]
     fn gpu_needs_the_feature() {
         let gpu = Location::Cuda { device: 0 };
         assert_eq!(gpu.check_supported().unwrap_err().code(), -3507);
+        assert!(Location::default().check_supported().is_ok());
+    }
+
+    #[test]
+    #[cfg(feature = "cuda")]
+    fn gpu_needs_a_driver_and_the_gpu() {
+        let past = Location::Cuda { device: 4096 };
+        match crate::gpu::count() {
+            // No driver (CI): NoCudaDriver, whatever the ordinal.
+            Err(_) => assert_eq!(past.check_supported().unwrap_err().code(), -3513),
+            Ok(_) => assert_eq!(past.check_supported().unwrap_err().code(), -3001),
+        }
         assert!(Location::default().check_supported().is_ok());
     }
 }

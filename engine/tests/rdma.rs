@@ -336,6 +336,123 @@ impl Log {
     }
 }
 
+/// Eight transfers at once share each path, whose send queue holds 8 requests: they wait for
+/// room instead of overflowing it (which would fail the path for everyone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfers_wait_for_room_in_a_shared_send_queue() {
+    let p = Pair::with(|_, _| {}, |c| c.queue_depth = 8).await;
+    // A slow wire keeps the send queues full.
+    p.fabric.set_delay(Duration::from_micros(100));
+    let len = 1usize << 20;
+    let src = p.a.allocate(8 * len, false).unwrap();
+    let dst = p.b.allocate_exported(8 * len, false, RW).unwrap();
+    src.put(0, &pattern(8 * len, 6)).unwrap();
+    let writes = (0..8u64).map(|i| {
+        let at = i * len as u64;
+        p.a.write(src.addr() + at, p.peer, dst.addr() + at, len as u64)
+    });
+    for r in futures::future::join_all(writes).await {
+        r.unwrap();
+    }
+    assert!(read_back(&dst, 0, 8 * len) == pattern(8 * len, 6));
+}
+
+/// Canceling one transfer fails the queue pairs it used; another transfer on the same path
+/// (one NIC each side) sees its slices flushed and goes on, without using up its tries; the
+/// target keeps one queue pair per path, not one per reconnect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_does_not_fail_other_transfers_on_the_same_path() {
+    let fabric = FakeFabric::new();
+    let one = |fabric: &FakeFabric| rdma(&fabric.host(&["mlx5_0"]), |_| {});
+    let a = TransferEngine::start(EngineConfig {
+        transport: Some(TransportKind::Rdma),
+        rdma: one(&fabric),
+        ..EngineConfig::default()
+    })
+    .await
+    .unwrap();
+    let b = TransferEngine::start(EngineConfig {
+        rdma: one(&fabric),
+        ..EngineConfig::default()
+    })
+    .await
+    .unwrap();
+    let peer = a.open_segment(b.name()).await.unwrap();
+    let len = 4usize << 20;
+    let remote = b.allocate_exported(2 * len, false, RW).unwrap();
+    remote.put(0, &pattern(2 * len, 8)).unwrap();
+    let back = a.allocate(2 * len, false).unwrap();
+    a.read(back.addr(), peer, remote.addr(), 4096)
+        .await
+        .unwrap();
+    fabric.set_delay(Duration::from_micros(200));
+    let long = a.read(back.addr(), peer, remote.addr(), len as u64);
+    let cancels = async {
+        for _ in 0..4 {
+            let batch = a.allocate_batch(1).unwrap();
+            let req = TransferRequest::read(
+                back.addr() + len as u64,
+                peer,
+                remote.addr() + len as u64,
+                len as u64,
+            );
+            a.submit(batch, &[req]).unwrap();
+            tokio::time::sleep(Duration::from_millis(3)).await;
+            a.cancel(batch).unwrap();
+            a.wait(batch).await.unwrap();
+            a.free_batch(batch).unwrap();
+        }
+    };
+    let (done, ()) = tokio::join!(long, cancels);
+    done.expect("the long read survives the cancels beside it");
+    assert!(read_back(&back, 0, len) == pattern(2 * len, 8)[..len]);
+    // One path: at most its two ends, plus ends being dropped.
+    assert!(
+        fabric.queue_pairs() <= 4,
+        "{} queue pairs",
+        fabric.queue_pairs()
+    );
+}
+
+/// A target whose NICs refuse to register its memory (the memlock limit) still registers it
+/// with the engine; it is not published for rdma, and a peer's request for it goes over tcp.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_the_nics_refuse_moves_over_tcp() {
+    let fabric = FakeFabric::new();
+    let (a_nics, b_nics) = (fabric.host(&NICS), fabric.host(&NICS));
+    let a = TransferEngine::start(EngineConfig {
+        rdma: rdma(&a_nics, |_| {}),
+        shm: false,
+        ..EngineConfig::default()
+    })
+    .await
+    .unwrap();
+    let b = TransferEngine::start(EngineConfig {
+        rdma: rdma(&b_nics, |_| {}),
+        shm: false,
+        ..EngineConfig::default()
+    })
+    .await
+    .unwrap();
+    for nic in NICS {
+        fabric.refuse_registrations(fabric.gid(&b_nics, nic).unwrap(), true);
+    }
+    let dst = b.allocate_exported(1 << 20, false, RW).unwrap();
+    let peer = a.open_segment(b.name()).await.unwrap();
+    assert_eq!(a.selected_transport(peer).unwrap(), TransportKind::Rdma);
+    let src = a.allocate(1 << 20, false).unwrap();
+    src.put(0, &pattern(1 << 20, 9)).unwrap();
+    a.write(src.addr(), peer, dst.addr(), 1 << 20)
+        .await
+        .unwrap();
+    assert!(read_back(&dst, 0, 1 << 20) == pattern(1 << 20, 9));
+    let carried: u64 = NICS
+        .iter()
+        .map(|n| fabric.executed(fabric.gid(&a_nics, n).unwrap()))
+        .sum();
+    assert_eq!(carried, 0, "not over rdma");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_device_is_a_typed_error_and_the_engine_works_on_over_tcp() {
     let log = Log::default();

@@ -130,6 +130,10 @@ class BufferRetired(YuebingError):
     """Code -3510."""
 class AccessDenied(YuebingError):
     """Code -3511."""
+class NoRdmaDevice(YuebingError):
+    """Code -3512."""
+class NoCudaDriver(YuebingError):
+    """Code -3513."""
 class WouldBlockBridge(YuebingError):
     """Code -4001."""
 class Shutdown(YuebingError):

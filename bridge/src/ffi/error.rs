@@ -120,6 +120,10 @@ pub const YUEBING_ERR_ENGINE_IO: i32 = -3509;
 pub const YUEBING_ERR_BUFFER_RETIRED: i32 = -3510;
 /// The peer does not grant this access to the range.
 pub const YUEBING_ERR_ACCESS_DENIED: i32 = -3511;
+/// No RDMA device can be used (rdma-core missing, no NIC); the engine goes on with tcp.
+pub const YUEBING_ERR_NO_RDMA_DEVICE: i32 = -3512;
+/// GPU memory was named but no CUDA driver can be used.
+pub const YUEBING_ERR_NO_CUDA_DRIVER: i32 = -3513;
 /// A blocking call (or a destroy) from a bridge thread, e.g. inside a callback.
 pub const YUEBING_ERR_WOULD_BLOCK_BRIDGE: i32 = -4001;
 /// The bridge is shut down.

@@ -194,6 +194,12 @@ impl Lease {
         self.state.region().remote
     }
 
+    /// The serial of the registration the lease is on.
+    #[cfg(feature = "rdma")]
+    pub(crate) fn serial(&self) -> u64 {
+        self.state.region().serial
+    }
+
     /// Whether the region was unregistered (every access is refused from then on).
     pub fn is_revoked(&self) -> bool {
         self.state.gate.is_closed()
@@ -235,6 +241,8 @@ impl Lease {
         let span = unsafe { Span::new(ptr, self.len as usize) };
         // A buffer mapping a caller's file may lose pages to a truncation: kernel copies only.
         let span = span.vanishing(self.state.buffer().is_some_and(|b| b.is_file()));
+        // GPU memory: its bytes move by the driver's copies only.
+        let span = span.on_gpu(self.state.region().location.gpu());
         Some(Access { _pass: pass, span })
     }
 }

@@ -511,7 +511,12 @@ mod tests {
         let cuda = Location::Cuda { device: 1 };
         // SAFETY (test): refused before anything is recorded.
         let gpu = unsafe { reg.register(mem.as_ptr() as *mut u8, 16, cuda, LOCAL_ONLY) };
-        assert_eq!(gpu.unwrap_err().code(), -3507);
+        // Without the cuda feature: not built; with it, no driver here (or no cuda:1). The
+        // host range is never recorded as GPU memory either way.
+        let code = gpu.unwrap_err().code();
+        assert!([-3507, -3513, -3001].contains(&code), "{code}");
+        #[cfg(not(feature = "cuda"))]
+        assert_eq!(code, -3507);
     }
 
     #[test]

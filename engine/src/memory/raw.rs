@@ -19,6 +19,12 @@
 //! instead: `process_vm_writev` on this process copies with the kernel's fault handling, so a
 //! page that vanished fails the copy with `EFAULT` (an `io::Error` the caller reports) and
 //! nothing is raised. `recv` and `send` are kernel copies already.
+//!
+//! # GPU memory
+//! A span over registered GPU memory ([`Span::on_gpu`], feature `cuda`) is never read or
+//! written by the CPU: its bytes move by the driver's synchronous copies (`gpu::copy`), to and
+//! from private host buffers where a socket is involved (`recv`, `send` stage through at most
+//! [`BOUNCE`] bytes per call).
 
 use std::io;
 use std::marker::PhantomData;
@@ -33,6 +39,8 @@ pub(crate) struct Span<'a> {
     len: usize,
     /// Backed by a file others may truncate: its bytes move only by kernel copies.
     may_vanish: bool,
+    /// Memory of this GPU: its bytes move only by the driver's copies.
+    gpu: Option<u32>,
     _valid: PhantomData<&'a ()>,
 }
 
@@ -49,7 +57,17 @@ impl<'a> Span<'a> {
             ptr,
             len,
             may_vanish: false,
+            gpu: None,
             _valid: PhantomData,
+        }
+    }
+
+    /// The same span, marked as memory of GPU `gpu` (when `Some`): its bytes then move only
+    /// by the driver's copies (see the module's docs). The mark is never taken off.
+    pub(crate) fn on_gpu(self, gpu: Option<u32>) -> Span<'a> {
+        Span {
+            gpu: self.gpu.or(gpu),
+            ..self
         }
     }
 
@@ -77,6 +95,7 @@ impl<'a> Span<'a> {
             ptr: unsafe { self.ptr.add(offset) },
             len,
             may_vanish: self.may_vanish,
+            gpu: self.gpu,
             _valid: PhantomData,
         })
     }
@@ -92,6 +111,16 @@ impl<'a> Span<'a> {
 /// where a span may vanish and its pages did (`EFAULT`).
 pub(crate) fn copy(src: Span<'_>, dst: Span<'_>) -> io::Result<()> {
     let n = src.len.min(dst.len);
+    if let Some(gpu) = src.gpu.or(dst.gpu) {
+        if src.may_vanish || dst.may_vanish {
+            return Err(io::Error::other(
+                "a copy between GPU memory and a mapped file is not supported",
+            ));
+        }
+        // SAFETY: both spans are valid for `n` bytes (reads of `src`, writes of `dst`) for
+        // their lifetimes, and no reference is formed over either.
+        return unsafe { gpu_copy(gpu, dst.ptr.as_ptr(), src.ptr.as_ptr(), n) };
+    }
     if src.may_vanish || dst.may_vanish {
         let (s, d) = (src.ptr.as_ptr() as usize, dst.ptr.as_ptr() as usize);
         if s < d.saturating_add(n) && d < s.saturating_add(n) {
@@ -138,6 +167,11 @@ const BOUNCE: usize = 1 << 20;
 /// Copies private bytes into `dst` (at most `dst.len()` of them); returns how many.
 pub(crate) fn copy_in(data: &[u8], dst: Span<'_>) -> io::Result<usize> {
     let n = data.len().min(dst.len);
+    if let Some(gpu) = dst.gpu {
+        // SAFETY: `dst` is valid for writes of `n` bytes; `data` is a private slice.
+        unsafe { gpu_copy(gpu, dst.ptr.as_ptr(), data.as_ptr(), n) }?;
+        return Ok(n);
+    }
     if dst.may_vanish {
         // SAFETY: `data` is a private slice of at least `n` bytes; `dst` is mapped for its
         // lifetime; the kernel writes it with its own fault handling.
@@ -153,6 +187,11 @@ pub(crate) fn copy_in(data: &[u8], dst: Span<'_>) -> io::Result<usize> {
 /// Copies the first bytes of `src` into private `out` (at most `out.len()`); returns how many.
 pub(crate) fn copy_out(src: Span<'_>, out: &mut [u8]) -> io::Result<usize> {
     let n = out.len().min(src.len);
+    if let Some(gpu) = src.gpu {
+        // SAFETY: `src` is valid for reads of `n` bytes; `out` is an exclusive private slice.
+        unsafe { gpu_copy(gpu, out.as_mut_ptr(), src.ptr.as_ptr(), n) }?;
+        return Ok(n);
+    }
     if src.may_vanish {
         // SAFETY: `out` is an exclusive private slice of at least `n` bytes; `src` is mapped
         // for its lifetime; the kernel reads it with its own fault handling.
@@ -203,9 +242,45 @@ unsafe fn kernel_copy(src: *const u8, dst: *mut u8, n: usize) -> io::Result<()> 
     Ok(())
 }
 
-/// One non-blocking `recv` of at most `dst.len()` bytes from `fd` straight into `dst`.
-/// `WouldBlock` when nothing is there (use it inside tokio's `try_io`).
+/// Copies `n` bytes with the GPU driver (`gpu` owns one of the ranges).
+///
+/// # Safety
+/// `src` valid for reads and `dst` for writes of `n` bytes; no reference over `dst`.
+unsafe fn gpu_copy(gpu: u32, dst: *mut u8, src: *const u8, n: usize) -> io::Result<()> {
+    #[cfg(feature = "cuda")]
+    {
+        // SAFETY: forwarded from the caller.
+        unsafe { crate::gpu::copy(gpu, dst, src, n) }
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        // No span is marked GPU memory in a build without `cuda`: `Location::check_supported`
+        // refuses `cuda:N` before anything is registered.
+        let _ = (dst, src, n);
+        Err(io::Error::other(format!(
+            "memory of cuda:{gpu} in a build without the cuda feature"
+        )))
+    }
+}
+
+/// One non-blocking `recv` of at most `dst.len()` bytes from `fd` into `dst` (GPU memory
+/// through a private buffer of at most [`BOUNCE`] bytes). `WouldBlock` when nothing is there
+/// (use it inside tokio's `try_io`).
 pub(crate) fn recv(fd: BorrowedFd<'_>, dst: Span<'_>) -> io::Result<usize> {
+    if dst.gpu.is_some() {
+        let mut bounce = vec![0u8; dst.len.min(BOUNCE)];
+        // SAFETY: the kernel writes at most `bounce.len()` bytes into the private buffer.
+        let got = unsafe {
+            libc::recv(
+                fd.as_raw_fd(),
+                bounce.as_mut_ptr().cast(),
+                bounce.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        let got = usize::try_from(got).map_err(|_| io::Error::last_os_error())?;
+        return copy_in(&bounce[..got], dst);
+    }
     // SAFETY: the kernel writes at most `dst.len` bytes at `dst.ptr`, a range valid for writes;
     // `fd` is an open socket borrowed for the call.
     let n = unsafe {
@@ -245,6 +320,12 @@ const MAX_PARTS: usize = 256;
 /// the kernel took. `MSG_NOSIGNAL`: a peer that went away is an error, never a SIGPIPE that
 /// would kill an embedding process that does not ignore it.
 pub(crate) fn send(fd: BorrowedFd<'_>, parts: &[Part<'_>]) -> io::Result<usize> {
+    if parts
+        .iter()
+        .any(|p| matches!(p, Part::Raw(s) if s.gpu.is_some()))
+    {
+        return send_staged(fd, parts);
+    }
     let iovecs = parts
         .iter()
         .take(MAX_PARTS)
@@ -276,6 +357,26 @@ pub(crate) fn send(fd: BorrowedFd<'_>, parts: &[Part<'_>]) -> io::Result<usize> 
     send_iov(fd, &iovecs.collect::<Vec<_>>())
 }
 
+/// `send` of parts some of which are GPU memory: the parts up to the first GPU one, then at
+/// most [`BOUNCE`] bytes of it copied into a private buffer; the kernel may take fewer, and
+/// the caller sends the rest again, as for any partial send.
+fn send_staged(fd: BorrowedFd<'_>, parts: &[Part<'_>]) -> io::Result<usize> {
+    let first = parts
+        .iter()
+        .position(|p| matches!(p, Part::Raw(s) if s.gpu.is_some()))
+        .unwrap_or(parts.len());
+    let mut bounce = Vec::new();
+    if let Some(Part::Raw(s)) = parts.get(first) {
+        bounce = vec![0u8; s.len.min(BOUNCE)];
+        copy_out(*s, &mut bounce)?;
+    }
+    let mut staged: Vec<Part<'_>> = parts[..first].to_vec();
+    if !bounce.is_empty() {
+        staged.push(Part::Bytes(&bounce));
+    }
+    send(fd, &staged)
+}
+
 /// One non-blocking `sendmsg` of `iov`, whose entries name ranges valid for reads.
 fn send_iov(fd: BorrowedFd<'_>, iov: &[libc::iovec]) -> io::Result<usize> {
     if iov.is_empty() {
@@ -301,6 +402,9 @@ fn send_iov(fd: BorrowedFd<'_>, iov: &[libc::iovec]) -> io::Result<usize> {
 /// The `index`-th aligned 64-bit word of `span`, read atomically (another process may be
 /// storing it). `None` when it lies outside the span.
 pub(crate) fn load_word(span: Span<'_>, index: usize) -> Option<u64> {
+    if span.gpu.is_some() {
+        return None;
+    }
     let word = word_at(span, index)?;
     // SAFETY: `word` is an 8-byte-aligned address inside `span`, valid for reads and writes
     // for `'_` (the span's contract: these functions are given only status pages, which are
@@ -316,6 +420,9 @@ pub(crate) fn load_word(span: Span<'_>, index: usize) -> Option<u64> {
 /// Stores `value` atomically into the `index`-th aligned 64-bit word of `span`; false when it
 /// lies outside.
 pub(crate) fn store_word(span: Span<'_>, index: usize, value: u64) -> bool {
+    if span.gpu.is_some() {
+        return false;
+    }
     let Some(word) = word_at(span, index) else {
         return false;
     };

@@ -406,7 +406,7 @@ impl TransferEngine {
         if !segment.transports.contains_key(TransportKind::Rdma.name()) {
             return;
         }
-        let Ok(chosen) = self.transport_for(handle, segment, None, None) else {
+        let Ok(chosen) = self.transport_for(handle, segment, None, None, None) else {
             return;
         };
         if chosen.kind() != TransportKind::Tcp {
@@ -488,7 +488,9 @@ impl TransferEngine {
     /// The transport requests to `handle` take (unless a request or the engine forces one).
     pub fn selected_transport(&self, handle: SegmentHandle) -> Result<TransportKind, Error> {
         let segment = self.segment_descriptor(handle)?;
-        Ok(self.transport_for(handle, &segment, None, None)?.kind())
+        Ok(self
+            .transport_for(handle, &segment, None, None, None)?
+            .kind())
     }
 
     /// Caches this engine's descriptor anew, and has it published where a store keeps it.

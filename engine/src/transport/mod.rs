@@ -82,6 +82,15 @@ pub trait Transport: Send + Sync {
         true
     }
 
+    /// Whether this transport can move the local range `[addr, addr + len)` (registered): a
+    /// transport may not reach all of this engine's memory, as rdma reaches GPU memory only
+    /// where the NICs could register it; the engine then sends the request another way. Yes
+    /// by default.
+    fn covers_local(&self, addr: u64, len: u64) -> bool {
+        let _ = (addr, len);
+        true
+    }
+
     /// Does, off the async threads, the work that lets [`Transport::can_reach`] say yes to
     /// `segment` (a connection, a mapping); the engine awaits it when it opens a segment or
     /// learns of a restart. A failure is the transport's to remember (it then says no).

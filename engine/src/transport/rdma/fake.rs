@@ -17,7 +17,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex, RwLock, Weak};
+use std::sync::{mpsc, Arc, Mutex, RwLock, RwLockReadGuard, Weak};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -70,6 +70,8 @@ struct FakeNicState {
     regions: Mutex<HashMap<u32, Arc<FakeMr>>>,
     /// Work requests to fail before running (injected).
     fail_next: AtomicU32,
+    /// Registrations refused (injected).
+    refuse: AtomicBool,
     /// Work requests this NIC initiated that ran to success.
     executed: AtomicU64,
 }
@@ -133,6 +135,7 @@ impl FakeFabric {
                 info: Mutex::new(info),
                 regions: Mutex::default(),
                 fail_next: AtomicU32::new(0),
+                refuse: AtomicBool::new(false),
                 executed: AtomicU64::new(0),
             });
             lock(&self.inner.nics).insert(gid, state);
@@ -163,6 +166,12 @@ impl FakeFabric {
     /// transport error and its queue pairs go to the error state, as when a link drops.
     pub fn set_up(&self, gid: Gid, up: bool) {
         self.each_nic(gid, |n| lock(&n.info).up = up);
+    }
+
+    /// Makes the NIC with GID `gid` refuse memory registrations (as at the memlock limit), or
+    /// accept them again.
+    pub fn refuse_registrations(&self, gid: Gid, refuse: bool) {
+        self.each_nic(gid, |n| n.refuse.store(refuse, Ordering::Relaxed));
     }
 
     /// Fails the next `n` work requests that the NIC with GID `gid` initiates (a transport
@@ -239,7 +248,8 @@ impl Fabric {
     /// Runs one work request, with the checks a NIC makes, and completes it.
     fn execute(&self, Posted { qp, wr }: Posted) {
         let delay = self.delay_us.load(Ordering::Relaxed);
-        if delay > 0 {
+        // A flush takes no time on the wire.
+        if delay > 0 && !qp.failed.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_micros(delay));
         }
         // The queue pair's state is held for the whole request: `fail` waits for it.
@@ -280,9 +290,15 @@ impl Fabric {
         let peer = lock(&self.qps)
             .get(&(remote.gid, remote.qpn))
             .and_then(Weak::upgrade);
-        let connected_back = peer.as_ref().is_some_and(|p| match &*lock(&p.state) {
-            QpState::Connected { remote, .. } => remote.gid == qp.gid && remote.qpn == qp.qpn,
-            _ => false,
+        // (A queue pair connected to itself is refused without locking its state twice.)
+        let connected_back = peer.as_ref().is_some_and(|p| {
+            !std::ptr::eq(&**p, qp)
+                && match &*lock(&p.state) {
+                    QpState::Connected { remote, .. } => {
+                        remote.gid == qp.gid && remote.qpn == qp.qpn
+                    }
+                    _ => false,
+                }
         });
         if !connected_back {
             return transport_error;
@@ -303,18 +319,26 @@ impl Fabric {
         let Some(source) = source else {
             return WcStatus::LocalProtection;
         };
-        let source_live = source.live.read().unwrap_or_else(|p| p.into_inner());
-        if !*source_live || !source.holds(wr.local, wr.len) {
+        // One guard when both sides are the same region (a second read lock could wait behind
+        // a deregistration waiting for the first).
+        let source_guard = match Arc::ptr_eq(&source, &target) {
+            true => None,
+            false => Some(source.live.read().unwrap_or_else(|p| p.into_inner())),
+        };
+        let source_live = source_guard.as_ref().map_or(&target_live, |g| g);
+        if !**source_live || !source.holds(wr.local, wr.len) {
             return WcStatus::LocalProtection;
         }
-        let (Some(local), Some(far)) = (span(wr.local, wr.len), span(wr.remote, wr.len)) else {
+        let (Some(local), Some(far)) = (
+            span(source_live, wr.local, wr.len),
+            span(&target_live, wr.remote, wr.len),
+        ) else {
             return WcStatus::LocalProtection;
         };
         let copied = match wr.op {
             WrOp::Read => raw::copy(far, local),
             WrOp::Write => raw::copy(local, far),
         };
-        drop((source_live, target_live));
         match copied {
             Ok(()) => {
                 local_nic.executed.fetch_add(1, Ordering::Relaxed);
@@ -325,14 +349,17 @@ impl Fabric {
     }
 }
 
-/// A span over `[addr, addr + len)` of a live memory region.
-fn span<'a>(addr: u64, len: u32) -> Option<Span<'a>> {
+/// A span over `[addr, addr + len)` of the live memory region whose read guard is `live`,
+/// valid as long as the guard is held.
+fn span<'g>(live: &'g RwLockReadGuard<'_, bool>, addr: u64, len: u32) -> Option<Span<'g>> {
+    if !**live {
+        return None;
+    }
     let ptr = std::ptr::NonNull::new(usize::try_from(addr).ok()? as *mut u8)?;
-    // SAFETY: called only while the read guard of a live region holding the range is held
-    // (`Fabric::run`): `Nic::register`'s caller promised the range valid for reads and
-    // writes, with no Rust reference over it, until the region is dropped, and dropping it
-    // takes the write guard, so the span does not outlive the guard's scope in practice (it is
-    // used for one copy inside it).
+    // SAFETY: the caller checked that the region holds `[addr, addr + len)`, and `live` is its
+    // read guard, held for the span's lifetime `'g`: `Nic::register`'s caller promised the
+    // range valid for reads and writes, with no Rust reference over it, until the region is
+    // dropped, and dropping it takes the write guard, which waits for this one.
     Some(unsafe { Span::new(ptr, len as usize) })
 }
 
@@ -436,6 +463,11 @@ impl Nic for FakeNic {
         len: u64,
         access: MrAccess,
     ) -> Result<Box<dyn MemoryRegion>, Error> {
+        if self.state.refuse.load(Ordering::Relaxed) {
+            return Err(Error::OutOfMemory {
+                reason: "ibv_reg_mr: the memlock limit (injected)".into(),
+            });
+        }
         if addr.checked_add(len).is_none() || len == 0 {
             return Err(Error::invalid("rdma: a memory region must be non-empty"));
         }
@@ -558,6 +590,10 @@ impl QueuePair for FakeQp {
         if matches!(*lock(&self.state), QpState::Reset) {
             return Err(Error::invalid("rdma: post on an unconnected queue pair"));
         }
+        let me = lock(&fabric.qps)
+            .get(&(self.gid, self.qpn))
+            .and_then(Weak::upgrade)
+            .ok_or_else(|| Error::invalid("rdma: the queue pair is gone"))?;
         let n = u32::try_from(requests.len()).unwrap_or(u32::MAX);
         let room = self
             .outstanding
@@ -569,10 +605,6 @@ impl QueuePair for FakeQp {
                 reason: format!("rdma: send queue full ({} entries)", self.depth),
             });
         }
-        let me = lock(&fabric.qps)
-            .get(&(self.gid, self.qpn))
-            .and_then(Weak::upgrade)
-            .ok_or_else(|| Error::invalid("rdma: the queue pair is gone"))?;
         let wire = lock(&fabric.wire).clone();
         for wr in requests {
             let posted = Posted {
@@ -597,7 +629,8 @@ impl QueuePair for FakeQp {
 
     fn fail(&self) {
         // Waits for the request the wire runs on this queue pair (it holds the state).
-        *lock(&self.state) = QpState::Error;
+        let mut state = lock(&self.state);
+        *state = QpState::Error;
         self.failed.store(true, Ordering::Relaxed);
     }
 

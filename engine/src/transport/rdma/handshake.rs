@@ -8,7 +8,7 @@
 //! ports': [`negotiate`]) and answers with its own end; the initiator connects to it with the
 //! same negotiation. A request for an earlier instance of the target is refused as stale.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -16,9 +16,8 @@ use serde::{Deserialize, Serialize};
 use super::verbs::{negotiate, Nic, QpEndpoint, QueuePair};
 use crate::error::Error;
 
-/// The most queue pairs a target keeps for one initiator (its NIC pairs, reconnected a few
-/// times); the oldest go first.
-const MAX_ACCEPTED_PER_PEER: usize = 256;
+/// The most initiators a target keeps queue pairs for; past it, new ones are refused.
+const MAX_INITIATORS: usize = 1024;
 
 /// The initiator's request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,14 +82,18 @@ pub(crate) fn connect(qp: &dyn QueuePair, remote: &QpEndpoint) -> Result<(), Err
     qp.connect(remote, mtu)
 }
 
-/// The queue pairs a target accepted, by initiator name.
+/// The queue pairs a target accepted: for each initiator (by name), its instance and one
+/// queue pair per (its NIC, this target's NIC). A reconnect of a path replaces its queue pair
+/// (the initiator dropped the old one: it failed, or a cancel failed it); a new instance of the
+/// initiator replaces all of them. So what a target keeps is bounded by its initiators' NIC
+/// pairs.
 #[derive(Default)]
 pub(crate) struct Accepted {
     peers: Mutex<HashMap<String, Kept>>,
 }
 
-/// An initiator's instance and the queue pairs kept for it, oldest first.
-type Kept = (u64, VecDeque<Arc<dyn QueuePair>>);
+/// An initiator's instance and its queue pairs by (its NIC, this target's NIC).
+type Kept = (u64, HashMap<(String, String), Arc<dyn QueuePair>>);
 
 impl Accepted {
     /// Serves one request: a queue pair on `nics[..]` named by the request, connected to the
@@ -113,22 +116,31 @@ impl Accepted {
             .iter()
             .find(|n| n.info().name == request.nic)
             .ok_or_else(|| Error::invalid(format!("rdma: no NIC {:?} here", request.nic)))?;
+        {
+            let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+            if peers.len() >= MAX_INITIATORS && !peers.contains_key(&request.from) {
+                return Err(Error::Overloaded {
+                    reason: format!("rdma: queue pairs kept for {MAX_INITIATORS} initiators"),
+                });
+            }
+        }
         let qp = nic.create_qp(depth)?;
         connect(&*qp, &request.endpoint)?;
         let end = qp.local();
-        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = peers
-            .entry(request.from.clone())
-            .or_insert_with(|| (request.from_instance, VecDeque::new()));
-        if entry.0 != request.from_instance {
-            // The initiator restarted: its old queue pairs lead nowhere.
-            *entry = (request.from_instance, VecDeque::new());
-        }
-        entry.1.push_back(qp);
-        while entry.1.len() > MAX_ACCEPTED_PER_PEER {
-            if let Some(old) = entry.1.pop_front() {
-                old.fail();
+        let replaced = {
+            let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+            let entry = peers
+                .entry(request.from.clone())
+                .or_insert_with(|| (request.from_instance, HashMap::new()));
+            if entry.0 != request.from_instance {
+                // The initiator restarted: its old queue pairs lead nowhere.
+                *entry = (request.from_instance, HashMap::new());
             }
+            let path = (request.endpoint.nic.clone(), request.nic.clone());
+            entry.1.insert(path, qp)
+        };
+        if let Some(old) = replaced {
+            old.fail();
         }
         Ok(end)
     }

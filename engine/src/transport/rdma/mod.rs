@@ -22,10 +22,12 @@
 //!
 //! # Finality
 //! A transfer's future that is dropped (cancel, deadline) while slices are posted fails the
-//! queue pairs carrying them before the drop returns (`Path::kill`): a queue pair in the error
-//! state touches no memory again, so the task is final when the engine records it. Other
-//! transfers' slices on those queue pairs complete as flushed and go again on a fresh queue
-//! pair. `unregister` deregisters the range's memory region on every NIC before it returns.
+//! queue pairs carrying them and, before the drop returns, waits until every request on them
+//! reported its completion (`Path::kill`, polling the completion queue itself, bounded): only
+//! then is the NIC done with their memory, so the task is final when the engine records it.
+//! Other transfers' slices on those queue pairs complete as flushed and go again on a fresh
+//! queue pair, without using up a try. `unregister` deregisters the range's memory region on
+//! every NIC before it returns.
 //!
 //! # Layout
 //! - `verbs`: the seam, the traits this module drives.
@@ -143,6 +145,9 @@ pub struct Published {
     pub nics: Vec<PublishedNic>,
     /// Exported ranges with their rkeys, by address.
     pub keys: Vec<PublishedKeys>,
+    /// Exported ranges the NICs refused to register, `(addr, len)`: reached over tcp.
+    #[serde(default)]
+    pub refused: Vec<(u64, u64)>,
 }
 
 impl Published {
@@ -310,6 +315,7 @@ impl Inner {
                 })
                 .collect(),
             keys: self.regions.published(),
+            refused: self.regions.refused(),
         }
     }
 
@@ -331,6 +337,15 @@ impl Inner {
         });
         peers.insert(segment.instance_id, peer.clone());
         Ok((peer, parsed))
+    }
+
+    /// The section of `segment` if it is the descriptor last parsed for its peer (per request,
+    /// no parse: the engine hands transports the descriptor it caches).
+    fn cached_section(&self, segment: &SegmentDescriptor) -> Option<Arc<Published>> {
+        let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        let peer = peers.get(&segment.instance_id)?;
+        let section = peer.section.lock().unwrap_or_else(|p| p.into_inner());
+        std::ptr::eq(&*section.0, segment).then(|| section.1.clone())
     }
 
     /// The connected path `key` to `segment`, connecting it first if needed.
@@ -366,8 +381,17 @@ impl Inner {
                 ),
             })?;
         let end = reply.into_result(&segment.name, segment.instance_id)?;
+        let own = qp.local();
+        if end.gid == own.gid && end.qpn == own.qpn {
+            return Err(Error::PeerFailed {
+                reason: format!(
+                    "rdma: {} answered with this engine's own queue pair",
+                    segment.name
+                ),
+            });
+        }
         handshake::connect(&*qp, &end)?;
-        let path = Path::start(key, qp, &self.handle);
+        let path = Path::start(key, qp, self.config.queue_depth, &self.handle);
         *slot = Some(path.clone());
         Ok(path)
     }
@@ -404,6 +428,27 @@ impl Transport for RdmaTransport {
         // Cheap, per request: the section is parsed (and checked) when a transfer runs.
         segment.instance_id != self.inner.instance_id
             && segment.transports.contains_key(TransportKind::Rdma.name())
+    }
+
+    /// Every range of the peer's, except one its NICs refused to register (published as
+    /// such): tcp moves those. A range outside every exported buffer, or one a descriptor
+    /// caught between registrations does not list, is the transfer's to refuse (`OutOfBounds`:
+    /// the engine fetches the descriptor again).
+    fn covers(&self, segment: &SegmentDescriptor, addr: u64, len: u64) -> bool {
+        let end = addr.saturating_add(len);
+        let section = self
+            .inner
+            .cached_section(segment)
+            .or_else(|| Published::of(segment).map(Arc::new));
+        !section.is_some_and(|p| {
+            p.refused
+                .iter()
+                .any(|&(a, l)| a <= addr && end <= a.saturating_add(l))
+        })
+    }
+
+    fn covers_local(&self, addr: u64, len: u64) -> bool {
+        !self.inner.regions.is_refused(addr, len)
     }
 
     fn transfer(&self, job: Job) -> BoxFuture<'static, Result<(), Error>> {

@@ -67,11 +67,22 @@ pub(super) fn open() -> Result<Arc<dyn Verbs>, Error> {
                 continue;
             }
         };
-        let pd = ctx.alloc_pd().map_err(|e| verbs_error("ibv_alloc_pd", e))?;
-        let ports = ctx
-            .query_device()
-            .map_err(|e| verbs_error("ibv_query_device", e))?
-            .phys_port_cnt();
+        let opened = ctx
+            .alloc_pd()
+            .map_err(|e| verbs_error("ibv_alloc_pd", e))
+            .and_then(|pd| {
+                let attr = ctx
+                    .query_device()
+                    .map_err(|e| verbs_error("ibv_query_device", e))?;
+                Ok((pd, attr.phys_port_cnt()))
+            });
+        let (pd, ports) = match opened {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!(nic = %name, error = %e, "rdma: the device is unusable");
+                continue;
+            }
+        };
         for port in 1..=ports {
             match port_info(&ctx, &name, port) {
                 Ok(info) => nics.push(Arc::new(SidewayNic {
@@ -135,10 +146,11 @@ fn port_info(ctx: &Arc<DeviceContext>, name: &str, port: u8) -> Result<NicInfo, 
             .or_else(|| on_port.first()),
         LinkLayer::InfiniBand => on_port.first(),
     };
-    let (gid, gid_index) = match chosen {
-        Some(g) => (Gid(g.gid().raw), u8::try_from(g.gid_index()).unwrap_or(0)),
-        None => (Gid::default(), 0),
-    };
+    let (gid, gid_index) =
+        match chosen.and_then(|g| Some((g.gid(), u8::try_from(g.gid_index()).ok()?))) {
+            Some((g, index)) => (Gid(g.raw), index),
+            None => (Gid::default(), 0),
+        };
     Ok(NicInfo {
         name: name.to_string(),
         port,
@@ -177,6 +189,19 @@ struct SidewayNic {
     pd: Arc<ProtectionDomain>,
 }
 
+/// The verbs flags of a region with `access`: local write always (it is the local side of
+/// reads), remote read and write as its rights say.
+fn flags_of(access: MrAccess) -> AccessFlags {
+    let mut flags = AccessFlags::LocalWrite;
+    if access.remote_read {
+        flags |= AccessFlags::RemoteRead;
+    }
+    if access.remote_write {
+        flags |= AccessFlags::RemoteWrite;
+    }
+    flags
+}
+
 struct SidewayMr(Arc<SMr>);
 
 impl MemoryRegion for SidewayMr {
@@ -199,13 +224,7 @@ impl Nic for SidewayNic {
         len: u64,
         access: MrAccess,
     ) -> Result<Box<dyn MemoryRegion>, Error> {
-        let mut flags = AccessFlags::LocalWrite;
-        if access.remote_read {
-            flags |= AccessFlags::RemoteRead;
-        }
-        if access.remote_write {
-            flags |= AccessFlags::RemoteWrite;
-        }
+        let flags = flags_of(access);
         let (addr, len) = (
             usize::try_from(addr).map_err(|_| Error::invalid("rdma: address too large"))?,
             usize::try_from(len).map_err(|_| Error::invalid("rdma: length too large"))?,
@@ -215,6 +234,30 @@ impl Nic for SidewayNic {
         // deregisters it (`ibv_dereg_mr`) before the range may go.
         let mr = unsafe { self.pd.reg_mr(addr, len, flags) }
             .map_err(|e| verbs_error("ibv_reg_mr", e))?;
+        Ok(Box::new(SidewayMr(mr)))
+    }
+
+    fn registers_gpu_addresses(&self) -> bool {
+        // nvidia-peermem lets the NIC pin GPU memory given by its address.
+        std::path::Path::new("/sys/module/nvidia_peermem").exists()
+    }
+
+    unsafe fn register_dmabuf(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        addr: u64,
+        len: u64,
+        access: MrAccess,
+    ) -> Result<Box<dyn MemoryRegion>, Error> {
+        let len = usize::try_from(len).map_err(|_| Error::invalid("rdma: length too large"))?;
+        // SAFETY: this function's caller promised the range valid until the region is dropped
+        // (deregistered) and `fd` its dma-buf; the NIC reads and writes it at iova `addr`, the
+        // address work requests name it by.
+        let mr = unsafe {
+            self.pd
+                .reg_dmabuf_mr(0, len, addr, fd.as_raw_fd(), flags_of(access))
+        }
+        .map_err(|e| verbs_error("ibv_reg_dmabuf_mr", e))?;
         Ok(Box::new(SidewayMr(mr)))
     }
 
@@ -446,6 +489,9 @@ impl QueuePair for SidewayQp {
             match fd {
                 Ok(fd) => loop {
                     let Ok(mut ready) = fd.readable().await else {
+                        // The reactor refused the descriptor: poll again after a short sleep
+                        // rather than spin.
+                        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
                         return;
                     };
                     if s.take_event() {

@@ -1,6 +1,7 @@
 //! One transfer's slices: which path each goes on, posting them a window at a time, posting a
 //! failed one again on another path, and finality when the transfer's future is dropped.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -13,6 +14,9 @@ use super::{Inner, Peer, Published};
 use crate::error::Error;
 use crate::request::Opcode;
 use crate::transport::Job;
+
+/// How often one slice may be posted again after other transfers' cancels flushed it.
+const MAX_REQUEUES: u32 = 32;
 
 /// A posted slice's end: its index, its tries so far, the path it went on, how it ended.
 type Ended = (u64, usize, Arc<Path>, WcStatus);
@@ -36,6 +40,8 @@ pub(super) struct Transfer {
     /// Slices to post again, with their tries so far.
     retries: Vec<(u64, usize)>,
     turn: usize,
+    /// Slices posted again after another transfer's cancel flushed them, with how often.
+    requeued: HashMap<u64, u32>,
     failure: Option<Error>,
     flight: Flight,
 }
@@ -52,10 +58,16 @@ impl Transfer {
             })?
             .to_vec();
         let local = job.local.addr();
+        let gone = Error::AddressNotRegistered { addr: local };
         let (region, lkeys) = inner
             .regions
             .local_keys(local, job.len)
-            .ok_or(Error::AddressNotRegistered { addr: local })?;
+            .ok_or_else(|| gone.clone())?;
+        // The keys must be those of the registration the lease is on, not of a later one at
+        // the same address.
+        if job.local.is_revoked() || region.serial != job.local.serial() {
+            return Err(gone);
+        }
         let (primary, order) = inner.candidates(region.location, published.nics.len());
         let slice = inner.config.slice_size.clamp(1, u64::from(u32::MAX));
         Ok(Transfer {
@@ -72,6 +84,7 @@ impl Transfer {
             next: 0,
             retries: Vec::new(),
             turn: 0,
+            requeued: HashMap::new(),
             failure: None,
             flight: Flight::default(),
         })
@@ -165,7 +178,10 @@ impl Transfer {
             .path(&self.peer, &job.segment, &self.published, key)
             .await
         {
-            Ok(path) => path.post(wr).map(|rx| (path, rx)),
+            Ok(path) => match path.post(wr).await {
+                Ok(posted) => Ok((path, posted)),
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         };
         match posted {
@@ -210,6 +226,14 @@ impl Transfer {
                     self.inner.cooldowns.failed(peer_id, path.key, period);
                 }
                 self.peer.discard(path);
+                let requeued = self.requeued.entry(index).or_default();
+                if status == WcStatus::Flushed && path.was_killed() && *requeued < MAX_REQUEUES {
+                    // Flushed because another transfer was canceled on the same queue pair:
+                    // no fault of the path, so no try used up (within a bound).
+                    *requeued += 1;
+                    self.retries.push((index, tries));
+                    return;
+                }
                 let gave_up = Error::PeerFailed {
                     reason: format!(
                         "rdma: a slice failed on every path to {}",

@@ -10,9 +10,11 @@
 //! transport relies on exactly that:
 //! - a [`MemoryRegion`], once dropped, is deregistered: the NIC reads and writes its range no
 //!   more (`ibv_dereg_mr` returns only then);
-//! - [`QueuePair::fail`] moves the queue pair to the error state: once it returns, none of its
-//!   work requests touches memory again, and each one not yet completed completes with
-//!   [`WcStatus::Flushed`];
+//! - [`QueuePair::fail`] moves the queue pair to the error state: each work request not yet
+//!   completed then completes (with [`WcStatus::Flushed`], or its own status if it was under
+//!   way), and a request whose completion was reported touches no memory again. The transport
+//!   waits for those completions before it calls a canceled transfer final (`Path::kill`);
+//!   the fake keeps a stronger promise (nothing touches memory once `fail` returned);
 //! - one-sided operations run no code on the target: the remote memory region's access flags,
 //!   its bounds and its rkey are the only checks there, and a violation completes the work
 //!   request with [`WcStatus::RemoteAccess`] without moving a byte.
@@ -219,6 +221,28 @@ pub trait Nic: Send + Sync {
         access: MrAccess,
     ) -> Result<Box<dyn MemoryRegion>, Error>;
 
+    /// Whether [`Nic::register`] reaches GPU memory by its address (nvidia-peermem is
+    /// loaded); no by default.
+    fn registers_gpu_addresses(&self) -> bool {
+        false
+    }
+
+    /// Registers `[addr, addr + len)` of GPU memory through its dma-buf `fd`
+    /// (`ibv_reg_dmabuf_mr`, GPUDirect without nvidia-peermem); the default refuses.
+    ///
+    /// # Safety
+    /// As [`Nic::register`]; `fd` is the dma-buf of exactly that range.
+    unsafe fn register_dmabuf(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        addr: u64,
+        len: u64,
+        access: MrAccess,
+    ) -> Result<Box<dyn MemoryRegion>, Error> {
+        let _ = (fd, addr, len, access);
+        Err(Error::invalid("this NIC registers no dma-buf"))
+    }
+
     /// A reliable-connected queue pair with its own completion queue of `depth` entries, in
     /// the reset state until [`QueuePair::connect`].
     fn create_qp(&self, depth: u32) -> Result<Arc<dyn QueuePair>, Error>;
@@ -256,8 +280,8 @@ pub trait QueuePair: Send + Sync {
     /// channel's event): poll after it resolves. Idle, it costs nothing (no spinning).
     fn completed(&self) -> BoxFuture<'static, ()>;
 
-    /// Moves the queue pair to the error state (see the module docs: once this returns, none
-    /// of its requests touches memory again; those not completed complete as flushed).
+    /// Moves the queue pair to the error state (see the module docs: its requests not
+    /// completed yet complete, mostly as flushed; wait for their completions).
     fn fail(&self);
 
     /// Whether the queue pair is in the error state.
