@@ -35,7 +35,7 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo clippy --features etcd (the elected master's command line and tests)"
 cargo clippy --all-targets --features etcd --locked -- -D warnings
-echo "== cargo clippy --all-features (feature-gated code: etcd, rdma)"
+echo "== cargo clippy --all-features (feature-gated code: etcd, rdma, cuda)"
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
@@ -44,8 +44,8 @@ cargo test --locked --features etcd --test ha_cluster --test ha_clients --test m
   --test master_admin
 echo "== yuebing demo --ha and yuebing bench ha, small settings (--features etcd)"
 cargo test --locked --features etcd --test ha_tools
-echo "== the rdma transport over fake NICs: its tests and the transport conformance suite (--features rdma)"
-cargo test --locked -p yuebing-engine --features rdma --lib --test rdma --test conformance
+echo "== the rdma transport over fake NICs, the conformance suite, GPU memory without a driver (--features rdma,cuda)"
+cargo test --locked -p yuebing-engine --features rdma,cuda --lib --test rdma --test conformance --test gpu
 echo "== python package (scripts/python_tests.sh)"
 # The `yuebing` binary that cargo test just built (for its integration tests) is the one the
 # Python tests start.
