@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The checks that need hardware this project's CI does not have: RDMA NICs, a GPU, many cores.
 # Run it on such a machine from a checkout (it builds what it needs with cargo), or with
-# prebuilt executables: YUEBING_BIN (a release `yuebing` built with --features rdma),
+# prebuilt executables: YUEBING_BIN (a release `yuebing` built with --features rdma,cuda),
 # YUEBING_RDMA_TESTS (the engine's `conformance` test executable, built with
 # `cargo test -p yuebing-engine --features rdma --no-run`) and YUEBING_GPU_TESTS (its `gpu`
 # test executable and lib tests, built with `--features cuda`). Prints what it found and each
@@ -11,7 +11,8 @@
 #              suite's rdma pair uses this machine's NICs instead of fake ones), then
 #              `yuebing bench transfer --transport rdma,tcp` beside perftest's ib_write_bw /
 #              ib_read_bw on the same NIC (loopback), >= 1 MiB.
-#   GPU:       the engine's GPU tests on cuda:0 (device memory over local and tcp).
+#   GPU:       the engine's GPU tests on cuda:0 (device memory over local and tcp), then
+#              `yuebing bench transfer --gpu 0` beside the GPU's pinned host-device copy.
 #   many cores (>= 8): `yuebing bench bridge --inflight 64` (blocking and callback against async).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +30,7 @@ echo "== hardware: ${cores} cores; RDMA NICs: ${nics:-none}; GPUs: ${gpu:-none}"
 
 bin="${YUEBING_BIN:-}"
 if [ -z "$bin" ] && command -v cargo >/dev/null; then
-  run cargo build --release --locked --features rdma --bin yuebing
+  run cargo build --release --locked --features rdma,cuda --bin yuebing
   bin=target/release/yuebing
 fi
 
@@ -72,7 +73,12 @@ if [ -n "$gpu" ]; then
     run cargo test --release --locked -p yuebing-engine --features cuda --test gpu --lib -- \
       --test-threads 1 gpu
   fi
-  echo "== gpu: no GPU transfer benchmark yet (issue 29, next slice)"
+  if [ -n "$bin" ]; then
+    echo "== gpu: yuebing bench transfer --gpu 0 (initiator memory on the GPU, staged) beside the pinned host-device copy"
+    for op in write read; do
+      run "$bin" bench transfer --gpu 0 --op "$op" --transport tcp,shm --blocks 1M,16M,64M --batches 1,32
+    done
+  fi
 fi
 
 if [ "$cores" -ge 8 ] && [ -n "$bin" ]; then

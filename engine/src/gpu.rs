@@ -11,8 +11,8 @@
 //!
 //! Not run on a GPU in this repository's CI (none there): `scripts/hw-check.sh`.
 
-use std::ffi::c_void;
 use std::io;
+#[cfg(feature = "rdma")]
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 
@@ -113,6 +113,7 @@ pub(crate) unsafe fn copy(ordinal: u32, dst: *mut u8, src: *const u8, n: usize) 
 
 /// A dma-buf for `[addr, addr + len)` of GPU `ordinal`'s memory, for an RDMA NIC to register
 /// (`cuMemGetHandleForAddressRange`); an error where the driver or the allocation gives none.
+#[cfg(feature = "rdma")]
 pub(crate) fn dmabuf(ordinal: u32, addr: u64, len: u64) -> io::Result<OwnedFd> {
     enter(ordinal)?;
     let len = usize::try_from(len).map_err(io::Error::other)?;
@@ -121,7 +122,7 @@ pub(crate) fn dmabuf(ordinal: u32, addr: u64, len: u64) -> io::Result<OwnedFd> {
     // handle; the range is only named, not accessed.
     unsafe {
         sys::cuMemGetHandleForAddressRange(
-            (&mut fd as *mut i32).cast::<c_void>(),
+            (&mut fd as *mut i32).cast::<std::ffi::c_void>(),
             addr as sys::CUdeviceptr,
             len,
             sys::CUmemRangeHandleType::CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
@@ -225,6 +226,43 @@ impl Drop for DeviceBuffer {
     }
 }
 
+/// Copies `len` bytes between pinned host memory and GPU `ordinal` (to the device when
+/// `to_device`) again and again for `duration`: the bytes moved and the time taken. The
+/// ceiling a staged transfer of GPU memory is measured against.
+pub fn pinned_copies(
+    ordinal: u32,
+    len: usize,
+    to_device: bool,
+    duration: std::time::Duration,
+) -> Result<(u64, std::time::Duration), Error> {
+    let device = DeviceBuffer::allocate(ordinal, len)?;
+    let io = |e: String| Error::Io { reason: e };
+    // SAFETY: a plain pinned allocation in the current context (made current by `allocate`).
+    let host = unsafe { result::malloc_host(len.max(1), 0) }
+        .map_err(|e| io(format!("cuMemAllocHost: {e}")))?;
+    let (dst, src) = match to_device {
+        true => (device.ptr as *mut u8, host as *const u8),
+        false => (host as *mut u8, device.ptr as *const u8),
+    };
+    let start = std::time::Instant::now();
+    let mut bytes = 0u64;
+    let mut copied = Ok(());
+    while start.elapsed() < duration {
+        // SAFETY: both are allocations of at least `len` bytes owned here, alive for the loop.
+        copied = unsafe { copy(ordinal, dst, src, len) };
+        if copied.is_err() {
+            break;
+        }
+        bytes += len as u64;
+    }
+    let took = start.elapsed();
+    // SAFETY: allocated above by `cuMemAllocHost` and freed once.
+    let freed = unsafe { result::free_host(host) };
+    copied.map_err(|e| io(e.to_string()))?;
+    freed.map_err(|e| io(format!("cuMemFreeHost: {e}")))?;
+    Ok((bytes, took))
+}
+
 /// GPU `ordinal`'s PCI bus id (`0000:17:00.0`), for choosing the NIC nearest it.
 pub fn pci_bus_id(ordinal: u32) -> Option<String> {
     driver().ok()?;
@@ -252,6 +290,7 @@ mod tests {
                 assert!(matches!(e, Error::NoCudaDriver { .. }), "{e:?}");
                 assert!(matches!(check(0), Err(Error::NoCudaDriver { .. })));
                 assert!(pci_bus_id(0).is_none());
+                #[cfg(feature = "rdma")]
                 assert!(dmabuf(0, 0x1000, 4096).is_err());
                 let mut out = [0u8; 4];
                 let src = [1u8; 4];

@@ -153,6 +153,32 @@ pub(super) async fn tcp_ping_pong_tokio(
     Ok(m)
 }
 
+/// The GPU's own ceiling for staged transfers: `len` bytes copied between pinned host memory
+/// and GPU `gpu`, device to host for a write (the initiator's bytes leave the GPU), host to
+/// device for a read, for `duration`.
+pub(super) fn gpu_copy(
+    gpu: u32,
+    op: yuebing_engine::Opcode,
+    len: usize,
+    duration: Duration,
+) -> Result<Measured, String> {
+    #[cfg(feature = "cuda")]
+    {
+        let to_device = op == yuebing_engine::Opcode::Read;
+        let c0 = cpu_seconds(None).unwrap_or(0.0);
+        let (bytes, took) = yuebing_engine::gpu::pinned_copies(gpu, len, to_device, duration)
+            .map_err(|e| e.to_string())?;
+        Ok(measured(bytes, took, cpu_seconds(None).unwrap_or(0.0) - c0))
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (op, len, duration);
+        Err(format!(
+            "--gpu {gpu}: this build has no GPU support (cargo feature `cuda`)"
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

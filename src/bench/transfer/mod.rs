@@ -49,7 +49,7 @@ pub struct BenchTransferArgs {
     /// Concurrent initiating tasks [default: 1; config: bench.threads].
     #[arg(long, env = "YUEBING_BENCH_THREADS")]
     pub threads: Option<usize>,
-    /// Transports to measure, comma-separated: tcp, shm [default: tcp,shm; config:
+    /// Transports to measure, comma-separated: tcp, shm, rdma [default: tcp,shm; config:
     /// bench.transports].
     #[arg(long, env = "YUEBING_BENCH_TRANSPORT")]
     pub transport: Option<String>,
@@ -63,6 +63,10 @@ pub struct BenchTransferArgs {
     /// three engines, interleaved, on compared with off) [default: on; config: bench.metrics].
     #[arg(long, env = "YUEBING_BENCH_METRICS")]
     pub metrics: Option<String>,
+    /// The initiator's memory on this GPU (`cuda:N`, a build with the `cuda` feature), compared
+    /// with the GPU's pinned host-device copy [default: host memory; config: bench.gpu].
+    #[arg(long, env = "YUEBING_BENCH_GPU")]
+    pub gpu: Option<u32>,
     /// `--repeat`, `--duration-ms`, `--warmup-ms`, `--json`.
     #[command(flatten)]
     pub common: BenchCommon,
@@ -122,14 +126,18 @@ impl BenchTransferArgs {
             metrics: metrics_modes(&file.resolve("bench", "metrics", self.metrics, "on".into())?)
                 .map_err(CliError::Usage)?,
             token,
+            gpu: file.resolve("bench", "gpu", self.gpu.map(Some), None)?,
         };
         let per_cell = cfg.transports.len() * cfg.metrics.len() + 1;
         let total =
             u64::from(cfg.repeat) * (cfg.blocks.len() * cfg.batches.len() * per_cell) as u64;
         let bar = progress(total);
         let rows = run(&cfg, ticker(&bar)).await;
+        let memory = cfg
+            .gpu
+            .map_or(String::new(), |g| format!("; initiator memory on cuda:{g}"));
         let header = format!(
-            "bench transfer: {} repetitions x {:?}; {} thread(s); {} runtime worker(s) per process; medians, spread = max - min; CPU = initiator + target",
+            "bench transfer: {} repetitions x {:?}; {} thread(s); {} runtime worker(s) per process; medians, spread = max - min; CPU = initiator + target{memory}",
             cfg.repeat, cfg.duration, cfg.threads, cfg.worker_threads
         );
         finish("transfer", &bar, rows, header, self.common.json)
@@ -162,6 +170,8 @@ pub struct TransferBenchConfig {
     pub metrics: Vec<Metering>,
     /// The cluster token of both engines.
     pub token: Option<yuebing_rpc::Token>,
+    /// The initiator's memory on this GPU instead of the host (feature `cuda`).
+    pub gpu: Option<u32>,
 }
 
 /// A size as the tables name it: `4KiB`, `1MiB`, `100B`.
@@ -178,6 +188,52 @@ struct Sample {
     p50_us: f64,
     p99_us: f64,
     cpu_s_per_gb: f64,
+}
+
+/// The initiator's memory: a host buffer, or device memory registered as `cuda:N`.
+enum Local {
+    Host(Arc<yuebing_engine::EngineBuffer>),
+    #[cfg(feature = "cuda")]
+    Gpu(yuebing_engine::gpu::DeviceBuffer),
+}
+
+impl Local {
+    /// `len` bytes registered with `engine`: on GPU `gpu` if given, else host memory.
+    fn allocate(engine: &TransferEngine, len: usize, gpu: Option<u32>) -> Result<Local, String> {
+        let Some(gpu) = gpu else {
+            let buf = engine.allocate(len, true).map_err(|e| e.to_string())?;
+            return Ok(Local::Host(buf));
+        };
+        #[cfg(feature = "cuda")]
+        {
+            let d =
+                yuebing_engine::gpu::DeviceBuffer::allocate(gpu, len).map_err(|e| e.to_string())?;
+            // SAFETY: the device buffer is kept in the `Local` beside the engine and dropped
+            // after the engine (see `run`: `inits` owns both, the engine first), and only the
+            // engine and the driver's copies touch it.
+            unsafe {
+                engine.register(
+                    d.addr() as *mut u8,
+                    len,
+                    yuebing_engine::Location::Cuda { device: gpu },
+                )
+            }
+            .map_err(|e| e.to_string())?;
+            Ok(Local::Gpu(d))
+        }
+        #[cfg(not(feature = "cuda"))]
+        Err(format!(
+            "--gpu {gpu}: this build has no GPU support (cargo feature `cuda`)"
+        ))
+    }
+
+    fn addr(&self) -> u64 {
+        match self {
+            Local::Host(b) => b.addr(),
+            #[cfg(feature = "cuda")]
+            Local::Gpu(d) => d.addr(),
+        }
+    }
 }
 
 struct Initiator {
@@ -255,6 +311,8 @@ fn variant(kind: TransportKind) -> String {
 }
 const MEMCPY: &str = "memcpy-1thread";
 const STREAM: &str = "raw-tcp-stream";
+/// The GPU's pinned host-device copy, in the direction the initiator's staging goes.
+const GPU_COPY: &str = "cuda-pinned-copy";
 const PING: &str = "raw-tcp-pingpong";
 const PING_TOKIO: &str = "raw-tcp-pingpong-tokio";
 
@@ -289,7 +347,7 @@ pub async fn run(
         })
         .await
         .map_err(|e| e.to_string())?;
-        let local = engine.allocate(region, true).map_err(|e| e.to_string())?;
+        let local = Local::allocate(&engine, region, cfg.gpu)?;
         let peer = engine
             .open_segment(&target.announce.name)
             .await
@@ -344,6 +402,14 @@ pub async fn run(
                 };
                 let m = m.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
                 base.entry((name, block, batch)).or_default().push(m);
+                if let Some(gpu) = cfg.gpu {
+                    let (op, len) = (cfg.op, block * batch);
+                    let m =
+                        tokio::task::spawn_blocking(move || baseline::gpu_copy(gpu, op, len, d))
+                            .await
+                            .map_err(|e| e.to_string())??;
+                    base.entry((GPU_COPY, block, batch)).or_default().push(m);
+                }
                 if batch == 1 && cfg.transports.contains(&TransportKind::Tcp) {
                     let m = baseline::tcp_ping_pong_tokio(block, d)
                         .await
@@ -393,7 +459,10 @@ fn rows(
                 };
                 let name = with_metrics(&variant(kind), on, &cfg.metrics);
                 // tcp is compared with raw loopback TCP, shm with a single-thread memcpy.
+                // With the initiator's memory on a GPU, every transport stages it (or the NIC
+                // reaches it): compared with the GPU's pinned host-device copy.
                 let (rate_base, cpu_base) = match kind {
+                    _ if cfg.gpu.is_some() => (GPU_COPY, None),
                     TransportKind::Tcp => (ceiling, Some(STREAM)),
                     _ => (MEMCPY, None),
                 };
@@ -412,6 +481,9 @@ fn rows(
             }
             if let Some(m) = bstat(MEMCPY, &|m| m.gbps) {
                 out.push(Row::new(&case, MEMCPY, "GB/s", m));
+            }
+            if let Some(m) = bstat(GPU_COPY, &|m| m.gbps) {
+                out.push(Row::new(&case, GPU_COPY, "GB/s", m));
             }
             if let Some(m) = bstat(ceiling, &|m| m.gbps) {
                 out.push(Row::new(&case, ceiling, "GB/s", m));

@@ -208,6 +208,8 @@ struct Inner {
     nics: Vec<Arc<dyn Nic>>,
     infos: Vec<NicInfo>,
     places: Vec<NicPlace>,
+    /// Where each GPU sits, once asked.
+    gpu_places: Mutex<HashMap<u32, NicPlace>>,
     regions: Arc<Regions>,
     peers: Mutex<HashMap<u64, Arc<Peer>>>,
     cooldowns: Cooldowns,
@@ -280,6 +282,7 @@ impl RdmaTransport {
                 nics,
                 infos,
                 places,
+                gpu_places: Mutex::default(),
                 peers: Mutex::default(),
                 cooldowns: Cooldowns::default(),
                 accepted: Accepted::default(),
@@ -396,10 +399,26 @@ impl Inner {
         Ok(path)
     }
 
+    /// Where GPU `ordinal` sits (its PCI path and NUMA node from sysfs), read once.
+    fn gpu_place(&self, ordinal: u32) -> NicPlace {
+        let mut places = self.gpu_places.lock().unwrap_or_else(|p| p.into_inner());
+        places
+            .entry(ordinal)
+            .or_insert_with(|| {
+                #[cfg(feature = "cuda")]
+                if let Some(bus) = crate::gpu::pci_bus_id(ordinal) {
+                    return topology::gpu_place(&self.config.sysfs, &bus);
+                }
+                NicPlace::default()
+            })
+            .clone()
+    }
+
     /// The paths to try for a local range at `location`: first one per nearest local NIC
     /// (paired with the peer's NIC of the same rank), then every other pair.
     fn candidates(&self, location: crate::Location, remote_nics: usize) -> (usize, Vec<PathKey>) {
-        let near = topology::nearest(&self.places, location, None);
+        let gpu = location.gpu().map(|ordinal| self.gpu_place(ordinal));
+        let near = topology::nearest(&self.places, location, gpu.as_ref());
         let mut order: Vec<PathKey> = near.iter().map(|&i| (i, i % remote_nics)).collect();
         let primary = order.len();
         let rest = (0..self.nics.len()).flat_map(|i| (0..remote_nics).map(move |j| (i, j)));
