@@ -7,7 +7,8 @@
 //! addressing): its bytes move by `cuMemcpy`, which is synchronous, so no GPU copy outlives the
 //! call that made it and a task is final as soon as its last copy returned. The tcp transport
 //! stages GPU memory through private host buffers (`memory::raw`); the rdma transport registers
-//! it with the NICs through a dma-buf where the driver gives one.
+//! it with the NICs through a dma-buf where the driver gives one, and otherwise the engine
+//! stages it through registered host memory (`transfer_engine::staging`).
 //!
 //! Not run on a GPU in this repository's CI (none there): `scripts/hw-check.sh`.
 

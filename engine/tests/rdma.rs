@@ -414,6 +414,39 @@ async fn a_cancel_does_not_fail_other_transfers_on_the_same_path() {
     );
 }
 
+/// A local range the NICs refused to register (as GPU memory without GPUDirect is) goes
+/// through a registered bounce buffer, still over rdma: both directions, bytes intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_range_the_nics_refuse_is_staged_through_a_bounce() {
+    let p = Pair::new().await;
+    let refuse = |on: bool| {
+        for nic in NICS {
+            p.fabric.refuse_registrations(p.gid(&p.a_nics, nic), on);
+        }
+    };
+    let len = 3usize << 20;
+    refuse(true);
+    let src = p.a.allocate(len, false).unwrap();
+    refuse(false);
+    let dst = p.b.allocate_exported(len, false, RW).unwrap();
+    let before = p.carried();
+    p.write_and_check(&src, &dst, len, 4).await;
+    let written = p.carried();
+    assert!(
+        written.iter().sum::<u64>() >= before.iter().sum::<u64>() + 48,
+        "{before:?} -> {written:?}"
+    );
+    src.put(0, &vec![0u8; len]).unwrap();
+    p.a.read(src.addr(), p.peer, dst.addr(), len as u64)
+        .await
+        .unwrap();
+    assert!(
+        read_back(&src, 0, len) == pattern(len, 4),
+        "read back through the bounce"
+    );
+    assert!(p.carried().iter().sum::<u64>() > written.iter().sum::<u64>());
+}
+
 /// A target whose NICs refuse to register its memory (the memlock limit) still registers it
 /// with the engine; it is not published for rdma, and a peer's request for it goes over tcp.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

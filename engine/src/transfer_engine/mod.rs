@@ -10,12 +10,14 @@
 //!   conveniences;
 //! - `notify`: notifications, sent once a batch completed and received into a bounded queue;
 //! - `publish`: the engine's descriptor in a metadata store that stores descriptors;
-//! - `peers`: watching the descriptors of open peer segments, where the store can watch.
+//! - `peers`: watching the descriptors of open peer segments, where the store can watch;
+//! - `staging`: bounce buffers for local ranges a transport cannot reach directly.
 
 mod config;
 mod notify;
 mod peers;
 mod publish;
+mod staging;
 mod submit;
 
 use std::collections::HashMap;
@@ -74,6 +76,8 @@ struct Inner {
     rdma_off: OnceLock<String>,
     /// Peers already told about: they publish rdma but are reached another way.
     fallbacks: Mutex<std::collections::HashSet<String>>,
+    /// Bounce buffers for local ranges a transport cannot reach directly.
+    staging: staging::Staging,
 }
 
 /// The Transfer Engine of one process. Cheap to clone; `Send + Sync`.
@@ -156,6 +160,7 @@ impl TransferEngine {
             _server: server,
             rdma_off: OnceLock::new(),
             fallbacks: Mutex::default(),
+            staging: staging::Staging::default(),
         });
         let engine = TransferEngine { inner };
         engine.refresh_own_segment();
@@ -406,7 +411,7 @@ impl TransferEngine {
         if !segment.transports.contains_key(TransportKind::Rdma.name()) {
             return;
         }
-        let Ok(chosen) = self.transport_for(handle, segment, None, None, None) else {
+        let Ok(chosen) = self.transport_for(handle, segment, None, None) else {
             return;
         };
         if chosen.kind() != TransportKind::Tcp {
@@ -488,9 +493,7 @@ impl TransferEngine {
     /// The transport requests to `handle` take (unless a request or the engine forces one).
     pub fn selected_transport(&self, handle: SegmentHandle) -> Result<TransportKind, Error> {
         let segment = self.segment_descriptor(handle)?;
-        Ok(self
-            .transport_for(handle, &segment, None, None, None)?
-            .kind())
+        Ok(self.transport_for(handle, &segment, None, None)?.kind())
     }
 
     /// Caches this engine's descriptor anew, and has it published where a store keeps it.

@@ -57,7 +57,6 @@ impl TransferEngine {
         segment: &SegmentDescriptor,
         forced: Option<TransportKind>,
         range: Option<(u64, u64)>,
-        local: Option<(u64, u64)>,
     ) -> Result<Arc<dyn Transport>, Error> {
         let own = target == super::OWN;
         let wanted = forced.or(self.inner.config.transport);
@@ -72,7 +71,6 @@ impl TransferEngine {
                     && wanted.is_none_or(|k| t.kind() == k)
                     && t.can_reach(segment, forced.is_some())
                     && range.is_none_or(|(addr, len)| t.covers(segment, addr, len))
-                    && local.is_none_or(|(addr, len)| t.covers_local(addr, len))
             })
             .cloned()
             .ok_or_else(|| {
@@ -134,8 +132,7 @@ impl TransferEngine {
             // A range outside the cached descriptor is resolved again once it is fetched anew
             // (`ready`); until then the transport is chosen for the segment alone.
             let range = early.is_none().then_some((r.target_offset, r.length));
-            let mine = Some((r.source, r.length));
-            let transport = self.transport_for(r.target, &segment, r.transport, range, mine)?;
+            let transport = self.transport_for(r.target, &segment, r.transport, range)?;
             let job = Job {
                 opcode: r.opcode,
                 local,
@@ -324,8 +321,7 @@ impl TransferEngine {
         let fresh = self.refresh_segment(p.target, false).await?;
         check_access(&fresh.regions(), p.job.remote, p.job.len, p.job.opcode)?;
         let range = Some((p.job.remote, p.job.len));
-        let mine = Some((p.job.local.addr(), p.job.len));
-        p.transport = self.transport_for(p.target, &fresh, p.forced, range, mine)?;
+        p.transport = self.transport_for(p.target, &fresh, p.forced, range)?;
         p.job.segment = fresh;
         attempt(self, p.job.clone(), &*p.transport).await
     }
@@ -343,8 +339,7 @@ impl TransferEngine {
                 let fresh = self.refresh_segment(p.target, false).await?;
                 check_access(&fresh.regions(), p.job.remote, p.job.len, p.job.opcode)?;
                 let range = Some((p.job.remote, p.job.len));
-                let mine = Some((p.job.local.addr(), p.job.len));
-                p.transport = self.transport_for(p.target, &fresh, p.forced, range, mine)?;
+                p.transport = self.transport_for(p.target, &fresh, p.forced, range)?;
                 p.job.segment = fresh;
                 Ok(())
             }
@@ -374,9 +369,15 @@ async fn attempt(
         .inner
         .counters
         .start(transport.kind(), job.opcode, job.len);
+    // A local range the transport cannot reach directly goes through a bounce it can.
+    let work: futures::future::BoxFuture<'_, Result<(), Error>> =
+        match transport.covers_local(job.local.addr(), job.len) {
+            true => transport.transfer(job),
+            false => Box::pin(super::staging::staged(engine, job, transport)),
+        };
     let outcome = tokio::select! {
         _ = expiry => Err(Error::Timeout),
-        r = transport.transfer(job) => r,
+        r = work => r,
     };
     counting.set(&outcome);
     outcome

@@ -6,7 +6,7 @@
 //! instance id before copying a byte. The engine applies deadlines and cancellation by dropping
 //! the future, so a transport must leave nothing half-owned when dropped.
 
-mod copy;
+pub(crate) mod copy;
 mod local;
 #[cfg(feature = "rdma")]
 pub mod rdma;
@@ -84,8 +84,8 @@ pub trait Transport: Send + Sync {
 
     /// Whether this transport can move the local range `[addr, addr + len)` (registered): a
     /// transport may not reach all of this engine's memory, as rdma reaches GPU memory only
-    /// where the NICs could register it; the engine then sends the request another way. Yes
-    /// by default.
+    /// where the NICs could register it; the engine then stages the request through a bounce
+    /// buffer the transport reaches (`transfer_engine::staging`). Yes by default.
     fn covers_local(&self, addr: u64, len: u64) -> bool {
         let _ = (addr, len);
         true

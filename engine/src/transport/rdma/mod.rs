@@ -466,6 +466,7 @@ impl Transport for RdmaTransport {
         })
     }
 
+    /// Every local range but one the NICs refused (staged by the engine, then).
     fn covers_local(&self, addr: u64, len: u64) -> bool {
         !self.inner.regions.is_refused(addr, len)
     }

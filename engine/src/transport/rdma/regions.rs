@@ -6,8 +6,9 @@
 //! region exported read-only gets `REMOTE_READ` and no `REMOTE_WRITE`.
 //!
 //! A range the NICs refuse (the memlock limit reached; GPU memory without a dma-buf or
-//! nvidia-peermem) stays registered with the engine without memory regions: it is not
-//! published, the transport does not cover it, and the engine moves it over tcp.
+//! nvidia-peermem) stays registered with the engine without memory regions. As a local range,
+//! the engine stages it through a registered bounce buffer (`transfer_engine::staging`); as a
+//! peer's, it is published as refused and peers reach it over tcp.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -118,7 +119,7 @@ impl RegistrationHook for Regions {
             None => self.register_host(region).unwrap_or_else(|e| {
                 // Not fatal: the range stays registered with the engine and moves over tcp
                 // (or shm), as it would without rdma.
-                tracing::warn!(addr = region.addr, len = region.len, error = %e, "rdma: range not registered with the NICs (memlock limit?); it moves over tcp");
+                tracing::warn!(addr = region.addr, len = region.len, error = %e, "rdma: range not registered with the NICs (memlock limit?); it is staged through registered memory, and peers reach it over tcp");
                 Vec::new()
             }),
             Some(gpu) => self.register_gpu(region, gpu),
@@ -163,8 +164,8 @@ impl Regions {
     }
 
     /// GPU memory: through its dma-buf, else as host memory (nvidia-peermem); where neither
-    /// works, no region at all, and the engine moves it another way (tcp, staged through host
-    /// memory) rather than refuse the registration.
+    /// works, no region at all, and the engine stages it through registered host memory
+    /// rather than refuse the registration.
     fn register_gpu(&self, region: &Region, gpu: u32) -> Vec<Box<dyn MemoryRegion>> {
         let access = access_of(region.remote);
         let mut mrs = Vec::with_capacity(self.nics.len());
@@ -189,7 +190,7 @@ impl Regions {
             match mr {
                 Ok(mr) => mrs.push(mr),
                 Err(e) => {
-                    tracing::warn!(gpu, addr = region.addr, nic = %nic.info().name, error = %e, "rdma: GPU memory not registered with the NIC (no dma-buf, no nvidia-peermem); it moves over tcp");
+                    tracing::warn!(gpu, addr = region.addr, nic = %nic.info().name, error = %e, "rdma: GPU memory not registered with the NIC (no dma-buf, no nvidia-peermem); it is staged through registered host memory, and peers reach it over tcp");
                     return Vec::new();
                 }
             }
