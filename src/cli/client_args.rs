@@ -40,6 +40,77 @@ pub struct ClientArgs {
     /// feature) [default: p2p; config: client.metadata].
     #[arg(long, env = "YUEBING_METADATA", global = true)]
     pub metadata: Option<String>,
+    /// The RDMA NICs this client's engine uses: auto (every active one), off, or names,
+    /// comma-separated (mlx5_0,mlx5_1); a build without the `rdma` feature takes only auto or
+    /// off [default: auto; config: client.rdma_nics].
+    #[arg(long, env = "YUEBING_RDMA_NICS", global = true)]
+    pub rdma_nics: Option<String>,
+}
+
+/// Which RDMA NICs an engine uses, as `--rdma-nics` names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RdmaNics {
+    /// Every active NIC (none: the engine says so and uses tcp).
+    Auto,
+    /// No rdma.
+    Off,
+    /// These NICs only.
+    Named(Vec<String>),
+}
+
+/// Parses `--rdma-nics`: `auto`, `off`, or NIC names, comma-separated.
+pub fn parse_rdma_nics(text: &str) -> Result<RdmaNics, ConfigError> {
+    match text.trim() {
+        "" | "auto" => Ok(RdmaNics::Auto),
+        "off" => Ok(RdmaNics::Off),
+        list => {
+            let names: Vec<String> = list
+                .split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(str::to_string)
+                .collect();
+            let bad_name = names.iter().find(|n| {
+                !n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+            });
+            match (names.is_empty(), bad_name) {
+                (true, _) => Err(bad("rdma_nics", format!("{text:?} names no NIC"))),
+                (_, Some(n)) => Err(bad("rdma_nics", format!("{n:?} is not a NIC name"))),
+                _ => Ok(RdmaNics::Named(names)),
+            }
+        }
+    }
+}
+
+impl RdmaNics {
+    /// Sets `engine`'s rdma transport to this choice.
+    fn apply(self, engine: &mut EngineConfig) -> Result<(), ConfigError> {
+        #[cfg(feature = "rdma")]
+        {
+            use yuebing_engine::transport::rdma::RdmaConfig;
+            engine.rdma = match self {
+                RdmaNics::Auto => Some(RdmaConfig::default()),
+                RdmaNics::Off => None,
+                RdmaNics::Named(nics) => Some(RdmaConfig {
+                    nics,
+                    ..RdmaConfig::default()
+                }),
+            };
+            Ok(())
+        }
+        #[cfg(not(feature = "rdma"))]
+        {
+            let _ = engine;
+            match self {
+                RdmaNics::Auto | RdmaNics::Off => Ok(()),
+                RdmaNics::Named(_) => Err(bad(
+                    "rdma_nics",
+                    "this build has no rdma transport (cargo feature `rdma`)".into(),
+                )),
+            }
+        }
+    }
 }
 
 fn bad(key: &str, reason: String) -> ConfigError {
@@ -181,13 +252,16 @@ impl ClientArgs {
             ),
         };
         let bind = file.resolve(s, "bind", self.bind.clone(), "127.0.0.1:0".into())?;
+        let mut engine = EngineConfig {
+            bind,
+            transport,
+            ..EngineConfig::default()
+        };
+        let nics = file.resolve(s, "rdma_nics", self.rdma_nics.clone(), "auto".into())?;
+        parse_rdma_nics(&nics)?.apply(&mut engine)?;
         Ok(ClientConfig {
             token,
-            engine: EngineConfig {
-                bind,
-                transport,
-                ..EngineConfig::default()
-            },
+            engine,
             ..ClientConfig::default()
         })
     }
@@ -196,6 +270,35 @@ impl ClientArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rdma_nics_parse_and_bad_ones_are_refused() {
+        assert_eq!(parse_rdma_nics("auto").unwrap(), RdmaNics::Auto);
+        assert_eq!(parse_rdma_nics("").unwrap(), RdmaNics::Auto);
+        assert_eq!(parse_rdma_nics("off").unwrap(), RdmaNics::Off);
+        assert_eq!(
+            parse_rdma_nics("mlx5_0, mlx5_1").unwrap(),
+            RdmaNics::Named(vec!["mlx5_0".into(), "mlx5_1".into()])
+        );
+        for bad in [",", "mlx5_0,a b", "rm -rf"] {
+            assert_eq!(
+                parse_rdma_nics(bad).unwrap_err().path,
+                "client.rdma_nics",
+                "{bad:?}"
+            );
+        }
+        let mut e = EngineConfig::default();
+        let named = RdmaNics::Named(vec!["mlx5_1".into()]).apply(&mut e);
+        #[cfg(feature = "rdma")]
+        {
+            named.unwrap();
+            assert_eq!(e.rdma.as_ref().unwrap().nics, ["mlx5_1"]);
+            RdmaNics::Off.apply(&mut e).unwrap();
+            assert!(e.rdma.is_none());
+        }
+        #[cfg(not(feature = "rdma"))]
+        assert!(named.unwrap_err().reason.contains("cargo feature `rdma`"));
+    }
 
     #[test]
     fn master_lists_parse_and_bad_ones_are_refused() {
