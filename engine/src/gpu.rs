@@ -4,8 +4,10 @@
 //! before the first one).
 //!
 //! Registered GPU memory (`cuda:N`) is addressed like host memory (unified virtual
-//! addressing): its bytes move by `cuMemcpy`, which is synchronous, so no GPU copy outlives the
-//! call that made it and a task is final as soon as its last copy returned. The tcp transport
+//! addressing): its bytes move by `cuMemcpy` followed by a wait for the default stream (a copy
+//! from pageable memory to the device may otherwise still be under way when `cuMemcpy`
+//! returns), so no GPU copy outlives the call that made it and a task is final as soon as its
+//! last copy returned. The tcp transport
 //! stages GPU memory through private host buffers (`memory::raw`); the rdma transport registers
 //! it with the NICs through a dma-buf where the driver gives one, and otherwise the engine
 //! stages it through registered host memory (`transfer_engine::staging`).
@@ -95,7 +97,8 @@ fn enter(ordinal: u32) -> io::Result<()> {
 }
 
 /// Copies `n` bytes from `src` to `dst`, at least one of them memory of GPU `ordinal` (the
-/// driver tells each pointer's side by unified addressing). Returns once the copy completed.
+/// driver tells each pointer's side by unified addressing). Returns once the copy completed,
+/// the bytes in place on both sides.
 ///
 /// # Safety
 /// `src` must be valid for reads and `dst` for writes of `n` bytes for the call, and no Rust
@@ -105,11 +108,16 @@ pub(crate) unsafe fn copy(ordinal: u32, dst: *mut u8, src: *const u8, n: usize) 
         return Ok(());
     }
     enter(ordinal)?;
-    // SAFETY: both ranges are valid for `n` bytes (the caller's promise); `cuMemcpy` is
-    // synchronous: it returns after the bytes moved.
+    // SAFETY: both ranges are valid for `n` bytes (the caller's promise).
     unsafe { sys::cuMemcpy(dst as sys::CUdeviceptr, src as sys::CUdeviceptr, n) }
         .result()
-        .map_err(|e| io::Error::other(format!("cuMemcpy: {e}")))
+        .map_err(|e| io::Error::other(format!("cuMemcpy: {e}")))?;
+    // From pageable host memory to the device, `cuMemcpy` returns once the source was
+    // consumed, with the DMA to the device possibly still under way (CUDA's API sync rules):
+    // waiting for the legacy default stream, which carries it, makes the copy complete here.
+    // SAFETY: the null stream is always valid in the current context.
+    unsafe { result::stream::synchronize(result::stream::null()) }
+        .map_err(|e| io::Error::other(format!("cuStreamSynchronize: {e}")))
 }
 
 /// A dma-buf for `[addr, addr + len)` of GPU `ordinal`'s memory, for an RDMA NIC to register

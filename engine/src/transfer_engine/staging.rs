@@ -31,9 +31,14 @@ pub(crate) struct Staging {
 }
 
 impl Staging {
+    /// The smallest free bounce of at least `len` bytes.
     fn take(&self, len: usize) -> Option<Arc<EngineBuffer>> {
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        let i = free.iter().position(|b| b.len() >= len)?;
+        let (i, _) = free
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.len() >= len)
+            .min_by_key(|(_, b)| b.len())?;
         Some(free.swap_remove(i))
     }
 
@@ -54,6 +59,15 @@ impl Staging {
 struct Loan {
     engine: TransferEngine,
     buffer: Option<Arc<EngineBuffer>>,
+}
+
+impl Loan {
+    /// Unregisters the bounce rather than keep it (a transport that does not reach it).
+    fn discard(mut self) {
+        if let Some(b) = self.buffer.take() {
+            let _ = self.engine.unregister(b.addr());
+        }
+    }
 }
 
 impl Drop for Loan {
@@ -89,6 +103,7 @@ pub(super) async fn staged(
     let loan = engine.bounce(job.len)?;
     let addr = loan.buffer.as_ref().map_or(0, |b| b.addr());
     if !transport.covers_local(addr, job.len) {
+        loan.discard();
         return Err(Error::invalid(format!(
             "the {} transport reaches neither the local range {:#x}+{} nor a bounce buffer",
             transport.kind().name(),

@@ -194,7 +194,22 @@ struct Sample {
 enum Local {
     Host(Arc<yuebing_engine::EngineBuffer>),
     #[cfg(feature = "cuda")]
-    Gpu(yuebing_engine::gpu::DeviceBuffer),
+    Gpu(GpuLocal),
+}
+
+/// Device memory registered with `engine`: unregistered when dropped, then freed (the fields
+/// drop after `Drop::drop`).
+#[cfg(feature = "cuda")]
+struct GpuLocal {
+    engine: TransferEngine,
+    device: yuebing_engine::gpu::DeviceBuffer,
+}
+
+#[cfg(feature = "cuda")]
+impl Drop for GpuLocal {
+    fn drop(&mut self) {
+        let _ = self.engine.unregister(self.device.addr());
+    }
 }
 
 impl Local {
@@ -206,20 +221,23 @@ impl Local {
         };
         #[cfg(feature = "cuda")]
         {
-            let d =
+            let device =
                 yuebing_engine::gpu::DeviceBuffer::allocate(gpu, len).map_err(|e| e.to_string())?;
-            // SAFETY: the device buffer is kept in the `Local` beside the engine and dropped
-            // after the engine (see `run`: `inits` owns both, the engine first), and only the
-            // engine and the driver's copies touch it.
+            // SAFETY: `GpuLocal` owns the device memory and unregisters it from the engine
+            // (which stops every access to it, the NICs' included) in its `Drop`, before the
+            // memory is freed; only the engine and the driver's copies touch it meanwhile.
             unsafe {
                 engine.register(
-                    d.addr() as *mut u8,
+                    device.addr() as *mut u8,
                     len,
                     yuebing_engine::Location::Cuda { device: gpu },
                 )
             }
             .map_err(|e| e.to_string())?;
-            Ok(Local::Gpu(d))
+            Ok(Local::Gpu(GpuLocal {
+                engine: engine.clone(),
+                device,
+            }))
         }
         #[cfg(not(feature = "cuda"))]
         Err(format!(
@@ -231,7 +249,7 @@ impl Local {
         match self {
             Local::Host(b) => b.addr(),
             #[cfg(feature = "cuda")]
-            Local::Gpu(d) => d.addr(),
+            Local::Gpu(g) => g.device.addr(),
         }
     }
 }
