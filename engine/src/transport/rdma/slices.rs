@@ -11,6 +11,7 @@ use futures::FutureExt;
 use super::paths::{Path, PathKey};
 use super::verbs::{WcStatus, WorkRequest, WrOp};
 use super::{Inner, Peer, Published};
+use crate::bounds::check_access;
 use crate::error::Error;
 use crate::request::Opcode;
 use crate::transport::Job;
@@ -266,16 +267,10 @@ impl Transfer {
 /// ([`Error::OutOfBounds`]: the descriptor was stale).
 fn refused(job: &Job) -> Error {
     let (addr, len) = (job.remote, job.len);
-    let end = addr.saturating_add(len);
-    let holder = job
-        .segment
-        .buffers
-        .iter()
-        .find(|b| b.addr <= addr && end <= b.addr.saturating_add(b.len));
-    match holder {
-        Some(b) if !b.remote.allows(job.opcode) => Error::AccessDenied { addr, len },
-        _ => Error::OutOfBounds { addr, len },
-    }
+    // The descriptor's own check says which; where it allows the access, the range is gone.
+    check_access(&job.segment.regions(), addr, len, job.opcode)
+        .err()
+        .unwrap_or(Error::OutOfBounds { addr, len })
 }
 
 /// The paths carrying a transfer's posted slices. Dropped with slices still posted (the
