@@ -107,6 +107,14 @@ impl Setup {
         })
         .await
         .map_err(|e| e.to_string())?;
+        // One put before any timing: the node is mounted and the client knows the leader, so
+        // a measurement's window is not spent on a cluster that does not serve yet.
+        let probe = Options::default();
+        let first = match client.put("bench-ha-probe", b"probe", &probe).await {
+            Ok(()) => client.remove("bench-ha-probe", true, &probe).await,
+            Err(e) => Err(e),
+        };
+        first.map_err(|e| format!("the cluster does not serve a first put: {e}"))?;
         Ok(Setup {
             client,
             _node: node,
@@ -129,7 +137,7 @@ pub(super) async fn put_load(
     let value = Arc::new(vec![0x5a_u8; size]);
     let next = Arc::new(AtomicU64::new(0));
     let (client, tag) = (client.clone(), tag.to_string());
-    closed_loop(inflight, warmup, duration, move |_| {
+    let sample = closed_loop(inflight, warmup, duration, move |_| {
         let (client, value, next) = (client.clone(), value.clone(), next.clone());
         let key = format!("{tag}/{}", next.fetch_add(1, Ordering::Relaxed));
         async move {
@@ -145,7 +153,14 @@ pub(super) async fn put_load(
                 })
         }
     })
-    .await
+    .await?;
+    match sample.ops {
+        0 => Err(format!(
+            "no put of {size} B ended within the {} ms window: raise --duration-ms",
+            duration.as_millis()
+        )),
+        _ => Ok(sample),
+    }
 }
 
 /// The rows of one size: puts per second of each variant against `none`, and latencies.
