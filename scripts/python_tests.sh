@@ -32,6 +32,12 @@ features=()
 if command -v protoc >/dev/null && [ -f /usr/include/google/protobuf/descriptor.proto ]; then
   features=(--features etcd)
 fi
+# The package's `rdma` feature (the drop-in's protocol="rdma") where rdma-mummy-sys can build:
+# cmake and libclang (scripts/test.sh installs both). The binary the tests start needs none.
+py_features=("${features[@]+"${features[@]}"}")
+if command -v cmake >/dev/null && compgen -G "/usr/lib/llvm-*/lib/libclang*.so*" >/dev/null; then
+  py_features+=(--features rdma)
+fi
 
 # The processes the tests start. scripts/test.sh passes the binary its `cargo test` just built:
 # building it again here, with other dev-dependencies' features, would recompile half the
@@ -42,9 +48,9 @@ if [ -z "$bin" ]; then
   cargo build --locked --bin yuebing ${features[@]+"${features[@]}"}
   bin="$target/debug/yuebing"
 fi
-echo "== maturin develop ${features[*]:-} (python/)"
+echo "== maturin develop ${py_features[*]:-} (python/)"
 (cd python && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" \
-  maturin develop --locked --quiet ${features[@]+"${features[@]}"})
+  maturin develop --locked --quiet ${py_features[@]+"${py_features[@]}"})
 
 echo "== pip install python/mooncake-compat (the Mooncake drop-in, pure Python)"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \

@@ -66,5 +66,5 @@ pub use metadata::{MetadataStore, P2pMetadata};
 pub use request::{Opcode, SegmentHandle, TransferRequest, TransportKind};
 pub use segment::{BufferDesc, SegmentDescriptor};
 pub use service::Notification;
-pub use transfer_engine::{EngineConfig, TransferEngine, MAX_NOTIFY_MESSAGE};
+pub use transfer_engine::{EngineConfig, RdmaNics, TransferEngine, MAX_NOTIFY_MESSAGE};
 pub use transport::{Job, TcpConfig, Transport};

@@ -110,6 +110,26 @@ def test_registered_numpy_memory_can_be_exported_to_peers():
     a.unregister(mem)
 
 
+def test_rdma_nics_are_chosen_or_refused_with_a_typed_error():
+    # No RDMA NIC on this machine: "auto" and named NICs start an engine without rdma (a package
+    # built without the feature refuses names), and the engine says what it serves.
+    off = yuebing.Engine(rdma_nics="off")
+    assert "rdma" not in off.transports and "tcp" in off.transports
+    assert off.transports == sorted(off.transports)
+    for bad in ("a b", ",", "mlx5_0;rm"):
+        with pytest.raises(yuebing.InvalidArgument, match="rdma_nics"):
+            yuebing.Engine(rdma_nics=bad)
+    try:
+        named = yuebing.Engine(rdma_nics="yuebing_no_such_nic0")
+    except yuebing.InvalidArgument as e:
+        assert "cargo feature `rdma`" in str(e)
+    else:
+        assert "rdma" not in named.transports, "there is no such NIC"
+    # A store on an engine of its own takes rdma_nics; on a shared engine it is the engine's.
+    with pytest.raises(yuebing.InvalidArgument, match="rdma_nics"):
+        yuebing.Store("127.0.0.1:1", engine=off, rdma_nics="off")
+
+
 def test_two_processes_exchange_through_the_engine():
     peer = subprocess.Popen(
         [sys.executable, str(Path(__file__).with_name("engine_peer.py"))],

@@ -39,10 +39,21 @@ def test_initialize_forms_and_refusals():
     te = TransferEngine()
     assert te.initialize_ext("127.0.0.1", "127.0.0.1:1/metadata", "tcp", "", "http") == 0
     assert te.get_rpc_port() > 0
-    assert TransferEngine().initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", "") == -1
+    assert TransferEngine().initialize("127.0.0.1", "P2PHANDSHAKE", "efa", "") == -1
+    assert TransferEngine().initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", "a b") == -1
     assert TransferEngine().initialize("127.0.0.1", "foo://x", "tcp", "") == -1
     with pytest.raises(RuntimeError):
         TransferEngine().get_rpc_port()
+
+
+def test_rdma_without_a_nic_falls_back_to_tcp_and_says_so(caplog):
+    # protocol="rdma" (what vLLM and SGLang configs name) starts the engine; no NIC is usable
+    # on this machine, so a warning names the fallback.
+    te = TransferEngine()
+    with caplog.at_level("WARNING", logger="mooncake"):
+        assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", "") == 0
+    assert "protocol 'rdma'" in caplog.text and "over tcp" in caplog.text
+    assert te.get_rpc_port() > 0
 
 
 def test_register_memory_codes(pair):

@@ -160,7 +160,7 @@ def test_mooncake_master_serves_the_http_metadata_server_beside_it():
     ("mooncake.cli", ["--default_kv_lease_ttl=soon"], "duration"),
     ("mooncake.cli_client", ["--master_server_address=127.0.0.1:1", "--port=none"], "--port"),
     ("mooncake.cli_client", ["--master_server_address=127.0.0.1:1", "--port=70000"], "--port"),
-    ("mooncake.cli_client", ["--master_server_address=127.0.0.1:1", "--protocol=rdma"],
+    ("mooncake.cli_client", ["--master_server_address=127.0.0.1:1", "--protocol=efa"],
      "--protocol"),
     ("mooncake.cli_client", ["--global_segment_size=1GB"], "--master_server_address"),
 ])

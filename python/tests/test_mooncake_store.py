@@ -571,7 +571,7 @@ def test_segments_are_allocated_mounted_and_freed_at_run_time(cluster, k):
         # Bad requests mount nothing.
         for bad in (0, -1, "x"):
             assert owner.allocate_and_mount_segment(bad)["ret"] == -1
-        assert owner.allocate_and_mount_segment(MIB, protocol="rdma")["ret"] == -1
+        assert owner.allocate_and_mount_segment(MIB, protocol="nvlink")["ret"] == -1
         assert owner.alloc_from_mem_pool(0) == 0
     finally:
         owner.close()
@@ -613,7 +613,7 @@ def test_a_file_is_mounted_as_a_segment_and_its_objects_live_in_the_file(cluster
                      (str(path), 0), (str(path), -1), (f"{path}.missing", MIB),
                      ("/dev/null", MIB)):
             assert owner.mount_segment(*args)["ret"] == -1, args
-        assert owner.mount_segment(str(path), MIB, protocol="rdma")["ret"] == -1
+        assert owner.mount_segment(str(path), MIB, protocol="nvlink")["ret"] == -1
         # The file's owner truncates it under a mounted segment: reads fail, nobody dies.
         r = owner.mount_segment(str(path), 8 * MIB)
         assert r["ret"] == 0, r
@@ -794,6 +794,30 @@ def test_setups_optional_arguments_are_checked_not_dropped(cluster, caplog, form
     if form == "keywords":
         with pytest.raises(TypeError, match="enable_ssd_offload"):
             setup(enable_ssd_offload="yes")
+
+
+@pytest.mark.parametrize("form", ["keywords", "dict"])
+def test_setup_with_protocol_rdma_serves_over_tcp_here_and_says_so(cluster, caplog, k, form):
+    # vLLM's and SGLang's configs name protocol "rdma" and their devices; without a usable NIC
+    # (this machine has none) the client serves over tcp and a warning says so.
+    st = MooncakeDistributedStore()
+
+    def setup(devices):
+        args = ("127.0.0.1", "P2PHANDSHAKE", 16 * MIB, 16 * MIB, "rdma", devices,
+                cluster.address)
+        return st.setup(*args) if form == "keywords" else st.setup(dict(zip(SETUP_NAMES, args)))
+
+    try:
+        with caplog.at_level("WARNING", logger="mooncake"):
+            assert setup("") == 0
+        assert "protocol 'rdma'" in caplog.text and "over tcp" in caplog.text
+        assert st.put(k, b"over tcp") == 0 and st.get(k) == b"over tcp"
+        assert setup("mlx5_0 mlx5_1") != 0, "not a device list"
+        assert setup("mlx5_0,mlx5_1") in (0, -600), "fine with rdma; refused without"
+        assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MIB, "RDMA", "",
+                        cluster.address) == -1, "Mooncake's protocols are lower case"
+    finally:
+        st.close()
 
 
 def test_setups_dict_form_reads_optional_settings_from_their_text(cluster, caplog):

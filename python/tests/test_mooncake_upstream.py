@@ -100,18 +100,34 @@ def _netns_works():
 def _run_group(cmd, env, timeout):
     """Runs ``cmd`` (in ``UPSTREAM``) in a process group of its own, killed whatever happens
     (a spinning target or server goes with the script even if it timed out or died before its
-    own ``kill``); its exit status and output."""
+    own ``kill``); its exit status and output. One that outlives ``timeout`` is the status
+    ``"timed out"``, and its output ends with every Python thread's stack of the processes
+    still running (faulthandler on SIGABRT), so that a hang says where it was."""
+    env = dict(env, PYTHONFAULTHANDLER="1")
     proc = subprocess.Popen(cmd, cwd=UPSTREAM, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    timed_out = False
     try:
         out, _ = proc.communicate(timeout=timeout)
-    finally:
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _signal_group(proc.pid, signal.SIGABRT)
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+            out, _ = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+    finally:
+        _signal_group(proc.pid, signal.SIGKILL)
         proc.wait()
-    return proc.returncode, out
+    return ("timed out" if timed_out else proc.returncode), out
+
+
+def _signal_group(pgid, sig):
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def test_mooncakes_engine_pair_passes_unmodified(tmp_path):
@@ -154,9 +170,11 @@ done
 # Ctrl-C after a few seconds: the client's own way out.
 timeout -s INT 5 "$python" rpc_communicator_test.py client --url "127.0.0.1:$port" --threads 2
 rc=$?
+echo "client exited: $rc"
 [ $rc = 0 ] || [ $rc = 124 ] || exit $rc
 kill -INT $server
 wait $server
+echo "server exited: $?"
 """
 
 

@@ -109,6 +109,7 @@ class Store:
         prefault: bool = True,
         bind: str = "127.0.0.1:0",
         transport: Optional[str] = None,
+        rdma_nics: Optional[str] = None,
         replicas: int = 1,
         engine: Optional["Engine"] = None,
     ) -> None: ...
@@ -517,9 +518,14 @@ class Engine:
         transport: Optional[str] = None,
         shm: bool = True,
         timeout: float = 30.0,
+        rdma_nics: Optional[str] = None,
     ) -> None: ...
     @property
     def name(self) -> str: ...
+    @property
+    def transports(self) -> list[str]:
+        """The transports this engine serves, sorted: "rdma" only where the package was built
+        with it and an RDMA NIC could be used."""
     def allocate(self, size: int, *, remote: Optional[str] = None, prefault: bool = True) -> Buffer: ...
     def register(self, buffer: MemoryLike, size: Optional[int] = None, *, remote: Optional[str] = None) -> int:
         """Registers ``buffer`` until ``unregister`` (local-only, or ``remote`` "r", "w", "rw");

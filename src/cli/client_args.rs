@@ -13,7 +13,7 @@
 use clap::Args;
 use tokio::runtime::Handle;
 use yuebing_bridge::masters::{self, Masters};
-use yuebing_engine::{EngineConfig, TransportKind};
+use yuebing_engine::{EngineConfig, RdmaNics, TransportKind};
 use yuebing_rpc::Token;
 use yuebing_store::ClientConfig;
 
@@ -47,70 +47,11 @@ pub struct ClientArgs {
     pub rdma_nics: Option<String>,
 }
 
-/// Which RDMA NICs an engine uses, as `--rdma-nics` names them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RdmaNics {
-    /// Every active NIC (none: the engine says so and uses tcp).
-    Auto,
-    /// No rdma.
-    Off,
-    /// These NICs only.
-    Named(Vec<String>),
-}
-
-/// Parses `--rdma-nics`: `auto`, `off`, or NIC names, comma-separated.
-pub fn parse_rdma_nics(text: &str) -> Result<RdmaNics, ConfigError> {
-    match text.trim() {
-        "" | "auto" => Ok(RdmaNics::Auto),
-        "off" => Ok(RdmaNics::Off),
-        list => {
-            let names: Vec<String> = list
-                .split(',')
-                .map(str::trim)
-                .filter(|n| !n.is_empty())
-                .map(str::to_string)
-                .collect();
-            let bad_name = names.iter().find(|n| {
-                !n.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
-            });
-            match (names.is_empty(), bad_name) {
-                (true, _) => Err(bad("rdma_nics", format!("{text:?} names no NIC"))),
-                (_, Some(n)) => Err(bad("rdma_nics", format!("{n:?} is not a NIC name"))),
-                _ => Ok(RdmaNics::Named(names)),
-            }
-        }
-    }
-}
-
-impl RdmaNics {
-    /// Sets `engine`'s rdma transport to this choice.
-    fn apply(self, engine: &mut EngineConfig) -> Result<(), ConfigError> {
-        #[cfg(feature = "rdma")]
-        {
-            use yuebing_engine::transport::rdma::RdmaConfig;
-            engine.rdma = match self {
-                RdmaNics::Auto => Some(RdmaConfig::default()),
-                RdmaNics::Off => None,
-                RdmaNics::Named(nics) => Some(RdmaConfig {
-                    nics,
-                    ..RdmaConfig::default()
-                }),
-            };
-            Ok(())
-        }
-        #[cfg(not(feature = "rdma"))]
-        {
-            let _ = engine;
-            match self {
-                RdmaNics::Auto | RdmaNics::Off => Ok(()),
-                RdmaNics::Named(_) => Err(bad(
-                    "rdma_nics",
-                    "this build has no rdma transport (cargo feature `rdma`)".into(),
-                )),
-            }
-        }
-    }
+/// Parses `--rdma-nics` (the engine's [`RdmaNics`]) into `engine`'s rdma setting.
+fn apply_rdma_nics(text: &str, engine: &mut EngineConfig) -> Result<(), ConfigError> {
+    text.parse::<RdmaNics>()
+        .and_then(|nics| engine.set_rdma_nics(nics))
+        .map_err(|e| bad("rdma_nics", e.to_string()))
 }
 
 fn bad(key: &str, reason: String) -> ConfigError {
@@ -258,7 +199,7 @@ impl ClientArgs {
             ..EngineConfig::default()
         };
         let nics = file.resolve(s, "rdma_nics", self.rdma_nics.clone(), "auto".into())?;
-        parse_rdma_nics(&nics)?.apply(&mut engine)?;
+        apply_rdma_nics(&nics, &mut engine)?;
         Ok(ClientConfig {
             token,
             engine,
@@ -272,32 +213,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rdma_nics_parse_and_bad_ones_are_refused() {
-        assert_eq!(parse_rdma_nics("auto").unwrap(), RdmaNics::Auto);
-        assert_eq!(parse_rdma_nics("").unwrap(), RdmaNics::Auto);
-        assert_eq!(parse_rdma_nics("off").unwrap(), RdmaNics::Off);
-        assert_eq!(
-            parse_rdma_nics("mlx5_0, mlx5_1").unwrap(),
-            RdmaNics::Named(vec!["mlx5_0".into(), "mlx5_1".into()])
-        );
-        for bad in [",", "mlx5_0,a b", "rm -rf"] {
-            assert_eq!(
-                parse_rdma_nics(bad).unwrap_err().path,
-                "client.rdma_nics",
-                "{bad:?}"
-            );
-        }
+    fn bad_rdma_nics_name_their_setting() {
         let mut e = EngineConfig::default();
-        let named = RdmaNics::Named(vec!["mlx5_1".into()]).apply(&mut e);
-        #[cfg(feature = "rdma")]
-        {
-            named.unwrap();
-            assert_eq!(e.rdma.as_ref().unwrap().nics, ["mlx5_1"]);
-            RdmaNics::Off.apply(&mut e).unwrap();
-            assert!(e.rdma.is_none());
+        apply_rdma_nics("off", &mut e).unwrap();
+        for bad in [",", "mlx5_0,a b"] {
+            let err = apply_rdma_nics(bad, &mut e).unwrap_err();
+            assert_eq!(err.path, "client.rdma_nics", "{bad:?}");
         }
-        #[cfg(not(feature = "rdma"))]
-        assert!(named.unwrap_err().reason.contains("cargo feature `rdma`"));
     }
 
     #[test]

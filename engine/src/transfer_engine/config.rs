@@ -5,6 +5,7 @@ use std::time::Duration;
 
 #[cfg(doc)]
 use super::TransferEngine;
+use crate::error::Error;
 use crate::metadata::MetadataStore;
 use crate::request::TransportKind;
 use crate::transport::TcpConfig;
@@ -98,6 +99,124 @@ impl Default for EngineConfig {
             metrics: yuebing_rpc::MetricsSink::off(),
             #[cfg(feature = "rdma")]
             rdma: Some(crate::transport::rdma::RdmaConfig::default()),
+        }
+    }
+}
+
+/// Which RDMA NICs an engine uses, as `--rdma-nics`, Python's `rdma_nics=` and the Mooncake
+/// drop-in's `rdma_devices` name them: `auto` (or nothing), `off`, or NIC names,
+/// comma-separated (`mlx5_0,mlx5_1`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RdmaNics {
+    /// Every active NIC of this machine.
+    Auto,
+    /// No rdma.
+    Off,
+    /// These NICs only.
+    Named(Vec<String>),
+}
+
+impl std::str::FromStr for RdmaNics {
+    type Err = Error;
+
+    /// Reads `auto`, `off` or a list of names; a list naming none, or a name with a character
+    /// no NIC name has (only ASCII letters, digits, `_`, `-` and `.`), is `InvalidArgument`.
+    fn from_str(text: &str) -> Result<RdmaNics, Error> {
+        match text.trim() {
+            "" | "auto" => Ok(RdmaNics::Auto),
+            "off" => Ok(RdmaNics::Off),
+            list => {
+                let names: Vec<String> = list
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                let bad_name = names.iter().find(|n| {
+                    !n.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+                });
+                match (names.is_empty(), bad_name) {
+                    (true, _) => Err(Error::invalid(format!("rdma NICs {text:?} name no NIC"))),
+                    (_, Some(n)) => Err(Error::invalid(format!("{n:?} is not an rdma NIC name"))),
+                    _ => Ok(RdmaNics::Named(names)),
+                }
+            }
+        }
+    }
+}
+
+impl EngineConfig {
+    /// Sets the rdma transport to use `nics`. A build without the cargo feature `rdma` has
+    /// no rdma either way, so it takes `Auto` and `Off` and refuses names with
+    /// `InvalidArgument`.
+    pub fn set_rdma_nics(&mut self, nics: RdmaNics) -> Result<(), Error> {
+        #[cfg(feature = "rdma")]
+        {
+            use crate::transport::rdma::RdmaConfig;
+            self.rdma = match nics {
+                RdmaNics::Auto => Some(RdmaConfig::default()),
+                RdmaNics::Off => None,
+                RdmaNics::Named(nics) => Some(RdmaConfig {
+                    nics,
+                    ..RdmaConfig::default()
+                }),
+            };
+            Ok(())
+        }
+        #[cfg(not(feature = "rdma"))]
+        match nics {
+            RdmaNics::Auto | RdmaNics::Off => Ok(()),
+            RdmaNics::Named(_) => Err(Error::invalid(
+                "rdma NICs named, but this build has no rdma transport (cargo feature `rdma`)",
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rdma_nics_parse_and_bad_ones_are_refused() {
+        assert_eq!("auto".parse::<RdmaNics>().unwrap(), RdmaNics::Auto);
+        assert_eq!("".parse::<RdmaNics>().unwrap(), RdmaNics::Auto);
+        assert_eq!("off".parse::<RdmaNics>().unwrap(), RdmaNics::Off);
+        assert_eq!(
+            "mlx5_0, mlx5_1".parse::<RdmaNics>().unwrap(),
+            RdmaNics::Named(vec!["mlx5_0".into(), "mlx5_1".into()])
+        );
+        for bad in [",", "mlx5_0,a b", "rm -rf"] {
+            let err = bad.parse::<RdmaNics>().unwrap_err();
+            assert!(
+                matches!(err, Error::InvalidArgument { .. }),
+                "{bad:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn rdma_nics_set_the_transport_or_are_refused_without_it() {
+        let mut e = EngineConfig::default();
+        let named = e.set_rdma_nics(RdmaNics::Named(vec!["mlx5_1".into()]));
+        #[cfg(feature = "rdma")]
+        {
+            named.unwrap();
+            assert_eq!(e.rdma.as_ref().unwrap().nics, ["mlx5_1"]);
+            e.set_rdma_nics(RdmaNics::Off).unwrap();
+            assert!(e.rdma.is_none());
+            e.set_rdma_nics(RdmaNics::Auto).unwrap();
+            assert!(e.rdma.as_ref().unwrap().nics.is_empty());
+        }
+        #[cfg(not(feature = "rdma"))]
+        {
+            assert!(named
+                .unwrap_err()
+                .to_string()
+                .contains("cargo feature `rdma`"));
+            e.set_rdma_nics(RdmaNics::Auto).unwrap();
+            e.set_rdma_nics(RdmaNics::Off).unwrap();
         }
     }
 }

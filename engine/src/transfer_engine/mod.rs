@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use tokio::runtime::Handle;
 use yuebing_rpc::{handler, Endpoint, PoolRegistry, RunningServer, Server, ServerConfig};
 
-pub use self::config::EngineConfig;
+pub use self::config::{EngineConfig, RdmaNics};
 use self::notify::NotificationQueue;
 pub use self::notify::MAX_NOTIFY_MESSAGE;
 use self::peers::PeerWatches;

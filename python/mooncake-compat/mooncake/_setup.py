@@ -22,6 +22,29 @@ _DICT_DEFAULTS = {"global_segment_size": 16 << 20, "local_buffer_size": 16 << 20
                   "protocol": "tcp", "rdma_devices": "", "master_server_addr": "127.0.0.1:50051"}
 
 
+# The protocols yuebing's engine speaks: "rdma" between hosts where the package was built with
+# it and a NIC can be used (else tcp, with a warning); shared memory between processes of one
+# host either way.
+PROTOCOLS = ("tcp", "rdma")
+
+
+def rdma_nics(protocol, devices):
+    """``yuebing.Engine``'s ``rdma_nics`` for a Mooncake ``protocol`` and its RDMA device
+    list (comma-separated names; empty: every active NIC)."""
+    if protocol != "rdma":
+        return "off"
+    return devices.strip() or "auto"
+
+
+def say_if_rdma_is_off(what, protocol, engine):
+    """Warns when ``protocol`` asked for rdma and ``engine`` (a ``yuebing.Engine``) serves
+    none, so that a fallback to tcp is never silent."""
+    if protocol == "rdma" and "rdma" not in engine.transports:
+        _codes.log.warning("%s: protocol 'rdma': no RDMA NIC is in use (a package built without "
+                           "the rdma feature, no rdma-core, or no active NIC); peers on other "
+                           "hosts are reached over tcp", what)
+
+
 class SetupError(Exception):
     """A setup argument Mooncake refuses; ``code`` is what ``setup`` returns."""
 
@@ -160,11 +183,10 @@ def check(a):
     if a.global_segment_size != 0 and a.global_segment_size < MIN_SEGMENT:
         raise SetupError(_codes.INVALID_PARAMS,
                          f"setup: global_segment_size must be 0 or at least {MIN_SEGMENT}")
-    if a.protocol != "tcp":
-        # Mooncake also takes "rdma"; yuebing has no RDMA transport yet. Mooncake returns -1
-        # for an unknown protocol (even "TCP").
+    if a.protocol not in PROTOCOLS:
+        # Mooncake returns -1 for an unknown protocol (even "TCP").
         raise SetupError(_codes.INTERNAL_ERROR, f"setup: protocol {a.protocol!r} is not supported "
-                         "(only 'tcp')")
+                         "(only 'tcp' or 'rdma')")
     metadata_kind(a.metadata_server)
     master_addr(a.master_server_addr)
     if not a.local_hostname:

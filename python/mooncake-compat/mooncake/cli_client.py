@@ -16,9 +16,10 @@ from ._flags import FlagError, ignored, refused
 
 
 def _protocol(value):
-    if value != "tcp":
-        raise FlagError(f"--protocol={value}: yuebing moves bytes over tcp (and shared memory "
-                        "on one host)")
+    from ._setup import PROTOCOLS
+    if value not in PROTOCOLS:
+        raise FlagError(f"--protocol={value}: yuebing moves bytes over tcp or rdma (and shared "
+                        "memory on one host)")
     return []
 
 
@@ -54,7 +55,8 @@ TABLE = {
     "global_segment_size": _size,
     "local_buffer_size": _size,
     "protocol": _protocol,
-    "device_names": _none("device_names", "yuebing has no RDMA transport yet (issue 29)"),
+    # The RDMA NICs (comma-separated; empty: every active one) of --protocol=rdma.
+    "device_names": ignored,
     # Its calls run on yuebing's runtime, whose threads are its own.
     "threads": _int,
     "port": ignored,
@@ -90,7 +92,8 @@ def serve(flags, port):
     store = MooncakeDistributedStore()
     rc = store.setup(host, flags.get("metadata_server", "P2PHANDSHAKE"),
                      _parse_segment_size(flags.get("global_segment_size", "4GB")),
-                     _parse_segment_size(flags.get("local_buffer_size", "0")), "tcp", "",
+                     _parse_segment_size(flags.get("local_buffer_size", "0")),
+                     flags.get("protocol", "tcp"), flags.get("device_names", ""),
                      flags["master_server_address"])
     if rc != 0:
         print(f"mooncake_client: setup failed with {rc}", file=sys.stderr)

@@ -112,23 +112,26 @@ class TransferEngine:
         except _setup.SetupError as e:
             _codes.log.error("initialize: %s", e)
             return ERR_INVALID_ARGUMENT
-        if protocol != "tcp":
-            _codes.log.error("initialize: protocol %r is not supported (only 'tcp')", protocol)
+        if protocol not in _setup.PROTOCOLS:
+            _codes.log.error("initialize: protocol %r is not supported (only 'tcp' or 'rdma')",
+                             protocol)
             return ERR_INVALID_ARGUMENT
         # The name peers use is where the engine listens: a port given in local_hostname is
         # bound (as Mooncake's P2P handshake listens there), else any free one; a named port
         # that is taken falls back to a free one, as Mooncake's does (get_rpc_port says which).
         host, port = _hostname.split(local_hostname)
         engine = None
+        nics = _setup.rdma_nics(protocol, device_name or "")
         for bind in dict.fromkeys([port or 0, 0]):
             try:
-                engine = yuebing.Engine(f"{host}:{bind}")
+                engine = yuebing.Engine(f"{host}:{bind}", rdma_nics=nics)
                 break
             except (yuebing.YuebingError, ValueError) as e:
                 _codes.log.log(logging.WARNING if bind else logging.ERROR,
                                "initialize on port %d: %s", bind, e)
         if engine is None:
             return ERR_INVALID_ARGUMENT
+        _setup.say_if_rdma_is_off("initialize", protocol, engine)
         with self._lock:
             self._engine = engine
             self._managed, self._registered, self._segments, self._batches = {}, {}, {}, {}

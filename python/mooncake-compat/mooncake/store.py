@@ -175,15 +175,20 @@ class MooncakeDistributedStore:
             kw["engine"] = a.engine.engine
             binds = [None]
         else:
+            kw["rdma_nics"] = _setup.rdma_nics(a.protocol, a.rdma_devices)
             binds = _hostname.candidates(a.local_hostname)
         try:
             store, hostname = self._start(a, kw, binds)
+        except yuebing.InvalidArgument as e:
+            _codes.log.error("setup: %s", e)
+            return INVALID_PARAMS
         except yuebing.YuebingError as e:
             _codes.log.error("setup: cannot start the store client: %s (yuebing code %d)", e, e.code)
             return _codes.INTERNAL_ERROR
         except (TypeError, ValueError) as e:
             _codes.log.error("setup: %s", e)
             return INVALID_PARAMS
+        _setup.say_if_rdma_is_off("setup", a.protocol, store.engine)
         with self._lock:
             old, self._store = self._store, store
             retired = self._reset()
@@ -1231,12 +1236,12 @@ def _serve_http(store, port):
 
 
 def _protocol_ok(what, protocol):
-    """Whether yuebing moves a segment's bytes over ``protocol`` (tcp; shared memory on one
-    host): rdma and the rest are not built."""
-    if protocol in ("tcp", ""):
+    """Whether yuebing moves a segment's bytes over ``protocol`` (tcp or rdma, as the client's
+    engine serves them; shared memory on one host): the others are not built."""
+    if protocol in _setup.PROTOCOLS or protocol == "":
         return True
-    _codes.log.error("%s: protocol %r: yuebing-mooncake moves bytes over tcp (and shared memory "
-                     "between processes of one host)", what, protocol)
+    _codes.log.error("%s: protocol %r: yuebing-mooncake moves bytes over tcp or rdma (and "
+                     "shared memory between processes of one host)", what, protocol)
     return False
 
 

@@ -29,8 +29,10 @@ use crate::wait::wait;
 /// A Transfer Engine: a segment of this process's registered memory that peers can reach by
 /// name, and one-sided reads and writes of peers' segments.
 ///
-/// `Engine(bind="127.0.0.1:0", *, token=None, transport=None, shm=True, timeout=30.0)` starts
-/// one whose segment is named by its `host:port` (`name`), which peers pass to `open_segment`.
+/// `Engine(bind="127.0.0.1:0", *, token=None, transport=None, shm=True, timeout=30.0,
+/// rdma_nics="auto")` starts one whose segment is named by its `host:port` (`name`), which
+/// peers pass to `open_segment`. `rdma_nics`: "auto" (every active RDMA NIC), "off", or names,
+/// comma-separated (a package built without the `rdma` feature takes "auto" and "off" only).
 /// `Store.engine` is the engine of a store client. Local memory of a transfer is any
 /// C-contiguous buffer or an int address with a length; memory that is not registered is
 /// registered for the call's duration (local-only). Memory peers may reach must be allocated
@@ -178,10 +180,32 @@ pub(crate) fn transport_kind(
     }
 }
 
+/// The settings an engine of its own takes from Python: where it listens, its forced
+/// transport, and its RDMA NICs (`rdma_nics`: "auto", the default, "off" or names).
+pub(crate) fn engine_config(
+    py: Python<'_>,
+    bind: &str,
+    transport: Option<yuebing_engine::TransportKind>,
+    rdma_nics: Option<&str>,
+) -> PyResult<EngineConfig> {
+    let mut config = EngineConfig {
+        bind: bind.to_string(),
+        transport,
+        ..EngineConfig::default()
+    };
+    rdma_nics
+        .unwrap_or("auto")
+        .parse::<yuebing_engine::RdmaNics>()
+        .and_then(|nics| config.set_rdma_nics(nics))
+        .map_err(|e| errors::invalid(py, &format!("rdma_nics: {e}")))?;
+    Ok(config)
+}
+
 #[pymethods]
 impl Engine {
     #[new]
-    #[pyo3(signature = (bind="127.0.0.1:0", *, token=None, transport=None, shm=true, timeout=30.0))]
+    #[pyo3(signature = (bind="127.0.0.1:0", *, token=None, transport=None, shm=true, timeout=30.0,
+        rdma_nics=None))]
     fn new(
         py: Python<'_>,
         bind: &str,
@@ -189,6 +213,7 @@ impl Engine {
         transport: Option<&str>,
         shm: bool,
         timeout: f64,
+        rdma_nics: Option<&str>,
     ) -> PyResult<Engine> {
         let token = token
             .map(yuebing_rpc::Token::new)
@@ -196,12 +221,10 @@ impl Engine {
             .map_err(|e| errors::to_py(py, &e.into()))?;
         let transport = transport_kind(py, transport)?;
         let config = EngineConfig {
-            bind: bind.to_string(),
             token,
-            transport,
             shm,
             default_deadline: duration(py, timeout, "timeout")?,
-            ..EngineConfig::default()
+            ..engine_config(py, bind, transport, rdma_nics)?
         };
         let bridge = runtime::bridge(py)?;
         let engine = wait(py, BlockingEngine::start_call(&bridge, config))?;
@@ -212,6 +235,14 @@ impl Engine {
     #[getter]
     fn name(&self) -> String {
         self.segment_name().to_string()
+    }
+
+    /// The transports this engine serves, sorted ("rdma", "shm", "tcp"): "rdma" only where
+    /// the package was built with it and a NIC could be used.
+    #[getter]
+    fn transports(&self) -> Vec<String> {
+        let descriptor = self.pins.any_process().engine().engine().descriptor();
+        descriptor.transports.into_keys().collect()
     }
 
     /// Allocates `size` bytes of engine memory (a `Buffer`), registered: local-only, or with

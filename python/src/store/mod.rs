@@ -43,7 +43,8 @@ use crate::wait::wait;
 /// own memory, one key or a batch at a time.
 ///
 /// `Store(masters, *, token=None, store_size=0, staging_size="64MiB", timeout=30.0,
-/// prefault=True, bind="127.0.0.1:0", transport=None, replicas=1, engine=None)` connects to the
+/// prefault=True, bind="127.0.0.1:0", transport=None, rdma_nics="auto", replicas=1,
+/// engine=None)` connects to the
 /// master(s) (`"host:port"`, a comma-separated list, or a list; tried in order; or
 /// `"etcd://host:port[,host:port]/CLUSTER"`, the master elected in that cluster, found through
 /// etcd and followed when leadership changes: a package built with the `etcd` feature, else
@@ -52,6 +53,10 @@ use crate::wait::wait;
 /// ints or text ("64MiB", "1G"); times are seconds. With `engine` (a `yuebing.Engine`, started
 /// with the same `token`) the store runs on that engine instead of one of its own: its segment
 /// is the engine's, its registrations are shared, and the engine stays usable after `close`.
+/// `rdma_nics` chooses the RDMA NICs of its own engine: "auto" (every active one), "off", or
+/// names, comma-separated ("mlx5_0,mlx5_1"); a package built without the `rdma` feature takes
+/// "auto" and "off" only. Where no NIC can be used, peers on other hosts are reached over tcp,
+/// and a warning says so.
 ///
 /// Every call blocks only its thread, with the GIL released, and Ctrl-C cancels it
 /// (`KeyboardInterrupt`). Errors are `yuebing.YuebingError` subclasses carrying `.code` and
@@ -136,7 +141,8 @@ impl Store {
 impl Store {
     #[new]
     #[pyo3(signature = (masters, *, token=None, store_size=None, staging_size=None, timeout=30.0,
-        prefault=true, bind=open::DEFAULT_BIND, transport=None, replicas=1, engine=None))]
+        prefault=true, bind=open::DEFAULT_BIND, transport=None, rdma_nics=None, replicas=1,
+        engine=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -148,6 +154,7 @@ impl Store {
         prefault: bool,
         bind: &str,
         transport: Option<&str>,
+        rdma_nics: Option<&str>,
         replicas: u32,
         engine: Option<&Bound<'_, Engine>>,
     ) -> PyResult<Store> {
@@ -161,6 +168,7 @@ impl Store {
             prefault,
             bind,
             transport,
+            rdma_nics,
             replicas,
             engine,
         };

@@ -8,7 +8,6 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use yuebing_bridge::masters::is_etcd_address;
 use yuebing_bridge::{BlockingClient, BlockingEngine, Masters};
-use yuebing_engine::EngineConfig;
 use yuebing_rpc::Token;
 use yuebing_store::ClientConfig;
 
@@ -32,8 +31,10 @@ pub(crate) struct Settings<'a, 'py> {
     pub(crate) prefault: bool,
     pub(crate) bind: &'a str,
     pub(crate) transport: Option<&'a str>,
+    /// The RDMA NICs of its own engine ("auto", "off" or names).
+    pub(crate) rdma_nics: Option<&'a str>,
     pub(crate) replicas: u32,
-    /// An `Engine` to run on (then `bind` and `transport` are the engine's).
+    /// An `Engine` to run on (then `bind`, `transport` and `rdma_nics` are the engine's).
     pub(crate) engine: Option<&'a Engine>,
 }
 
@@ -74,10 +75,13 @@ pub(crate) fn client_config(
     let masters = masters(py, s.masters)?;
     let token = s.token.map(Token::new).transpose().map_err(rpc)?;
     let transport = crate::engine::transport_kind(py, s.transport)?;
-    if s.engine.is_some() && (s.transport.is_some() || s.bind != DEFAULT_BIND) {
+    if s.engine.is_some()
+        && (s.transport.is_some() || s.rdma_nics.is_some() || s.bind != DEFAULT_BIND)
+    {
         return Err(errors::invalid(
             py,
-            "bind and transport are the engine's settings: give them to yuebing.Engine(...)",
+            "bind, transport and rdma_nics are the engine's settings: give them to \
+             yuebing.Engine(...)",
         ));
     }
     if s.replicas == 0 {
@@ -94,11 +98,7 @@ pub(crate) fn client_config(
         staging_size: size(s.staging_size, "staging_size", defaults.staging_size)?,
         prefault: s.prefault,
         deadline: options::duration(py, s.timeout, "timeout")?,
-        engine: EngineConfig {
-            bind: s.bind.to_string(),
-            transport,
-            ..EngineConfig::default()
-        },
+        engine: crate::engine::engine_config(py, s.bind, transport, s.rdma_nics)?,
         ..defaults
     };
     cfg.put.replica_num = s.replicas;
