@@ -54,5 +54,18 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::TaskStatus>()?;
     m.add_function(wrap_pyfunction!(errors::error_codes, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("FEATURES", features())?;
     Ok(())
+}
+
+/// The optional parts this package was built with (`yuebing.FEATURES`), sorted.
+fn features() -> Vec<&'static str> {
+    let mut built = Vec::new();
+    if cfg!(feature = "etcd") {
+        built.push("etcd");
+    }
+    if cfg!(feature = "rdma") {
+        built.push("rdma");
+    }
+    built
 }

@@ -98,36 +98,47 @@ def _netns_works():
 
 
 def _run_group(cmd, env, timeout):
-    """Runs ``cmd`` (in ``UPSTREAM``) in a process group of its own, killed whatever happens
-    (a spinning target or server goes with the script even if it timed out or died before its
-    own ``kill``); its exit status and output. One that outlives ``timeout`` is the status
-    ``"timed out"``, and its output ends with every Python thread's stack of the processes
-    still running (faulthandler on SIGABRT), so that a hang says where it was."""
+    """Runs ``cmd`` (in ``UPSTREAM``) in a session of its own, every process of which is
+    killed whatever happens (a spinning target or server goes with the script even if it timed
+    out or died before its own ``kill``; a script with job control puts its jobs in groups of
+    their own, so the whole session is signalled); its exit status and output. One that
+    outlives ``timeout`` is the status ``"timed out"``, and its output ends with every Python
+    thread's stack of the processes still running (faulthandler on SIGABRT), so that a hang
+    says where it was."""
     env = dict(env, PYTHONFAULTHANDLER="1")
     proc = subprocess.Popen(cmd, cwd=UPSTREAM, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    timed_out = False
+    timed_out, out = False, ""
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _signal_group(proc.pid, signal.SIGABRT)
-        try:
-            out, _ = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            _signal_group(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
+        _signal_session(proc.pid, signal.SIGABRT)
+        for sig in (None, signal.SIGKILL):
+            if sig is not None:
+                _signal_session(proc.pid, sig)
+            try:
+                out, _ = proc.communicate(timeout=10)
+                break
+            except subprocess.TimeoutExpired:
+                continue
     finally:
-        _signal_group(proc.pid, signal.SIGKILL)
+        _signal_session(proc.pid, signal.SIGKILL)
         proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
     return ("timed out" if timed_out else proc.returncode), out
 
 
-def _signal_group(pgid, sig):
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
+def _signal_session(sid, sig):
+    """Sends ``sig`` to every process of session ``sid``."""
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid:
+                os.kill(int(stat.parent.name), sig)
+        except (OSError, IndexError, ValueError):
+            pass  # gone meanwhile, or not ours
 
 
 def test_mooncakes_engine_pair_passes_unmodified(tmp_path):

@@ -59,6 +59,7 @@ from ._native import (
     Replicas,
     Store,
     TaskStatus,
+    FEATURES,
     __version__,
 )
 from .errors import *  # noqa: F401,F403  (one exception class per error code)
@@ -80,5 +81,6 @@ __all__ = [
     "ERRORS_BY_CODE",
     "ERRORS_BY_NAME",
     "errors",
+    "FEATURES",
     "__version__",
 ] + sorted(ERRORS_BY_NAME)

@@ -23,6 +23,9 @@ from typing_extensions import Buffer as _BufferProtocol
 from .errors import YuebingError
 
 __version__: str
+#: The optional parts this package was built with, sorted: "etcd" (etcd:// master addresses),
+#: "rdma" (the rdma transport, ``rdma_nics=``).
+FEATURES: list[str]
 
 #: Any object with the buffer protocol (bytes, bytearray, memoryview, numpy arrays, ...).
 BufferLike = _BufferProtocol

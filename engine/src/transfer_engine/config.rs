@@ -122,9 +122,11 @@ impl std::str::FromStr for RdmaNics {
     /// Reads `auto`, `off` or a list of names; a list naming none, or a name with a character
     /// no NIC name has (only ASCII letters, digits, `_`, `-` and `.`), is `InvalidArgument`.
     fn from_str(text: &str) -> Result<RdmaNics, Error> {
+        let keyword = |word: &str, k: &str| word.eq_ignore_ascii_case(k);
         match text.trim() {
-            "" | "auto" => Ok(RdmaNics::Auto),
-            "off" => Ok(RdmaNics::Off),
+            "" => Ok(RdmaNics::Auto),
+            t if keyword(t, "auto") => Ok(RdmaNics::Auto),
+            t if keyword(t, "off") => Ok(RdmaNics::Off),
             list => {
                 let names: Vec<String> = list
                     .split(',')
@@ -133,8 +135,11 @@ impl std::str::FromStr for RdmaNics {
                     .map(str::to_string)
                     .collect();
                 let bad_name = names.iter().find(|n| {
-                    !n.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+                    keyword(n, "auto")
+                        || keyword(n, "off")
+                        || !n
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
                 });
                 match (names.is_empty(), bad_name) {
                     (true, _) => Err(Error::invalid(format!("rdma NICs {text:?} name no NIC"))),
@@ -147,7 +152,8 @@ impl std::str::FromStr for RdmaNics {
 }
 
 impl EngineConfig {
-    /// Sets the rdma transport to use `nics`. A build without the cargo feature `rdma` has
+    /// Sets the rdma transport to use `nics`, with `RdmaConfig`'s defaults for the rest (or
+    /// none, for `Off`). A build without the cargo feature `rdma` has
     /// no rdma either way, so it takes `Auto` and `Off` and refuses names with
     /// `InvalidArgument`.
     pub fn set_rdma_nics(&mut self, nics: RdmaNics) -> Result<(), Error> {
@@ -183,11 +189,13 @@ mod tests {
         assert_eq!("auto".parse::<RdmaNics>().unwrap(), RdmaNics::Auto);
         assert_eq!("".parse::<RdmaNics>().unwrap(), RdmaNics::Auto);
         assert_eq!("off".parse::<RdmaNics>().unwrap(), RdmaNics::Off);
+        assert_eq!(" OFF ".parse::<RdmaNics>().unwrap(), RdmaNics::Off);
+        assert_eq!("Auto".parse::<RdmaNics>().unwrap(), RdmaNics::Auto);
         assert_eq!(
             "mlx5_0, mlx5_1".parse::<RdmaNics>().unwrap(),
             RdmaNics::Named(vec!["mlx5_0".into(), "mlx5_1".into()])
         );
-        for bad in [",", "mlx5_0,a b", "rm -rf"] {
+        for bad in [",", "mlx5_0,a b", "rm -rf", "auto,mlx5_0", "mlx5_0,off"] {
             let err = bad.parse::<RdmaNics>().unwrap_err();
             assert!(
                 matches!(err, Error::InvalidArgument { .. }),

@@ -4,6 +4,8 @@ forms, checked as Mooncake 0.3.13.post1 checks them."""
 import re
 from dataclasses import dataclass
 
+import yuebing
+
 from . import _codes
 from ._sizes import parse_size
 from .mooncake_config import _FALSE, _TRUE
@@ -30,8 +32,10 @@ PROTOCOLS = ("tcp", "rdma")
 
 def rdma_nics(protocol, devices):
     """``yuebing.Engine``'s ``rdma_nics`` for a Mooncake ``protocol`` and its RDMA device
-    list (comma-separated names; empty: every active NIC)."""
-    if protocol != "rdma":
+    list (comma-separated names; empty: every active NIC). A package built without rdma
+    runs on tcp whatever is named (``say_if_rdma_is_off`` warns), as it would on a machine
+    without the NICs."""
+    if protocol != "rdma" or "rdma" not in yuebing.FEATURES:
         return "off"
     return devices.strip() or "auto"
 

@@ -126,6 +126,9 @@ class TransferEngine:
             try:
                 engine = yuebing.Engine(f"{host}:{bind}", rdma_nics=nics)
                 break
+            except yuebing.InvalidArgument as e:
+                _codes.log.error("initialize: %s", e)
+                return ERR_INVALID_ARGUMENT
             except (yuebing.YuebingError, ValueError) as e:
                 _codes.log.log(logging.WARNING if bind else logging.ERROR,
                                "initialize on port %d: %s", bind, e)

@@ -164,8 +164,11 @@ class MooncakeDistributedStore:
             _codes.log.error("setup: YUEBING_MOONCAKE_TRANSPORT=%r is not auto, tcp or shm",
                              transport)
             return INVALID_PARAMS
-        if transport != "auto":
+        if transport != "auto" and a.engine is None:
             kw["transport"] = transport
+        elif transport != "auto":
+            _codes.log.warning("setup: YUEBING_MOONCAKE_TRANSPORT=%s is ignored: the given "
+                               "engine's transport applies", transport)
         if a.engine is not None:
             from .engine import InnerTransferEngine
             if not isinstance(a.engine, InnerTransferEngine):
@@ -1239,7 +1242,7 @@ def _protocol_ok(what, protocol):
     """Whether yuebing moves a segment's bytes over ``protocol`` (tcp or rdma, as the client's
     engine serves them; shared memory on one host): the others are not built."""
     if protocol in _setup.PROTOCOLS or protocol == "":
-        return True
+        return True  # (the client's engine warned at setup if rdma is not in use)
     _codes.log.error("%s: protocol %r: yuebing-mooncake moves bytes over tcp or rdma (and "
                      "shared memory between processes of one host)", what, protocol)
     return False

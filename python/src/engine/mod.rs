@@ -30,9 +30,10 @@ use crate::wait::wait;
 /// name, and one-sided reads and writes of peers' segments.
 ///
 /// `Engine(bind="127.0.0.1:0", *, token=None, transport=None, shm=True, timeout=30.0,
-/// rdma_nics="auto")` starts one whose segment is named by its `host:port` (`name`), which
-/// peers pass to `open_segment`. `rdma_nics`: "auto" (every active RDMA NIC), "off", or names,
-/// comma-separated (a package built without the `rdma` feature takes "auto" and "off" only).
+/// rdma_nics=None)` starts one whose segment is named by its `host:port` (`name`), which
+/// peers pass to `open_segment`. `rdma_nics`: None or "auto" (every active RDMA NIC), "off", or
+/// names, comma-separated (a package built without the `rdma` feature, see `yuebing.FEATURES`,
+/// takes "auto" and "off" only); `transports` says whether rdma is in use.
 /// `Store.engine` is the engine of a store client. Local memory of a transfer is any
 /// C-contiguous buffer or an int address with a length; memory that is not registered is
 /// registered for the call's duration (local-only). Memory peers may reach must be allocated

@@ -43,7 +43,7 @@ use crate::wait::wait;
 /// own memory, one key or a batch at a time.
 ///
 /// `Store(masters, *, token=None, store_size=0, staging_size="64MiB", timeout=30.0,
-/// prefault=True, bind="127.0.0.1:0", transport=None, rdma_nics="auto", replicas=1,
+/// prefault=True, bind="127.0.0.1:0", transport=None, rdma_nics=None, replicas=1,
 /// engine=None)` connects to the
 /// master(s) (`"host:port"`, a comma-separated list, or a list; tried in order; or
 /// `"etcd://host:port[,host:port]/CLUSTER"`, the master elected in that cluster, found through
@@ -53,10 +53,11 @@ use crate::wait::wait;
 /// ints or text ("64MiB", "1G"); times are seconds. With `engine` (a `yuebing.Engine`, started
 /// with the same `token`) the store runs on that engine instead of one of its own: its segment
 /// is the engine's, its registrations are shared, and the engine stays usable after `close`.
-/// `rdma_nics` chooses the RDMA NICs of its own engine: "auto" (every active one), "off", or
-/// names, comma-separated ("mlx5_0,mlx5_1"); a package built without the `rdma` feature takes
-/// "auto" and "off" only. Where no NIC can be used, peers on other hosts are reached over tcp,
-/// and a warning says so.
+/// `rdma_nics` chooses the RDMA NICs of its own engine: None or "auto" (every active one),
+/// "off", or names, comma-separated ("mlx5_0,mlx5_1"); a package built without the `rdma`
+/// feature (see `yuebing.FEATURES`) takes "auto" and "off" only. Where no NIC can be used,
+/// peers on other hosts are reached over tcp: `Store.engine.transports` says whether rdma is
+/// in use.
 ///
 /// Every call blocks only its thread, with the GIL released, and Ctrl-C cancels it
 /// (`KeyboardInterrupt`). Errors are `yuebing.YuebingError` subclasses carrying `.code` and
