@@ -355,6 +355,11 @@
 // other calls accept it and ignore it.
 #define YUEBING_OPT_UPSERT 4
 
+// A read asks the master where the object is rather than use a location the client kept
+// from an earlier read while its lease lasts (one round trip fewer). The other calls accept
+// it and ignore it.
+#define YUEBING_OPT_UNCACHED 8
+
 // `yuebing_store_health_check`: the client is open, and its master answers and is ready.
 #define YUEBING_CLIENT_HEALTHY 0
 

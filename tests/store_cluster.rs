@@ -43,6 +43,7 @@ const NONE: &Options = &Options {
     deadline: None,
     put: None,
     write: Write::Put,
+    uncached: false,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

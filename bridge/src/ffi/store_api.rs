@@ -29,7 +29,7 @@ pub(crate) unsafe fn options(p: *const yuebing_options) -> FfiResult<Options> {
     // SAFETY: non-NULL and readable (the caller's promise).
     let o = unsafe { p.read() };
     let pins = YUEBING_OPT_SOFT_PIN | YUEBING_OPT_HARD_PIN;
-    let known = pins | YUEBING_OPT_UPSERT;
+    let known = pins | YUEBING_OPT_UPSERT | YUEBING_OPT_UNCACHED;
     if o.flags & !known != 0 {
         return Err(Failure::invalid(format!(
             "unknown option flags {:#x}",
@@ -52,6 +52,7 @@ pub(crate) unsafe fn options(p: *const yuebing_options) -> FfiResult<Options> {
         deadline: (o.timeout_ms != 0).then(|| Duration::from_millis(o.timeout_ms)),
         put,
         write,
+        uncached: o.flags & YUEBING_OPT_UNCACHED != 0,
     })
 }
 

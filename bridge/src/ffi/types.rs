@@ -135,6 +135,10 @@ pub const YUEBING_OPT_HARD_PIN: u32 = 2;
 /// it). It changes neither the replicas nor the pins the put asks for. Like the pin flags, the
 /// other calls accept it and ignore it.
 pub const YUEBING_OPT_UPSERT: u32 = 4;
+/// A read asks the master where the object is rather than use a location the client kept
+/// from an earlier read while its lease lasts (one round trip fewer). The other calls accept
+/// it and ignore it.
+pub const YUEBING_OPT_UNCACHED: u32 = 8;
 
 /// Bytes owned by the library, handed to the caller: free them with `yuebing_buf_free`, passing
 /// the struct back unchanged. A zeroed one is empty and may be freed too.

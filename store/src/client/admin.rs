@@ -39,11 +39,14 @@ impl Client {
         force: bool,
         opts: impl Into<Options>,
     ) -> impl Future<Output = Result<()>> + Send + 'static {
-        self.key_call(
+        let key = key.into();
+        let keys = Some(vec![key.clone()]);
+        let call = self.key_call(
             key,
             opts,
             move |m, k| async move { m.remove(&k, force).await },
-        )
+        );
+        self.forgetting(keys, call)
     }
 
     /// Removes every object (`force`: leased ones too); returns how many.
@@ -52,7 +55,8 @@ impl Client {
         force: bool,
         opts: impl Into<Options>,
     ) -> impl Future<Output = Result<u64>> + Send + 'static {
-        self.master_call(opts, move |m| async move { m.remove_all(force).await })
+        let call = self.master_call(opts, move |m| async move { m.remove_all(force).await });
+        self.forgetting(None, call)
     }
 
     /// Keys starting with `prefix`, sorted, at most `limit`.
@@ -85,9 +89,11 @@ impl Client {
         force: bool,
         opts: impl Into<Options>,
     ) -> impl Future<Output = Result<Vec<Result<()>>>> + Send + 'static {
-        self.keys_call(keys, opts, move |m, keys| async move {
+        let names = Some(keys.iter().map(|k| k.as_ref().to_string()).collect());
+        let call = self.keys_call(keys, opts, move |m, keys| async move {
             m.batch_remove(keys, force).await
-        })
+        });
+        self.forgetting(names, call)
     }
 
     /// Drops the replicas of `keys` on node `node` (all their replicas when `node` is empty)
@@ -124,6 +130,7 @@ impl Client {
             let pattern = pattern.clone();
             async move { m.remove_by_regex(&pattern, force).await }
         });
+        let call = self.forgetting(None, call);
         async move {
             checked?;
             call.await

@@ -47,6 +47,11 @@ pub struct ClientConfig {
     /// does, or the get fails with `LeaseExpired`. Default 100 ms (at most a quarter of the
     /// lease).
     pub lease_margin: Duration,
+    /// Locations of objects read, kept while their read leases last, so that a read of the
+    /// same key goes straight to a replica (see [`Options::uncached`](crate::Options)); at
+    /// most this many, the least recently used dropped first. 0: none kept. Default 16384
+    /// (about 4 MiB at most).
+    pub lease_cache: usize,
     /// A node whose transfer just failed is tried last for this long. Default 2 s.
     pub avoid_failed_for: Duration,
     /// Replica settings of `put` when the caller gives none.
@@ -88,6 +93,7 @@ impl Default for ClientConfig {
             heartbeat: Duration::from_secs(1),
             deadline: Duration::from_secs(30),
             lease_margin: Duration::from_millis(100),
+            lease_cache: 16384,
             avoid_failed_for: Duration::from_secs(2),
             put: PutConfig::default(),
             metrics: MetricsRegistry::default(),

@@ -166,17 +166,25 @@ impl Client {
     ) -> impl Future<Output = Result<Fetched>> + Send + 'static {
         let (key, opts) = (key.into(), opts.into());
         self.call(move |c| async move {
+            crate::args::key(&key)?;
             let until = c.until(&opts);
-            let (sent, list) = c.replica_list(&key, until).await?;
-            if list.size <= inline_max {
-                return Ok(Fetched::Value(
-                    c.read_to_vec(&key, &list, sent, until).await?,
-                ));
+            let at = c.location(&key, &opts, until).await?;
+            if at.list.size <= inline_max {
+                let (c, key) = (&c, &key);
+                let value = c.read_at(key, at, until, |at| async move {
+                    c.read_to_vec(key, &at.list, at.sent, until).await
+                });
+                return Ok(Fetched::Value(value.await?));
             }
+            // Read later by the caller, with no second try: on a lease of its own, in full.
+            let at = match at.cached {
+                true => c.fresh_location(&key, until).await?,
+                false => at,
+            };
             Ok(Fetched::Located(Located {
                 key,
-                list,
-                sent,
+                list: (*at.list).clone(),
+                sent: at.sent,
                 until,
             }))
         })

@@ -17,6 +17,7 @@
 //!   `tasks`: copy and move tasks, asked for and run.
 
 mod admin;
+mod cache;
 mod config;
 mod heartbeat;
 mod http;
@@ -118,6 +119,10 @@ pub struct Options {
     /// Whether a put may replace an existing value ([`Write::Upsert`], Mooncake's `upsert`);
     /// default [`Write::Put`].
     pub write: Write,
+    /// A read asks the master where the object is, rather than use a location this client
+    /// kept from an earlier read while its lease lasts ([`ClientConfig::lease_cache`]); the
+    /// answer is kept all the same. Default false.
+    pub uncached: bool,
 }
 
 impl Options {
@@ -146,6 +151,14 @@ impl Options {
     pub fn with_write(self, write: Write) -> Self {
         Options { write, ..self }
     }
+
+    /// These options, for a read that asks the master (see [`Options::uncached`]).
+    pub fn uncached(self) -> Self {
+        Options {
+            uncached: true,
+            ..self
+        }
+    }
 }
 
 impl From<&Options> for Options {
@@ -171,6 +184,8 @@ pub(crate) struct Inner {
     pub(crate) standing: heartbeat::Standing,
     /// Its metrics, on `cfg.metrics`.
     pub(crate) metrics: telemetry::ClientMetrics,
+    /// Locations of objects read, while their leases last.
+    pub(crate) cache: cache::LeaseCache,
 }
 
 /// A store client. Cheap to clone; its heartbeat stops when the last clone is dropped.
@@ -281,6 +296,7 @@ impl Client {
         let inner = Arc::new(Inner {
             peers: Peers::new(engine.clone(), cfg.avoid_failed_for),
             metrics: telemetry::ClientMetrics::new(cfg.metrics.clone()),
+            cache: cache::LeaseCache::new(cfg.lease_cache, cfg.lease_margin),
             cfg,
             id,
             engine,
@@ -412,9 +428,14 @@ impl Client {
     ) -> impl Future<Output = Result<Vec<u8>>> + Send + 'static {
         let (key, opts) = (key.into(), opts.into());
         self.call(move |c| async move {
+            args::key(&key)?;
             let until = c.until(&opts);
-            let (sent, list) = c.replica_list(&key, until).await?;
-            c.read_to_vec(&key, &list, sent, until).await
+            let at = c.location(&key, &opts, until).await?;
+            let (c, key) = (&c, &key);
+            c.read_at(key, at, until, |at| async move {
+                c.read_to_vec(key, &at.list, at.sent, until).await
+            })
+            .await
         })
     }
 
@@ -431,15 +452,20 @@ impl Client {
     ) -> impl Future<Output = Result<u64>> + Send + 'static {
         let (key, opts) = (key.into(), opts.into());
         self.call(move |c| async move {
+            args::key(&key)?;
             args::buffer(addr, len)?;
             let until = c.until(&opts);
-            let (sent, list) = c.replica_list(&key, until).await?;
-            fits(&key, &list, len)?;
-            let whole = [Fragment::whole(addr, list.size)];
-            c.inner
-                .read_object(&key, &list, sent, &whole, until, None)
-                .await?;
-            Ok(list.size)
+            let at = c.location(&key, &opts, until).await?;
+            let (c, key) = (&c, &key);
+            c.read_at(key, at, until, |at| async move {
+                fits(key, &at.list, len)?;
+                let whole = [Fragment::whole(addr, at.list.size)];
+                c.inner
+                    .read_object(key, &at.list, at.sent, &whole, until, None)
+                    .await?;
+                Ok(at.list.size)
+            })
+            .await
         })
     }
 
@@ -578,6 +604,8 @@ impl Client {
         let started = Instant::now();
         let (cfg, write) = (self.put_config(opts), opts.write);
         args::put_config(&cfg)?;
+        // This client reads its own writes: no location of the old value outlives the put.
+        let _writing = self.inner.cache.writing(Some(vec![key.to_string()]));
         let descs = self
             .master(
                 until,

@@ -159,10 +159,15 @@ impl Client {
                 return Ok(sifted.merge([]));
             }
             let until = c.until(&opts);
-            let (sent, lists) = c.replica_lists(&sifted.passed, until).await?;
-            let reads = sifted.passed.iter().zip(lists).map(|(key, list)| {
+            let found = c.locations(&sifted.passed, &opts, until).await?;
+            let reads = sifted.passed.iter().zip(found).map(|(key, at)| {
                 let c = &c;
-                async move { c.read_to_vec(key, &list?, sent, until).await }
+                async move {
+                    c.read_at(key, at?, until, |at| async move {
+                        c.read_to_vec(key, &at.list, at.sent, until).await
+                    })
+                    .await
+                }
             });
             let results = futures::future::join_all(reads).await;
             Ok(sifted.merge(results))
@@ -217,22 +222,20 @@ impl Client {
             }
             let until = c.until(&opts);
             let keys: Vec<String> = sifted.passed.iter().map(|(k, _)| k.clone()).collect();
-            let (sent, lists) = c.replica_lists(&keys, until).await?;
-            let reads = sifted
-                .passed
-                .iter()
-                .zip(lists)
-                .map(|((key, buffers), list)| {
-                    let c = &c;
-                    async move {
-                        let list = list?;
-                        let pieces = scatter(key, buffers, list.size)?;
+            let found = c.locations(&keys, &opts, until).await?;
+            let reads = sifted.passed.iter().zip(found).map(|((key, buffers), at)| {
+                let c = &c;
+                async move {
+                    c.read_at(key, at?, until, |at| async move {
+                        let pieces = scatter(key, buffers, at.list.size)?;
                         c.inner
-                            .read_object(key, &list, sent, &pieces, until, None)
+                            .read_object(key, &at.list, at.sent, &pieces, until, None)
                             .await?;
-                        Ok(list.size)
-                    }
-                });
+                        Ok(at.list.size)
+                    })
+                    .await
+                }
+            });
             let results = futures::future::join_all(reads).await;
             Ok(sifted.merge(results))
         })
@@ -317,6 +320,10 @@ impl Client {
         write: crate::Write,
         until: Instant,
     ) -> Result<Vec<Result<Vec<crate::master::ReplicaDesc>>>> {
+        let _writing = self
+            .inner
+            .cache
+            .writing(Some(starts.iter().map(|(k, _)| k.clone()).collect()));
         let placed = self
             .master(
                 until,
@@ -350,6 +357,7 @@ impl Client {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
+        let _writing = self.inner.cache.writing(Some(keys.clone()));
         self.master(
             until,
             |m, _| {

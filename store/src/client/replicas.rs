@@ -3,7 +3,7 @@
 //! per-layer buffers, is several), all in flight together.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use yuebing_engine::TransferRequest;
 
@@ -80,9 +80,7 @@ impl Inner {
         until: Instant,
         keep: Option<Arc<Scratch>>,
     ) -> Result<()> {
-        let lease = Duration::from_millis(list.lease_ms);
-        let margin = self.cfg.lease_margin.min(lease / 4);
-        let lease_end = sent + lease - margin;
+        let lease_end = super::cache::lease_end(sent, list.lease_ms, self.cfg.lease_margin);
         let order = self.peers.order(&list.replicas);
         let mut last = None;
         for (i, d) in order.iter().enumerate() {
