@@ -56,6 +56,11 @@ pub struct BenchStoreArgs {
     /// off) [default: on; config: bench.metrics].
     #[arg(long, env = "YUEBING_BENCH_METRICS")]
     pub metrics: Option<String>,
+    /// The client's cache of leased locations (reads of a key read before go straight to its
+    /// replica): on, off, or on,off (a client of each, interleaved on the same cluster; on
+    /// compared with off) [default: on; config: bench.lease_cache].
+    #[arg(long, env = "YUEBING_BENCH_LEASE_CACHE")]
+    pub lease_cache: Option<String>,
     /// Also write the results as JSON to this file.
     #[arg(long, env = "YUEBING_BENCH_JSON")]
     pub json: Option<PathBuf>,
@@ -104,11 +109,18 @@ impl BenchStoreArgs {
             multi,
             metrics: metrics_modes(&file.resolve("bench", "metrics", self.metrics, "on".into())?)
                 .map_err(CliError::Usage)?,
+            lease_cache: cache_modes(&file.resolve(
+                "bench",
+                "lease_cache",
+                self.lease_cache,
+                "on".into(),
+            )?)
+            .map_err(CliError::Usage)?,
             token,
         };
         let cells = cfg.sizes.len() as u64 + 1 + u64::from(cfg.multi.is_some());
-        let total =
-            u64::from(cfg.repeat) * cfg.transports.len() as u64 * cfg.metrics.len() as u64 * cells;
+        let clients = cfg.transports.len() * cfg.metrics.len() * cfg.lease_cache.len();
+        let total = u64::from(cfg.repeat) * clients as u64 * cells;
         let bar = progress(total);
         let rows = run(&cfg, ticker(&bar)).await;
         let header = format!(
@@ -138,6 +150,8 @@ pub struct StoreBenchConfig {
     pub multi: Option<(usize, usize)>,
     /// How metrics are recorded: one mode, or on, off and off's A/A twin (interleaved).
     pub metrics: Vec<Metering>,
+    /// Whether the clients keep leased locations: one mode, or both (a client each).
+    pub lease_cache: Vec<bool>,
     /// The cluster token of the bench's master, node and clients.
     pub token: Option<yuebing_rpc::Token>,
 }
@@ -431,7 +445,11 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
         let segment = cfg.segment.to_string();
         let masters = std::slice::from_ref(&addr);
         let node = ChildProcess::node_with(masters, &segment, None, admin, token).await?;
+        let mut kinds = Vec::new();
         for &kind in &cfg.transports {
+            kinds.extend(cfg.lease_cache.iter().map(|&cached| (kind, cached)));
+        }
+        for (kind, cached) in kinds {
             let client = Client::start(ClientConfig {
                 masters: vec![addr.clone()],
                 token: cfg.token.clone(),
@@ -443,6 +461,10 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
                     MetricsRegistry::prometheus()
                 } else {
                     MetricsRegistry::off()
+                },
+                lease_cache: match cached {
+                    true => ClientConfig::default().lease_cache,
+                    false => 0,
                 },
                 ..ClientConfig::default()
             })
@@ -456,7 +478,10 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
                 .engine()
                 .allocate(biggest, true)
                 .map_err(|e| e.to_string())?;
-            let name = format!("yuebing-{}", kind.name());
+            let name = match cfg.lease_cache.len() {
+                1 => format!("yuebing-{}", kind.name()),
+                _ => format!("yuebing-{} cache={}", kind.name(), on_off(cached)),
+            };
             let variant = with_metrics(&name, metering, &cfg.metrics);
             clients.push((variant, client, src, dst));
         }
@@ -494,7 +519,55 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
     }
     drop(clients);
     drop(clusters);
-    Ok(metrics_overhead(rows(&samples)))
+    Ok(cache_against_none(metrics_overhead(rows(&samples))))
+}
+
+/// The modes of `--lease-cache`: `on`, `off`, or both.
+fn cache_modes(list: &str) -> Result<Vec<bool>, String> {
+    let modes = list
+        .split(',')
+        .map(|m| match m.trim() {
+            "on" => Ok(true),
+            "off" => Ok(false),
+            other => Err(format!("unknown lease cache mode {other:?} (on, off)")),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    match modes.as_slice() {
+        [_] => Ok(modes),
+        [a, b] if a != b => Ok(modes),
+        _ => Err(format!("--lease-cache {list:?}: on, off, or on,off")),
+    }
+}
+
+fn on_off(on: bool) -> &'static str {
+    match on {
+        true => "on",
+        false => "off",
+    }
+}
+
+/// Each `… cache=on` row against the `… cache=off` row of the same case and metric (both
+/// measured interleaved in the same run), as its baseline.
+fn cache_against_none(rows: Vec<Row>) -> Vec<Row> {
+    let all = rows.clone();
+    rows.into_iter()
+        .map(|row| {
+            let Some(name) = row.variant.strip_suffix(" cache=on") else {
+                return row;
+            };
+            let baseline = format!("{name} cache=off");
+            let found = all
+                .iter()
+                .find(|o| o.case == row.case && o.metric == row.metric && o.variant == baseline);
+            match found {
+                Some(b) if b.value > 0.0 => {
+                    let value = b.value;
+                    row.against(&baseline, value)
+                }
+                _ => row,
+            }
+        })
+        .collect()
 }
 
 fn rows(samples: &[(String, String, Sample)]) -> Vec<Row> {
