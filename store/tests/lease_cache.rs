@@ -20,6 +20,7 @@ async fn client(master: &RunningMaster, store_size: u64) -> Client {
     Client::start(ClientConfig {
         masters: vec![master.local_endpoint().clone()],
         store_size,
+        lease_cache: 1024,
         ..ClientConfig::default()
     })
     .await
@@ -52,6 +53,7 @@ async fn a_cached_read_goes_to_the_replica_without_the_master() {
     let opts = within(Duration::from_secs(5));
     assert_eq!(reader.get("k", &opts).await.unwrap(), [7u8; 4096]);
     let got = reader.batch_get(&["k", "j"], &opts).await.unwrap();
+    assert_eq!(got[0].as_ref().unwrap(), &[7u8; 4096]);
     assert_eq!(got[1].as_ref().unwrap(), &[8u8; 4096]);
     // The master is gone: reads of the keys read before still succeed, from their replicas.
     m.shutdown(Duration::ZERO).await;
@@ -135,7 +137,14 @@ async fn a_reader_under_a_writer_sees_whole_values_no_older_than_its_lease() {
     let mut newest_seen = 0u32;
     while Instant::now() < stop {
         let asked = Instant::now();
-        let value = reader.get("k", &opts).await.unwrap();
+        // A read that asks the master may find the value being upserted in place (when no
+        // lease was known): ReplicaNotReady, which a reader tries again.
+        let value = loop {
+            match reader.get("k", &opts).await {
+                Err(yuebing_store::Error::ReplicaNotReady { .. }) => continue,
+                other => break other.unwrap(),
+            }
+        };
         reads += 1;
         assert_eq!(value.len(), SIZE);
         let v = value[0];
@@ -203,28 +212,24 @@ async fn a_cached_replica_whose_node_died_falls_back_to_the_master_in_time() {
         },
     )
     .await;
-    let deadline = Duration::from_secs(3);
-    let t0 = Instant::now();
-    assert_eq!(
-        reader.get("k", within(deadline)).await.unwrap(),
-        [2u8; 4096]
-    );
-    assert!(t0.elapsed() < deadline, "{:?}", t0.elapsed());
+    // Within one deadline: the cached replica fails, the master names the new one.
+    let deadline = within(Duration::from_secs(3));
+    assert_eq!(reader.get("k", deadline).await.unwrap(), [2u8; 4096]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_location_is_not_used_past_its_lease() {
-    let m = master(600).await;
+    let m = master(3000).await;
     let node = client(&m, 8 << 20).await;
     let reader = client(&m, 0).await;
     node.put("k", &[3u8; 100], &Options::default())
         .await
         .unwrap();
-    let short = within(Duration::from_millis(300));
+    let short = within(Duration::from_millis(1000));
     assert_eq!(reader.get("k", &short).await.unwrap(), [3u8; 100]);
     m.shutdown(Duration::ZERO).await;
     assert_eq!(reader.get("k", &short).await.unwrap(), [3u8; 100]);
     // Past the lease (less the margin) the location is not used: the read needs the master.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(3000)).await;
     assert!(reader.get("k", &short).await.is_err());
 }

@@ -90,6 +90,8 @@ impl Drop for Writing<'_> {
 /// A cache hit: the location, and whether the caller should renew its lease now.
 pub(crate) struct Hit {
     pub(crate) location: Location,
+    /// When its lease ends for this client.
+    pub(crate) end: Instant,
     pub(crate) renew: bool,
 }
 
@@ -147,6 +149,7 @@ impl LeaseCache {
                 sent: entry.sent,
                 cached: true,
             },
+            end: entry.end,
             renew,
         })
     }
@@ -204,8 +207,9 @@ impl LeaseCache {
         writing
     }
 
-    /// A renewal that failed: the next read past the half tries again.
-    pub(crate) fn renewal_failed(&self, key: &str) {
+    /// A renewal ended (kept, or failed, or refused for a write since): a later read past the
+    /// half of the lease kept then may renew it again.
+    pub(crate) fn renewal_done(&self, key: &str) {
         if let Some(entry) = self.lock().as_mut().and_then(|m| m.peek_mut(key)) {
             entry.renewing = false;
         }
@@ -264,7 +268,12 @@ impl Client {
             .collect();
         if !missing.is_empty() {
             let epoch = self.inner.cache.epoch();
-            let (sent, lists) = self.replica_lists(&missing, until).await?;
+            // The master's failure is the answer of the keys asked of it, not of those cached.
+            let (sent, lists) = match self.replica_lists(&missing, until).await {
+                Ok(answered) => answered,
+                Err(e) if missing.len() == keys.len() => return Err(e),
+                Err(e) => (Instant::now(), vec![Err(e); missing.len()]),
+            };
             let mut answers = missing.iter().zip(lists);
             for slot in out.iter_mut().filter(|at| at.is_none()) {
                 let (key, list) = answers.next().expect("one answer per missing key");
@@ -282,9 +291,11 @@ impl Client {
         Ok(out.into_iter().map(|at| at.expect("filled")).collect())
     }
 
-    /// Runs `read` at `at`, `key`'s location; when that was cached and the read failed in a way
-    /// a fresh location may not ([`worth_asking_again`]), forgets it and runs `read` once more
-    /// at the master's answer, within the same deadline.
+    /// Runs `read` at `at`, `key`'s location, to end by the deadline it is given; when the
+    /// location was cached, that is half the time left (a node that hangs rather than refuses
+    /// must leave time for the rest), and when the read failed in a way a fresh location may
+    /// not ([`worth_asking_again`], or that half ran out), forgets it and runs `read` once more
+    /// at the master's answer, by `until`.
     pub(crate) async fn read_at<T, F, Fut>(
         &self,
         key: &str,
@@ -293,15 +304,19 @@ impl Client {
         read: F,
     ) -> Result<T>
     where
-        F: Fn(Location) -> Fut,
+        F: Fn(Location, Instant) -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        let cached = at.cached;
-        match read(at).await {
-            Err(e) if cached && worth_asking_again(&e) => {
+        if !at.cached {
+            return read(at, until).await;
+        }
+        let now = Instant::now();
+        let half = now + until.saturating_duration_since(now) / 2;
+        match read(at, half).await {
+            Err(e) if worth_asking_again(&e) || (e == Error::Timeout && Instant::now() < until) => {
                 tracing::debug!(key, error = %e, "a cached location failed; asking the master");
                 self.inner.cache.forget([key]);
-                read(self.fresh_location(key, until).await?).await
+                read(self.fresh_location(key, until).await?, until).await
             }
             result => result,
         }
@@ -329,31 +344,31 @@ impl Client {
         }
         let hit = self.inner.cache.get(key, Instant::now())?;
         if hit.renew {
-            self.renew(key.to_string(), hit.location.sent);
+            self.renew(key.to_string(), hit.end);
         }
         Some(hit.location)
     }
 
-    /// Asks the master for `key` again (renewing its lease) off the caller's path, within what
-    /// is left of the lease granted at `sent`.
-    fn renew(&self, key: String, sent: Instant) {
+    /// Asks the master for `key` again (renewing its lease) off the caller's path, by `end`,
+    /// when the lease kept for it ends. Not once the client is closed.
+    fn renew(&self, key: String, end: Instant) {
+        if self.inner.closed.load(Ordering::Acquire) {
+            self.inner.cache.renewal_done(&key);
+            return;
+        }
         let c = self.clone();
         self.inner.engine.handle().spawn(async move {
-            let until = sent.max(Instant::now()) + c.inner.cfg.deadline.min(RENEW_WITHIN);
-            match c.fresh_location(&key, until).await {
-                Ok(_) => {}
+            match c.fresh_location(&key, end).await {
+                Ok(_) => c.inner.cache.renewal_done(&key),
                 Err(Error::ObjectNotFound { .. }) => c.inner.cache.forget([key.as_str()]),
                 Err(e) => {
                     tracing::debug!(key, error = %e, "renewing a read lease failed");
-                    c.inner.cache.renewal_failed(&key);
+                    c.inner.cache.renewal_done(&key);
                 }
             }
         });
     }
 }
-
-/// How long a renewal in the background may take.
-const RENEW_WITHIN: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests {
@@ -377,7 +392,7 @@ mod tests {
         // Half-way: one reader is told to renew, the next is not.
         assert!(cache.get("k", sent + Duration::from_secs(5)).unwrap().renew);
         assert!(!cache.get("k", sent + Duration::from_secs(6)).unwrap().renew);
-        cache.renewal_failed("k");
+        cache.renewal_done("k");
         assert!(cache.get("k", sent + Duration::from_secs(6)).unwrap().renew);
         // The margin is taken off: 9.9 s after sending it is gone.
         assert!(cache

@@ -48,9 +48,14 @@ pub struct ClientConfig {
     /// lease).
     pub lease_margin: Duration,
     /// Locations of objects read, kept while their read leases last, so that a read of the
-    /// same key goes straight to a replica (see [`Options::uncached`](crate::Options)); at
-    /// most this many, the least recently used dropped first. 0: none kept. Default 16384
-    /// (about 4 MiB at most).
+    /// same key goes straight to a replica, one round trip instead of two (see
+    /// [`Options::uncached`](crate::Options)); at most this many, the least recently used
+    /// dropped first (16384 take about 4 MiB at most). Default 0: none kept, each read asks the
+    /// master. With it, a read may return a value another client has replaced or removed
+    /// since, for up to a read lease (a version that was current at some moment of its
+    /// lease, never torn bytes); this client's own writes are always read back. Not yet safe
+    /// with a master that keeps no data directory and restarts: its new placements may reuse
+    /// space the locations name (issue 30).
     pub lease_cache: usize,
     /// A node whose transfer just failed is tried last for this long. Default 2 s.
     pub avoid_failed_for: Duration,
@@ -93,7 +98,7 @@ impl Default for ClientConfig {
             heartbeat: Duration::from_secs(1),
             deadline: Duration::from_secs(30),
             lease_margin: Duration::from_millis(100),
-            lease_cache: 16384,
+            lease_cache: 0,
             avoid_failed_for: Duration::from_secs(2),
             put: PutConfig::default(),
             metrics: MetricsRegistry::default(),

@@ -109,6 +109,9 @@ async fn beat(c: &Arc<Inner>, bound: std::time::Duration) {
         Ok(Ok(PingResult::Ok)) => false,
         Ok(Ok(PingResult::NeedRemount)) => {
             c.standing.lose();
+            // A master that does not know this client may not know the leases its locations
+            // were kept under (an in-memory master restarted): keep none of them.
+            c.cache.forget_all();
             true
         }
         Ok(Ok(PingResult::TasksWaiting)) => {

@@ -171,7 +171,7 @@ impl Client {
             let at = c.location(&key, &opts, until).await?;
             if at.list.size <= inline_max {
                 let (c, key) = (&c, &key);
-                let value = c.read_at(key, at, until, |at| async move {
+                let value = c.read_at(key, at, until, |at, until| async move {
                     c.read_to_vec(key, &at.list, at.sent, until).await
                 });
                 return Ok(Fetched::Value(value.await?));

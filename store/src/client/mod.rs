@@ -432,7 +432,7 @@ impl Client {
             let until = c.until(&opts);
             let at = c.location(&key, &opts, until).await?;
             let (c, key) = (&c, &key);
-            c.read_at(key, at, until, |at| async move {
+            c.read_at(key, at, until, |at, until| async move {
                 c.read_to_vec(key, &at.list, at.sent, until).await
             })
             .await
@@ -457,7 +457,7 @@ impl Client {
             let until = c.until(&opts);
             let at = c.location(&key, &opts, until).await?;
             let (c, key) = (&c, &key);
-            c.read_at(key, at, until, |at| async move {
+            c.read_at(key, at, until, |at, until| async move {
                 fits(key, &at.list, len)?;
                 let whole = [Fragment::whole(addr, at.list.size)];
                 c.inner

@@ -163,7 +163,7 @@ impl Client {
             let reads = sifted.passed.iter().zip(found).map(|(key, at)| {
                 let c = &c;
                 async move {
-                    c.read_at(key, at?, until, |at| async move {
+                    c.read_at(key, at?, until, |at, until| async move {
                         c.read_to_vec(key, &at.list, at.sent, until).await
                     })
                     .await
@@ -226,7 +226,7 @@ impl Client {
             let reads = sifted.passed.iter().zip(found).map(|((key, buffers), at)| {
                 let c = &c;
                 async move {
-                    c.read_at(key, at?, until, |at| async move {
+                    c.read_at(key, at?, until, |at, until| async move {
                         let pieces = scatter(key, buffers, at.list.size)?;
                         c.inner
                             .read_object(key, &at.list, at.sent, &pieces, until, None)
