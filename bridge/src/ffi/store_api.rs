@@ -312,8 +312,13 @@ mod tests {
             (Some(&soft_cfg), Write::Upsert)
         );
 
+        // The uncached bit asks reads not to use kept locations, and changes nothing else.
+        let uncached = decoded(0, 0, YUEBING_OPT_UNCACHED).unwrap();
+        assert!(uncached.uncached && uncached.put.is_none() && uncached.write == Write::Put);
+        assert!(!decoded(0, 0, 0).unwrap().uncached);
+
         // Any other bit is refused, with the known ones or without them.
-        for flags in [8, 8 | YUEBING_OPT_UPSERT, 0x80] {
+        for flags in [16, 16 | YUEBING_OPT_UPSERT, 0x80] {
             let e = decoded(0, 0, flags).unwrap_err();
             assert_eq!(e.code, YUEBING_ERR_INVALID_ARGUMENT, "{flags:#x}");
         }
