@@ -170,7 +170,16 @@ RPC_PAIR = """
 set -u -m  # job control: else a background job ignores SIGINT, the server's Ctrl-C
 ip link set lo up
 python=$1 port=$2
-"$python" rpc_communicator_test.py server --url "127.0.0.1:$port" > "$SERVER_LOG" 2>&1 &
+# The script as it is, run by runpy after two lines: the SIGINT disposition it inherited is
+# logged, and Python's own handler installed (a Python started with SIGINT ignored keeps it
+# ignored, and then the Ctrl-C below would stop nothing).
+"$python" -c '
+import runpy, signal, sys
+print("SIGINT at start:", signal.getsignal(signal.SIGINT), flush=True)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+' rpc_communicator_test.py server --url "127.0.0.1:$port" > "$SERVER_LOG" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null' EXIT
 for _ in $(seq 200); do
