@@ -109,22 +109,42 @@ impl Metering {
     }
 }
 
-/// The variants of `--metrics`: `on`, `off`, or both (`on,off`, in the order given, with an
-/// A/A twin of off after them), interleaved in one run.
-pub fn metrics_modes(list: &str) -> Result<Vec<Metering>, String> {
+/// A switch a bench measures one way or both ways, interleaved (`flag`, say `--metrics`,
+/// naming the `what`): `on`, `off`, or both (`on,off`, in the order given).
+pub fn on_off_modes(list: &str, what: &str, flag: &str) -> Result<Vec<bool>, String> {
     let modes = list
         .split(',')
         .map(|m| match m.trim() {
-            "on" => Ok(Metering::On),
-            "off" => Ok(Metering::Off),
-            other => Err(format!("unknown metrics mode {other:?} (on, off)")),
+            "on" => Ok(true),
+            "off" => Ok(false),
+            other => Err(format!("unknown {what} mode {other:?} (on, off)")),
         })
         .collect::<Result<Vec<_>, _>>()?;
     match modes.as_slice() {
         [_] => Ok(modes),
-        [a, b] if a != b => Ok(vec![*a, *b, Metering::OffAgain]),
-        _ => Err(format!("--metrics {list:?}: on, off, or on,off")),
+        [a, b] if a != b => Ok(modes),
+        _ => Err(format!("{flag} {list:?}: on, off, or on,off")),
     }
+}
+
+/// The variants of `--metrics`: `on`, `off`, or both (`on,off`, in the order given, with an
+/// A/A twin of off after them), interleaved in one run.
+pub fn metrics_modes(list: &str) -> Result<Vec<Metering>, String> {
+    let modes = on_off_modes(list, "metrics", "--metrics")?;
+    let mut out: Vec<Metering> = modes
+        .iter()
+        .map(|&on| if on { Metering::On } else { Metering::Off })
+        .collect();
+    if out.len() == 2 {
+        out.push(Metering::OffAgain);
+    }
+    Ok(out)
+}
+
+/// The row of `variant` measured in the same cell (case and metric) as `row`.
+pub fn same_cell<'a>(rows: &'a [Row], row: &Row, variant: &str) -> Option<&'a Row> {
+    rows.iter()
+        .find(|o| o.case == row.case && o.metric == row.metric && o.variant == variant)
 }
 
 /// The variant `name` measured with `metering`: the bare name when only one mode is
@@ -143,11 +163,8 @@ pub fn with_metrics(name: &str, metering: Metering, modes: &[Metering]) -> Strin
 /// from it, or the off variant's own spread over the repetitions), whichever is largest.
 pub fn metrics_overhead(rows: Vec<Row>) -> Vec<Row> {
     let all = rows.clone();
-    let find = |row: &Row, variant: &str| {
-        all.iter()
-            .find(|o| o.case == row.case && o.metric == row.metric && o.variant == variant)
-            .map(|o| (o.value, o.spread))
-    };
+    let find =
+        |row: &Row, variant: &str| same_cell(&all, row, variant).map(|o| (o.value, o.spread));
     let rows: Vec<Row> = rows
         .into_iter()
         .map(|row| {

@@ -20,7 +20,9 @@ use yuebing_store::{Client, ClientConfig, MetricsRegistry, Options};
 use super::args::positive_size;
 use super::command::{finish, ticker};
 use super::harness::median_spread;
-use super::report::{metrics_modes, metrics_overhead, with_metrics, Metering, Row};
+use super::report::{
+    metrics_modes, metrics_overhead, on_off_modes, same_cell, with_metrics, Metering, Row,
+};
 use super::transfer::size_label as label;
 use crate::cli::child::ChildProcess;
 use crate::cli::{progress, CliError};
@@ -109,12 +111,11 @@ impl BenchStoreArgs {
             multi,
             metrics: metrics_modes(&file.resolve("bench", "metrics", self.metrics, "on".into())?)
                 .map_err(CliError::Usage)?,
-            lease_cache: cache_modes(&file.resolve(
-                "bench",
-                "lease_cache",
-                self.lease_cache,
-                "off".into(),
-            )?)
+            lease_cache: on_off_modes(
+                &file.resolve("bench", "lease_cache", self.lease_cache, "off".into())?,
+                "lease cache",
+                "--lease-cache",
+            )
             .map_err(CliError::Usage)?,
             token,
         };
@@ -526,23 +527,6 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
 /// a measurement reads.
 const BENCH_LEASE_CACHE: usize = 1 << 16;
 
-/// The modes of `--lease-cache`: `on`, `off`, or both.
-fn cache_modes(list: &str) -> Result<Vec<bool>, String> {
-    let modes = list
-        .split(',')
-        .map(|m| match m.trim() {
-            "on" => Ok(true),
-            "off" => Ok(false),
-            other => Err(format!("unknown lease cache mode {other:?} (on, off)")),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    match modes.as_slice() {
-        [_] => Ok(modes),
-        [a, b] if a != b => Ok(modes),
-        _ => Err(format!("--lease-cache {list:?}: on, off, or on,off")),
-    }
-}
-
 fn on_off(on: bool) -> &'static str {
     match on {
         true => "on",
@@ -560,10 +544,7 @@ fn cache_against_none(rows: Vec<Row>) -> Vec<Row> {
                 return row;
             };
             let baseline = format!("{name} cache=off");
-            let found = all
-                .iter()
-                .find(|o| o.case == row.case && o.metric == row.metric && o.variant == baseline);
-            match found {
+            match same_cell(&all, &row, &baseline) {
                 Some(b) if b.value > 0.0 => {
                     let value = b.value;
                     row.against(&baseline, value)

@@ -50,10 +50,15 @@ pub(crate) fn lease_end(sent: Instant, lease_ms: u64, margin: Duration) -> Insta
     sent + lease - margin.min(lease / 4)
 }
 
-/// Whether a read that failed on a cached location may succeed on a fresh one: not when the
-/// caller's arguments are wrong or its time is up.
-pub(crate) fn worth_asking_again(e: &Error) -> bool {
-    !matches!(e, Error::InvalidParams { .. } | Error::Timeout)
+/// Whether a read that failed on a cached location may succeed on a fresh one by `until`: not
+/// when the caller's arguments are wrong or its time is up (a timeout of the cached attempt
+/// alone, cut at half the time, leaves the rest).
+fn worth_asking_again(e: &Error, until: Instant) -> bool {
+    match e {
+        Error::InvalidParams { .. } => false,
+        Error::Timeout => Instant::now() < until,
+        _ => true,
+    }
 }
 
 struct Entry {
@@ -123,7 +128,7 @@ impl LeaseCache {
     }
 
     /// When `list`, asked for at `sent`, stops being usable.
-    pub(crate) fn end_of(&self, list: &ReplicaList, sent: Instant) -> Instant {
+    fn end_of(&self, list: &ReplicaList, sent: Instant) -> Instant {
         lease_end(sent, list.lease_ms, self.margin)
     }
 
@@ -294,7 +299,7 @@ impl Client {
     /// Runs `read` at `at`, `key`'s location, to end by the deadline it is given; when the
     /// location was cached, that is half the time left (a node that hangs rather than refuses
     /// must leave time for the rest), and when the read failed in a way a fresh location may
-    /// not ([`worth_asking_again`], or that half ran out), forgets it and runs `read` once more
+    /// not ([`worth_asking_again`]), forgets it and runs `read` once more
     /// at the master's answer, by `until`.
     pub(crate) async fn read_at<T, F, Fut>(
         &self,
@@ -313,7 +318,7 @@ impl Client {
         let now = Instant::now();
         let half = now + until.saturating_duration_since(now) / 2;
         match read(at, half).await {
-            Err(e) if worth_asking_again(&e) || (e == Error::Timeout && Instant::now() < until) => {
+            Err(e) if worth_asking_again(&e, until) => {
                 tracing::debug!(key, error = %e, "a cached location failed; asking the master");
                 self.inner.cache.forget([key]);
                 read(self.fresh_location(key, until).await?, until).await
