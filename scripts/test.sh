@@ -25,7 +25,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 # A clean CI checkout builds once: incremental state would only add tens of GiB on its disk.
-if [ "${CI:-}" = "true" ]; then export CARGO_INCREMENTAL=0; fi
+# Our crates carry line tables only there (file:line in panics and valgrind's stacks, no
+# variables): full debug info in every test binary filled CI's shared disk until the linker
+# died of SIGBUS. A developer's build keeps full debug info for debuggers.
+if [ "${CI:-}" = "true" ]; then
+  export CARGO_INCREMENTAL=0
+  export CARGO_PROFILE_DEV_DEBUG=line-tables-only
+fi
 
 echo "== raw memory only in the audited module"
 bash scripts/check_raw_memory.sh
