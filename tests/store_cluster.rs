@@ -176,13 +176,15 @@ async fn a_killed_node_takes_only_its_unreplicated_objects() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_restarted_without_data_dir_gets_remounted_and_takes_new_puts() {
     let port = free_port();
-    let mut master = Process::master(port, &["--client-ttl-ms", "2000"]);
+    // The remounted range takes replicas one lease TTL after the restart.
+    let flags = ["--client-ttl-ms", "2000", "--lease-ttl-ms", "2000"];
+    let mut master = Process::master(port, &flags);
     let ep = master.endpoint();
     let _n = Process::node(&ep, "32M");
     let c = client(&ep).await;
     c.put("before", b"x", NONE).await.unwrap();
     master.kill();
-    let _master = Process::master(port, &["--client-ttl-ms", "2000"]);
+    let _master = Process::master(port, &flags);
     let quick = Options::deadline(Duration::from_secs(1));
     eventually(
         "a put after the restart",

@@ -180,6 +180,11 @@ pub struct MasterArgs {
     /// master.max_task_retries].
     #[arg(long, env = "YUEBING_MASTER_MAX_TASK_RETRIES")]
     pub max_task_retries: Option<u32>,
+    /// Store space one client may hold in grants (placed ahead of its small puts, which then
+    /// need one master round trip), bytes; 0 turns grants off [default: 67108864; config:
+    /// master.grant_max_bytes].
+    #[arg(long, env = "YUEBING_MASTER_GRANT_MAX_BYTES")]
+    pub grant_max_bytes: Option<u64>,
     /// Serve the admin HTTP paths (Mooncake's: /metrics, /metrics/summary, /health, /ready,
     /// /role, /ha_status, /get_all_segments, /query_key) on this port of the --bind address
     /// (0: any free port, reported on stdout; off: none) [default: 9003, Mooncake's; config:
@@ -304,6 +309,12 @@ impl MasterArgs {
                 "max_task_retries",
                 self.max_task_retries,
                 d.max_task_retries,
+            )?,
+            grant_max_bytes: file.resolve(
+                s,
+                "grant_max_bytes",
+                self.grant_max_bytes,
+                d.grant_max_bytes,
             )?,
         };
         core.validate().map_err(|reason| ConfigError {

@@ -9,6 +9,7 @@
 //! [`Answer`](super::service::Answer)): a `Result<T>` for one outcome, a `Vec<Result<T>>` for
 //! one outcome per item of a batch.
 
+use super::grant::{GrantDesc, GrantId, GrantedPut};
 use super::ha::bootstrap::SnapshotChunk;
 use super::service::{Answer, Arg, Health, MasterHandler, Reply};
 use super::task::{TaskId, TaskInfo, TaskWork};
@@ -244,6 +245,19 @@ master_api! {
     /// too.
     idempotent fn call_stats() -> Result<CallStats>
         = server |shared, _, _| Ok(shared.call_stats());
+    /// See `Master::grant`.
+    once fn grant(len: u64, preferred: Vec<String>) -> Result<GrantDesc>
+        = |m, now, client| m.grant(client, now, len, &preferred);
+    /// See `Master::put_granted`.
+    once fn put_granted(put: GrantedPut, cfg: PutConfig, write: Write) -> Result<()>
+        = |m, now, client| m.put_granted(client, now, &put, &cfg, write);
+    /// See `Master::batch_put_granted`.
+    once fn batch_put_granted(puts: Vec<GrantedPut>, cfg: PutConfig, write: Write)
+        -> Vec<Result<()>>
+        = |m, now, client| m.batch_put_granted(client, now, &puts, &cfg, write);
+    /// See `Master::grant_end` (a repeat is `Ok`: it may be sent again).
+    idempotent fn grant_end(grant: GrantId) -> Result<()>
+        = |m, now, client| m.grant_end(client, now, grant);
 }
 
 #[cfg(test)]
@@ -289,6 +303,10 @@ mod tests {
             "task_take",
             "task_end",
             "call_stats",
+            "grant",
+            "put_granted",
+            "batch_put_granted",
+            "grant_end",
         ];
         assert_eq!(super::WIRE_ORDER, expected);
     }

@@ -72,6 +72,9 @@ pub struct MasterConfig {
     /// A task whose target node has no room is retried at the client's next takes this many
     /// times before it fails. Default 10.
     pub max_task_retries: u32,
+    /// Store space one client may hold in grants (space placed ahead of its puts, counted
+    /// as used), at most; 0 turns grants off. Default 64 MiB.
+    pub grant_max_bytes: u64,
 }
 
 impl Default for MasterConfig {
@@ -95,6 +98,7 @@ impl Default for MasterConfig {
             pending_task_timeout_ms: 300_000,
             processing_task_timeout_ms: 300_000,
             max_task_retries: 10,
+            grant_max_bytes: 64 << 20,
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::grant::GrantId;
 use super::object::{deserialize_replicas, Pin, Replicas};
 use super::space::Replica;
 use super::task::{TaskId, TaskKind};
@@ -127,6 +128,41 @@ pub enum Record {
         /// Why it failed; `None` on success.
         error: Option<String>,
         /// Until when freed space stays out of use.
+        hold_until: Millis,
+    },
+    /// A client was granted store space ahead of its puts (see [`grant`](super::grant)).
+    GrantStart {
+        /// The client.
+        client: ClientId,
+        /// The id given to it.
+        grant: GrantId,
+        /// Where it starts.
+        replica: Replica,
+        /// Bytes (aligned).
+        len: u64,
+    },
+    /// An object the client wrote into its grants starts as a write (its `WriteEnd` follows):
+    /// each replica is taken out of what is left of its grant.
+    WriteGranted {
+        /// The writer.
+        client: ClientId,
+        /// The key.
+        key: Box<str>,
+        /// Bytes.
+        size: u64,
+        /// Each replica, with the grant it comes from.
+        parts: Vec<(GrantId, Replica)>,
+        /// A completed object of the key exists and this write replaces it.
+        replaces: bool,
+        /// The object's pin once completed.
+        pin: Pin,
+    },
+    /// A grant ends: what is left of it is held until `hold_until` (freed at once if that has
+    /// passed).
+    GrantEnd {
+        /// The grant.
+        grant: GrantId,
+        /// Until when its space stays out of use.
         hold_until: Millis,
     },
 }

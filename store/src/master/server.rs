@@ -416,12 +416,11 @@ impl RunningMaster {
                         })??;
                 (core, Some(OpLog::Disk(log)), Some(Arc::new(data)), recovery)
             }
-            None => (
-                Master::new(cfg.core.clone(), false),
-                None,
-                None,
-                Recovery::default(),
-            ),
+            None => {
+                let mut core = Master::new(cfg.core.clone(), false);
+                core.start_stateless(now);
+                (core, None, None, Recovery::default())
+            }
         };
         let parts = Parts {
             core,

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::core::{Master, Mode};
 use super::disk::frame::{read_frame, write_frame, Frame};
+use super::grant::{Grant, GrantId};
 use super::log::{LogEntry, FORMAT_VERSION};
 use super::object::{deserialize_replicas, Held, Object, PendingWrite, Pin, Replicas};
 use super::task::{Task, TaskId, TaskState};
@@ -37,6 +38,17 @@ pub struct Snapshot {
     /// [`Snapshot::write_frames`]), so that files written before tasks existed still load.
     #[serde(skip)]
     tasks: Vec<(TaskId, Task)>,
+    /// Grants: a frame of their own after the tasks' (files written before grants existed
+    /// still load).
+    #[serde(skip)]
+    grants: Grants,
+}
+
+/// The grants in a snapshot, and the id the next one gets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Grants {
+    next: u64,
+    grants: Vec<(GrantId, Grant)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,27 +77,36 @@ impl Snapshot {
     }
 
     /// Writes the snapshot as its files hold it after their header: the state's frame, then
-    /// the tasks' frame.
+    /// the tasks' frame, then the grants'.
     pub(crate) fn write_frames(&self, w: &mut impl std::io::Write) -> std::io::Result<()> {
         write_frame(w, self)?;
-        write_frame(w, &self.tasks).map(drop)
+        write_frame(w, &self.tasks)?;
+        write_frame(w, &self.grants).map(drop)
     }
 
-    /// Reads what [`Snapshot::write_frames`] wrote; a file with no tasks' frame (written before
-    /// tasks existed) holds none.
+    /// Reads what [`Snapshot::write_frames`] wrote; a file that ends before the tasks' or the
+    /// grants' frame (written before they existed) holds none.
     pub(crate) fn read_frames(r: &mut impl std::io::Read) -> std::io::Result<Frame<Snapshot>> {
-        let (mut s, n) = match read_frame::<Snapshot>(r)? {
+        let (mut s, mut n) = match read_frame::<Snapshot>(r)? {
             Frame::Value(s, n) => (s, n),
             Frame::End => return Ok(Frame::End),
             Frame::Torn(why) => return Ok(Frame::Torn(why)),
         };
-        Ok(match read_frame::<Vec<(TaskId, Task)>>(r)? {
+        match read_frame::<Vec<(TaskId, Task)>>(r)? {
             Frame::Value(tasks, m) => {
                 s.tasks = tasks;
+                n += m;
+            }
+            Frame::End => return Ok(Frame::Value(s, n)),
+            Frame::Torn(why) => return Ok(Frame::Torn(format!("its tasks: {why}"))),
+        }
+        Ok(match read_frame::<Grants>(r)? {
+            Frame::Value(grants, m) => {
+                s.grants = grants;
                 Frame::Value(s, n + m)
             }
             Frame::End => Frame::Value(s, n),
-            Frame::Torn(why) => Frame::Torn(format!("its tasks: {why}")),
+            Frame::Torn(why) => Frame::Torn(format!("its grants: {why}")),
         })
     }
 }
@@ -140,6 +161,10 @@ impl Master {
             writes,
             held,
             tasks,
+            grants: Grants {
+                next: self.next_grant,
+                grants: self.grants.iter().map(|(&id, g)| (id, g.clone())).collect(),
+            },
         }
     }
 
@@ -234,6 +259,31 @@ impl Master {
             self.take(&[h.replica], h.size, "held space")?;
         }
         self.held = s.held;
+        for (id, g) in &s.grants.grants {
+            let inside = g.extents().all(|(r, len)| {
+                r.offset >= g.offset
+                    && r.offset.saturating_add(len) <= g.offset.saturating_add(g.len)
+            });
+            if !inside || self.space.get(g.mount).is_none() {
+                return Err(corrupt(format!("{id}: not inside a mounted range")));
+            }
+            for (r, len) in g.extents() {
+                self.take(&[r], len, &id.to_string())?;
+            }
+        }
+        self.next_grant = s.grants.next.max(
+            s.grants
+                .grants
+                .iter()
+                .map(|(id, _)| id.0.saturating_add(1))
+                .max()
+                .unwrap_or(0),
+        );
+        let count = s.grants.grants.len();
+        self.grants = s.grants.grants.into_iter().collect();
+        if self.grants.len() != count {
+            return Err(corrupt("a grant id twice".into()));
+        }
         for (id, t) in s.tasks {
             if let Some(w) = &t.work {
                 self.take(&w.targets, w.size, &format!("task {id}"))?;
@@ -316,11 +366,37 @@ mod tests {
         };
         assert!(back.tasks.is_empty());
         assert_eq!(back.objects, snap.objects);
-        // A torn tasks' frame is a torn snapshot, not one without tasks.
+        // A torn grants' frame is a torn snapshot, not one without grants.
         let cut = &both[..both.len() - 2];
         assert!(matches!(
             Snapshot::read_frames(&mut &cut[..]).unwrap(),
             Frame::Torn(_)
         ));
+    }
+
+    #[test]
+    fn grants_travel_in_a_frame_of_their_own_that_older_files_lack() {
+        let mut m = with_task();
+        let g = m.grant(ClientId(1), 4, 4096, &["b".into()]).unwrap();
+        let snap = m.snapshot();
+        assert_eq!(snap.grants.grants.len(), 1);
+        let mut all = Vec::new();
+        snap.write_frames(&mut all).unwrap();
+        let Frame::Value(back, n) = Snapshot::read_frames(&mut &all[..]).unwrap() else {
+            panic!("not read back");
+        };
+        assert_eq!((&back, n), (&snap, all.len()));
+        let restored = Master::restore(m.config().clone(), false, Some(back), [], 5).unwrap();
+        restored.check_invariants().unwrap();
+        assert_eq!(restored.snapshot().grants.next, g.id.0 + 1);
+        // A file written before grants existed ends after the tasks' frame.
+        let mut old = Vec::new();
+        write_frame(&mut old, &snap).unwrap();
+        write_frame(&mut old, &snap.tasks).unwrap();
+        let Frame::Value(back, _) = Snapshot::read_frames(&mut &old[..]).unwrap() else {
+            panic!("an old file does not load");
+        };
+        assert!(back.grants.grants.is_empty());
+        assert_eq!(back.tasks, snap.tasks);
     }
 }

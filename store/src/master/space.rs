@@ -31,11 +31,15 @@ pub(crate) struct Mount {
     pub(crate) draining_until: Option<u64>,
     /// False for ranges restored from disk until their node remounts them.
     pub(crate) ready: bool,
+    /// Set on a range new to this master that a node remounted within a lease TTL of a
+    /// restart or promotion: readers may still read it under leases an earlier master granted,
+    /// so it takes no new replicas until then (soft state, see `Master::remount`).
+    pub(crate) hold_until: Option<u64>,
 }
 
 impl Mount {
-    fn allocatable(&self) -> bool {
-        self.ready && self.draining_until.is_none()
+    pub(crate) fn allocatable(&self) -> bool {
+        self.ready && self.draining_until.is_none() && self.hold_until.is_none()
     }
 }
 
@@ -147,9 +151,19 @@ impl Space {
                 alloc,
                 draining_until: None,
                 ready,
+                hold_until: None,
             },
         );
         self.next_mount = self.next_mount.max(id.0.saturating_add(1));
+    }
+
+    /// Lets ranges held since a remount (see `Mount::hold_until`) take replicas from `now`.
+    pub(crate) fn end_holds(&mut self, now: u64) {
+        for m in self.mounts.values_mut() {
+            if m.hold_until.is_some_and(|t| t <= now) {
+                m.hold_until = None;
+            }
+        }
     }
 
     pub(crate) fn remove(&mut self, id: MountId) -> Option<Mount> {

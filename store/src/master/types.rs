@@ -44,6 +44,20 @@ pub struct PutConfig {
     pub hard_pin: bool,
 }
 
+impl PutConfig {
+    /// The object's eviction protection these settings ask for (hard wins over soft).
+    pub(crate) fn pin(&self) -> crate::master::Pin {
+        use crate::master::Pin;
+        if self.hard_pin {
+            Pin::Hard
+        } else if self.soft_pin {
+            Pin::Soft
+        } else {
+            Pin::None
+        }
+    }
+}
+
 impl Default for PutConfig {
     fn default() -> Self {
         PutConfig {

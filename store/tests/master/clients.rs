@@ -1,6 +1,7 @@
 //! Store space and clients: mount errors, graceful unmount, expiry, remount.
 
 use yuebing_store::master::{Effect, PingResult, PutConfig};
+use yuebing_store::Write;
 
 use super::*;
 
@@ -352,5 +353,82 @@ fn a_client_that_left_cannot_mount_again_within_its_ttl() {
     fx.m.remount(A, 10 + 1_000, &[spec("n1", 0x10, MIB)])
         .unwrap();
     assert_eq!(fx.m.stats().mounts, 4);
+    fx.check();
+}
+
+/// A master that starts with no state cannot know the leases its previous life granted: a
+/// range a node remounts takes no replicas for one lease TTL (readers may still read it
+/// there), while a first mount takes them at once.
+#[test]
+fn a_range_remounted_at_a_master_started_without_state_waits_one_lease_ttl() {
+    let mut fx = Fx::new(cfg());
+    fx.m.start_stateless(1_000);
+    assert_eq!(fx.m.ping(A, 1_010), PingResult::NeedRemount);
+    fx.m.remount(A, 1_010, &[spec("n1", base("n1"), MIB)])
+        .unwrap();
+    let e = fx.put(A, 1_020, "early", 100, 1).unwrap_err();
+    assert_eq!((e.name(), e.code()), ("NoAvailableHandle", -200));
+    fx.mount(B, 1_020, "n2", MIB);
+    let on_n2 = fx.put(A, 1_030, "fresh", 100, 1).unwrap();
+    assert_eq!(on_n2[0].node, "n2", "a first mount is not held");
+    assert_eq!(fx.m.poll_timeout(), Some(1_100));
+    fx.m.handle_timeout(1_099);
+    let e =
+        fx.m.put_start(A, 1_099, "k", 100, &on(&["n1"], 1), Write::Put);
+    assert_eq!(e.unwrap()[0].node, "n2", "n1 still held");
+    fx.m.handle_timeout(1_100);
+    let r =
+        fx.m.put_start(A, 1_100, "k2", 100, &on(&["n1"], 1), Write::Put);
+    assert_eq!(r.unwrap()[0].node, "n1");
+    fx.check();
+}
+
+/// A range removed with its client keeps out new mounts while the space freed there under a
+/// read lease is still held for its readers.
+#[test]
+fn a_removed_range_stays_unmountable_while_space_freed_there_is_leased() {
+    let mut fx = Fx::new(MasterConfig {
+        lease_ttl_ms: 5_000,
+        ..cfg()
+    });
+    fx.mount(A, 0, "n1", MIB);
+    fx.mount(B, 0, "n2", MIB);
+    fx.m.put_start(B, 0, "k", 100, &on(&["n1"], 1), Write::Put)
+        .unwrap();
+    fx.m.put_end(B, 0, "k").unwrap();
+    fx.m.get_replica_list(900, "k").unwrap();
+    // The upsert moves k to n2; its old bytes on n1 are held for the reader until 5_900.
+    fx.m.put_start(B, 900, "k", 100, &on(&["n2"], 1), Write::Upsert)
+        .unwrap();
+    fx.m.put_end(B, 900, "k").unwrap();
+    fx.m.ping(B, 900);
+    // A goes silent and expires at 1_000, with its range.
+    fx.m.handle_timeout(1_000);
+    assert_eq!(fx.m.stats().mounts, 1);
+    let e = fx.m.remount(A, 1_100, &[spec("n1", base("n1"), MIB)]);
+    assert_eq!(e.unwrap_err().name(), "ObjectHasLease");
+    fx.m.remount(A, 5_900, &[spec("n1", base("n1"), MIB)])
+        .unwrap();
+    fx.check();
+}
+
+/// A range removed with its client keeps out new mounts until the writes placed there are
+/// past their release time: their bytes may still land.
+#[test]
+fn a_removed_range_stays_unmountable_until_writes_placed_there_are_released() {
+    let mut fx = Fx::new(cfg());
+    fx.mount(A, 0, "n1", MIB);
+    fx.mount(B, 0, "n2", MIB);
+    fx.m.put_start(B, 0, "wip", 100, &on(&["n1"], 1), Write::Put)
+        .unwrap();
+    fx.m.ping(B, 900);
+    fx.m.handle_timeout(1_000);
+    assert_eq!(fx.m.stats().mounts, 1);
+    let e = fx.m.remount(A, 1_100, &[spec("n1", base("n1"), MIB)]);
+    assert_eq!(e.unwrap_err().name(), "ObjectHasLease");
+    fx.m.ping(B, 1_800);
+    fx.m.ping(B, 2_700);
+    fx.m.remount(A, 3_000, &[spec("n1", base("n1"), MIB)])
+        .unwrap();
     fx.check();
 }

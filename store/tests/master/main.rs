@@ -3,6 +3,7 @@
 mod clients;
 mod evict;
 mod failover;
+mod grants;
 mod props;
 mod read;
 mod replay;
@@ -10,7 +11,8 @@ mod tasks;
 mod write;
 
 use yuebing_store::master::{
-    ClientId, Effect, LogEntry, Master, MasterConfig, MountId, MountSpec, PutConfig, ReplicaDesc,
+    ClientId, Effect, GrantId, GrantedPut, LogEntry, Master, MasterConfig, MountId, MountSpec,
+    PutConfig, ReplicaDesc,
 };
 use yuebing_store::Result;
 
@@ -100,6 +102,15 @@ impl Fx {
 /// The base address [`Fx::mount`] gives a node's range.
 pub fn base(node: &str) -> u64 {
     0x1000_0000 * (node.bytes().map(u64::from).sum::<u64>() + 1)
+}
+
+/// An object written into grants, to publish.
+pub fn gp(key: &str, size: u64, parts: &[(GrantId, u64)]) -> GrantedPut {
+    GrantedPut {
+        key: key.into(),
+        size,
+        parts: parts.to_vec(),
+    }
 }
 
 /// A mount spec.

@@ -8,7 +8,9 @@
 use std::collections::{HashMap, HashSet};
 
 use proptest::prelude::*;
-use yuebing_store::master::{Master, MasterConfig, MountId, PutConfig, Record, TaskId, TaskState};
+use yuebing_store::master::{
+    GrantDesc, Master, MasterConfig, MountId, PutConfig, Record, TaskId, TaskState,
+};
 
 use super::*;
 
@@ -86,6 +88,22 @@ enum Op {
         client: u8,
         ok: bool,
     },
+    /// Space granted to a client on a node of its choice.
+    Grant {
+        client: u8,
+        node: u8,
+        len: u32,
+    },
+    /// A put into the client's grant, at the next free place it knows of.
+    PutGranted {
+        key: u8,
+        size: u32,
+        client: u8,
+        upsert: bool,
+    },
+    GrantEnd {
+        client: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -115,7 +133,12 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (key, 0u8..3, 0u8..3)
             .prop_map(|(key, source, target)| Op::Move { key, source, target }),
         2 => client.clone().prop_map(|client| Op::Take { client }),
-        2 => (client, any::<bool>()).prop_map(|(client, ok)| Op::Finish { client, ok }),
+        2 => (client.clone(), any::<bool>()).prop_map(|(client, ok)| Op::Finish { client, ok }),
+        2 => (client.clone(), 0u8..3, 1u32..300_000)
+            .prop_map(|(client, node, len)| Op::Grant { client, node, len }),
+        4 => (0u8..12, 1u32..40_000, client.clone(), any::<bool>())
+            .prop_map(|(key, size, client, upsert)| Op::PutGranted { key, size, client, upsert }),
+        1 => client.prop_map(|client| Op::GrantEnd { client }),
     ]
 }
 
@@ -127,6 +150,8 @@ struct Run {
     now: u64,
     leases: HashMap<String, u64>,
     tasks: Vec<TaskId>,
+    /// Grants handed out, with the client's bump offset into each.
+    grants: Vec<(ClientId, GrantDesc, u64)>,
 }
 
 impl Run {
@@ -143,6 +168,7 @@ impl Run {
             now: 0,
             leases: HashMap::new(),
             tasks: Vec::new(),
+            grants: Vec::new(),
         }
     }
 
@@ -297,6 +323,50 @@ impl Run {
                 if let Some(id) = running {
                     let error = (!ok).then(|| (-800, "copy failed".to_string()));
                     m.task_end(c, now, id, error).unwrap();
+                }
+            }
+            Op::Grant { client, node, len } => {
+                let c = CLIENTS[*client as usize];
+                let node = [NODES[*node as usize].to_string()];
+                if let Ok(g) = m.grant(c, now, u64::from(*len), &node) {
+                    self.grants.push((c, g, 0));
+                }
+            }
+            Op::PutGranted {
+                key,
+                size,
+                client,
+                upsert,
+            } => {
+                let c = CLIENTS[*client as usize];
+                let size = u64::from(*size);
+                let write = match upsert {
+                    true => yuebing_store::Write::Upsert,
+                    false => yuebing_store::Write::Put,
+                };
+                let footprint = size.div_ceil(64) * 64;
+                let at = self
+                    .grants
+                    .iter_mut()
+                    .find(|(o, g, used)| *o == c && g.len - *used >= footprint);
+                if let Some((_, g, used)) = at {
+                    let part = [(g.id, g.addr + *used)];
+                    let cfg = PutConfig::default();
+                    if m.put_granted(c, now, &gp(&k(key), size, &part), &cfg, write)
+                        .is_ok()
+                    {
+                        self.leases.remove(&k(key));
+                    }
+                    // Taken or not, the client moves on (a refused place may be one an
+                    // earlier object took).
+                    *used += footprint;
+                }
+            }
+            Op::GrantEnd { client } => {
+                let c = CLIENTS[*client as usize];
+                if let Some(i) = self.grants.iter().position(|(o, _, _)| *o == c) {
+                    let (_, g, _) = self.grants.remove(i);
+                    m.grant_end(c, now, g.id).unwrap();
                 }
             }
         }

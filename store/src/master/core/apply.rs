@@ -2,11 +2,12 @@
 //! live operation and replay.
 
 use super::Master;
+use crate::master::grant::{Grant, GrantId};
 use crate::master::log::{Effect, Record};
-use crate::master::object::{Held, Object, PendingWrite, Replicas};
+use crate::master::object::{Held, Object, PendingWrite, Pin, Replicas};
 use crate::master::space::Replica;
 use crate::master::task::{Task, TaskId, TaskKind, TaskState, Work};
-use crate::master::types::{Millis, MountSpec};
+use crate::master::types::{ClientId, Millis, MountSpec};
 
 /// Live records were decided by the handler, whose allocations already happened; replayed ones
 /// must take their ranges again.
@@ -174,7 +175,88 @@ impl Master {
                     self.space.free(h.replica, h.size);
                 }
             }
+            Record::GrantStart {
+                client,
+                grant,
+                replica,
+                len,
+            } => {
+                if self.grants.contains_key(&grant) {
+                    return Err(format!("second {grant}"));
+                }
+                if mode == Mode::Replay && !self.space.reserve(replica, len) {
+                    return Err(format!("{grant} overlaps used space"));
+                }
+                let g = Grant::new(client, replica.mount, replica.offset, len);
+                self.grants.insert(grant, g);
+                self.next_grant = self.next_grant.max(grant.0.saturating_add(1));
+            }
+            Record::WriteGranted {
+                client,
+                key,
+                size,
+                parts,
+                replaces,
+                pin,
+            } => {
+                let h = hash.unwrap_or_else(|| self.objects.hash(&key));
+                self.apply_write_granted(h, key, (client, size, replaces, pin), parts, now)?;
+            }
+            Record::GrantEnd { grant, hold_until } => {
+                let g = self
+                    .grants
+                    .remove(&grant)
+                    .ok_or_else(|| format!("end of unknown {grant}"))?;
+                for (replica, len) in g.extents() {
+                    self.hold_or_free(&Replicas::from_elem(replica, 1), len, hold_until, now);
+                }
+            }
         }
+        Ok(())
+    }
+
+    /// An object written into grants starts as a write: its replicas are taken out of their
+    /// grants (all or none).
+    fn apply_write_granted(
+        &mut self,
+        h: u64,
+        key: Box<str>,
+        (client, size, replaces, pin): (ClientId, u64, bool, Pin),
+        parts: Vec<(GrantId, Replica)>,
+        now: Millis,
+    ) -> Result<(), String> {
+        self.check_write_matches(h, &key, replaces, false)?;
+        let footprint = self
+            .space
+            .checked_align_up(size)
+            .ok_or_else(|| format!("write of {key:?}: size {size} overflows"))?;
+        let fits = parts.iter().enumerate().all(|(i, (id, r))| {
+            let distinct = parts[..i].iter().all(|(o, _)| o != id);
+            distinct
+                && self.grants.get(id).is_some_and(|g| {
+                    g.client == client && g.mount == r.mount && g.holds(r.offset, footprint)
+                })
+        });
+        if parts.is_empty() || !fits {
+            return Err(format!("write of {key:?} is not in its client's grants"));
+        }
+        let mut replicas = Replicas::new();
+        for (id, r) in parts {
+            if let Some(g) = self.grants.get_mut(&id) {
+                g.take(r.offset, footprint);
+            }
+            replicas.push(r);
+        }
+        let w = PendingWrite {
+            client,
+            started: now,
+            size,
+            replicas,
+            in_place: false,
+            replaces,
+            pin,
+        };
+        self.insert_write(h, key, w);
         Ok(())
     }
 
@@ -188,12 +270,7 @@ impl Master {
         mode: Mode,
     ) -> Result<(), String> {
         if mode == Mode::Replay {
-            if self.writes.contains_key_h(h, &key) {
-                return Err(format!("second write of {key:?}"));
-            }
-            if self.objects.contains_key_h(h, &key) != w.replaces || (w.in_place && !w.replaces) {
-                return Err(format!("write of {key:?} does not match its object"));
-            }
+            self.check_write_matches(h, &key, w.replaces, w.in_place)?;
             for (i, r) in w.replicas.iter().enumerate() {
                 if !self.space.reserve(*r, w.size) {
                     w.replicas[..i]
@@ -203,13 +280,36 @@ impl Master {
                 }
             }
         }
+        self.insert_write(h, key, w);
+        Ok(())
+    }
+
+    /// A replayed write must be the only one of its key and agree with its object (live ones
+    /// come from handlers that checked).
+    fn check_write_matches(
+        &self,
+        h: u64,
+        key: &str,
+        replaces: bool,
+        in_place: bool,
+    ) -> Result<(), String> {
+        if self.writes.contains_key_h(h, key) {
+            return Err(format!("second write of {key:?}"));
+        }
+        if self.objects.contains_key_h(h, key) != replaces || (in_place && !replaces) {
+            return Err(format!("write of {key:?} does not match its object"));
+        }
+        Ok(())
+    }
+
+    /// Records a write in progress (marking the object it replaces).
+    fn insert_write(&mut self, h: u64, key: Box<str>, w: PendingWrite) {
         if w.replaces {
             if let Some(o) = self.objects.get_mut_h(h, &key) {
                 o.writing = true;
             }
         }
         self.writes.insert_h(h, key, w);
-        Ok(())
     }
 
     /// A write ends: a new object is inserted with one probe of the big table; a replacing
@@ -488,6 +588,7 @@ impl Master {
             }
         }
         self.held.retain(|h| h.replica.mount != mount);
+        self.grants.retain(|_, g| g.mount != mount);
         self.tasks.forget_mount(mount);
         if mode == Mode::Live {
             self.effects.push_back(Effect::MountRemoved {

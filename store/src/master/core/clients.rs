@@ -3,7 +3,7 @@
 use super::{ClientState, Master, RemovedRange};
 use crate::error::{Error, Result};
 use crate::master::log::{Effect, Record};
-use crate::master::space::Mount;
+use crate::master::space::{Mount, Replica};
 use crate::master::types::{ClientId, Millis, MountId, MountSpec, PingResult};
 
 impl Master {
@@ -61,6 +61,9 @@ impl Master {
     /// Mounts the client's store space again after `NeedRemount`: ranges the master still
     /// knows for this client (same node, base and length: restored from disk) become readable
     /// again, new ones are added, and its ranges not listed are removed with their replicas.
+    /// A new range remounted within a lease TTL of this master's start, restart or promotion
+    /// takes no new replicas until that TTL ends: the node mounted it at an earlier master,
+    /// whose read leases on it this one cannot know (see [`Master::start_stateless`]).
     /// Errors as [`Master::mount`].
     pub fn remount(
         &mut self,
@@ -92,7 +95,15 @@ impl Master {
                     }
                     id
                 }
-                None => self.add_mount(client, now, spec),
+                None => {
+                    let id = self.add_mount(client, now, spec);
+                    if now < self.remount_hold_until {
+                        if let Some(m) = self.space.get_mut(id) {
+                            m.hold_until = Some(self.remount_hold_until);
+                        }
+                    }
+                    id
+                }
             });
         }
         self.clients.insert(
@@ -198,7 +209,7 @@ impl Master {
         tracing::info!(%client, mounts, writes, "client left");
     }
 
-    fn check_not_left(&self, client: ClientId, now: Millis) -> Result<()> {
+    pub(crate) fn check_not_left(&self, client: ClientId, now: Millis) -> Result<()> {
         match self.left.get(&client) {
             Some(&until) if until > now => Err(Error::IllegalClient {
                 key: format!("client {client} left the cluster"),
@@ -227,6 +238,7 @@ impl Master {
         for key in writes {
             self.commit(now, Record::WriteRevoke { key, hold });
         }
+        self.end_grants_of(now, client);
         self.fail_tasks_of(now, client);
         (mounts.len(), n)
     }
@@ -267,21 +279,44 @@ impl Master {
     /// Removes a range with its replicas (`MountRemoved`), remembering until when readers may
     /// still read it under leases granted before (see [`Master::removed_range`]).
     pub(crate) fn remove_mount(&mut self, now: Millis, mount: MountId) {
-        if let Some(r) = self.removed_range(mount).filter(|r| r.until > now) {
+        if let Some(r) = self.removed_range(now, mount).filter(|r| r.until > now) {
             self.removed.push(r);
         }
         self.commit(now, Record::MountRemoved { mount });
     }
 
-    /// Range `mount` as removed now: readable under earlier leases until the newest lease on an
-    /// object with a replica there ends (at least until the no-reuse window's end).
-    fn removed_range(&self, mount: MountId) -> Option<RemovedRange> {
+    /// Range `mount` as removed at `now`: readable under earlier leases, and written by puts
+    /// under way, until the last of these ends (at least until the no-reuse window's end): the
+    /// newest lease on an object with a replica there, the hold on space there freed while
+    /// leased, the release time of a write placed there or of a grant there.
+    fn removed_range(&self, now: Millis, mount: MountId) -> Option<RemovedRange> {
         let m = self.space.get(mount)?;
-        let newest = self
+        let there = |r: &Replica| r.mount == mount;
+        let leased = self
             .objects
             .iter()
-            .filter(|(_, o)| o.replicas.iter().any(|r| r.mount == mount))
-            .map(|(_, o)| o.lease_until)
+            .filter(|(_, o)| o.replicas.iter().any(there))
+            .map(|(_, o)| o.lease_until);
+        let held = self
+            .held
+            .iter()
+            .filter(|h| there(&h.replica))
+            .map(|h| h.until);
+        let release = self.cfg.put_release_ms;
+        let written = self
+            .writes
+            .iter()
+            .filter(|(_, w)| w.replicas.iter().any(there))
+            .map(|(_, w)| w.started.saturating_add(release));
+        let granted = self
+            .grants
+            .values()
+            .filter(|g| g.mount == mount)
+            .map(|_| now.saturating_add(release));
+        let newest = leased
+            .chain(held)
+            .chain(written)
+            .chain(granted)
             .max()
             .unwrap_or(0);
         Some(RemovedRange {

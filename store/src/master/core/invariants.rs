@@ -8,8 +8,8 @@ use crate::master::types::{Millis, MountId};
 
 impl Master {
     /// Checks that no two allocations overlap, every allocation lies inside a mounted range,
-    /// the allocators' used bytes equal the replicas, writes, running tasks and held space they
-    /// back, objects and writes agree, and exactly the running tasks have work. Returns the first violation found.
+    /// the allocators' used bytes equal the replicas, writes, running tasks, held space and
+    /// what is left of grants they back, objects and writes agree, and exactly the running tasks have work. Returns the first violation found.
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut extents: HashMap<MountId, Vec<(u64, u64, String)>> = HashMap::new();
         let mut add = |r: &crate::master::Replica, size: u64, what: String| {
@@ -42,6 +42,13 @@ impl Master {
         }
         for h in &self.held {
             add(&h.replica, h.size, "held".into());
+        }
+        for (id, g) in &self.grants {
+            if self.space.get(g.mount).is_none() {
+                return Err(format!("{id} lies on unknown mount {}", g.mount.0));
+            }
+            g.extents()
+                .for_each(|(r, len)| add(&r, len, id.to_string()));
         }
         for (id, t) in self.tasks.iter() {
             if (t.state == TaskState::Processing) != t.work.is_some() {

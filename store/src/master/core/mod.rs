@@ -17,17 +17,19 @@
 mod apply;
 mod clients;
 mod evict;
+mod grants;
 mod invariants;
 mod leases;
 mod read;
 mod tasks;
 mod write;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 pub(crate) use self::apply::Mode;
 use self::leases::LeaseEnds;
 use super::config::MasterConfig;
+use super::grant::{Grant, GrantId};
 use super::keymap::{KeyHasher, KeyMap};
 use super::log::{Effect, LogEntry, Record};
 use super::object::{Held, Object, PendingWrite};
@@ -67,6 +69,10 @@ pub struct Master {
     /// after a restart or a promotion the read leases granted before are unknown (soft state),
     /// and a reader may still be transferring under one (see [`Master::reuse_after`]).
     pub(crate) no_reuse_until: Millis,
+    /// Until when a range a node remounts that this master does not know takes no new
+    /// replicas (soft state): it was mounted at an earlier master, whose read leases on it are
+    /// unknown here (see [`Master::remount`]).
+    pub(crate) remount_hold_until: Millis,
     /// Store space removed while readers may still read it under earlier leases (soft state):
     /// a new mount over it is refused until then (see `remove_mount`).
     pub(crate) removed: Vec<RemovedRange>,
@@ -78,6 +84,10 @@ pub struct Master {
     pub(crate) tasks: Tasks,
     /// The read leases held, by their end (soft state).
     pub(crate) leases: LeaseEnds,
+    /// Space granted to clients ahead of their puts, by id (see [`grant`](super::grant)).
+    pub(crate) grants: BTreeMap<GrantId, Grant>,
+    /// The id the next grant gets.
+    pub(crate) next_grant: u64,
 }
 
 /// A removed range of a node's memory, and until when readers may still read it.
@@ -113,9 +123,12 @@ impl Master {
             tally: Tally::default(),
             last_now: 0,
             no_reuse_until: 0,
+            remount_hold_until: 0,
             removed: Vec::new(),
             tasks: Tasks::default(),
             leases: LeaseEnds::default(),
+            grants: BTreeMap::new(),
+            next_grant: 0,
         }
     }
 
@@ -191,7 +204,15 @@ impl Master {
     /// held until its end.
     pub(crate) fn restart_soft_state(&mut self, now: Millis) {
         self.no_reuse_until = now.saturating_add(self.cfg.lease_ttl_ms);
-        let owners: Vec<ClientId> = self.space.iter().map(|(_, mt)| mt.client).collect();
+        self.remount_hold_until = self.no_reuse_until;
+        // Owners of store space or of grants: each must remount within its TTL, or its space
+        // and grants go.
+        let owners: Vec<ClientId> = self
+            .space
+            .iter()
+            .map(|(_, mt)| mt.client)
+            .chain(self.grants.values().map(|g| g.client))
+            .collect();
         let ids: Vec<_> = self.space.iter().map(|(id, _)| id).collect();
         for id in ids {
             if let Some(mt) = self.space.get_mut(id) {
@@ -207,6 +228,17 @@ impl Master {
                 },
             );
         }
+    }
+
+    /// Tells a master made by [`Master::new`] for a process that starts with no state (no data
+    /// directory) that it starts at `now`. A master of a new cluster and one restarted without
+    /// its state cannot tell each other apart; in the second, a node that remounts the range it
+    /// had mounted before may hold objects that clients still read under the previous master's
+    /// leases (clients keep locations for a lease, see the client's lease cache), so such a
+    /// range takes no new replicas until one lease TTL from now. First mounts are not held.
+    pub fn start_stateless(&mut self, now: Millis) {
+        let now = self.tick(now);
+        self.remount_hold_until = now.saturating_add(self.cfg.lease_ttl_ms);
     }
 
     /// Until when replicas freed now must stay out of use, given the newest read lease known on
@@ -232,7 +264,10 @@ impl Master {
             .clients
             .values()
             .map(|c| c.last_ping.saturating_add(self.cfg.client_ttl_ms));
-        let drains = self.space.iter().filter_map(|(_, m)| m.draining_until);
+        let drains = self
+            .space
+            .iter()
+            .filter_map(|(_, m)| m.draining_until.or(m.hold_until));
         let writes = self
             .writes
             .iter()
@@ -264,6 +299,7 @@ impl Master {
         for mount in drained {
             self.remove_mount(now, mount);
         }
+        self.space.end_holds(now);
         let mut stale: Vec<Box<str>> = self
             .writes
             .iter()

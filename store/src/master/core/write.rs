@@ -4,7 +4,7 @@
 use super::Master;
 use crate::error::{Error, Result};
 use crate::master::log::Record;
-use crate::master::object::{Pin, Replicas};
+use crate::master::object::Replicas;
 use crate::master::types::{ClientId, Millis, PutConfig, ReplicaDesc, Write};
 
 impl Master {
@@ -34,18 +34,7 @@ impl Master {
         let now = self.tick(now);
         self.check_write(key, size, cfg)?;
         let h = self.objects.hash(key);
-        // An object whose every replica is in a gracefully unmounted range is leaving: it
-        // vanishes at the grace's end, and the node that closed may have freed its memory
-        // already. A put replaces it as an upsert does, into new space, instead of answering
-        // that it exists.
-        let leaving = self
-            .objects
-            .get_h(h, key)
-            .is_some_and(|o| self.leaving(&o.replicas));
-        let write = if leaving { Write::Upsert } else { write };
-        if write == Write::Put && self.objects.contains_key_h(h, key) {
-            return Err(Error::ObjectAlreadyExists { key: key.into() });
-        }
+        let (write, leaving) = self.admit(h, key, write)?;
         self.preempt_stale(h, key, now, write)?;
         if let (Write::Upsert, Some(o)) = (write, self.objects.get_h(h, key)) {
             // In place only where no reader can be transferring: no lease known, and not
@@ -163,7 +152,7 @@ impl Master {
             .collect()
     }
 
-    fn check_write(&self, key: &str, size: u64, cfg: &PutConfig) -> Result<()> {
+    pub(crate) fn check_write(&self, key: &str, size: u64, cfg: &PutConfig) -> Result<()> {
         self.check_key(key)?;
         crate::args::size(size)?;
         crate::args::put_config(cfg)?;
@@ -173,9 +162,32 @@ impl Master {
         Ok(())
     }
 
+    /// The write `key` gets, and whether its object is leaving. An object whose every replica
+    /// is in a gracefully unmounted range is leaving: it vanishes at the grace's end, and the
+    /// node that closed may have freed its memory already. A put replaces it as an upsert
+    /// does, into new space, instead of answering that it exists. A put of another existing
+    /// key is `ObjectAlreadyExists`.
+    pub(crate) fn admit(&self, h: u64, key: &str, write: Write) -> Result<(Write, bool)> {
+        let leaving = self
+            .objects
+            .get_h(h, key)
+            .is_some_and(|o| self.leaving(&o.replicas));
+        let write = if leaving { Write::Upsert } else { write };
+        if write == Write::Put && self.objects.contains_key_h(h, key) {
+            return Err(Error::ObjectAlreadyExists { key: key.into() });
+        }
+        Ok((write, leaving))
+    }
+
     /// A write of `key` younger than the discard timeout blocks a new one; an older one is
     /// pre-empted (revoked, its space held until its release time).
-    fn preempt_stale(&mut self, h: u64, key: &str, now: Millis, write: Write) -> Result<()> {
+    pub(crate) fn preempt_stale(
+        &mut self,
+        h: u64,
+        key: &str,
+        now: Millis,
+        write: Write,
+    ) -> Result<()> {
         let Some(w) = self.writes.get_h(h, key) else {
             return Ok(());
         };
@@ -243,13 +255,7 @@ impl Master {
         (replicas, in_place, replaces): (Replicas, bool, bool),
         cfg: &PutConfig,
     ) {
-        let pin = if cfg.hard_pin {
-            Pin::Hard
-        } else if cfg.soft_pin {
-            Pin::Soft
-        } else {
-            Pin::None
-        };
+        let pin = cfg.pin();
         let record = Record::WriteStart {
             client,
             key: key.into(),

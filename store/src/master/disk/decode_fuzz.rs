@@ -16,6 +16,7 @@ use yuebing_testkit::fuzz::{config, edge_u64, mutate, mutations, overwrite};
 
 use super::frame::{read_frame, read_header, write_frame, write_header, Frame};
 use super::frame::{LOG_MAGIC, SNAPSHOT_MAGIC};
+use crate::master::grant::GrantId;
 use crate::master::log::{LogEntry, Record};
 use crate::master::object::Pin;
 use crate::master::space::Replica;
@@ -110,6 +111,7 @@ fn record() -> impl Strategy<Value = Record> {
     let replica = move || (mount(), number()).prop_map(|(mount, offset)| Replica { mount, offset });
     let replicas = move || vec(replica(), 0..4).prop_map(SmallVec::from_vec);
     let task = || few(vec![1u128, 2, u128::MAX], any::<u128>()).prop_map(TaskId);
+    let grant = || few(vec![1u64, 2, u64::MAX], any::<u64>()).prop_map(GrantId);
     let nodes = || vec(few(strings(&["n1", "n2"]), ".{0,6}"), 0..3);
     let kind = prop_oneof![
         nodes().prop_map(|targets| TaskKind::Copy { targets }),
@@ -119,7 +121,7 @@ fn record() -> impl Strategy<Value = Record> {
         )
             .prop_map(|(source, target)| TaskKind::Move { source, target }),
     ];
-    let pin = prop_oneof![Just(Pin::None), Just(Pin::Soft), Just(Pin::Hard)];
+    let pin = || prop_oneof![Just(Pin::None), Just(Pin::Soft), Just(Pin::Hard)];
     let node = few(strings(&["n1", "n2"]), ".{0,6}");
     prop_oneof![
         (
@@ -144,7 +146,7 @@ fn record() -> impl Strategy<Value = Record> {
             number(),
             replicas(),
             any::<(bool, bool)>(),
-            pin
+            pin()
         )
             .prop_map(|(client, key, size, replicas, (in_place, replaces), pin)| {
                 Record::WriteStart {
@@ -195,6 +197,33 @@ fn record() -> impl Strategy<Value = Record> {
                 hold_until,
             }
         }),
+        (client(), grant(), replica(), number()).prop_map(|(client, grant, replica, len)| {
+            Record::GrantStart {
+                client,
+                grant,
+                replica,
+                len,
+            }
+        }),
+        (
+            client(),
+            key(),
+            number(),
+            vec((grant(), replica()), 0..3),
+            any::<bool>(),
+            pin()
+        )
+            .prop_map(|(client, key, size, parts, replaces, pin)| {
+                Record::WriteGranted {
+                    client,
+                    key,
+                    size,
+                    parts,
+                    replaces,
+                    pin,
+                }
+            }),
+        (grant(), number()).prop_map(|(grant, hold_until)| Record::GrantEnd { grant, hold_until }),
     ]
 }
 
