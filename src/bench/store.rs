@@ -63,6 +63,12 @@ pub struct BenchStoreArgs {
     /// compared with off) [default: off; config: bench.lease_cache].
     #[arg(long, env = "YUEBING_BENCH_LEASE_CACHE")]
     pub lease_cache: Option<String>,
+    /// Store space granted to the clients ahead of their puts (a put of at most a sixteenth
+    /// of a grant writes into it and needs one master round trip): on, off, or on,off (a
+    /// client of each, interleaved on the same cluster; on compared with off) [default: off;
+    /// config: bench.grants].
+    #[arg(long, env = "YUEBING_BENCH_GRANTS")]
+    pub grants: Option<String>,
     /// Also write the results as JSON to this file.
     #[arg(long, env = "YUEBING_BENCH_JSON")]
     pub json: Option<PathBuf>,
@@ -117,10 +123,17 @@ impl BenchStoreArgs {
                 "--lease-cache",
             )
             .map_err(CliError::Usage)?,
+            grants: on_off_modes(
+                &file.resolve("bench", "grants", self.grants, "off".into())?,
+                "grants",
+                "--grants",
+            )
+            .map_err(CliError::Usage)?,
             token,
         };
         let cells = cfg.sizes.len() as u64 + 1 + u64::from(cfg.multi.is_some());
-        let clients = cfg.transports.len() * cfg.metrics.len() * cfg.lease_cache.len();
+        let clients =
+            cfg.transports.len() * cfg.metrics.len() * cfg.lease_cache.len() * cfg.grants.len();
         let total = u64::from(cfg.repeat) * clients as u64 * cells;
         let bar = progress(total);
         let rows = run(&cfg, ticker(&bar)).await;
@@ -153,6 +166,8 @@ pub struct StoreBenchConfig {
     pub metrics: Vec<Metering>,
     /// Whether the clients keep leased locations: one mode, or both (a client each).
     pub lease_cache: Vec<bool>,
+    /// Whether the clients hold grants for their puts: one mode, or both (a client each).
+    pub grants: Vec<bool>,
     /// The cluster token of the bench's master, node and clients.
     pub token: Option<yuebing_rpc::Token>,
 }
@@ -448,9 +463,11 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
         let node = ChildProcess::node_with(masters, &segment, None, admin, token).await?;
         let mut kinds = Vec::new();
         for &kind in &cfg.transports {
-            kinds.extend(cfg.lease_cache.iter().map(|&cached| (kind, cached)));
+            for &cached in &cfg.lease_cache {
+                kinds.extend(cfg.grants.iter().map(|&granted| (kind, cached, granted)));
+            }
         }
-        for (kind, cached) in kinds {
+        for (kind, cached, granted) in kinds {
             let client = Client::start(ClientConfig {
                 masters: vec![addr.clone()],
                 token: cfg.token.clone(),
@@ -467,6 +484,10 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
                     true => BENCH_LEASE_CACHE,
                     false => 0,
                 },
+                grant_size: match granted {
+                    true => BENCH_GRANT,
+                    false => 0,
+                },
                 ..ClientConfig::default()
             })
             .await
@@ -479,10 +500,15 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
                 .engine()
                 .allocate(biggest, true)
                 .map_err(|e| e.to_string())?;
-            let name = match cfg.lease_cache.len() {
-                1 => format!("yuebing-{}", kind.name()),
-                _ => format!("yuebing-{} cache={}", kind.name(), on_off(cached)),
-            };
+            let mut name = format!("yuebing-{}", kind.name());
+            for (what, modes, on) in [
+                ("cache", &cfg.lease_cache, cached),
+                ("grants", &cfg.grants, granted),
+            ] {
+                if modes.len() > 1 {
+                    name.push_str(&format!(" {what}={}", on_off(on)));
+                }
+            }
             let variant = with_metrics(&name, metering, &cfg.metrics);
             clients.push((variant, client, src, dst));
         }
@@ -520,7 +546,7 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
     }
     drop(clients);
     drop(clusters);
-    Ok(cache_against_none(metrics_overhead(rows(&samples))))
+    Ok(on_against_off(metrics_overhead(rows(&samples))))
 }
 
 /// The clients' cache of leased locations when `--lease-cache` is on: room for every key
@@ -534,16 +560,24 @@ fn on_off(on: bool) -> &'static str {
     }
 }
 
-/// Each `… cache=on` row against the `… cache=off` row of the same case and metric (both
+/// Store space each client asks for per grant when `--grants` is on: a put of up to 1 MiB
+/// goes through one.
+const BENCH_GRANT: u64 = 16 << 20;
+
+/// Each row of a variant with a client mode on (`… cache=on`, `… grants=on`: the first one
+/// in its name) against the row of the same case and metric with that mode off (both
 /// measured interleaved in the same run), as its baseline.
-fn cache_against_none(rows: Vec<Row>) -> Vec<Row> {
+fn on_against_off(rows: Vec<Row>) -> Vec<Row> {
     let all = rows.clone();
     rows.into_iter()
         .map(|row| {
-            let Some(name) = row.variant.strip_suffix(" cache=on") else {
+            let on = [" cache=on", " grants=on"]
+                .into_iter()
+                .find(|m| row.variant.contains(m));
+            let Some(on) = on else {
                 return row;
             };
-            let baseline = format!("{name} cache=off");
+            let baseline = row.variant.replacen(on, &on.replace("=on", "=off"), 1);
             match same_cell(&all, &row, &baseline) {
                 Some(b) if b.value > 0.0 => {
                     let value = b.value;

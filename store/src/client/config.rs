@@ -53,10 +53,15 @@ pub struct ClientConfig {
     /// dropped first (16384 take about 4 MiB at most). Default 0: none kept, each read asks the
     /// master. With it, a read may return a value another client has replaced or removed
     /// since, for up to a read lease (a version that was current at some moment of its
-    /// lease, never torn bytes); this client's own writes are always read back. Not yet safe
-    /// with a master that keeps no data directory and restarts: its new placements may reuse
-    /// space the locations name (issue 30).
+    /// lease, never torn bytes); this client's own writes are always read back.
     pub lease_cache: usize,
+    /// Bytes of store space asked of the master at a time as a grant, placed ahead of this
+    /// client's small puts: a put of at most a sixteenth of it, with one replica and no
+    /// preferred node, writes into a grant at once and needs one master round trip (its
+    /// publication) instead of two. The master counts grants as used space and limits them
+    /// per client (`master.grant_max_bytes`); they go back when the client drops, or at the
+    /// end of its lease. Default 0: no grants, every put places its space at the master.
+    pub grant_size: u64,
     /// A node whose transfer just failed is tried last for this long. Default 2 s.
     pub avoid_failed_for: Duration,
     /// Replica settings of `put` when the caller gives none.
@@ -99,6 +104,7 @@ impl Default for ClientConfig {
             deadline: Duration::from_secs(30),
             lease_margin: Duration::from_millis(100),
             lease_cache: 0,
+            grant_size: 0,
             avoid_failed_for: Duration::from_secs(2),
             put: PutConfig::default(),
             metrics: MetricsRegistry::default(),

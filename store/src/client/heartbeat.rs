@@ -112,6 +112,10 @@ async fn beat(c: &Arc<Inner>, bound: std::time::Duration) {
             // A master that does not know this client may not know the leases its locations
             // were kept under (an in-memory master restarted): keep none of them.
             c.cache.forget_all();
+            // Nor may a put start writing into its grants: the master may place other
+            // objects there. Those it still knows end once their writers are done.
+            let idle = c.grants.retire_all();
+            super::grants::end(&c.masters, c.engine.handle(), idle);
             true
         }
         Ok(Ok(PingResult::TasksWaiting)) => {

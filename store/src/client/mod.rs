@@ -19,6 +19,7 @@
 mod admin;
 mod cache;
 mod config;
+mod grants;
 mod heartbeat;
 mod http;
 mod located;
@@ -52,7 +53,9 @@ use self::spaces::Spaces;
 use self::staging::Staging;
 use crate::args;
 use crate::error::{Error, Result};
-use crate::master::{ClientId, MasterClient, MountSpec, PutConfig, ReplicaList, Write};
+use crate::master::{
+    ClientId, GrantedPut, MasterClient, MountSpec, PutConfig, ReplicaDesc, ReplicaList, Write,
+};
 
 /// The cluster token of a client configuration: `token`, or `engine.token` (they may not
 /// differ).
@@ -96,8 +99,16 @@ impl Drop for Inner {
         );
         let bound = self.cfg.deadline.min(LEAVE_BOUND);
         let id = self.id;
+        let grants = self.grants.ids();
         self.engine.handle().spawn(async move {
             let until = Instant::now() + bound;
+            // Freed at once, where the leave would hold them for the write release time.
+            for grant in grants {
+                let ended = masters.call(until, |m| async move { m.until(until).grant_end(grant).await });
+                if let Err(e) = ended.await {
+                    tracing::debug!(client = %id, %grant, error = %e, "could not end a grant");
+                }
+            }
             let left = masters.call(until, |m| async move { m.until(until).leave().await });
             if let Err(e) = left.await {
                 tracing::debug!(client = %id, error = %e, "could not tell the master this client left; it expires at its TTL");
@@ -186,6 +197,8 @@ pub(crate) struct Inner {
     pub(crate) metrics: telemetry::ClientMetrics,
     /// Locations of objects read, while their leases last.
     pub(crate) cache: cache::LeaseCache,
+    /// Store space the master granted ahead of small puts.
+    pub(crate) grants: grants::Grants,
 }
 
 /// A store client. Cheap to clone; its heartbeat stops when the last clone is dropped.
@@ -271,12 +284,15 @@ impl Client {
             engine.publish().await?;
         }
         let specs: Vec<MountSpec> = space.iter().map(|b| spaces::spec_of(&engine, b)).collect();
+        // A first mount, not a remount: a master within a lease TTL of its start holds the
+        // ranges nodes remount (readers may still read them under its previous life's
+        // leases), and this space is new.
         let mounts = masters
             .call(
                 yuebing_rpc::deadline_after(Instant::now(), cfg.deadline),
                 |m| {
                     let specs = specs.clone();
-                    async move { m.remount(specs).await }
+                    async move { m.mount(specs).await }
                 },
             )
             .await?;
@@ -297,6 +313,7 @@ impl Client {
             peers: Peers::new(engine.clone(), cfg.avoid_failed_for),
             metrics: telemetry::ClientMetrics::new(cfg.metrics.clone()),
             cache: cache::LeaseCache::new(cfg.lease_cache, cfg.lease_margin),
+            grants: grants::Grants::new(cfg.grant_size),
             cfg,
             id,
             engine,
@@ -606,6 +623,45 @@ impl Client {
         args::put_config(&cfg)?;
         // This client reads its own writes: no location of the old value outlives the put.
         let _writing = self.inner.cache.writing(Some(vec![key.to_string()]));
+        if self.inner.grants.takes(len, &cfg) {
+            if let Some(held) = self.grant_place(len, until).await {
+                let whole = [Fragment::whole(addr, len)];
+                let desc = ReplicaDesc {
+                    node: held.place.node.clone(),
+                    addr: held.place.addr,
+                    len,
+                };
+                self.inner
+                    .write_replicas(&whole, &[desc], until, keep.clone())
+                    .await?;
+                let put = GrantedPut {
+                    key: key.to_string(),
+                    size: len,
+                    parts: vec![(held.place.grant, held.place.addr)],
+                };
+                let published = self
+                    .master(
+                        until,
+                        |m, _| {
+                            let (put, cfg) = (put.clone(), cfg.clone());
+                            async move { m.put_granted(put, cfg, write).await }
+                        },
+                        key,
+                    )
+                    .await;
+                match published {
+                    Ok(()) => {
+                        self.inner
+                            .metrics
+                            .took(telemetry::Op::Put, len, started.elapsed());
+                        return Ok(());
+                    }
+                    // The grant is gone there: placed at the master instead.
+                    Err(e @ Error::InvalidWrite { .. }) => self.grant_gone(&held, &e),
+                    Err(e) => return Err(e),
+                }
+            }
+        }
         let descs = self
             .master(
                 until,

@@ -236,9 +236,13 @@ impl Master {
     /// had mounted before may hold objects that clients still read under the previous master's
     /// leases (clients keep locations for a lease, see the client's lease cache), so such a
     /// range takes no new replicas until one lease TTL from now. First mounts are not held.
+    ///
+    /// Its grant ids start from `now` (shifted up by 16 bits), so that no id of an earlier
+    /// life, still held by a client that has not heard of the restart, names a new grant.
     pub fn start_stateless(&mut self, now: Millis) {
         let now = self.tick(now);
         self.remount_hold_until = now.saturating_add(self.cfg.lease_ttl_ms);
+        self.next_grant = self.next_grant.max(now.saturating_mul(1 << 16));
     }
 
     /// Until when replicas freed now must stay out of use, given the newest read lease known on

@@ -1,0 +1,264 @@
+//! Store space the master granted this client ahead of its puts (see
+//! [`grant`](crate::master::grant)): a small put takes its place in a grant here, writes its
+//! bytes at once and needs one master round trip, its publication, instead of two (placement,
+//! then publication).
+//!
+//! Places are handed out front to back; a grant with too little left for the largest put it
+//! takes is retired and ended at the master once the puts writing into it are done. When the
+//! master no longer knows this client (its heartbeat hears `NeedRemount`) every grant is
+//! retired: a master that restarted without its state may place other objects there once its
+//! first lease TTL is over, so no new write may start in them.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::masters::Masters;
+use super::Client;
+use crate::error::Error;
+use crate::master::{GrantDesc, GrantId, PutConfig};
+
+/// How long no grant is asked for after the master refused one.
+const QUIET: Duration = Duration::from_secs(1);
+
+/// This client's grants.
+pub(crate) struct Grants {
+    /// Bytes asked for per grant; 0 turns grants off.
+    size: u64,
+    state: Mutex<State>,
+    /// One request for a grant at a time: puts that find no room wait for it.
+    asking: tokio::sync::Mutex<()>,
+}
+
+#[derive(Default)]
+struct State {
+    open: Vec<Open>,
+    /// Grants that take no more puts, ended once their writers are done.
+    retired: Vec<Open>,
+    /// No grant is asked for before this.
+    quiet_until: Option<Instant>,
+}
+
+struct Open {
+    desc: GrantDesc,
+    /// Bytes handed out, from its start.
+    used: u64,
+    /// Puts writing into it now.
+    writers: usize,
+}
+
+impl Open {
+    fn left(&self) -> u64 {
+        self.desc.len - self.used
+    }
+}
+
+/// A place in a grant for one put, held while the put writes there.
+pub(crate) struct Place {
+    pub(crate) grant: GrantId,
+    pub(crate) node: String,
+    pub(crate) addr: u64,
+}
+
+impl Grants {
+    /// Grants of `size` bytes each (0: none).
+    pub(crate) fn new(size: u64) -> Self {
+        Grants {
+            size,
+            state: Mutex::new(State::default()),
+            asking: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The largest put placed in a grant: a sixteenth of one, so that at most that much of a
+    /// grant is left unused when it retires.
+    fn put_max(&self) -> u64 {
+        self.size / 16
+    }
+
+    /// Whether a put of `len` bytes with `cfg` goes through a grant: grants are on, it is
+    /// small, and it wants one replica with no preferred node.
+    pub(crate) fn takes(&self, len: u64, cfg: &PutConfig) -> bool {
+        self.size > 0 && len <= self.put_max() && cfg.replica_num == 1 && cfg.preferred.is_empty()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while the lock was held left the state as it was between two whole steps.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A place for `len` bytes in an open grant, if one has room.
+    fn take(&self, len: u64) -> Option<Place> {
+        let mut st = self.state();
+        let open = st.open.iter_mut().find(|g| {
+            let footprint = len.div_ceil(g.desc.alignment) * g.desc.alignment;
+            footprint <= g.left()
+        })?;
+        let footprint = len.div_ceil(open.desc.alignment) * open.desc.alignment;
+        let addr = open.desc.addr + open.used;
+        open.used += footprint;
+        open.writers += 1;
+        Some(Place {
+            grant: open.desc.id,
+            node: open.desc.node.clone(),
+            addr,
+        })
+    }
+
+    /// The put at `place` is done with it: the grant's id when it is retired and this was its
+    /// last writer (end it at the master now).
+    fn done(&self, place: &Place) -> Option<GrantId> {
+        let mut st = self.state();
+        if let Some(g) = st.open.iter_mut().find(|g| g.desc.id == place.grant) {
+            g.writers -= 1;
+            return None;
+        }
+        let i = st.retired.iter().position(|g| g.desc.id == place.grant)?;
+        st.retired[i].writers -= 1;
+        (st.retired[i].writers == 0).then(|| st.retired.swap_remove(i).desc.id)
+    }
+
+    /// Retires the open grants with less room left than the largest put takes (or all of
+    /// them); returns those with no writer, to end at the master now.
+    fn retire(&self, all: bool) -> Vec<GrantId> {
+        let put_max = self.put_max();
+        let mut st = self.state();
+        let (going, staying): (Vec<Open>, Vec<Open>) = std::mem::take(&mut st.open)
+            .into_iter()
+            .partition(|g| all || g.left() < put_max);
+        st.open = staying;
+        let mut idle = Vec::new();
+        for g in going {
+            match g.writers {
+                0 => idle.push(g.desc.id),
+                _ => st.retired.push(g),
+            }
+        }
+        idle
+    }
+
+    /// The master says `grant` ended (its store space went, or it does not know it): no put
+    /// takes a place there any more, and nothing is ended at the master for it.
+    fn forget(&self, grant: GrantId) {
+        let mut st = self.state();
+        if let Some(i) = st.open.iter().position(|g| g.desc.id == grant) {
+            let g = st.open.swap_remove(i);
+            if g.writers > 0 {
+                st.retired.push(g);
+            }
+        }
+    }
+
+    /// Every grant, retired now (a master that may not know this client any more: see the
+    /// module docs); returns those with no writer, to end at the master.
+    pub(crate) fn retire_all(&self) -> Vec<GrantId> {
+        self.retire(true)
+    }
+
+    /// Every grant this client holds (open or retired), for its last words to the master.
+    pub(crate) fn ids(&self) -> Vec<GrantId> {
+        let st = self.state();
+        st.open
+            .iter()
+            .chain(&st.retired)
+            .map(|g| g.desc.id)
+            .collect()
+    }
+}
+
+/// Ends `ids` at the master, in the background (a grant the master does not know is `Ok`).
+pub(crate) fn end(masters: &Arc<Masters>, handle: &tokio::runtime::Handle, ids: Vec<GrantId>) {
+    if ids.is_empty() {
+        return;
+    }
+    let masters = masters.clone();
+    handle.spawn(async move {
+        let until = Instant::now() + Duration::from_secs(5);
+        for id in ids {
+            let ended = masters.call(until, |m| async move { m.until(until).grant_end(id).await });
+            if let Err(e) = ended.await {
+                tracing::debug!(grant = %id, error = %e, "could not end a grant; it ends with this client's lease");
+            }
+        }
+    });
+}
+
+/// A place held by a put; dropping it hands the place back (ending a retired grant whose
+/// last writer it was).
+pub(crate) struct Held<'a> {
+    client: &'a Client,
+    pub(crate) place: Place,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let inner = &self.client.inner;
+        if let Some(id) = inner.grants.done(&self.place) {
+            end(&inner.masters, inner.engine.handle(), vec![id]);
+        }
+    }
+}
+
+impl Client {
+    /// A place for a put of `len` bytes in one of this client's grants, asking the master
+    /// for a grant when none has room: `None` when there is none to be had (the master
+    /// refused; the put goes the two-round-trip way).
+    pub(crate) async fn grant_place(&self, len: u64, until: Instant) -> Option<Held<'_>> {
+        let grants = &self.inner.grants;
+        if let Some(place) = grants.take(len) {
+            return Some(Held {
+                client: self,
+                place,
+            });
+        }
+        let _asking = grants.asking.lock().await;
+        // Another put may have got a grant meanwhile.
+        if let Some(place) = grants.take(len) {
+            return Some(Held {
+                client: self,
+                place,
+            });
+        }
+        if grants
+            .state()
+            .quiet_until
+            .is_some_and(|t| Instant::now() < t)
+        {
+            return None;
+        }
+        let idle = grants.retire(false);
+        end(&self.inner.masters, self.inner.engine.handle(), idle);
+        let size = grants.size;
+        let asked = self
+            .master(
+                until,
+                |m, _| async move { m.grant(size, Vec::<String>::new()).await },
+                "",
+            )
+            .await;
+        match asked {
+            Ok(desc) => {
+                grants.state().open.push(Open {
+                    desc,
+                    used: 0,
+                    writers: 0,
+                });
+                grants.take(len).map(|place| Held {
+                    client: self,
+                    place,
+                })
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "no grant; puts place their space at the master");
+                grants.state().quiet_until = Some(Instant::now() + QUIET);
+                None
+            }
+        }
+    }
+
+    /// The master refused a publication in `held`'s grant as `InvalidWrite`: the grant is
+    /// gone there (its store space went, or the master restarted without it).
+    pub(crate) fn grant_gone(&self, held: &Held<'_>, e: &Error) {
+        tracing::debug!(grant = %held.place.grant, error = %e, "grant gone at the master");
+        self.inner.grants.forget(held.place.grant);
+    }
+}

@@ -1,0 +1,163 @@
+//! Store space granted ahead of puts: a small put writes into the client's grant and needs
+//! one master round trip; a grant that is gone at the master falls back to placing the put
+//! there; a client that dies with grants has them reclaimed at the end of its lease.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use yuebing_rpc::Endpoint;
+use yuebing_store::master::{ClientId, MasterClient, MasterServerConfig, RunningMaster};
+use yuebing_store::{Client, ClientConfig, Options};
+
+async fn master(cfg: MasterServerConfig, at: &Endpoint) -> RunningMaster {
+    RunningMaster::start(cfg, at).await.unwrap()
+}
+
+fn config(m: &RunningMaster, store_size: u64, grant_size: u64) -> ClientConfig {
+    ClientConfig {
+        masters: vec![m.local_endpoint().clone()],
+        store_size,
+        grant_size,
+        heartbeat: Duration::from_millis(100),
+        ..ClientConfig::default()
+    }
+}
+
+/// Calls the master served, by method.
+async fn calls(m: &RunningMaster) -> BTreeMap<String, u64> {
+    let c = MasterClient::new(m.local_endpoint().clone(), ClientId(1));
+    let stats = c.call_stats().await.unwrap();
+    stats
+        .methods
+        .into_iter()
+        .map(|m| (m.method, m.calls))
+        .collect()
+}
+
+fn value(i: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|j| (i * 31 + j) as u8).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_puts_write_into_a_grant_and_are_published_in_one_call() {
+    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
+    let m = master(MasterServerConfig::default(), &bind).await;
+    let node = Client::start(config(&m, 16 << 20, 0)).await.unwrap();
+    let writer = Client::start(config(&m, 0, 1 << 20)).await.unwrap();
+    let opts = Options::deadline(Duration::from_secs(10));
+    for i in 0..40 {
+        writer
+            .put(format!("k{i}"), &value(i, 4096), &opts)
+            .await
+            .unwrap();
+    }
+    // Larger than a sixteenth of a grant: placed at the master.
+    writer.put("big", &value(99, 100_000), &opts).await.unwrap();
+    let served = calls(&m).await;
+    let n = |name: &str| served.get(name).copied().unwrap_or(0);
+    assert_eq!(n("put_granted"), 40, "{served:?}");
+    assert_eq!((n("put_start"), n("put_end")), (1, 1), "{served:?}");
+    assert!(n("grant") >= 1 && n("grant") <= 2, "{served:?}");
+    for i in 0..40 {
+        let got = node.get(format!("k{i}"), &opts).await.unwrap();
+        assert_eq!(got, value(i, 4096), "k{i}");
+    }
+    assert_eq!(writer.get("big", &opts).await.unwrap(), value(99, 100_000));
+    // The grant is used space until the writer drops.
+    let used = node.stats(&opts).await.unwrap().bytes_used;
+    assert!(used >= (1 << 20), "{used}");
+    drop(writer);
+    let objects = 40 * 4096 + 100_032;
+    yuebing_testkit::eventually::eventually(
+        "the dropped writer's grant is freed",
+        Duration::from_secs(5),
+        || async { (node.stats(&opts).await.unwrap().bytes_used == objects).then_some(()) },
+    )
+    .await;
+}
+
+/// A master restarted without its state knows no grants: the writer's publication is
+/// refused, its grants are retired, and puts go on through a new grant (or placed at the
+/// master), every value read back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn puts_go_on_when_the_master_restarts_without_the_grants() {
+    let port = yuebing_testkit::ports::free_port();
+    let at: Endpoint = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut cfg = MasterServerConfig::default();
+    cfg.core.lease_ttl_ms = 300;
+    cfg.core.client_ttl_ms = 2_000;
+    let m = master(cfg.clone(), &at).await;
+    let node = Client::start(config(&m, 16 << 20, 0)).await.unwrap();
+    let writer = Client::start(config(&m, 0, 1 << 20)).await.unwrap();
+    let opts = Options::deadline(Duration::from_secs(10));
+    writer.put("before", &value(1, 4096), &opts).await.unwrap();
+    m.shutdown(Duration::ZERO).await;
+    let m = master(cfg, &at).await;
+    let puts = async {
+        for i in 0..20 {
+            loop {
+                match writer
+                    .put(format!("after{i}"), &value(i, 4096), &opts)
+                    .await
+                {
+                    Ok(()) => break,
+                    // Until the node remounted, and one lease TTL after the restart
+                    // (NoAvailableHandle); a connection to the old master that breaks.
+                    Err(e) if e.is_retryable() => {
+                        tokio::time::sleep(Duration::from_millis(50)).await
+                    }
+                    Err(e) => panic!("after{i}: {e}"),
+                }
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), puts)
+        .await
+        .expect("puts resume");
+    for i in 0..20 {
+        assert_eq!(
+            node.get(format!("after{i}"), &opts).await.unwrap(),
+            value(i, 4096)
+        );
+    }
+    drop(m);
+}
+
+/// A client that stops without a word (its runtime gone: no leave, no pings) keeps its grant
+/// until the master expires it; then the grant's space is held until the write release time
+/// and freed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_clients_grant_is_reclaimed_after_its_lease() {
+    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
+    let mut cfg = MasterServerConfig::default();
+    cfg.core.client_ttl_ms = 500;
+    cfg.core.put_discard_ms = 300;
+    cfg.core.put_release_ms = 500;
+    let m = master(cfg, &bind).await;
+    let node = Client::start(config(&m, 16 << 20, 0)).await.unwrap();
+    let opts = Options::deadline(Duration::from_secs(10));
+    let writer_cfg = config(&m, 0, 1 << 20);
+    // The writer runs on a runtime of its own, on a thread of its own, and dies there:
+    // nothing it spawned runs again, and its handle is never dropped (no leave).
+    let died = std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let writer = rt.block_on(async {
+            let w = Client::start(writer_cfg).await.unwrap();
+            w.put("k", &value(3, 4096), &Options::default())
+                .await
+                .unwrap();
+            w
+        });
+        std::mem::forget(writer);
+        rt.shutdown_background();
+    });
+    tokio::task::block_in_place(|| died.join().unwrap());
+    assert!(node.stats(&opts).await.unwrap().bytes_used >= 1 << 20);
+    yuebing_testkit::eventually::eventually(
+        "the grant reclaimed",
+        Duration::from_secs(10),
+        || async { (node.stats(&opts).await.unwrap().bytes_used == 4096).then_some(()) },
+    )
+    .await;
+    assert_eq!(node.get("k", &opts).await.unwrap(), value(3, 4096));
+}
