@@ -20,6 +20,9 @@ use crate::master::{GrantDesc, GrantId, PutConfig};
 /// How long no grant is asked for after the master refused one.
 const QUIET: Duration = Duration::from_secs(1);
 
+/// A grant with less time than this left to write into it takes no more puts.
+const MIN_TIME_LEFT: Duration = Duration::from_secs(1);
+
 /// This client's grants.
 pub(crate) struct Grants {
     /// Bytes asked for per grant; 0 turns grants off.
@@ -36,6 +39,8 @@ struct State {
     retired: Vec<Open>,
     /// No grant is asked for before this.
     quiet_until: Option<Instant>,
+    /// Counts `retire_all`: a grant asked for before one is not used after it.
+    generation: u64,
 }
 
 struct Open {
@@ -44,6 +49,10 @@ struct Open {
     used: u64,
     /// Puts writing into it now.
     writers: usize,
+    /// A write into it failed or was abandoned: its bytes may still land.
+    dirty: bool,
+    /// Writes into it must end by then (the master's `valid_ms` from the request).
+    valid_until: Instant,
 }
 
 impl Open {
@@ -57,6 +66,8 @@ pub(crate) struct Place {
     pub(crate) grant: GrantId,
     pub(crate) node: String,
     pub(crate) addr: u64,
+    /// The write must end by then.
+    pub(crate) until: Instant,
 }
 
 impl Grants {
@@ -86,12 +97,13 @@ impl Grants {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A place for `len` bytes in an open grant, if one has room.
+    /// A place for `len` bytes in an open grant, if one has room and time left.
     fn take(&self, len: u64) -> Option<Place> {
         let mut st = self.state();
+        let soon = Instant::now() + MIN_TIME_LEFT;
         let open = st.open.iter_mut().find(|g| {
             let footprint = len.div_ceil(g.desc.alignment) * g.desc.alignment;
-            footprint <= g.left()
+            footprint <= g.left() && g.valid_until > soon
         })?;
         let footprint = len.div_ceil(open.desc.alignment) * open.desc.alignment;
         let addr = open.desc.addr + open.used;
@@ -101,35 +113,43 @@ impl Grants {
             grant: open.desc.id,
             node: open.desc.node.clone(),
             addr,
+            until: open.valid_until,
         })
     }
 
-    /// The put at `place` is done with it: the grant's id when it is retired and this was its
-    /// last writer (end it at the master now).
-    fn done(&self, place: &Place) -> Option<GrantId> {
+    /// The put at `place` is done with it (`clean`: its write ended, published or not): the
+    /// grant, when it is retired and this was its last writer (end it at the master now).
+    fn done(&self, place: &Place, clean: bool) -> Option<(GrantId, bool)> {
         let mut st = self.state();
         if let Some(g) = st.open.iter_mut().find(|g| g.desc.id == place.grant) {
-            g.writers -= 1;
+            g.writers = g.writers.saturating_sub(1);
+            g.dirty |= !clean;
             return None;
         }
         let i = st.retired.iter().position(|g| g.desc.id == place.grant)?;
-        st.retired[i].writers -= 1;
-        (st.retired[i].writers == 0).then(|| st.retired.swap_remove(i).desc.id)
+        let g = &mut st.retired[i];
+        g.writers = g.writers.saturating_sub(1);
+        g.dirty |= !clean;
+        (g.writers == 0).then(|| {
+            let g = st.retired.swap_remove(i);
+            (g.desc.id, g.dirty)
+        })
     }
 
-    /// Retires the open grants with less room left than the largest put takes (or all of
-    /// them); returns those with no writer, to end at the master now.
-    fn retire(&self, all: bool) -> Vec<GrantId> {
+    /// Retires the open grants with less room or time left than the largest put needs (or
+    /// all of them); returns those with no writer, to end at the master now.
+    fn retire(&self, all: bool) -> Vec<(GrantId, bool)> {
         let put_max = self.put_max();
+        let soon = Instant::now() + MIN_TIME_LEFT;
         let mut st = self.state();
         let (going, staying): (Vec<Open>, Vec<Open>) = std::mem::take(&mut st.open)
             .into_iter()
-            .partition(|g| all || g.left() < put_max);
+            .partition(|g| all || g.left() < put_max || g.valid_until <= soon);
         st.open = staying;
         let mut idle = Vec::new();
         for g in going {
             match g.writers {
-                0 => idle.push(g.desc.id),
+                0 => idle.push((g.desc.id, g.dirty)),
                 _ => st.retired.push(g),
             }
         }
@@ -150,31 +170,39 @@ impl Grants {
 
     /// Every grant, retired now (a master that may not know this client any more: see the
     /// module docs); returns those with no writer, to end at the master.
-    pub(crate) fn retire_all(&self) -> Vec<GrantId> {
+    pub(crate) fn retire_all(&self) -> Vec<(GrantId, bool)> {
+        self.state().generation += 1;
         self.retire(true)
     }
 
-    /// Every grant this client holds (open or retired), for its last words to the master.
-    pub(crate) fn ids(&self) -> Vec<GrantId> {
+    /// Every grant this client holds (open or retired, and whether a write into it failed
+    /// or may still run), for its last words to the master.
+    pub(crate) fn ids(&self) -> Vec<(GrantId, bool)> {
         let st = self.state();
         st.open
             .iter()
             .chain(&st.retired)
-            .map(|g| g.desc.id)
+            .map(|g| (g.desc.id, g.dirty || g.writers > 0))
             .collect()
     }
 }
 
-/// Ends `ids` at the master, in the background (a grant the master does not know is `Ok`).
-pub(crate) fn end(masters: &Arc<Masters>, handle: &tokio::runtime::Handle, ids: Vec<GrantId>) {
+/// Ends `ids` at the master, in the background (a grant the master does not know is `Ok`);
+/// a dirty one's space is held there until the write release time.
+pub(crate) fn end(
+    masters: &Arc<Masters>,
+    handle: &tokio::runtime::Handle,
+    ids: Vec<(GrantId, bool)>,
+) {
     if ids.is_empty() {
         return;
     }
     let masters = masters.clone();
     handle.spawn(async move {
         let until = Instant::now() + Duration::from_secs(5);
-        for id in ids {
-            let ended = masters.call(until, |m| async move { m.until(until).grant_end(id).await });
+        for (id, dirty) in ids {
+            let ended =
+                masters.call(until, |m| async move { m.until(until).grant_end(id, dirty).await });
             if let Err(e) = ended.await {
                 tracing::debug!(grant = %id, error = %e, "could not end a grant; it ends with this client's lease");
             }
@@ -183,16 +211,25 @@ pub(crate) fn end(masters: &Arc<Masters>, handle: &tokio::runtime::Handle, ids: 
 }
 
 /// A place held by a put; dropping it hands the place back (ending a retired grant whose
-/// last writer it was).
+/// last writer it was). Unless [`Held::written`] was called, the write is taken as failed or
+/// abandoned, and the grant is ended dirty.
 pub(crate) struct Held<'a> {
     client: &'a Client,
     pub(crate) place: Place,
+    written: bool,
+}
+
+impl Held<'_> {
+    /// The write into the place ended (whatever its publication's fate).
+    pub(crate) fn written(&mut self) {
+        self.written = true;
+    }
 }
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
         let inner = &self.client.inner;
-        if let Some(id) = inner.grants.done(&self.place) {
+        if let Some(id) = inner.grants.done(&self.place, self.written) {
             end(&inner.masters, inner.engine.handle(), vec![id]);
         }
     }
@@ -208,14 +245,18 @@ impl Client {
             return Some(Held {
                 client: self,
                 place,
+                written: false,
             });
         }
-        let _asking = grants.asking.lock().await;
+        let _asking = tokio::time::timeout_at(until.into(), grants.asking.lock())
+            .await
+            .ok()?;
         // Another put may have got a grant meanwhile.
         if let Some(place) = grants.take(len) {
             return Some(Held {
                 client: self,
                 place,
+                written: false,
             });
         }
         if grants
@@ -228,6 +269,7 @@ impl Client {
         let idle = grants.retire(false);
         end(&self.inner.masters, self.inner.engine.handle(), idle);
         let size = grants.size;
+        let (sent, generation) = (Instant::now(), grants.state().generation);
         let asked = self
             .master(
                 until,
@@ -237,14 +279,27 @@ impl Client {
             .await;
         match asked {
             Ok(desc) => {
-                grants.state().open.push(Open {
+                let mut st = grants.state();
+                if st.generation != generation {
+                    // Asked of a master this client may no longer be known to: not used.
+                    drop(st);
+                    let id = vec![(desc.id, false)];
+                    end(&self.inner.masters, self.inner.engine.handle(), id);
+                    return None;
+                }
+                let valid_until = sent + Duration::from_millis(desc.valid_ms);
+                st.open.push(Open {
                     desc,
                     used: 0,
                     writers: 0,
+                    dirty: false,
+                    valid_until,
                 });
+                drop(st);
                 grants.take(len).map(|place| Held {
                     client: self,
                     place,
+                    written: false,
                 })
             }
             Err(e) => {

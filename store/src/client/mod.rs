@@ -103,8 +103,8 @@ impl Drop for Inner {
         self.engine.handle().spawn(async move {
             let until = Instant::now() + bound;
             // Freed at once, where the leave would hold them for the write release time.
-            for grant in grants {
-                let ended = masters.call(until, |m| async move { m.until(until).grant_end(grant).await });
+            for (grant, dirty) in grants {
+                let ended = masters.call(until, |m| async move { m.until(until).grant_end(grant, dirty).await });
                 if let Err(e) = ended.await {
                     tracing::debug!(client = %id, %grant, error = %e, "could not end a grant");
                 }
@@ -624,16 +624,19 @@ impl Client {
         // This client reads its own writes: no location of the old value outlives the put.
         let _writing = self.inner.cache.writing(Some(vec![key.to_string()]));
         if self.inner.grants.takes(len, &cfg) {
-            if let Some(held) = self.grant_place(len, until).await {
+            if let Some(mut held) = self.grant_place(len, until).await {
                 let whole = [Fragment::whole(addr, len)];
                 let desc = ReplicaDesc {
                     node: held.place.node.clone(),
                     addr: held.place.addr,
                     len,
                 };
+                // The write ends while the grant is valid, or is abandoned (held dirty).
+                let by = until.min(held.place.until);
                 self.inner
-                    .write_replicas(&whole, &[desc], until, keep.clone())
+                    .write_replicas(&whole, &[desc], by, keep.clone())
                     .await?;
+                held.written();
                 let put = GrantedPut {
                     key: key.to_string(),
                     size: len,

@@ -256,8 +256,8 @@ master_api! {
         -> Vec<Result<()>>
         = |m, now, client| m.batch_put_granted(client, now, &puts, &cfg, write);
     /// See `Master::grant_end` (a repeat is `Ok`: it may be sent again).
-    idempotent fn grant_end(grant: GrantId) -> Result<()>
-        = |m, now, client| m.grant_end(client, now, grant);
+    idempotent fn grant_end(grant: GrantId, dirty: bool) -> Result<()>
+        = |m, now, client| m.grant_end(client, now, grant, dirty);
 }
 
 #[cfg(test)]

@@ -41,6 +41,10 @@ pub struct GrantDesc {
     /// The master's alignment: each object placed in the grant starts at a multiple of it
     /// from `addr` and takes its size rounded up to it.
     pub alignment: u64,
+    /// For how long from the request the client may write into it: a write must end by
+    /// then. The master keeps the space of a grant that ends (or whose store space goes)
+    /// out of use for the write release time, which is at least this long.
+    pub valid_ms: u64,
 }
 
 /// An object a client wrote into its grants, to publish ([`Master::put_granted`]).

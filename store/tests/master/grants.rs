@@ -41,12 +41,23 @@ fn a_put_in_a_grant_is_published_in_one_call_and_its_space_counted_throughout() 
         Write::Put,
     )
     .unwrap();
-    fx.m.grant_end(A, 5, g.id).unwrap();
+    fx.m.grant_end(A, 5, g.id, false).unwrap();
     fx.check();
     assert_eq!(fx.used(), 128 + 64, "the rest went back");
-    fx.m.grant_end(A, 6, g.id).unwrap();
+    fx.m.grant_end(A, 6, g.id, false).unwrap();
     fx.m.remove(7, "k2", false).unwrap();
     assert_eq!(fx.used(), 128);
+    // A grant a write into failed ends dirty: its rest is held until the release time.
+    let g = grant(&mut fx, A, 8, 4096, "n2");
+    fx.m.grant_end(A, 9, g.id, true).unwrap();
+    assert_eq!(fx.used(), 128 + 4096);
+    ping_all(&mut fx, 900);
+    fx.m.handle_timeout(900);
+    ping_all(&mut fx, 1_800);
+    ping_all(&mut fx, 2_700);
+    ping_all(&mut fx, 3_009);
+    fx.m.handle_timeout(3_009);
+    assert_eq!(fx.used(), 128, "released at put_release_ms");
     fx.check();
 }
 
@@ -281,7 +292,7 @@ fn grants_survive_replay_and_snapshots_and_end_if_their_client_does_not_return()
         Write::Put,
     )
     .unwrap();
-    fx.m.grant_end(A, 5, g.id).unwrap();
+    fx.m.grant_end(A, 5, g.id, false).unwrap();
     fx.drain();
     let cfg = fx.m.config().clone();
     let replayed = Master::restore(cfg.clone(), true, None, fx.log.clone(), 10).unwrap();

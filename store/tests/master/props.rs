@@ -103,6 +103,7 @@ enum Op {
     },
     GrantEnd {
         client: u8,
+        dirty: bool,
     },
 }
 
@@ -138,7 +139,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(client, node, len)| Op::Grant { client, node, len }),
         4 => (0u8..12, 1u32..40_000, client.clone(), any::<bool>())
             .prop_map(|(key, size, client, upsert)| Op::PutGranted { key, size, client, upsert }),
-        1 => client.prop_map(|client| Op::GrantEnd { client }),
+        1 => (client, any::<bool>()).prop_map(|(client, dirty)| Op::GrantEnd { client, dirty }),
     ]
 }
 
@@ -362,11 +363,11 @@ impl Run {
                     *used += footprint;
                 }
             }
-            Op::GrantEnd { client } => {
+            Op::GrantEnd { client, dirty } => {
                 let c = CLIENTS[*client as usize];
                 if let Some(i) = self.grants.iter().position(|(o, _, _)| *o == c) {
                     let (_, g, _) = self.grants.remove(i);
-                    m.grant_end(c, now, g.id).unwrap();
+                    m.grant_end(c, now, g.id, *dirty).unwrap();
                 }
             }
         }

@@ -230,11 +230,15 @@ impl Master {
             .space
             .checked_align_up(size)
             .ok_or_else(|| format!("write of {key:?}: size {size} overflows"))?;
+        let align = self.cfg.alignment;
         let fits = parts.iter().enumerate().all(|(i, (id, r))| {
             let distinct = parts[..i].iter().all(|(o, _)| o != id);
             distinct
                 && self.grants.get(id).is_some_and(|g| {
-                    g.client == client && g.mount == r.mount && g.holds(r.offset, footprint)
+                    g.client == client
+                        && g.mount == r.mount
+                        && r.offset % align == 0
+                        && g.holds(r.offset, footprint)
                 })
         });
         if parts.is_empty() || !fits {

@@ -50,6 +50,7 @@ impl Master {
             .zip(mounted)
             .map(|(s, id)| id.unwrap_or_else(|| self.add_mount(client, now, s)))
             .collect();
+        self.note_seen(client, now);
         let c = self.clients.entry(client).or_insert(ClientState {
             last_ping: now,
             need_remount: false,
@@ -61,9 +62,10 @@ impl Master {
     /// Mounts the client's store space again after `NeedRemount`: ranges the master still
     /// knows for this client (same node, base and length: restored from disk) become readable
     /// again, new ones are added, and its ranges not listed are removed with their replicas.
-    /// A new range remounted within a lease TTL of this master's start, restart or promotion
-    /// takes no new replicas until that TTL ends: the node mounted it at an earlier master,
-    /// whose read leases on it this one cannot know (see [`Master::start_stateless`]).
+    /// A new range remounted within a lease TTL of this master's start, restart or promotion,
+    /// by a client that has not mounted with this master before, takes no new replicas until that TTL ends: the node
+    /// mounted it at an earlier master, whose read leases on it this one cannot know (see
+    /// [`Master::start_stateless`]).
     /// Errors as [`Master::mount`].
     pub fn remount(
         &mut self,
@@ -83,6 +85,10 @@ impl Master {
         // (A new range over one of its own still mounted was refused just above.)
         self.check_not_being_read(now, &fresh)?;
         let kept: Vec<Option<MountId>> = specs.iter().map(|s| self.own_mount(client, s)).collect();
+        // A client that mounted with this master adds new memory; one it never saw may bring
+        // back a range of its previous life.
+        let hold = now < self.remount_hold_until && !self.seen.contains(&client);
+        self.note_seen(client, now);
         for id in known.iter().filter(|id| !kept.contains(&Some(**id))) {
             self.remove_mount(now, *id);
         }
@@ -97,7 +103,7 @@ impl Master {
                 }
                 None => {
                     let id = self.add_mount(client, now, spec);
-                    if now < self.remount_hold_until {
+                    if hold {
                         if let Some(m) = self.space.get_mut(id) {
                             m.hold_until = Some(self.remount_hold_until);
                         }
@@ -209,6 +215,16 @@ impl Master {
         tracing::info!(%client, mounts, writes, "client left");
     }
 
+    /// Within the remount hold window, remembers that `client` mounted with this master
+    /// (forgotten once the window is over, when nothing asks any more).
+    fn note_seen(&mut self, client: ClientId, now: Millis) {
+        if now < self.remount_hold_until {
+            self.seen.insert(client);
+        } else if !self.seen.is_empty() {
+            self.seen = Default::default();
+        }
+    }
+
     pub(crate) fn check_not_left(&self, client: ClientId, now: Millis) -> Result<()> {
         match self.left.get(&client) {
             Some(&until) if until > now => Err(Error::IllegalClient {
@@ -288,7 +304,7 @@ impl Master {
     /// Range `mount` as removed at `now`: readable under earlier leases, and written by puts
     /// under way, until the last of these ends (at least until the no-reuse window's end): the
     /// newest lease on an object with a replica there, the hold on space there freed while
-    /// leased, the release time of a write placed there or of a grant there.
+    /// leased, the release time of a write, a copy task's target or a grant there.
     fn removed_range(&self, now: Millis, mount: MountId) -> Option<RemovedRange> {
         let m = self.space.get(mount)?;
         let there = |r: &Replica| r.mount == mount;
@@ -308,6 +324,12 @@ impl Master {
             .iter()
             .filter(|(_, w)| w.replicas.iter().any(there))
             .map(|(_, w)| w.started.saturating_add(release));
+        let copied = self
+            .tasks
+            .iter()
+            .filter_map(|(_, t)| t.work.as_ref())
+            .filter(|w| w.targets.iter().any(there))
+            .map(|w| w.started.saturating_add(release));
         let granted = self
             .grants
             .values()
@@ -316,6 +338,7 @@ impl Master {
         let newest = leased
             .chain(held)
             .chain(written)
+            .chain(copied)
             .chain(granted)
             .max()
             .unwrap_or(0);

@@ -77,6 +77,7 @@ impl Master {
             addr: desc.addr,
             len: rounded,
             alignment: self.cfg.alignment,
+            valid_ms: self.cfg.put_discard_ms,
         })
     }
 
@@ -135,12 +136,18 @@ impl Master {
             .collect()
     }
 
-    /// Ends a grant of `client`: what is left of it is free store space again. The client
-    /// must have finished writing into it (its writes that were not published are lost).
-    /// Repeating it is `Ok`.
+    /// Ends a grant of `client`: what is left of it is free store space again, at once when
+    /// every write the client made into it ended; held until the write release time when
+    /// one failed or was abandoned (`dirty`: its bytes may still land). Repeating it is `Ok`.
     ///
     /// Errors: `IllegalClient` (another client's grant).
-    pub fn grant_end(&mut self, client: ClientId, now: Millis, grant: GrantId) -> Result<()> {
+    pub fn grant_end(
+        &mut self,
+        client: ClientId,
+        now: Millis,
+        grant: GrantId,
+        dirty: bool,
+    ) -> Result<()> {
         let now = self.tick(now);
         match self.grants.get(&grant) {
             None => Ok(()),
@@ -148,13 +155,11 @@ impl Master {
                 key: grant.to_string(),
             }),
             Some(_) => {
-                self.commit(
-                    now,
-                    Record::GrantEnd {
-                        grant,
-                        hold_until: 0,
-                    },
-                );
+                let hold_until = match dirty {
+                    true => now.saturating_add(self.cfg.put_release_ms),
+                    false => 0,
+                };
+                self.commit(now, Record::GrantEnd { grant, hold_until });
                 Ok(())
             }
         }

@@ -24,7 +24,7 @@ mod read;
 mod tasks;
 mod write;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 pub(crate) use self::apply::Mode;
 use self::leases::LeaseEnds;
@@ -73,6 +73,8 @@ pub struct Master {
     /// replicas (soft state): it was mounted at an earlier master, whose read leases on it are
     /// unknown here (see [`Master::remount`]).
     pub(crate) remount_hold_until: Millis,
+    /// Clients that mounted or remounted with this master within that window (soft state).
+    pub(crate) seen: HashSet<ClientId>,
     /// Store space removed while readers may still read it under earlier leases (soft state):
     /// a new mount over it is refused until then (see `remove_mount`).
     pub(crate) removed: Vec<RemovedRange>,
@@ -124,6 +126,7 @@ impl Master {
             last_now: 0,
             no_reuse_until: 0,
             remount_hold_until: 0,
+            seen: HashSet::new(),
             removed: Vec::new(),
             tasks: Tasks::default(),
             leases: LeaseEnds::default(),
