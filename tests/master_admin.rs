@@ -535,7 +535,7 @@ async fn a_nodes_ready_follows_its_master() {
         "{metrics}"
     );
     assert!(
-        metrics.contains("yuebing_rpc_client_calls_total{service=\"master\",method=\"remount\"}"),
+        metrics.contains("yuebing_rpc_client_calls_total{service=\"master\",method=\"mount\"}"),
         "{metrics}"
     );
     assert!(
