@@ -59,6 +59,11 @@ impl Open {
     fn left(&self) -> u64 {
         self.desc.len - self.used
     }
+
+    /// Bytes a put of `len` takes in it (rounded up to the master's alignment).
+    fn footprint(&self, len: u64) -> u64 {
+        len.div_ceil(self.desc.alignment) * self.desc.alignment
+    }
 }
 
 /// A place in a grant for one put, held while the put writes there.
@@ -101,11 +106,11 @@ impl Grants {
     fn take(&self, len: u64) -> Option<Place> {
         let mut st = self.state();
         let soon = Instant::now() + MIN_TIME_LEFT;
-        let open = st.open.iter_mut().find(|g| {
-            let footprint = len.div_ceil(g.desc.alignment) * g.desc.alignment;
-            footprint <= g.left() && g.valid_until > soon
-        })?;
-        let footprint = len.div_ceil(open.desc.alignment) * open.desc.alignment;
+        let open = st
+            .open
+            .iter_mut()
+            .find(|g| g.footprint(len) <= g.left() && g.valid_until > soon)?;
+        let footprint = open.footprint(len);
         let addr = open.desc.addr + open.used;
         open.used += footprint;
         open.writers += 1;
