@@ -4,11 +4,15 @@
 //! A call reserves its share of a connection's load the moment it chooses it, under the pool's
 //! lock, whether the connection is open or still being opened. The choice:
 //! - when a connection is open, the least-loaded open one (ties: the oldest), as on a warm
-//!   pool. A call that finds one open never waits for a connect: if even the least-loaded one
-//!   carries `threshold` calls or more and the pool is below its size, the call also starts
-//!   one connect in the background (one at a time, so that concurrent calls start no more
-//!   than needed; none for a while after a grow failed, so a server that caps its connections
-//!   is not hammered);
+//!   pool. A call that finds one open below `threshold` never waits for a connect: if even
+//!   the least-loaded one carries `threshold` calls or more and the pool is below its size,
+//!   the call also starts one connect in the background (one at a time, so that concurrent
+//!   calls start no more than needed; none for a while after a grow failed, so a server that
+//!   caps its connections is not hammered). Calls never wait for such a grow; but while
+//!   connects that calls chose to wait for are under way (a cold burst, or a warm-up), a call
+//!   that finds every open one at `threshold` follows the cold rule below over all of them,
+//!   open and being opened, so the first connection to open does not take the shares of
+//!   the others;
 //! - when none is open (a cold pool), the least-loaded connection being opened, but when there
 //!   is none, or even that one carries `threshold` calls, and the pool is below its size, a
 //!   new connection; the call waits for the one it chose.
@@ -114,6 +118,8 @@ enum State<E: Entry> {
     Opening {
         key: u64,
         done: watch::Receiver<Outcome<E::Handle>>,
+        /// Begun as a grow in the background: no call waits for it.
+        grow: bool,
     },
     Open(E),
 }
@@ -186,19 +192,28 @@ impl<E: Entry> Members<E> {
         let dropped = self.prune();
         let room = self.list.len() < max.max(1);
         let eligible = |m: &Member<E>| fresh.is_none_or(|t| m.is_since(t));
-        if let Some(best) = least_loaded(self.list.iter().filter(|m| m.is_open() && eligible(m))) {
+        let open = least_loaded(self.list.iter().filter(|m| m.is_open() && eligible(m)));
+        let bursting = self
+            .list
+            .iter()
+            .any(|m| matches!(m.state, State::Opening { grow: false, .. }));
+        if let Some(best) = open {
             let full = best.load.in_flight() >= threshold;
-            let mut choice = Choice {
-                taken: best.take(),
-                reserved: best.load.reserve(),
-                open: None,
-            };
-            if full && room && self.may_grow(now) {
-                choice.open = Some(self.push_opening().0);
+            if !(full && bursting) {
+                let mut choice = Choice {
+                    taken: best.take(),
+                    reserved: best.load.reserve(),
+                    open: None,
+                };
+                if full && room && self.may_grow(now) {
+                    choice.open = Some(self.push_opening(true).0);
+                }
+                return (choice, dropped);
             }
-            return (choice, dropped);
         }
-        let best = least_loaded(self.list.iter().filter(|m| !m.is_open()));
+        // Cold, or a cold burst whose first connections opened: the least-loaded connection,
+        // open (if eligible) or being opened.
+        let best = least_loaded(self.list.iter().filter(|m| !m.is_open() || eligible(m)));
         let best = match best {
             Some(m) if !room || m.load.in_flight() < threshold => m,
             // No room and none being opened: every member is open, passed over as not fresh.
@@ -243,7 +258,7 @@ impl<E: Entry> Members<E> {
         let dropped = self.prune();
         let mut openers = Vec::new();
         while self.list.len() < want.min(max.max(1)) {
-            let (opener, _) = self.push_opening();
+            let (opener, _) = self.push_opening(false);
             openers.push(opener);
         }
         (openers, dropped)
@@ -324,7 +339,7 @@ impl<E: Entry> Members<E> {
     }
 
     fn open_new(&mut self) -> Choice<E::Handle> {
-        let (opener, member) = self.push_opening();
+        let (opener, member) = self.push_opening(false);
         Choice {
             taken: member.take(),
             reserved: member.load.reserve(),
@@ -332,13 +347,18 @@ impl<E: Entry> Members<E> {
         }
     }
 
-    fn push_opening(&mut self) -> (Opener<E::Handle>, &Member<E>) {
+    /// Begins opening a connection (`grow`: in the background, for no call to wait for).
+    fn push_opening(&mut self, grow: bool) -> (Opener<E::Handle>, &Member<E>) {
         self.next_key += 1;
         let key = self.next_key;
         let (tx, rx) = watch::channel(None);
         self.list.push(Member {
             load: Arc::default(),
-            state: State::Opening { key, done: rx },
+            state: State::Opening {
+                key,
+                done: rx,
+                grow,
+            },
         });
         let opener = Opener { key, done: tx };
         // Just pushed, so there is a last element.
@@ -420,21 +440,25 @@ mod tests {
         }
     }
 
-    /// Chooses for `n` calls, the connects not ended yet; returns the keys of the connects
-    /// begun, and keeps the calls' reservations in `held`.
+    /// Chooses for `n` calls, the connects not ended yet; returns the connects begun (under
+    /// way while they are kept), and keeps the calls' reservations in `held`.
     fn burst(
         m: &mut Members<Fake>,
         n: usize,
         threshold: usize,
         max: usize,
         held: &mut Vec<Reserved>,
-    ) -> Vec<u64> {
+    ) -> Vec<Opener<u64>> {
         let mut openers = Vec::new();
         for _ in 0..n {
             let (c, _) = m.choose(threshold, max, None, Instant::now());
             held.push(c.reserved);
             openers.extend(c.open);
         }
+        openers
+    }
+
+    fn keys(openers: &[Opener<u64>]) -> Vec<u64> {
         openers.iter().map(|o| o.key).collect()
     }
 
@@ -443,7 +467,11 @@ mod tests {
         let mut m = Members::<Fake>::default();
         let mut held = Vec::new();
         let opened = burst(&mut m, 40, 4, 3, &mut held);
-        assert_eq!(opened, [1, 2, 3], "one connect per 4 calls, three at most");
+        assert_eq!(
+            keys(&opened),
+            [1, 2, 3],
+            "one connect per 4 calls, three at most"
+        );
         let loads: Vec<_> = m.list.iter().map(|m| m.load.in_flight()).collect();
         assert_eq!(loads, [14, 13, 13], "then spread as on a warm pool");
         drop(held);
@@ -451,11 +479,25 @@ mod tests {
     }
 
     #[test]
+    fn the_first_connection_to_open_mid_burst_does_not_take_the_others_shares() {
+        let t0 = Instant::now();
+        let mut m = Members::<Fake>::default();
+        let mut held = Vec::new();
+        let openers = burst(&mut m, 10, 4, 3, &mut held);
+        assert_eq!(openers.len(), 3, "one connect per 4 calls, three at most");
+        m.opened(openers[0].key, Ok(fake(1, t0)), t0);
+        let grows = burst(&mut m, 30, 4, 3, &mut held);
+        assert!(grows.is_empty(), "no grow: the pool is at its size");
+        let loads: Vec<_> = m.list.iter().map(|m| m.load.in_flight()).collect();
+        assert_eq!(loads, [14, 13, 13], "spread as if none had opened yet");
+    }
+
+    #[test]
     fn a_threshold_never_reached_keeps_one_connection() {
         let mut m = Members::<Fake>::default();
         let mut held = Vec::new();
         let opened = burst(&mut m, 100, usize::MAX, 4, &mut held);
-        assert_eq!(opened, [1]);
+        assert_eq!(keys(&opened), [1]);
         assert_eq!(m.list[0].load.in_flight(), 100);
     }
 

@@ -2,12 +2,13 @@
 //!
 //! deadpool creates connections and bounds their number; the pool keeps every live connection
 //! shared (a tarpc connection multiplexes many calls) and picks, per call, the connection with
-//! the fewest calls, the oldest among equals. A call that finds a connection open never waits
-//! for a connect: when every open one carries `grow_threshold` calls, it is sent on the
-//! least-loaded one while the pool grows in the background (up to its size, one connect at a
-//! time, pausing after one fails). On a cold pool the calls wait for the connections being
-//! opened, counted in their load, so a burst spreads over them as on a warm pool: a call that
-//! finds every one carrying `grow_threshold` calls opens another (see `members.rs`). Connects
+//! the fewest calls, the oldest among equals. A call that finds a connection open below
+//! `grow_threshold` calls never waits for a connect: when every open one carries that many, it
+//! is sent on the least-loaded one while the pool grows in the background (up to its size, one
+//! connect at a time, pausing after one fails). On a cold pool the calls wait for the
+//! connections being opened, counted in their load, so a burst spreads over them as on a warm
+//! pool, even after its first connections opened: a call that finds every one carrying
+//! `grow_threshold` calls opens another (see `members.rs`). Connects
 //! run on tasks of the pool's runtime, side by side. A watcher per connection drops it when
 //! its driver task ends, so the next call opens a replacement.
 //!
