@@ -82,7 +82,10 @@ impl Recorder {
 }
 
 /// Runs `op` from `inflight` concurrent tasks for `duration` (after `warmup`), and returns the
-/// count and latencies. An error from `op` ends the measurement with that error.
+/// count and latencies. Each task measures at least one operation, even one that first runs
+/// after the time is up (a loaded machine may start it late): a measurement never comes back
+/// empty, and its rate is over the time it really took. An error from `op` ends the
+/// measurement with that error.
 pub async fn closed_loop<F, Fut, E>(
     inflight: usize,
     warmup: Duration,
@@ -104,7 +107,7 @@ where
                 let mut rec = Recorder::default();
                 loop {
                     let t0 = Instant::now();
-                    if t0 >= end {
+                    if t0 >= end && rec.ops > 0 {
                         break;
                     }
                     op(w).await?;
@@ -121,7 +124,8 @@ where
         // A worker task only fails by panicking, which is a bug in the benchmark itself.
         all.merge(&w.await.expect("benchmark worker panicked")?);
     }
-    Ok(all.sample(duration))
+    let took = all.last().map_or(duration, |last| last.max(end) - start);
+    Ok(all.sample(took))
 }
 
 /// The median and the spread (max − min) of `values`.
@@ -175,6 +179,19 @@ mod tests {
         .await
         .unwrap();
         assert!(s.ops >= 4, "{s:?}");
+        assert!(s.p50_us >= 5000.0, "{s:?}");
+    }
+
+    #[tokio::test]
+    async fn a_worker_started_after_the_time_is_up_still_measures_one_operation() {
+        let s = closed_loop(2, Duration::ZERO, Duration::ZERO, |_| async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            Ok::<_, ()>(())
+        })
+        .await
+        .unwrap();
+        assert_eq!(s.ops, 2, "{s:?}");
+        assert!(s.elapsed >= Duration::from_millis(5), "{s:?}");
         assert!(s.p50_us >= 5000.0, "{s:?}");
     }
 }
