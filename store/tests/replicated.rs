@@ -244,3 +244,41 @@ async fn a_copy_task_created_at_the_leader_runs_to_its_end_at_the_promoted_stand
     .await;
     assert_eq!(got, value);
 }
+
+/// A standby whose state is replaced from the leader's snapshot (it fell behind the log's
+/// truncation) answers existence from that state once promoted: the keys that existence checks
+/// read without the core's lock are the new state's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_reset_from_a_snapshot_answers_existence_from_it() {
+    let (leader, leader_log, leader_gate) = replicated(true).await;
+    let (standby, standby_log, standby_gate) = replicated(false).await;
+    let client = Client::start(ClientConfig {
+        masters: vec![leader.local_endpoint().clone()],
+        store_size: 8 << 20,
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let opts = Options::deadline(Duration::from_secs(10));
+    client.put("a", b"kept", &opts).await.unwrap();
+    let snapshot = leader.snapshot().unwrap();
+    let now = yuebing_store::master::wall_ms();
+    let core = Master::restore(cfg().core, true, Some(snapshot), [], now).unwrap();
+    standby.reset_standby(core).unwrap();
+
+    leader_gate.close();
+    let last = leader_log.entries().last().unwrap().clone();
+    standby_log.tx().send_replace(last.seq);
+    standby.promote(last.epoch + 1).unwrap();
+    standby_gate.open();
+    let direct = yuebing_store::master::MasterClient::new(
+        standby.local_endpoint().clone(),
+        yuebing_store::master::ClientId(9),
+    );
+    assert!(direct.exist("a").await.unwrap());
+    let both = direct
+        .batch_exist(vec!["a".into(), "b".into()])
+        .await
+        .unwrap();
+    assert_eq!(both, [Ok(true), Ok(false)]);
+}

@@ -32,7 +32,9 @@ use crate::error::Result;
 /// [`ClientId`]. A row whose expression starts with `server`
 /// (`= server |shared, now, client| …`) is answered from the master's own state instead (its
 /// rpc statistics): not on the core, under no lock, and by a standby too (see
-/// `Shared::outside_core`).
+/// `Shared::outside_core`). A row marked `presence` (`= presence |presence, now, client| …`)
+/// is answered from the core's [`Presence`](super::presence::Presence), without the core's
+/// lock but otherwise as a read of the core (see `Shared::present`).
 macro_rules! master_api {
     ($(
         $(#[doc = $doc:literal])*
@@ -128,14 +130,17 @@ macro_rules! master_api {
     };
 }
 
-/// Where a row's expression runs: on the core (no marker), or on the master's own state
-/// (`server`); any other word does not compile.
+/// Where a row's expression runs: on the core (no marker), on its keys (`presence`), or on
+/// the master's own state (`server`); any other word does not compile.
 macro_rules! run_on {
     (; $shared:expr, $f:expr) => {
         $shared.run($f).await
     };
     (server; $shared:expr, $f:expr) => {
         $shared.outside_core($f)
+    };
+    (presence; $shared:expr, $f:expr) => {
+        $shared.present($f).await
     };
 }
 
@@ -191,10 +196,10 @@ master_api! {
         = |m, now, _| m.batch_get_replica_list(now, &keys);
     /// See `Master::exist`.
     idempotent fn exist(key: String) -> Result<bool>
-        = |m, _, _| m.exist(&key);
+        = presence |p, _, _| p.exist(&key);
     /// See `Master::batch_exist`.
     idempotent fn batch_exist(keys: Vec<String>) -> Vec<Result<bool>>
-        = |m, _, _| m.batch_exist(&keys);
+        = presence |p, _, _| p.batch_exist(&keys);
     /// See `Master::get_size`.
     idempotent fn get_size(key: String) -> Result<u64>
         = |m, _, _| m.get_size(&key);

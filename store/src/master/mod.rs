@@ -13,6 +13,8 @@
 //! - [`oplog`]: where durable records go — the data directory's log, or a [`LogSink`] (an
 //!   elected master's replicated log).
 //! - `disk`: the data directory — log segments with group-commit fsync, snapshots, recovery.
+//! - [`presence`]: the keys of completed objects, which existence checks read without the
+//!   core's lock.
 //! - [`admin`]: the admin HTTP server (Mooncake's paths on the metrics port).
 //! - `telemetry`: the master's metrics (counters of what it did, gauges of what it holds).
 //! - `api`: the master's calls, defined once (one table makes the service, the handler and
@@ -33,6 +35,7 @@ pub mod log;
 mod object;
 pub mod oplog;
 pub mod pattern;
+pub mod presence;
 pub mod server;
 pub mod service;
 pub mod snapshot;

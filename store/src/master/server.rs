@@ -17,6 +17,7 @@ use super::disk::{DataDir, Recovery};
 use super::ha::{Offered, SnapshotChunk};
 use super::log::{Effect, LogEntry};
 use super::oplog::{LogSink, OpLog};
+use super::presence::Presence;
 use super::service::{Health, MasterHandler, MasterService, SERVICE};
 use super::telemetry::{self, MasterMetrics};
 use super::types::{CallStats, MethodCalls, Millis};
@@ -90,6 +91,9 @@ where
 /// State shared by the service handlers and the driver.
 pub(crate) struct Shared {
     core: Mutex<Master>,
+    /// The core's keys, which existence checks read without its lock (see
+    /// [`presence`](super::presence)).
+    presence: Arc<Presence>,
     log: Option<OpLog>,
     data: Option<Arc<DataDir>>,
     snapshot_every: u64,
@@ -136,17 +140,7 @@ impl Shared {
     /// Runs `f` on the core at the current time, hands its effects to the log, and returns once
     /// every entry made so far is durable.
     pub(crate) async fn run<T>(&self, f: impl FnOnce(&mut Master, Millis) -> T) -> Result<T> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Error::Internal {
-                reason: "the master is shut down".into(),
-            });
-        }
-        if let Some(gate) = &self.gate {
-            gate.check()?;
-        }
-        if let Some(failure) = self.log.as_ref().and_then(OpLog::failure) {
-            return Err(failure);
-        }
+        self.admit()?;
         let (out, seq, own) = {
             let mut core = self.core()?;
             let before = core.last_seq();
@@ -162,6 +156,45 @@ impl Shared {
         if let (None, Some(gate)) = (own, &self.gate) {
             // A read answers as of when it ran: it must still lead now (it may have waited for
             // the core's lock or the log past its lease).
+            gate.check()?;
+        }
+        Ok(out)
+    }
+
+    /// Whether this master takes calls on its store now: not shut down, leading (if it is
+    /// elected), its log working.
+    fn admit(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Internal {
+                reason: POISONED.into(),
+            });
+        }
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Internal {
+                reason: "the master is shut down".into(),
+            });
+        }
+        if let Some(gate) = &self.gate {
+            gate.check()?;
+        }
+        match self.log.as_ref().and_then(OpLog::failure) {
+            Some(failure) => Err(failure),
+            None => Ok(()),
+        }
+    }
+
+    /// Answers `f` from the core's [`Presence`] without the core's lock, as [`Shared::run`]
+    /// answers a read: admitted alike, and only once the log is durable up to every change `f`
+    /// saw, and while this master still leads.
+    pub(crate) async fn present<T>(&self, f: impl FnOnce(&Presence, Millis) -> T) -> Result<T> {
+        self.admit()?;
+        let out = f(&self.presence, wall_ms());
+        // Loaded after `f` read the keys: at least the number of every change it saw.
+        let seq = self.presence.seq();
+        if let Some(log) = &self.log {
+            log.wait(seq, None).await?;
+        }
+        if let Some(gate) = &self.gate {
             gate.check()?;
         }
         Ok(out)
@@ -501,7 +534,11 @@ impl RunningMaster {
                 "only a standby's state is replaced from a snapshot",
             ));
         }
-        let old = std::mem::replace(&mut *self.shared.core()?, core);
+        let mut core = core;
+        let mut current = self.shared.core()?;
+        core.attach_presence(self.shared.presence.clone());
+        let old = std::mem::replace(&mut *current, core);
+        drop(current);
         // Freeing a large state takes a while: not under the lock, not on a runtime worker.
         self.shared.handle.spawn_blocking(move || drop(old));
         Ok(())
@@ -527,6 +564,7 @@ impl RunningMaster {
         } = parts;
         let last = core.last_seq();
         let shared = Arc::new(Shared {
+            presence: core.presence().clone(),
             core: Mutex::new(core),
             log,
             data,
@@ -667,6 +705,68 @@ mod tests {
         );
         let e = client.exist("k").await.unwrap_err();
         assert_eq!(e.code(), -1, "{e}");
+    }
+
+    /// Existence is read from the presence: a call that holds the core's lock (an eviction
+    /// scanning every object) does not hold it up.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn existence_is_answered_while_the_core_is_locked() {
+        use crate::master::{ClientId, MasterClient, MountSpec, PutConfig, Write};
+        let master = RunningMaster::start(
+            MasterServerConfig::default(),
+            &"127.0.0.1:0".parse().unwrap(),
+        )
+        .await
+        .unwrap();
+        let shared = master.shared.clone();
+        let a = ClientId(7);
+        let spec = MountSpec {
+            node: "n1".into(),
+            base: 1 << 20,
+            len: 1 << 20,
+        };
+        shared
+            .run(|m, now| {
+                m.mount(a, now, &[spec])?;
+                m.put_start(a, now, "k", 1, &PutConfig::default(), Write::Put)?;
+                m.put_end(a, now, "k")
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        let (locked, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+        let holder = std::thread::spawn({
+            let shared = shared.clone();
+            move || {
+                let _core = shared.core().unwrap();
+                locked.0.send(()).unwrap();
+                let _ = release.1.recv();
+            }
+        });
+        locked.1.recv().unwrap();
+        // Asked from a runtime of its own, waited for on this thread: a handler stuck on the
+        // lock holds up neither the asking nor the waiting.
+        let (answer, answered) = std::sync::mpsc::channel();
+        let endpoint = master.local_endpoint().clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let _ = answer.send(rt.block_on(async {
+                let client = MasterClient::new(endpoint, a);
+                let one = client.exist("k").await;
+                let batch = client.batch_exist(vec!["k".into(), "x".into()]).await;
+                (one, batch)
+            }));
+        });
+        let answered = answered.recv_timeout(Duration::from_secs(10));
+        release.0.send(()).unwrap();
+        holder.join().unwrap();
+        let (one, batch) = answered.expect("existence waited for the core's lock");
+        assert!(one.unwrap());
+        let batch: Vec<bool> = batch.unwrap().into_iter().map(|r| r.unwrap()).collect();
+        assert_eq!(batch, [true, false]);
     }
 
     #[tokio::test]

@@ -186,6 +186,7 @@ impl Master {
         for entry in log {
             m.replay(entry)?;
         }
+        m.objects.at(m.seq);
         if m.seq == u64::MAX {
             // The next entry would have no number.
             return Err(corrupt("the log is at position u64::MAX".into()));
@@ -206,6 +207,7 @@ impl Master {
                 self.seq, entry.seq
             )));
         }
+        self.objects.at(entry.seq);
         self.apply(entry.now, entry.record, Mode::Replay)
             .map_err(|e| corrupt(format!("entry {}: {e}", entry.seq)))?;
         self.seq = entry.seq;

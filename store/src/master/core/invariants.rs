@@ -9,7 +9,9 @@ use crate::master::types::{Millis, MountId};
 impl Master {
     /// Checks that no two allocations overlap, every allocation lies inside a mounted range,
     /// the allocators' used bytes equal the replicas, writes, running tasks, held space and
-    /// what is left of grants they back, objects and writes agree, and exactly the running tasks have work. Returns the first violation found.
+    /// what is left of grants they back, objects and writes agree, the presence holds exactly
+    /// the objects' keys, and exactly the running tasks have work. Returns the first violation
+    /// found.
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut extents: HashMap<MountId, Vec<(u64, u64, String)>> = HashMap::new();
         let mut add = |r: &crate::master::Replica, size: u64, what: String| {
@@ -29,6 +31,16 @@ impl Master {
             if o.writing != self.writes.contains_key(k) {
                 return Err(format!("object {k:?}: writing flag disagrees with writes"));
             }
+            if self.presence().exist(k) != Ok(true) {
+                return Err(format!("object {k:?} is missing from the presence"));
+            }
+        }
+        if self.presence().len() != self.objects.len() {
+            return Err(format!(
+                "the presence holds {} keys for {} objects",
+                self.presence().len(),
+                self.objects.len()
+            ));
         }
         for (k, w) in self.writes.iter() {
             if w.replaces != self.objects.contains_key(k) || (w.in_place && !w.replaces) {

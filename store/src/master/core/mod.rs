@@ -25,6 +25,7 @@ mod tasks;
 mod write;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 
 pub(crate) use self::apply::Mode;
 use self::leases::LeaseEnds;
@@ -32,7 +33,8 @@ use super::config::MasterConfig;
 use super::grant::{Grant, GrantId};
 use super::keymap::{KeyHasher, KeyMap};
 use super::log::{Effect, LogEntry, Record};
-use super::object::{Held, Object, PendingWrite};
+use super::object::{Held, PendingWrite};
+use super::presence::{self, Objects, Presence};
 use super::space::Space;
 use super::task::Tasks;
 use super::types::{ClientId, Millis};
@@ -50,7 +52,7 @@ pub(crate) struct ClientState {
 #[derive(Debug)]
 pub struct Master {
     pub(crate) cfg: MasterConfig,
-    pub(crate) objects: KeyMap<Object>,
+    pub(crate) objects: Objects,
     pub(crate) writes: KeyMap<PendingWrite>,
     pub(crate) space: Space,
     pub(crate) clients: HashMap<ClientId, ClientState>,
@@ -108,8 +110,8 @@ impl Master {
         let space = Space::new(cfg.alignment);
         let hasher = KeyHasher::default();
         Master {
+            objects: Objects::new(hasher.clone(), cfg.max_key_len),
             cfg,
-            objects: KeyMap::new(hasher.clone()),
             writes: KeyMap::new(hasher),
             space,
             clients: HashMap::new(),
@@ -163,6 +165,7 @@ impl Master {
     /// [`Master::commit`] with the hash of the record's key when the caller has it.
     pub(crate) fn commit_hinted(&mut self, now: Millis, record: Record, hash: Option<u64>) {
         self.seq += 1;
+        self.objects.at(self.seq);
         self.tally.count(&record);
         if self.logging {
             self.effects.push_back(Effect::Append(LogEntry {
@@ -347,15 +350,19 @@ impl Master {
 
     /// Checks a key: not empty, not over the configured length.
     pub(crate) fn check_key(&self, key: &str) -> Result<()> {
-        crate::args::key(key)?;
-        if key.len() > self.cfg.max_key_len {
-            return Err(Error::params(format!(
-                "key of {} bytes is longer than {}",
-                key.len(),
-                self.cfg.max_key_len
-            )));
-        }
-        Ok(())
+        presence::check_key(key, self.cfg.max_key_len)
+    }
+
+    /// The view of this master's keys that existence checks read without its lock (see
+    /// [`presence`](super::presence)).
+    pub(crate) fn presence(&self) -> &Arc<Presence> {
+        self.objects.presence()
+    }
+
+    /// Makes `presence` this master's view of its keys from now on, filled with them (see
+    /// [`Objects::attach`]).
+    pub(crate) fn attach_presence(&mut self, presence: Arc<Presence>) {
+        self.objects.attach(presence);
     }
 }
 

@@ -59,14 +59,15 @@ impl Master {
 
     /// Whether a completed object has this key. Grants no lease and does not refresh the
     /// access time (see the module's rule against starved eviction).
+    /// Answered from the master's [`Presence`](crate::master::presence::Presence), which the
+    /// server reads without the core's lock.
     pub fn exist(&self, key: &str) -> Result<bool> {
-        self.check_key(key)?;
-        Ok(self.objects.contains_key(key))
+        self.presence().exist(key)
     }
 
     /// `exist` for each key, in order.
     pub fn batch_exist(&self, keys: &[String]) -> Vec<Result<bool>> {
-        keys.iter().map(|k| self.exist(k)).collect()
+        self.presence().batch_exist(keys)
     }
 
     /// The size of a completed object (no lease).
