@@ -76,6 +76,53 @@ async fn small_puts_write_into_a_grant_and_are_published_in_one_call() {
     .await;
 }
 
+/// A batch of small puts writes into a grant and is published in one call; its larger items
+/// are placed at the master alongside, with one start and one end for all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_small_puts_is_published_in_one_call() {
+    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
+    let m = master(MasterServerConfig::default(), &bind).await;
+    let node = Client::start(config(&m, 16 << 20, 0)).await.unwrap();
+    let writer = Client::start(config(&m, 0, 1 << 20)).await.unwrap();
+    let opts = Options::deadline(Duration::from_secs(10));
+    let sizes = |i: usize| if i % 8 == 7 { 100_000 } else { 4096 };
+    let values: Vec<(String, Vec<u8>)> = (0..32)
+        .map(|i| (format!("b{i}"), value(i, sizes(i))))
+        .collect();
+    let items: Vec<(&str, &[u8])> = values
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_slice()))
+        .collect();
+    let results = writer.batch_put(&items, &opts).await.unwrap();
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let served = calls(&m).await;
+    let n = |name: &str| served.get(name).copied().unwrap_or(0);
+    assert_eq!(n("batch_put_granted"), 1, "{served:?}");
+    assert_eq!(n("put_granted"), 0, "{served:?}");
+    assert_eq!(
+        (
+            n("batch_put_start"),
+            n("batch_put_end"),
+            n("batch_put_revoke")
+        ),
+        (1, 1, 0),
+        "the four large ones: {served:?}"
+    );
+    let keys: Vec<&str> = values.iter().map(|(k, _)| k.as_str()).collect();
+    let got = node.batch_get(&keys, &opts).await.unwrap();
+    for ((k, v), got) in values.iter().zip(got) {
+        assert_eq!(&got.unwrap(), v, "{k}");
+    }
+    // Again: the keys exist now, each refused in its place, the batch still one call.
+    let again = writer.batch_put(&items, &opts).await.unwrap();
+    assert!(
+        again
+            .iter()
+            .all(|r| r.as_ref().is_err_and(|e| e.code() == -705)),
+        "{again:?}"
+    );
+}
+
 /// A master restarted without its state knows no grants: the writer's publication is
 /// refused, its grants are retired, and puts go on through a new grant (or placed at the
 /// master), every value read back.

@@ -45,6 +45,7 @@ pub use self::admin::ClientHealth;
 pub use self::config::ClientConfig;
 pub use self::located::{Fetched, Located};
 use self::masters::Masters;
+use self::ops::Source;
 use self::peers::Peers;
 pub use self::replicas::Fragment;
 pub use self::reserved::Reservation;
@@ -53,9 +54,7 @@ use self::spaces::Spaces;
 use self::staging::Staging;
 use crate::args;
 use crate::error::{Error, Result};
-use crate::master::{
-    ClientId, GrantedPut, MasterClient, MountSpec, PutConfig, ReplicaDesc, ReplicaList, Write,
-};
+use crate::master::{ClientId, MasterClient, MountSpec, PutConfig, ReplicaList, Write};
 
 /// The cluster token of a client configuration: `token`, or `engine.token` (they may not
 /// differ).
@@ -414,9 +413,8 @@ impl Client {
         let (key, opts) = (key.into(), opts.into());
         let staged = args::key(&key).and_then(|()| self.stage(parts));
         self.call(move |c| async move {
-            let scratch = staged?;
-            let place = (scratch.addr(), scratch.len(), Some(scratch));
-            c.put_from_until(&key, place, &opts, c.until(&opts)).await
+            let source = Source::Staged(staged?);
+            c.put_from_until(&key, source, &opts, c.until(&opts)).await
         })
     }
 
@@ -432,8 +430,8 @@ impl Client {
     ) -> impl Future<Output = Result<()>> + Send + 'static {
         let (key, opts) = (key.into(), opts.into());
         self.call(move |c| async move {
-            c.put_from_until(&key, (addr, len, None), &opts, c.until(&opts))
-                .await
+            let source = Source::gathered(&[(addr, len)])?;
+            c.put_from_until(&key, source, &opts, c.until(&opts)).await
         })
     }
 
@@ -607,64 +605,61 @@ impl Client {
         Ok(out)
     }
 
-    /// A put of `(addr, len)` (an upsert with [`Write::Upsert`]), keeping `keep` alive while
-    /// transfers may touch it.
+    /// A put of `source` (an upsert with [`Write::Upsert`]): into a grant when it takes one
+    /// (see [`grants`]), else placed at the master.
     async fn put_from_until(
         &self,
         key: &str,
-        (addr, len, keep): (u64, u64, Option<Arc<staging::Scratch>>),
+        source: Source,
         opts: &Options,
         until: Instant,
     ) -> Result<()> {
         args::key(key)?;
-        args::buffer(addr, len)?;
         let started = Instant::now();
         let (cfg, write) = (self.put_config(opts), opts.write);
         args::put_config(&cfg)?;
+        let len = source.len();
         // This client reads its own writes: no location of the old value outlives the put.
         let _writing = self.inner.cache.writing(Some(vec![key.to_string()]));
         if self.inner.grants.takes(len, &cfg) {
-            if let Some(mut held) = self.grant_place(len, until).await {
-                let whole = [Fragment::whole(addr, len)];
-                let desc = ReplicaDesc {
-                    node: held.place.node.clone(),
-                    addr: held.place.addr,
-                    len,
-                };
-                // The write ends while the grant is valid, or is abandoned (held dirty).
-                let by = until.min(held.place.until);
-                self.inner
-                    .write_replicas(&whole, &[desc], by, keep.clone())
+            if let Some(held) = self.grant_place(len, until).await {
+                let item = (key.to_string(), source);
+                let mut outcome = self
+                    .put_in_grants(vec![(&item, held)], &cfg, write, until)
                     .await?;
-                held.written();
-                let put = GrantedPut {
-                    key: key.to_string(),
-                    size: len,
-                    parts: vec![(held.place.grant, held.place.addr)],
-                };
-                let published = self
-                    .master(
-                        until,
-                        |m, _| {
-                            let (put, cfg) = (put.clone(), cfg.clone());
-                            async move { m.put_granted(put, cfg, write).await }
-                        },
-                        key,
-                    )
-                    .await;
-                match published {
-                    Ok(()) => {
+                let source = item.1;
+                match outcome.pop().flatten() {
+                    Some(Ok(())) => {
                         self.inner
                             .metrics
                             .took(telemetry::Op::Put, len, started.elapsed());
                         return Ok(());
                     }
+                    Some(Err(e)) => return Err(e),
                     // The grant is gone there: placed at the master instead.
-                    Err(e @ Error::InvalidWrite { .. }) => self.grant_gone(&held, &e),
-                    Err(e) => return Err(e),
+                    None => {
+                        return self
+                            .put_placed_one(key, source, &cfg, write, until, started)
+                            .await
+                    }
                 }
             }
         }
+        self.put_placed_one(key, source, &cfg, write, until, started)
+            .await
+    }
+
+    /// A put of `source` placed at the master: start, transfers, then end (or revoke).
+    async fn put_placed_one(
+        &self,
+        key: &str,
+        source: Source,
+        cfg: &PutConfig,
+        write: Write,
+        until: Instant,
+        started: Instant,
+    ) -> Result<()> {
+        let len = source.len();
         let descs = self
             .master(
                 until,
@@ -675,8 +670,12 @@ impl Client {
                 key,
             )
             .await?;
-        let whole = [Fragment::whole(addr, len)];
-        match self.inner.write_replicas(&whole, &descs, until, keep).await {
+        let (pieces, keep) = source.place();
+        match self
+            .inner
+            .write_replicas(&pieces, &descs, until, keep)
+            .await
+        {
             Ok(()) => {
                 self.master(until, |m, k| async move { m.put_end(&k).await }, key)
                     .await?;

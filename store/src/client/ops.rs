@@ -9,13 +9,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::grants::Held;
 use super::sift::{self, Sifted};
 use super::staging::Scratch;
 use super::telemetry::Op;
 use super::{Client, Fragment, Options};
 use crate::args;
 use crate::error::{Error, Result};
-use crate::master::{MasterClient, PutConfig, ReplicaList};
+use crate::master::{GrantedPut, MasterClient, PutConfig, ReplicaDesc, ReplicaList};
 
 impl Client {
     /// Stores each `(key, value)` (a put or, with [`Write::Upsert`](crate::Write), an
@@ -78,8 +79,11 @@ impl Client {
         self.call(move |c| async move { c.batch_put_sources(sifted, &opts, cfg).await })
     }
 
-    /// A batch put: one start at the master, the transfers in parallel, then one end for those
-    /// written and one revoke for those that failed.
+    /// A batch put. The items that take a place in this client's grants (see
+    /// [`grants`](super::grants)) are written there at once and published with one
+    /// `batch_put_granted`; the others, side by side, take one start at the master, the
+    /// transfers in parallel, then one end for those written and one revoke for those that
+    /// failed. An item whose grant turned out gone at the master is placed there after.
     async fn batch_put_sources(
         &self,
         sifted: Sifted<(String, Source)>,
@@ -92,8 +96,192 @@ impl Client {
         let (until, write) = (self.until(opts), opts.write);
         let started = Instant::now();
         let items = &sifted.passed;
+        let (mut granted, mut placed) = (Vec::new(), Vec::new());
+        for (i, item) in items.iter().enumerate() {
+            let len = item.1.len();
+            let held = match self.inner.grants.takes(len, &cfg) {
+                true => self.grant_place(len, until).await,
+                false => None,
+            };
+            match held {
+                Some(held) => granted.push((i, (item, held))),
+                None => placed.push((i, item)),
+            }
+        }
+        let (granted_at, granted): (Vec<_>, Vec<_>) = granted.into_iter().unzip();
+        let (placed_at, placed): (Vec<_>, Vec<_>) = placed.into_iter().unzip();
+        let (in_grants, at_master) = futures::join!(
+            self.put_in_grants(granted, &cfg, write, until),
+            self.put_placed(&placed, &cfg, write, until),
+        );
+        // A batch none of whose items got an answer of its own fails as a whole.
+        match (&in_grants, &at_master) {
+            (Err(e), _) if placed_at.is_empty() => return Err(e.clone()),
+            (_, Err(e)) if granted_at.is_empty() => return Err(e.clone()),
+            (Err(e), Err(_)) => return Err(e.clone()),
+            _ => {}
+        }
+        let mut results: Vec<Option<Result<()>>> = vec![None; items.len()];
+        let mut again = Vec::new();
+        let in_grants = each(in_grants, granted_at.len(), |e| Some(Err(e)));
+        for (i, outcome) in granted_at.into_iter().zip(in_grants) {
+            match outcome {
+                Some(r) => results[i] = Some(r),
+                None => again.push(i),
+            }
+        }
+        let at_master = each(at_master, placed_at.len(), Err);
+        for (i, r) in placed_at.into_iter().zip(at_master) {
+            results[i] = Some(r);
+        }
+        if !again.is_empty() {
+            let retried: Vec<_> = again.iter().map(|&i| &items[i]).collect();
+            let answer = self.put_placed(&retried, &cfg, write, until).await;
+            for (i, r) in again.iter().zip(each(answer, retried.len(), Err)) {
+                results[*i] = Some(r);
+            }
+        }
+        let results: Vec<Result<()>> = results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(internal("an item of a batch put got no outcome"))))
+            .collect();
+        let took = started.elapsed();
+        for ((_, source), r) in items.iter().zip(&results) {
+            if r.is_ok() {
+                self.inner.metrics.took(Op::Put, source.len(), took);
+            }
+        }
+        Ok(sifted.merge(results))
+    }
+
+    /// Writes each item into its place in a grant, then publishes those written with one
+    /// `batch_put_granted`. One outcome per item, in order: `None` where the master refused the
+    /// publication as `InvalidWrite` (the grant is gone there), for the caller to place anew.
+    pub(super) async fn put_in_grants(
+        &self,
+        items: Vec<(&(String, Source), Held<'_>)>,
+        cfg: &PutConfig,
+        write: crate::Write,
+        until: Instant,
+    ) -> Result<Vec<Option<Result<()>>>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys = items.iter().map(|((k, _), _)| k.clone()).collect();
+        let _writing = self.inner.cache.writing(Some(keys));
+        let writes = items
+            .into_iter()
+            .map(|((key, source), mut held)| async move {
+                let (pieces, keep) = source.place();
+                let desc = ReplicaDesc {
+                    node: held.place.node.clone(),
+                    addr: held.place.addr,
+                    len: source.len(),
+                };
+                // The write ends while the grant is valid, or is abandoned (held dirty).
+                let by = until.min(held.place.until);
+                let wrote = self.inner.write_replicas(&pieces, &[desc], by, keep).await;
+                if wrote.is_ok() {
+                    held.written();
+                }
+                let put = GrantedPut {
+                    key: key.clone(),
+                    size: source.len(),
+                    parts: vec![(held.place.grant, held.place.addr)],
+                };
+                (put, held, wrote)
+            });
+        // The places stay held until the publication is answered: a retired grant is ended
+        // at the master only once its last writer is done.
+        let written = futures::future::join_all(writes).await;
+        let puts: Vec<GrantedPut> = written
+            .iter()
+            .filter(|(_, _, wrote)| wrote.is_ok())
+            .map(|(put, ..)| put.clone())
+            .collect();
+        let published = match puts.is_empty() {
+            true => Vec::new(),
+            false => self.publish_granted(puts, cfg, write, until).await?,
+        };
+        let mut published = published.into_iter();
+        let outcomes = written
+            .into_iter()
+            .map(|(_, held, wrote)| {
+                if let Err(e) = wrote {
+                    return Some(Err(e));
+                }
+                match published.next() {
+                    Some(Err(e @ Error::InvalidWrite { .. })) => {
+                        self.grant_gone(&held, &e);
+                        None
+                    }
+                    Some(r) => Some(r),
+                    None => Some(Err(internal("the master answered fewer publications"))),
+                }
+            })
+            .collect();
+        Ok(outcomes)
+    }
+
+    /// One `batch_put_granted` of `puts` (`put_granted` of one): one outcome per put, in
+    /// order.
+    async fn publish_granted(
+        &self,
+        mut puts: Vec<GrantedPut>,
+        cfg: &PutConfig,
+        write: crate::Write,
+        until: Instant,
+    ) -> Result<Vec<Result<()>>> {
+        if puts.len() == 1 {
+            let put = puts.pop().expect("one put");
+            let key = put.key.clone();
+            let published = self
+                .master(
+                    until,
+                    |m, _| {
+                        let (put, cfg) = (put.clone(), cfg.clone());
+                        async move { m.put_granted(put, cfg, write).await }
+                    },
+                    &key,
+                )
+                .await;
+            return Ok(vec![published]);
+        }
+        let n = puts.len();
+        let published = self
+            .master(
+                until,
+                |m, _| {
+                    let (puts, cfg) = (puts.clone(), cfg.clone());
+                    async move { m.batch_put_granted(puts, cfg, write).await }
+                },
+                "",
+            )
+            .await?;
+        match published.len() == n {
+            true => Ok(published),
+            false => Err(internal(format!(
+                "the master answered {} publications for {n} puts",
+                published.len()
+            ))),
+        }
+    }
+
+    /// The items placed at the master: one start for all, the transfers in parallel, then one
+    /// end for those written and, side by side, one revoke for those that failed. One outcome
+    /// per item, in order.
+    async fn put_placed(
+        &self,
+        items: &[&(String, Source)],
+        cfg: &PutConfig,
+        write: crate::Write,
+        until: Instant,
+    ) -> Result<Vec<Result<()>>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
         let starts: Vec<(String, u64)> = items.iter().map(|(k, s)| (k.clone(), s.len())).collect();
-        let placed = self.put_starts(&starts, &cfg, write, until).await?;
+        let placed = self.put_starts(&starts, cfg, write, until).await?;
         let writes = items
             .iter()
             .zip(placed)
@@ -123,28 +311,21 @@ impl Client {
         };
         let done = keys_where(|o| matches!(o, Outcome::Written));
         let failed = keys_where(|o| matches!(o, Outcome::Failed(_)));
-        let mut ends = self.batch_call(until, done, true).await?.into_iter();
-        if !failed.is_empty() {
-            let _ = self.batch_call(until, failed, false).await;
-        }
-        let results: Vec<Result<()>> = outcomes
+        // A failed end must not keep the failed writes from being revoked.
+        let (ends, _) = futures::join!(
+            self.batch_call(until, done, true),
+            self.batch_call(until, failed, false)
+        );
+        let mut ends = ends?.into_iter();
+        Ok(outcomes
             .into_iter()
             .map(|o| match o {
-                Outcome::Written => ends.next().unwrap_or_else(|| {
-                    Err(Error::Internal {
-                        reason: "the master answered fewer ends than asked".into(),
-                    })
-                }),
+                Outcome::Written => ends
+                    .next()
+                    .unwrap_or_else(|| Err(internal("the master answered fewer ends than asked"))),
                 Outcome::NotStarted(e) | Outcome::Failed(e) => Err(e),
             })
-            .collect();
-        let took = started.elapsed();
-        for ((_, source), r) in items.iter().zip(&results) {
-            if r.is_ok() {
-                self.inner.metrics.took(Op::Put, source.len(), took);
-            }
-        }
-        Ok(sifted.merge(results))
+            .collect())
     }
 
     /// The value of each key; one result per key, in order.
@@ -375,8 +556,8 @@ impl Client {
     }
 }
 
-/// Where one item of a batch put comes from.
-enum Source {
+/// Where the bytes of a put come from.
+pub(super) enum Source {
     /// Plain bytes, copied into registered scratch memory when the call was made.
     Staged(Arc<Scratch>),
     /// Registered memory: buffers laid end to end in the object, and their total.
@@ -386,7 +567,7 @@ enum Source {
 impl Source {
     /// The object made of `buffers` (address, length) end to end: each buffer and the total
     /// checked (a buffer of at least one byte that does not wrap; a total that fits u64).
-    fn gathered(buffers: &[(u64, u64)]) -> Result<Source> {
+    pub(super) fn gathered(buffers: &[(u64, u64)]) -> Result<Source> {
         let mut pieces = Vec::with_capacity(buffers.len());
         let mut offset = 0u64;
         for &(addr, len) in buffers {
@@ -400,7 +581,7 @@ impl Source {
         Ok(Source::Registered(pieces, offset))
     }
 
-    fn len(&self) -> u64 {
+    pub(super) fn len(&self) -> u64 {
         match self {
             Source::Staged(scratch) => scratch.len(),
             Source::Registered(_, len) => *len,
@@ -408,7 +589,7 @@ impl Source {
     }
 
     /// The pieces to write, and the scratch memory to keep while transfers may touch it.
-    fn place(&self) -> (Vec<Fragment>, Option<Arc<Scratch>>) {
+    pub(super) fn place(&self) -> (Vec<Fragment>, Option<Arc<Scratch>>) {
         match self {
             Source::Staged(scratch) => (
                 vec![Fragment::whole(scratch.addr(), scratch.len())],
@@ -449,4 +630,20 @@ enum Outcome {
     Failed(Error),
     /// Written to every replica: it must be ended.
     Written,
+}
+
+/// An error of this client's own making: the master's answer does not match the question.
+fn internal(reason: impl Into<String>) -> Error {
+    Error::Internal {
+        reason: reason.into(),
+    }
+}
+
+/// One outcome per item of a part of a batch: the part's answer, or its failure as a whole
+/// (`fail`) in each of its `n` places.
+fn each<T: Clone>(answer: Result<Vec<T>>, n: usize, fail: impl Fn(Error) -> T) -> Vec<T> {
+    match answer {
+        Ok(outcomes) => outcomes,
+        Err(e) => vec![fail(e); n],
+    }
 }
