@@ -217,6 +217,127 @@ async fn a_cached_replica_whose_node_died_falls_back_to_the_master_in_time() {
     assert_eq!(reader.get("k", deadline).await.unwrap(), [2u8; 4096]);
 }
 
+/// Calls the master served, by method.
+async fn calls(m: &RunningMaster) -> std::collections::BTreeMap<String, u64> {
+    let c = yuebing_store::master::MasterClient::new(
+        m.local_endpoint().clone(),
+        yuebing_store::master::ClientId(1),
+    );
+    let stats = c.call_stats().await.unwrap();
+    stats
+        .methods
+        .into_iter()
+        .map(|m| (m.method, m.calls))
+        .collect()
+}
+
+/// A batch whose cached replicas all failed asks the master for every one of them in one
+/// call, within the batch's deadline; so does a ranged batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_whose_cached_replicas_died_asks_the_master_once() {
+    let m = master(10_000).await;
+    let first = client(&m, 8 << 20).await;
+    let second = client(&m, 8 << 20).await;
+    let reader = client(&m, 0).await;
+    let opts = within(Duration::from_secs(5));
+    let keys: Vec<String> = (0..8).map(|i| format!("k{i}")).collect();
+    for (i, k) in keys.iter().enumerate() {
+        first.put(k, &[i as u8; 4096], on(&first)).await.unwrap();
+    }
+    let got = reader.batch_get(&keys, &opts).await.unwrap();
+    assert!(got.iter().all(Result::is_ok), "{got:?}");
+    drop(first);
+    let upsert = on(&second).with_write(yuebing_store::Write::Upsert);
+    for (i, k) in keys.iter().enumerate() {
+        let value = [100 + i as u8; 4096];
+        yuebing_testkit::eventually(
+            "the key written again",
+            Duration::from_secs(10),
+            async || second.put(k, &value, &upsert).await.is_ok(),
+        )
+        .await;
+    }
+    let before = calls(&m).await;
+    let got = reader
+        .batch_get(&keys, within(Duration::from_secs(3)))
+        .await
+        .unwrap();
+    for (i, got) in got.into_iter().enumerate() {
+        assert_eq!(got.unwrap(), [100 + i as u8; 4096], "k{i}");
+    }
+    let after = calls(&m).await;
+    let asked = |name: &str| after.get(name).unwrap_or(&0) - before.get(name).unwrap_or(&0);
+    assert_eq!(asked("batch_get_replica_list"), 1, "{after:?}");
+    assert_eq!(asked("get_replica_list"), 0, "{after:?}");
+
+    // A ranged batch of keys whose cached locations are fresh needs no master call.
+    let buf = reader.engine().allocate(8 * 16, true).unwrap();
+    let items: Vec<(&str, Vec<yuebing_store::Fragment>)> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let f = yuebing_store::Fragment {
+                addr: buf.addr() + 16 * i as u64,
+                offset: 100,
+                len: 16,
+            };
+            (k.as_str(), vec![f])
+        })
+        .collect();
+    let ranged = reader.batch_get_ranges(&items, &opts).await.unwrap();
+    assert!(
+        ranged.iter().flatten().all(|r| r.as_ref() == Ok(&16)),
+        "{ranged:?}"
+    );
+    let last = calls(&m).await;
+    let total = |c: &std::collections::BTreeMap<String, u64>| -> u64 {
+        ["batch_get_replica_list", "get_replica_list"]
+            .iter()
+            .map(|n| c.get(*n).unwrap_or(&0))
+            .sum()
+    };
+    assert_eq!(total(&last), total(&after), "{last:?}");
+}
+
+/// A cached batch read past half its leases renews them all in one call, off its path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_renews_its_leases_in_one_call() {
+    let m = master(2_000).await;
+    let node = client(&m, 8 << 20).await;
+    let reader = client(&m, 0).await;
+    let keys: Vec<String> = (0..8).map(|i| format!("r{i}")).collect();
+    for k in &keys {
+        node.put(k, &[5u8; 512], &Options::default()).await.unwrap();
+    }
+    let opts = within(Duration::from_secs(5));
+    assert!(reader
+        .batch_get(&keys, &opts)
+        .await
+        .unwrap()
+        .iter()
+        .all(Result::is_ok));
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let before = calls(&m).await;
+    assert!(reader
+        .batch_get(&keys, &opts)
+        .await
+        .unwrap()
+        .iter()
+        .all(Result::is_ok));
+    let renewed = yuebing_testkit::eventually("the renewal", Duration::from_secs(5), async || {
+        let now = calls(&m).await;
+        let asked = |n: &str| now.get(n).unwrap_or(&0) - before.get(n).unwrap_or(&0);
+        (asked("batch_get_replica_list") > 0).then_some(now)
+    })
+    .await;
+    let asked = |n: &str| renewed.get(n).unwrap_or(&0) - before.get(n).unwrap_or(&0);
+    assert_eq!(
+        (asked("batch_get_replica_list"), asked("get_replica_list")),
+        (1, 0),
+        "{renewed:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_location_is_not_used_past_its_lease() {
     let m = master(3000).await;

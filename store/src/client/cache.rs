@@ -61,6 +61,33 @@ fn worth_asking_again(e: &Error, until: Instant) -> bool {
     }
 }
 
+/// How a read's first try went.
+enum Tried<T> {
+    /// Its result, to return.
+    Done(Result<T>),
+    /// It failed at a cached location in a way a fresh one may not: ask the master.
+    Stale(Error),
+}
+
+/// Runs `read` at `at` by `until`; at a cached location, by half the time left (a node that
+/// hangs rather than refuses must leave time for a fresh try), and a failure there that a
+/// fresh location may not meet ([`worth_asking_again`]) is [`Tried::Stale`].
+async fn first_try<T, F, Fut>(at: Location, until: Instant, read: &F) -> Tried<T>
+where
+    F: Fn(Location, Instant) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    if !at.cached {
+        return Tried::Done(read(at, until).await);
+    }
+    let now = Instant::now();
+    let half = now + until.saturating_duration_since(now) / 2;
+    match read(at, half).await {
+        Err(e) if worth_asking_again(&e, until) => Tried::Stale(e),
+        result => Tried::Done(result),
+    }
+}
+
 struct Entry {
     list: Arc<ReplicaList>,
     sent: Instant,
@@ -236,8 +263,11 @@ impl Client {
         opts: &Options,
         until: Instant,
     ) -> Result<Location> {
-        if let Some(at) = self.cached(key, opts) {
-            return Ok(at);
+        if let Some(hit) = self.hit(key, opts) {
+            if hit.renew {
+                self.renew(vec![(key.to_string(), hit.end)]);
+            }
+            return Ok(hit.location);
         }
         self.fresh_location(key, until).await
     }
@@ -263,8 +293,18 @@ impl Client {
         opts: &Options,
         until: Instant,
     ) -> Result<Vec<Result<Location>>> {
-        let mut out: Vec<Option<Result<Location>>> =
-            keys.iter().map(|k| self.cached(k, opts).map(Ok)).collect();
+        let mut renewals = Vec::new();
+        let mut out: Vec<Option<Result<Location>>> = keys
+            .iter()
+            .map(|k| {
+                let hit = self.hit(k, opts)?;
+                if hit.renew {
+                    renewals.push((k.clone(), hit.end));
+                }
+                Some(Ok(hit.location))
+            })
+            .collect();
+        self.renew(renewals);
         let missing: Vec<String> = keys
             .iter()
             .zip(&out)
@@ -312,19 +352,90 @@ impl Client {
         F: Fn(Location, Instant) -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        if !at.cached {
-            return read(at, until).await;
-        }
-        let now = Instant::now();
-        let half = now + until.saturating_duration_since(now) / 2;
-        match read(at, half).await {
-            Err(e) if worth_asking_again(&e, until) => {
+        match first_try(at, until, &read).await {
+            Tried::Done(result) => result,
+            Tried::Stale(e) => {
                 tracing::debug!(key, error = %e, "a cached location failed; asking the master");
                 self.inner.cache.forget([key]);
                 read(self.fresh_location(key, until).await?, until).await
             }
-            result => result,
         }
+    }
+
+    /// [`Client::read_at`] for a batch: `read(i, ..)` of `keys[i]` at `found[i]`, all in
+    /// parallel; the keys whose cached location failed are asked of the master together, in
+    /// one round trip, and read once more. One result per key, in order.
+    pub(crate) async fn read_all<T, F, Fut>(
+        &self,
+        keys: &[String],
+        found: Vec<Result<Location>>,
+        until: Instant,
+        read: F,
+    ) -> Vec<Result<T>>
+    where
+        F: Fn(usize, Location, Instant) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let first = found.into_iter().enumerate().map(|(i, at)| {
+            let read = &read;
+            async move {
+                match at {
+                    Ok(at) => first_try(at, until, &|at, by| read(i, at, by)).await,
+                    Err(e) => Tried::Done(Err(e)),
+                }
+            }
+        });
+        let tried = futures::future::join_all(first).await;
+        let stale: Vec<usize> = (0..tried.len())
+            .filter(|&i| matches!(tried[i], Tried::Stale(_)))
+            .collect();
+        let mut results: Vec<Option<Result<T>>> = tried
+            .into_iter()
+            .map(|t| match t {
+                Tried::Done(result) => Some(result),
+                Tried::Stale(_) => None,
+            })
+            .collect();
+        if stale.is_empty() {
+            return results.into_iter().flatten().collect();
+        }
+        let again: Vec<String> = stale.iter().map(|&i| keys[i].clone()).collect();
+        tracing::debug!(
+            keys = again.len(),
+            "cached locations failed; asking the master"
+        );
+        self.inner.cache.forget(again.iter().map(String::as_str));
+        let fresh = Options {
+            uncached: true,
+            ..Options::default()
+        };
+        let found = match self.locations(&again, &fresh, until).await {
+            Ok(found) => found,
+            Err(e) => vec![Err(e); again.len()],
+        };
+        let reads = stale.iter().zip(found).map(|(&i, at)| {
+            let read = &read;
+            async move {
+                let result = match at {
+                    Ok(at) => read(i, at, until).await,
+                    Err(e) => Err(e),
+                };
+                (i, result)
+            }
+        });
+        for (i, result) in futures::future::join_all(reads).await {
+            results[i] = Some(result);
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(Error::Internal {
+                        reason: "a key of a batch read got no result".into(),
+                    })
+                })
+            })
+            .collect()
     }
 
     /// `write` (a call's future, of `keys`; `None`: any key) with their locations forgotten
@@ -341,34 +452,49 @@ impl Client {
         }
     }
 
-    /// `key`'s cached location, if `opts` allow one and its lease lasts; past the lease's half,
-    /// its renewal starts in the background.
-    fn cached(&self, key: &str, opts: &Options) -> Option<Location> {
+    /// `key`'s cached location, if `opts` allow one and its lease lasts, and whether the
+    /// caller should renew it now (past the lease's half: see [`Client::renew`]).
+    fn hit(&self, key: &str, opts: &Options) -> Option<Hit> {
         if opts.uncached {
             return None;
         }
-        let hit = self.inner.cache.get(key, Instant::now())?;
-        if hit.renew {
-            self.renew(key.to_string(), hit.end);
-        }
-        Some(hit.location)
+        self.inner.cache.get(key, Instant::now())
     }
 
-    /// Asks the master for `key` again (renewing its lease) off the caller's path, by `end`,
-    /// when the lease kept for it ends. Not once the client is closed.
-    fn renew(&self, key: String, end: Instant) {
+    /// Asks the master for `keys` again (renewing their leases) off the caller's path, in one
+    /// call, by the earliest end of the leases kept for them. Not once the client is closed.
+    fn renew(&self, keys: Vec<(String, Instant)>) {
+        let Some(end) = keys.iter().map(|(_, end)| *end).min() else {
+            return;
+        };
+        let keys: Vec<String> = keys.into_iter().map(|(k, _)| k).collect();
         if self.inner.closed.load(Ordering::Acquire) {
-            self.inner.cache.renewal_done(&key);
+            keys.iter().for_each(|k| self.inner.cache.renewal_done(k));
             return;
         }
         let c = self.clone();
         self.inner.engine.handle().spawn(async move {
-            match c.fresh_location(&key, end).await {
-                Ok(_) => c.inner.cache.renewal_done(&key),
-                Err(Error::ObjectNotFound { .. }) => c.inner.cache.forget([key.as_str()]),
-                Err(e) => {
-                    tracing::debug!(key, error = %e, "renewing a read lease failed");
-                    c.inner.cache.renewal_done(&key);
+            let renewed = match keys.as_slice() {
+                [key] => vec![c.fresh_location(key, end).await],
+                _ => {
+                    let fresh = Options {
+                        uncached: true,
+                        ..Options::default()
+                    };
+                    match c.locations(&keys, &fresh, end).await {
+                        Ok(renewed) => renewed,
+                        Err(e) => vec![Err(e); keys.len()],
+                    }
+                }
+            };
+            for (key, r) in keys.iter().zip(renewed) {
+                match r {
+                    Err(Error::ObjectNotFound { .. }) => c.inner.cache.forget([key.as_str()]),
+                    Err(e) => {
+                        tracing::debug!(key, error = %e, "renewing a read lease failed");
+                        c.inner.cache.renewal_done(key);
+                    }
+                    Ok(_) => c.inner.cache.renewal_done(key),
                 }
             }
         });

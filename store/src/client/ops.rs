@@ -340,17 +340,14 @@ impl Client {
                 return Ok(sifted.merge([]));
             }
             let until = c.until(&opts);
-            let found = c.locations(&sifted.passed, &opts, until).await?;
-            let reads = sifted.passed.iter().zip(found).map(|(key, at)| {
-                let c = &c;
-                async move {
-                    c.read_at(key, at?, until, |at, until| async move {
-                        c.read_to_vec(key, &at.list, at.sent, until).await
-                    })
-                    .await
-                }
-            });
-            let results = futures::future::join_all(reads).await;
+            let keys = &sifted.passed;
+            let found = c.locations(keys, &opts, until).await?;
+            let results = c
+                .read_all(keys, found, until, |i, at, until| {
+                    let c = &c;
+                    async move { c.read_to_vec(&keys[i], &at.list, at.sent, until).await }
+                })
+                .await;
             Ok(sifted.merge(results))
         })
     }
@@ -404,20 +401,18 @@ impl Client {
             let until = c.until(&opts);
             let keys: Vec<String> = sifted.passed.iter().map(|(k, _)| k.clone()).collect();
             let found = c.locations(&keys, &opts, until).await?;
-            let reads = sifted.passed.iter().zip(found).map(|((key, buffers), at)| {
-                let c = &c;
-                async move {
-                    c.read_at(key, at?, until, |at, until| async move {
+            let results = c
+                .read_all(&keys, found, until, |i, at, until| {
+                    let (c, (key, buffers)) = (&c, &sifted.passed[i]);
+                    async move {
                         let pieces = scatter(key, buffers, at.list.size)?;
                         c.inner
                             .read_object(key, &at.list, at.sent, &pieces, until, None)
                             .await?;
                         Ok(at.list.size)
-                    })
-                    .await
-                }
-            });
-            let results = futures::future::join_all(reads).await;
+                    }
+                })
+                .await;
             Ok(sifted.merge(results))
         })
     }

@@ -1,10 +1,11 @@
 //! Ranged reads: parts of objects into registered memory (Mooncake's `get_into_ranges`), with
-//! one replica-list round trip for every key of a batch and all the fragments of a key in
-//! flight together.
+//! one replica-list round trip for every key of a batch (none for keys whose locations are
+//! cached) and all the fragments of a key in flight together.
 
 use std::collections::HashMap;
 use std::future::Future;
 
+use super::cache::Location;
 use super::{Client, Fragment, Options};
 use crate::args;
 use crate::error::{Error, Result};
@@ -41,39 +42,47 @@ impl Client {
                 return Ok(items.into_iter().map(Item::refused).collect());
             }
             let until = c.until(&opts);
-            let (sent, lists) = c.replica_lists(&keys, until).await?;
-            let reads = items.iter().map(|item| {
-                let (c, list) = (&c, index.get(item.key.as_str()).map(|&i| &lists[i]));
-                async move {
-                    let list = match list {
-                        None => return item.answer(|_| None),
-                        Some(Err(e)) => return item.answer(|_| Some(Err(e.clone()))),
-                        Some(Ok(list)) => list,
-                    };
-                    let outside = |f: &Fragment| !f.inside(list.size);
-                    let pieces: Vec<Fragment> =
-                        item.passed().filter(|f| !outside(f)).copied().collect();
-                    let read = match pieces.is_empty() {
-                        true => Ok(()),
-                        false => {
+            let found = c.locations(&keys, &opts, until).await?;
+            // Each item at its key's location; an item that reads nothing is not read.
+            let at: Vec<Result<Location>> = items
+                .iter()
+                .map(|item| match index.get(item.key.as_str()) {
+                    Some(&k) if item.reads() => found[k].clone(),
+                    _ => Err(Error::params("nothing to read")),
+                })
+                .collect();
+            let item_keys: Vec<String> = items.iter().map(|i| i.key.clone()).collect();
+            let read = c
+                .read_all(&item_keys, at, until, |i, at, until| {
+                    let (c, item) = (&c, &items[i]);
+                    async move {
+                        let list = &at.list;
+                        let outside = |f: &Fragment| !f.inside(list.size);
+                        let pieces: Vec<Fragment> =
+                            item.passed().filter(|f| !outside(f)).copied().collect();
+                        if !pieces.is_empty() {
                             c.inner
-                                .read_object(&item.key, list, sent, &pieces, until, None)
-                                .await
+                                .read_object(&item.key, list, at.sent, &pieces, until, None)
+                                .await?;
                         }
-                    };
-                    item.answer(|f| {
-                        Some(match (outside(f), &read) {
-                            (true, _) => Err(Error::params(format!(
-                                "bytes {}+{} lie outside {:?} ({} bytes)",
-                                f.offset, f.len, item.key, list.size
-                            ))),
-                            (false, Ok(())) => Ok(f.len),
-                            (false, Err(e)) => Err(e.clone()),
-                        })
-                    })
-                }
+                        Ok(item.answer(|f| {
+                            Some(match outside(f) {
+                                true => Err(Error::params(format!(
+                                    "bytes {}+{} lie outside {:?} ({} bytes)",
+                                    f.offset, f.len, item.key, list.size
+                                ))),
+                                false => Ok(f.len),
+                            })
+                        }))
+                    }
+                })
+                .await;
+            let answers = items.iter().zip(read).map(|(item, read)| match read {
+                Ok(answer) => answer,
+                Err(_) if !item.reads() => item.answer(|_| None),
+                Err(e) => item.answer(|_| Some(Err(e.clone()))),
             });
-            Ok(futures::future::join_all(reads).await)
+            Ok(answers.collect())
         })
     }
 }
