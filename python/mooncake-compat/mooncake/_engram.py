@@ -65,8 +65,8 @@ class EngramStore:
             rc = _codes.INVALID_PARAMS
         else:
             removed, rc = 0, 0
-            for key in self._keys:
-                code = self._store.remove(key, force)
+            # One master round trip for the whole layer.
+            for code in self._store.batch_remove(self._keys, force):
                 if code == 0:
                     removed += 1
                 elif code != _codes.OBJECT_NOT_FOUND and rc == 0:
@@ -120,12 +120,12 @@ class EngramStore:
         finally:
             unregister_failed = any([store.unregister_buffer(p) != 0 for p in registered])
         if any(r != 0 for r in results) or unregister_failed:
-            for key, r in zip(self._keys, results):
-                if r == 0:
-                    code = store.remove(key, True)
-                    if code not in (0, _codes.OBJECT_NOT_FOUND):
-                        _codes.log.error("EngramStore: cannot take back '%s' of a failed "
-                                         "populate: %d", key, code)
+            stored = [key for key, r in zip(self._keys, results) if r == 0]
+            codes = store.batch_remove(stored, True) if stored else []
+            for key, code in zip(stored, codes):
+                if code not in (0, _codes.OBJECT_NOT_FOUND):
+                    _codes.log.error("EngramStore: cannot take back '%s' of a failed "
+                                     "populate: %d", key, code)
             return -1
         return 0
 
