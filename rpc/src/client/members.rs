@@ -212,8 +212,11 @@ impl<E: Entry> Members<E> {
             }
         }
         // Cold, or a cold burst whose first connections opened: the least-loaded connection,
-        // open (if eligible) or being opened.
-        let best = least_loaded(self.list.iter().filter(|m| !m.is_open() || eligible(m)));
+        // open (if eligible) or being opened for calls to wait for (not a grow).
+        let best = least_loaded(self.list.iter().filter(|m| match m.state {
+            State::Open(_) => eligible(m),
+            State::Opening { grow, .. } => !grow,
+        }));
         let best = match best {
             Some(m) if !room || m.load.in_flight() < threshold => m,
             // No room and none being opened: every member is open, passed over as not fresh.
@@ -490,6 +493,25 @@ mod tests {
         assert!(grows.is_empty(), "no grow: the pool is at its size");
         let loads: Vec<_> = m.list.iter().map(|m| m.load.in_flight()).collect();
         assert_eq!(loads, [14, 13, 13], "spread as if none had opened yet");
+    }
+
+    #[test]
+    fn no_call_waits_for_a_grow_in_the_background() {
+        let t0 = Instant::now();
+        let mut m = Members::<Fake>::default();
+        let key = m.fill(1, 3).0[0].key;
+        m.opened(key, Ok(fake(1, t0)), t0);
+        let (first, _) = m.choose(1, 3, None, t0);
+        let (second, _) = m.choose(1, 3, None, t0);
+        let _grow = second.open.expect("a grow in the background");
+        // A call that passes over the open one as not fresh opens its own connection.
+        let later = t0 + Duration::from_secs(1);
+        let (third, _) = m.choose(1, 3, Some(later), t0);
+        assert!(
+            matches!(third.taken, Taken::Opening(_)) && third.open.is_some(),
+            "not the grow's"
+        );
+        drop((first, second.reserved, third));
     }
 
     #[test]

@@ -462,9 +462,9 @@ impl Client {
     }
 
     /// Asks the master for `keys` again (renewing their leases) off the caller's path, in one
-    /// call, by the earliest end of the leases kept for them. Not once the client is closed.
+    /// call, by the latest end of the leases kept for them. Not once the client is closed.
     fn renew(&self, keys: Vec<(String, Instant)>) {
-        let Some(end) = keys.iter().map(|(_, end)| *end).min() else {
+        let Some(end) = keys.iter().map(|(_, end)| *end).max() else {
             return;
         };
         let keys: Vec<String> = keys.into_iter().map(|(k, _)| k).collect();

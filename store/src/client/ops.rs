@@ -137,6 +137,9 @@ impl Client {
         if !again.is_empty() {
             let retried: Vec<_> = again.iter().map(|&i| &items[i]).collect();
             let answer = self.put_placed(&retried, &cfg, write, until).await;
+            if let (Err(e), true) = (&answer, again.len() == items.len()) {
+                return Err(e.clone());
+            }
             for (i, r) in again.iter().zip(each(answer, retried.len(), Err)) {
                 results[*i] = Some(r);
             }

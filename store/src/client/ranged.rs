@@ -52,6 +52,12 @@ impl Client {
                 })
                 .collect();
             let item_keys: Vec<String> = items.iter().map(|i| i.key.clone()).collect();
+            // The size each item was read at first: its fragments outside it are refused even
+            // when the read fails.
+            let sizes: Vec<Option<u64>> = at
+                .iter()
+                .map(|at| at.as_ref().ok().map(|at| at.list.size))
+                .collect();
             let read = c
                 .read_all(&item_keys, at, until, |i, at, until| {
                     let (c, item) = (&c, &items[i]);
@@ -65,23 +71,23 @@ impl Client {
                                 .read_object(&item.key, list, at.sent, &pieces, until, None)
                                 .await?;
                         }
-                        Ok(item.answer(|f| {
-                            Some(match outside(f) {
-                                true => Err(Error::params(format!(
-                                    "bytes {}+{} lie outside {:?} ({} bytes)",
-                                    f.offset, f.len, item.key, list.size
-                                ))),
-                                false => Ok(f.len),
-                            })
-                        }))
+                        Ok(item.answer(|f| Some(item.check(f, list.size).map(|()| f.len))))
                     }
                 })
                 .await;
-            let answers = items.iter().zip(read).map(|(item, read)| match read {
-                Ok(answer) => answer,
-                Err(_) if !item.reads() => item.answer(|_| None),
-                Err(e) => item.answer(|_| Some(Err(e.clone()))),
-            });
+            let answers =
+                items
+                    .iter()
+                    .zip(read)
+                    .zip(sizes)
+                    .map(|((item, read), size)| match read {
+                        Ok(answer) => answer,
+                        Err(_) if !item.reads() => item.answer(|_| None),
+                        Err(e) => item.answer(|f| {
+                            let checked = size.map_or(Ok(()), |size| item.check(f, size));
+                            Some(checked.and_then(|()| Err(e.clone())))
+                        }),
+                    });
             Ok(answers.collect())
         })
     }
@@ -108,6 +114,17 @@ impl Item {
         Item {
             key: key.to_string(),
             fragments,
+        }
+    }
+
+    /// `InvalidParams` when `f` lies outside an object of `size` bytes.
+    fn check(&self, f: &Fragment, size: u64) -> Result<()> {
+        match f.inside(size) {
+            true => Ok(()),
+            false => Err(Error::params(format!(
+                "bytes {}+{} lie outside {:?} ({size} bytes)",
+                f.offset, f.len, self.key
+            ))),
         }
     }
 

@@ -103,8 +103,9 @@ pub(crate) struct Shared {
     metrics: MasterMetrics,
     ready: AtomicBool,
     closed: AtomicBool,
-    /// Set when a panic poisoned the core's lock: the master stops serving for good.
-    poisoned: AtomicBool,
+    /// Cancelled when a panic poisoned the core's lock: the master stops serving for good,
+    /// and calls waiting for the log (for entries the panic kept from it) stop waiting.
+    poisoned: CancellationToken,
     /// Asked before every call: `None` serves always.
     gate: Option<Arc<dyn ServeGate>>,
     /// The snapshots offered to standbys that bootstrap (an elected leader's): the newest and
@@ -118,6 +119,18 @@ pub(crate) struct Shared {
     handle: Handle,
 }
 
+/// Stops the master ([`Shared::stopped`]) when dropped by a panic: held while the core's lock
+/// is, so that calls waiting for the log hear of the panic at once, not at the next lock.
+struct StopOnUnwind<'a>(&'a Shared);
+
+impl Drop for StopOnUnwind<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.stopped();
+        }
+    }
+}
+
 /// Why a master whose core lock was poisoned answers every call with an error.
 const POISONED: &str = "a panic interrupted a change to the master's state, which may be half \
     applied; this master stopped serving (restart it: the operation log holds every \
@@ -127,14 +140,18 @@ impl Shared {
     /// The core, or the error that stops this master for good: a panic while the lock was
     /// held may have left the core half changed, so a poisoned core is never used again.
     fn core(&self) -> Result<MutexGuard<'_, Master>> {
-        self.core.lock().map_err(|_| {
-            if !self.poisoned.swap(true, Ordering::AcqRel) {
-                tracing::error!("{POISONED}");
-            }
-            Error::Internal {
-                reason: POISONED.into(),
-            }
-        })
+        self.core.lock().map_err(|_| self.stopped())
+    }
+
+    /// Marks this master stopped by a panic under the core's lock; the error calls get.
+    fn stopped(&self) -> Error {
+        if !self.poisoned.is_cancelled() {
+            tracing::error!("{POISONED}");
+            self.poisoned.cancel();
+        }
+        Error::Internal {
+            reason: POISONED.into(),
+        }
     }
 
     /// Runs `f` on the core at the current time, hands its effects to the log, and returns once
@@ -143,6 +160,7 @@ impl Shared {
         self.admit()?;
         let (out, seq, own) = {
             let mut core = self.core()?;
+            let _unwinding = StopOnUnwind(self);
             let before = core.last_seq();
             let out = f(&mut core, wall_ms());
             self.perform_effects(&mut core);
@@ -164,10 +182,8 @@ impl Shared {
     /// Whether this master takes calls on its store now: not shut down, leading (if it is
     /// elected), its log working.
     fn admit(&self) -> Result<()> {
-        if self.poisoned.load(Ordering::Acquire) {
-            return Err(Error::Internal {
-                reason: POISONED.into(),
-            });
+        if self.poisoned.is_cancelled() || self.core.is_poisoned() {
+            return Err(self.stopped());
         }
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Internal {
@@ -192,7 +208,11 @@ impl Shared {
         // Loaded after `f` read the keys: at least the number of every change it saw.
         let seq = self.presence.seq();
         if let Some(log) = &self.log {
-            log.wait(seq, None).await?;
+            // A panic under the core's lock may have kept that change from the log for good.
+            tokio::select! {
+                waited = log.wait(seq, None) => waited?,
+                () = self.poisoned.cancelled() => return Err(self.stopped()),
+            }
         }
         if let Some(gate) = &self.gate {
             gate.check()?;
@@ -574,7 +594,7 @@ impl RunningMaster {
             metrics: MasterMetrics::new(cfg.metrics.clone()),
             ready: AtomicBool::new(false),
             closed: AtomicBool::new(false),
-            poisoned: AtomicBool::new(false),
+            poisoned: CancellationToken::new(),
             gate,
             offered: Mutex::new([None, None]),
             calls: OnceLock::new(),
@@ -686,7 +706,21 @@ mod tests {
         let panicking = shared.clone();
         let died = tokio::spawn(async move {
             panicking
-                .run(|_, _| -> u64 { panic!("injected panic while the core is locked") })
+                .run(|m, now| -> u64 {
+                    // A change made (the key is in the presence), its entry never logged.
+                    let a = crate::master::ClientId(7);
+                    let spec = crate::master::MountSpec {
+                        node: "n1".into(),
+                        base: 1 << 20,
+                        len: 1 << 20,
+                    };
+                    m.mount(a, now, &[spec]).unwrap();
+                    let cfg = crate::master::PutConfig::default();
+                    m.put_start(a, now, "k", 1, &cfg, crate::master::Write::Put)
+                        .unwrap();
+                    m.put_end(a, now, "k").unwrap();
+                    panic!("injected panic while the core is locked")
+                })
                 .await
         })
         .await;
