@@ -172,6 +172,16 @@ pub struct StoreBenchConfig {
     pub token: Option<yuebing_rpc::Token>,
 }
 
+impl StoreBenchConfig {
+    /// The most store space the clients of one cluster may hold in grants: two grants (one
+    /// open, one retired whose last writes end) per client that takes grants.
+    fn granted(&self) -> u64 {
+        let granting = self.grants.contains(&true) as u64;
+        let clients = (self.transports.len() * self.lease_cache.len()) as u64;
+        2 * BENCH_GRANT * granting * clients
+    }
+}
+
 /// One measurement: items moved, bytes, wall time and per-call latency.
 struct Sample {
     items: u64,
@@ -242,7 +252,7 @@ async fn round(
     let batch = cfg.batch.min(n).max(1);
     let key = |kind: &str, i: usize| format!("{tag}/{kind}/{size}/{i}");
     let value = vec![0x5au8; size];
-    let clear = || drain(c);
+    let clear = || drain(c, cfg.granted());
     let s = timed(n, 1, size, |i| {
         let k = key("p", i);
         async move {
@@ -361,7 +371,7 @@ async fn multi_round(
             "{cell}: the blocks read back differ from those written"
         ));
     }
-    drain(c).await
+    drain(c, cfg.granted()).await
 }
 
 /// exist (hit and miss) and batch exist on 1 KiB values.
@@ -407,16 +417,21 @@ async fn small_ops(
     })
     .await?;
     out.push((format!("batch_exist 1KiB x{b}"), s));
-    drain(c).await
+    drain(c, cfg.granted()).await
 }
 
 /// Removes everything (untimed) and waits until the space held for leases is free again, so
-/// that the next measurement starts on an empty store and never triggers eviction.
-async fn drain(c: &Client) -> Result<(), String> {
+/// that the next measurement starts on an empty store and never triggers eviction. Space the
+/// clients hold in grants, at most `granted` bytes, stays theirs.
+async fn drain(c: &Client, granted: u64) -> Result<(), String> {
     let o = &Options::default();
     c.remove_all(true, o).await.map_err(err)?;
     let start = Instant::now();
-    while c.stats(o).await.map_err(err)?.bytes_used > 0 {
+    loop {
+        let st = c.stats(o).await.map_err(err)?;
+        if st.objects == 0 && st.pending_writes == 0 && st.bytes_used <= granted {
+            break;
+        }
         if start.elapsed() > Duration::from_secs(30) {
             return Err("store space still held 30 s after remove_all".into());
         }
