@@ -208,3 +208,53 @@ async fn a_silent_clients_grant_is_reclaimed_after_its_lease() {
     .await;
     assert_eq!(node.get("k", &opts).await.unwrap(), value(3, 4096));
 }
+
+/// A grant whose end the master did not hear (it was down) is ended again once the master
+/// answers: its space does not stay granted for the rest of the client's life.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_end_the_master_missed_is_made_again_when_it_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = yuebing_testkit::ports::free_port();
+    let at: Endpoint = format!("127.0.0.1:{port}").parse().unwrap();
+    let cfg = MasterServerConfig {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..MasterServerConfig::default()
+    };
+    let m = master(cfg.clone(), &at).await;
+    let node = Client::start(config(&m, 16 << 20, 0)).await.unwrap();
+    let writer = Client::start(config(&m, 0, 64 << 10)).await.unwrap();
+    let opts = Options::deadline(Duration::from_secs(10));
+    // 21 puts of 3000 bytes (3008 with the master's alignment) leave 2368 bytes of the grant,
+    // less than its largest put: the next put retires it.
+    for i in 0..21 {
+        writer
+            .put(format!("k{i}"), &value(i, 3000), &opts)
+            .await
+            .unwrap();
+    }
+    let objects = 21 * 3008;
+    assert_eq!(node.stats(&opts).await.unwrap().bytes_used, 64 << 10);
+    m.shutdown(Duration::ZERO).await;
+    let short = Options::deadline(Duration::from_millis(500));
+    assert!(writer.put("extra", &value(99, 3000), &short).await.is_err());
+    // The retired grant's end is tried for 5 s, then owed.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let m = master(cfg, &at).await;
+    yuebing_testkit::eventually::eventually(
+        "the missed end made again",
+        Duration::from_secs(15),
+        || async { (node.stats(&opts).await.ok()?.bytes_used == objects).then_some(()) },
+    )
+    .await;
+    // Every value reads back once the node has remounted.
+    for i in 0..21 {
+        let got = yuebing_testkit::eventually::eventually(
+            "a read after the restart",
+            Duration::from_secs(15),
+            || async { node.get(format!("k{i}"), &opts).await.ok() },
+        )
+        .await;
+        assert_eq!(got, value(i, 3000));
+    }
+    drop(m);
+}

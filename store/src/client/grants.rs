@@ -12,8 +12,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::masters::Masters;
-use super::Client;
+use super::{Client, Inner};
 use crate::error::Error;
 use crate::master::{GrantDesc, GrantId, PutConfig};
 
@@ -41,6 +40,10 @@ struct State {
     quiet_until: Option<Instant>,
     /// Counts `retire_all`: a grant asked for before one is not used after it.
     generation: u64,
+    /// Grants whose end the master did not confirm (unreachable, say): ended again at the
+    /// next heartbeat the master answers, or their space would stay granted for as long as
+    /// this client lives.
+    owed: Vec<(GrantId, bool)>,
 }
 
 struct Open {
@@ -180,36 +183,43 @@ impl Grants {
         self.retire(true)
     }
 
-    /// Every grant this client holds (open or retired, and whether a write into it failed
-    /// or may still run), for its last words to the master.
+    /// Every grant this client holds (open, retired or owed an end, and whether a write into
+    /// it failed or may still run), for its last words to the master.
     pub(crate) fn ids(&self) -> Vec<(GrantId, bool)> {
         let st = self.state();
         st.open
             .iter()
             .chain(&st.retired)
             .map(|g| (g.desc.id, g.dirty || g.writers > 0))
+            .chain(st.owed.iter().copied())
             .collect()
+    }
+
+    /// The grants whose end is owed to the master, taken to end them again.
+    pub(crate) fn take_owed(&self) -> Vec<(GrantId, bool)> {
+        std::mem::take(&mut self.state().owed)
     }
 }
 
 /// Ends `ids` at the master, in the background (a grant the master does not know is `Ok`);
-/// a dirty one's space is held there until the write release time.
-pub(crate) fn end(
-    masters: &Arc<Masters>,
-    handle: &tokio::runtime::Handle,
-    ids: Vec<(GrantId, bool)>,
-) {
+/// a dirty one's space is held there until the write release time. An end the master does
+/// not confirm is owed, and made again at the next heartbeat it answers.
+pub(crate) fn end(inner: &Arc<Inner>, ids: Vec<(GrantId, bool)>) {
     if ids.is_empty() {
         return;
     }
-    let masters = masters.clone();
-    handle.spawn(async move {
+    let (masters, client) = (inner.masters.clone(), Arc::downgrade(inner));
+    inner.engine.handle().spawn(async move {
         let until = Instant::now() + Duration::from_secs(5);
         for (id, dirty) in ids {
             let ended =
                 masters.call(until, |m| async move { m.until(until).grant_end(id, dirty).await });
             if let Err(e) = ended.await {
-                tracing::debug!(grant = %id, error = %e, "could not end a grant; it ends with this client's lease");
+                tracing::debug!(grant = %id, error = %e, "could not end a grant; ending it again at the next heartbeat");
+                // A client that is gone ended its grants as it dropped (or its lease ends them).
+                if let Some(client) = client.upgrade() {
+                    client.grants.state().owed.push((id, dirty));
+                }
             }
         }
     });
@@ -235,7 +245,7 @@ impl Drop for Held<'_> {
     fn drop(&mut self) {
         let inner = &self.client.inner;
         if let Some(id) = inner.grants.done(&self.place, self.written) {
-            end(&inner.masters, inner.engine.handle(), vec![id]);
+            end(inner, vec![id]);
         }
     }
 }
@@ -272,7 +282,7 @@ impl Client {
             return None;
         }
         let idle = grants.retire(false);
-        end(&self.inner.masters, self.inner.engine.handle(), idle);
+        end(&self.inner, idle);
         let size = grants.size;
         let (sent, generation) = (Instant::now(), grants.state().generation);
         let asked = self
@@ -288,8 +298,7 @@ impl Client {
                 if st.generation != generation {
                     // Asked of a master this client may no longer be known to: not used.
                     drop(st);
-                    let id = vec![(desc.id, false)];
-                    end(&self.inner.masters, self.inner.engine.handle(), id);
+                    end(&self.inner, vec![(desc.id, false)]);
                     return None;
                 }
                 let valid_until = sent + Duration::from_millis(desc.valid_ms);

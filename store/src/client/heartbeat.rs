@@ -115,7 +115,7 @@ async fn beat(c: &Arc<Inner>, bound: std::time::Duration) {
             // Nor may a put start writing into its grants: the master may place other
             // objects there. Those it still knows end once their writers are done.
             let idle = c.grants.retire_all();
-            super::grants::end(&c.masters, c.engine.handle(), idle);
+            super::grants::end(c, idle);
             true
         }
         Ok(Ok(PingResult::TasksWaiting)) => {
@@ -135,6 +135,9 @@ async fn beat(c: &Arc<Inner>, bound: std::time::Duration) {
             false
         }
     };
+    if heard {
+        super::grants::end(c, c.grants.take_owed());
+    }
     // Also when a call's outcome at the master is unknown (its ids may be stale).
     let due = c.spaces.take_remount_due();
     if !(due || need) {
