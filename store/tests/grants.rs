@@ -258,3 +258,39 @@ async fn an_end_the_master_missed_is_made_again_when_it_is_back() {
     }
     drop(m);
 }
+
+/// A write into a grant whose node is gone retires the grant and places the put at the master
+/// instead: the put succeeds on another node, and so do the next ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_whose_grant_node_is_gone_is_placed_elsewhere() {
+    let bind: Endpoint = "127.0.0.1:0".parse().unwrap();
+    let m = master(MasterServerConfig::default(), &bind).await;
+    let first = Client::start(config(&m, 16 << 20, 0)).await.unwrap();
+    let second = Client::start(config(&m, 16 << 20, 0)).await.unwrap();
+    let writer = Client::start(config(&m, 0, 1 << 20)).await.unwrap();
+    let opts = Options::deadline(Duration::from_secs(10));
+    writer.put("k0", &value(0, 4096), &opts).await.unwrap();
+    let holder = writer.replicas("k0", &opts).await.unwrap().replicas[0]
+        .node
+        .clone();
+    let (gone, stays) = match holder == first.hostname() {
+        true => (first, second),
+        false => (second, first),
+    };
+    drop(gone);
+    // Once the master has heard it leave (its objects and its grants there went with it).
+    yuebing_testkit::eventually::eventually("the node left", Duration::from_secs(10), || async {
+        (stays.stats(&opts).await.ok()?.nodes == 1).then_some(())
+    })
+    .await;
+    for i in 1..10 {
+        writer
+            .put(format!("k{i}"), &value(i, 4096), &opts)
+            .await
+            .unwrap();
+        assert_eq!(
+            stays.get(format!("k{i}"), &opts).await.unwrap(),
+            value(i, 4096)
+        );
+    }
+}

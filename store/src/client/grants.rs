@@ -164,9 +164,11 @@ impl Grants {
         idle
     }
 
-    /// The master says `grant` ended (its store space went, or it does not know it): no put
-    /// takes a place there any more, and nothing is ended at the master for it.
-    fn forget(&self, grant: GrantId) {
+    /// No put takes a place in `grant` any more: the master says it ended (its store space
+    /// went, or it does not know it), or a write into it failed (its node may be gone). It is
+    /// ended at the master once its last writer is done (one the master does not know ends
+    /// `Ok`).
+    pub(crate) fn forget(&self, grant: GrantId) {
         let mut st = self.state();
         if let Some(i) = st.open.iter().position(|g| g.desc.id == grant) {
             let g = st.open.swap_remove(i);

@@ -158,8 +158,10 @@ impl Client {
     }
 
     /// Writes each item into its place in a grant, then publishes those written with one
-    /// `batch_put_granted`. One outcome per item, in order: `None` where the master refused the
-    /// publication as `InvalidWrite` (the grant is gone there), for the caller to place anew.
+    /// `batch_put_granted`. One outcome per item, in order: `None`, for the caller to place
+    /// anew, where the write failed at its grant's node (the grant is forgotten: the node may
+    /// be gone) or the master refused the publication as `InvalidWrite` (the grant is gone
+    /// there).
     pub(super) async fn put_in_grants(
         &self,
         items: Vec<(&(String, Source), Held<'_>)>,
@@ -184,8 +186,14 @@ impl Client {
                 // The write ends while the grant is valid, or is abandoned (held dirty).
                 let by = until.min(held.place.until);
                 let wrote = self.inner.write_replicas(&pieces, &[desc], by, keep).await;
-                if wrote.is_ok() {
-                    held.written();
+                match &wrote {
+                    Ok(()) => held.written(),
+                    // Not the caller's buffer: the grant's node may be gone. No more puts go
+                    // there; this one is placed at the master instead.
+                    Err(e) if !matches!(e, Error::InvalidParams { .. }) => {
+                        self.inner.grants.forget(held.place.grant);
+                    }
+                    Err(_) => {}
                 }
                 let put = GrantedPut {
                     key: key.clone(),
@@ -210,8 +218,10 @@ impl Client {
         let outcomes = written
             .into_iter()
             .map(|(_, held, wrote)| {
-                if let Err(e) = wrote {
-                    return Some(Err(e));
+                match wrote {
+                    Err(e @ Error::InvalidParams { .. }) => return Some(Err(e)),
+                    Err(_) => return None,
+                    Ok(()) => {}
                 }
                 match published.next() {
                     Some(Err(e @ Error::InvalidWrite { .. })) => {
