@@ -32,6 +32,15 @@ pub(crate) fn call(py: Python<'_>, timeout: Option<f64>) -> PyResult<Options> {
     })
 }
 
+/// Options of a read: a timeout, and `uncached` (ask the master for the object's location
+/// even when this store keeps it: see `Store(lease_cache=...)`).
+pub(crate) fn read(py: Python<'_>, timeout: Option<f64>, uncached: bool) -> PyResult<Options> {
+    Ok(Options {
+        uncached,
+        ..call(py, timeout)?
+    })
+}
+
 /// The replica settings of a put, from its keyword arguments.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Replicas {

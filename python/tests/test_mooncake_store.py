@@ -272,6 +272,28 @@ def test_a_hostname_without_port_gets_one_from_mooncakes_range(cluster, monkeypa
         st.close()
 
 
+def test_fewer_round_trips_are_asked_for_through_the_environment(cluster, monkeypatch):
+    monkeypatch.setenv("YUEBING_LEASE_CACHE", "64")
+    monkeypatch.setenv("YUEBING_GRANT_SIZE", "1MiB")
+    st = MooncakeDistributedStore()
+    assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MIB, "tcp", "", cluster.address) == 0
+    try:
+        keys = [f"few/{uuid.uuid4().hex}" for _ in range(8)]
+        values = [bytes([i]) * 4096 for i in range(8)]
+        assert st.put_batch(keys, values) == 0
+        for _ in range(2):
+            assert st.get_batch(keys) == values
+    finally:
+        st.close()
+    for bad in [("YUEBING_LEASE_CACHE", "many"), ("YUEBING_GRANT_SIZE", "lots")]:
+        monkeypatch.setenv(*bad)
+        st = MooncakeDistributedStore()
+        assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MIB, "tcp", "",
+                        cluster.address) == -600, bad
+        monkeypatch.setenv("YUEBING_LEASE_CACHE", "64")
+        monkeypatch.setenv("YUEBING_GRANT_SIZE", "1MiB")
+
+
 def test_a_soft_pin_ttl_needs_enable_as_in_mooncake(mc, k):
     cfg = ReplicateConfig()
     cfg.soft_pin_ttl_ms = 1000

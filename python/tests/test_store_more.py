@@ -277,3 +277,33 @@ def test_multi_buffer_forms_gather_scatter_and_upsert(store, key):
     assert isinstance(short, yuebing.InvalidParams)
     with pytest.raises(yuebing.InvalidArgument):
         store.batch_get_into_buffers([key], [out], [[4000]])
+
+
+def test_fewer_round_trips_are_asked_for_per_store_and_turned_off_per_read(cluster, key):
+    """A Store with grants puts small values through them, one with a lease cache reads them
+    again from their replicas; every read takes ``uncached=True``; bad settings raise."""
+    writer = yuebing.Store(cluster.address, grant_size="1MiB")
+    reader = yuebing.Store(cluster.address, lease_cache=64)
+    try:
+        keys = [f"{key}/{i}" for i in range(8)]
+        values = [payload(4096, i) for i in range(8)]
+        for k, v in zip(keys[:4], values[:4]):
+            writer.put(k, v)
+        assert writer.batch_put(keys[4:], values[4:]) == [None] * 4
+        for _ in range(2):
+            assert reader.batch_get(keys) == values
+        assert reader.get(keys[0], uncached=True) == values[0]
+        buf = bytearray(4096)
+        assert reader.get_into(keys[1], buf, uncached=True) == 4096 and bytes(buf) == values[1]
+        assert reader.batch_get(keys, uncached=True) == values
+        bufs = [bytearray(4096) for _ in keys]
+        assert reader.batch_get_into(keys, bufs, uncached=True) == [4096] * 8
+        assert [bytes(b) for b in bufs] == values
+        # A Store reads its own writes back, cached or not.
+        reader.upsert(keys[2], b"new")
+        assert reader.get(keys[2]) == b"new"
+    finally:
+        writer.close()
+        reader.close()
+    with pytest.raises(yuebing.InvalidArgument, match="grant_size"):
+        yuebing.Store(cluster.address, grant_size="lots")

@@ -115,6 +115,8 @@ class Store:
         rdma_nics: Optional[str] = None,
         replicas: int = 1,
         engine: Optional["Engine"] = None,
+        lease_cache: int = 0,
+        grant_size: Optional[SizeLike] = None,
     ) -> None: ...
     def put(
         self,
@@ -182,9 +184,10 @@ class Store:
         soft_pin: bool = False,
         hard_pin: bool = False,
     ) -> None: ...
-    def get(self, key: str, *, timeout: Optional[float] = None) -> bytes: ...
+    def get(self, key: str, *, timeout: Optional[float] = None, uncached: bool = False) -> bytes: ...
     def get_into(
-        self, key: str, buffer: MemoryLike, size: Optional[int] = None, *, timeout: Optional[float] = None
+        self, key: str, buffer: MemoryLike, size: Optional[int] = None, *, timeout: Optional[float] = None,
+        uncached: bool = False,
     ) -> int:
         """Reads ``key`` into writable ``buffer``; returns the value's size. A read-only buffer,
         or memory in a read-only registration, raises ``InvalidArgument``."""
@@ -296,7 +299,9 @@ class Store:
         soft_pin: bool = False,
         hard_pin: bool = False,
     ) -> list[Optional[YuebingError]]: ...
-    def batch_get(self, keys: Sequence[str], *, timeout: Optional[float] = None) -> list[Union[bytes, YuebingError]]: ...
+    def batch_get(
+        self, keys: Sequence[str], *, timeout: Optional[float] = None, uncached: bool = False
+    ) -> list[Union[bytes, YuebingError]]: ...
     def batch_get_into(
         self,
         keys: Sequence[str],
@@ -304,6 +309,7 @@ class Store:
         sizes: Optional[Sequence[Optional[int]]] = None,
         *,
         timeout: Optional[float] = None,
+        uncached: bool = False,
     ) -> list[Union[int, YuebingError]]:
         """Reads each key into its writable buffer. A read-only buffer, or memory in a read-only
         registration, raises ``InvalidArgument`` naming it (``buffers[i]``) and nothing is read."""
@@ -314,6 +320,7 @@ class Store:
         sizes: Optional[Sequence[Sequence[Optional[int]]]] = None,
         *,
         timeout: Optional[float] = None,
+        uncached: bool = False,
     ) -> list[Union[int, YuebingError]]:
         """Reads each key into its buffers, filled in order; one entry per key: its size, or
         ``InvalidParams`` when they hold less than the object."""
@@ -325,6 +332,7 @@ class Store:
         sizes: Optional[Sequence[Optional[int]]] = None,
         *,
         timeout: Optional[float] = None,
+        uncached: bool = False,
     ) -> list[list[Union[int, YuebingError]]]:
         """Reads parts of objects: each ``(at, offset, length)`` of ``fragments[i]`` reads
         ``length`` bytes at ``offset`` of ``keys[i]`` into ``buffers[i]`` at ``at``. One list per

@@ -45,6 +45,16 @@ pub struct ClientArgs {
     /// off [default: auto; config: client.rdma_nics].
     #[arg(long, env = "YUEBING_RDMA_NICS", global = true)]
     pub rdma_nics: Option<String>,
+    /// Locations of objects read kept while their read leases last, so that a read of the
+    /// same key goes straight to its replica (another client's write of it may go unseen for
+    /// up to a lease); 0 keeps none [default: 0; config: client.lease_cache].
+    #[arg(long, env = "YUEBING_LEASE_CACHE", global = true)]
+    pub lease_cache: Option<usize>,
+    /// Store space the master sets aside for this client's small puts at a time (a put of at
+    /// most a sixteenth of it needs one master round trip instead of two), e.g. 16M; 0: none
+    /// [default: 0; config: client.grant_size].
+    #[arg(long, env = "YUEBING_GRANT_SIZE", global = true)]
+    pub grant_size: Option<String>,
 }
 
 /// Parses `--rdma-nics` (the engine's [`RdmaNics`]) into `engine`'s rdma setting.
@@ -200,9 +210,16 @@ impl ClientArgs {
         };
         let nics = file.resolve(s, "rdma_nics", self.rdma_nics.clone(), "auto".into())?;
         apply_rdma_nics(&nics, &mut engine)?;
+        let grant_size: String =
+            file.resolve(s, "grant_size", self.grant_size.clone(), "0".into())?;
         Ok(ClientConfig {
             token,
             engine,
+            lease_cache: file.resolve(s, "lease_cache", self.lease_cache, 0)?,
+            grant_size: grant_size
+                .parse::<yuebing_rpc::Size>()
+                .map_err(|e| bad("grant_size", e.to_string()))?
+                .bytes(),
             ..ClientConfig::default()
         })
     }
@@ -211,6 +228,28 @@ impl ClientArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fewer_round_trips_are_asked_for_by_flag_and_bad_sizes_name_their_setting() {
+        let file = ConfigFile::default();
+        let args = ClientArgs {
+            lease_cache: Some(4096),
+            grant_size: Some("16M".into()),
+            ..ClientArgs::default()
+        };
+        let cfg = args.resolve_local(&file, None).unwrap();
+        assert_eq!((cfg.lease_cache, cfg.grant_size), (4096, 16 << 20));
+        let off = ClientArgs::default().resolve_local(&file, None).unwrap();
+        assert_eq!((off.lease_cache, off.grant_size), (0, 0));
+        let bad = ClientArgs {
+            grant_size: Some("lots".into()),
+            ..ClientArgs::default()
+        };
+        assert_eq!(
+            bad.resolve_local(&file, None).unwrap_err().path,
+            "client.grant_size"
+        );
+    }
 
     #[test]
     fn bad_rdma_nics_name_their_setting() {

@@ -150,7 +150,9 @@ class MooncakeDistributedStore:
         ``P2PHANDSHAKE``, ``http://…`` or ``etcd://…``: yuebing exchanges segment descriptors
         peer to peer whichever is named. Between processes of one host yuebing moves bytes over
         shared memory, elsewhere over tcp; ``YUEBING_MOONCAKE_TRANSPORT=tcp`` (or ``shm``)
-        forces one."""
+        forces one. ``YUEBING_LEASE_CACHE=N`` keeps the locations of up to N objects read, and
+        ``YUEBING_GRANT_SIZE=16MiB`` sets store space aside for small puts (fewer round trips
+        to the master: see ``help(yuebing.Store)``); both off by default."""
         if self._dummy is not None:
             self.close()  # a dummy client becomes a client of its own
         try:
@@ -164,6 +166,13 @@ class MooncakeDistributedStore:
             _codes.log.error("setup: YUEBING_MOONCAKE_TRANSPORT=%r is not auto, tcp or shm",
                              transport)
             return INVALID_PARAMS
+        # yuebing's fewer round trips, off unless asked for (see help(yuebing.Store)).
+        cache = os.environ.get("YUEBING_LEASE_CACHE", "0")
+        if not cache.isdigit():
+            _codes.log.error("setup: YUEBING_LEASE_CACHE=%r is not a number of entries", cache)
+            return INVALID_PARAMS
+        kw["lease_cache"] = int(cache)
+        kw["grant_size"] = os.environ.get("YUEBING_GRANT_SIZE", "0")
         if transport != "auto" and a.engine is None:
             kw["transport"] = transport
         elif transport != "auto":

@@ -44,7 +44,7 @@ use crate::wait::wait;
 ///
 /// `Store(masters, *, token=None, store_size=0, staging_size="64MiB", timeout=30.0,
 /// prefault=True, bind="127.0.0.1:0", transport=None, rdma_nics=None, replicas=1,
-/// engine=None)` connects to the
+/// engine=None, lease_cache=0, grant_size=0)` connects to the
 /// master(s) (`"host:port"`, a comma-separated list, or a list; tried in order; or
 /// `"etcd://host:port[,host:port]/CLUSTER"`, the master elected in that cluster, found through
 /// etcd and followed when leadership changes: a package built with the `etcd` feature, else
@@ -58,6 +58,15 @@ use crate::wait::wait;
 /// feature (see `yuebing.FEATURES`) takes "auto" and "off" only. Where no NIC can be used,
 /// peers on other hosts are reached over tcp: `Store.engine.transports` says whether rdma is
 /// in use.
+///
+/// Fewer round trips to the master, both off by default: `lease_cache=N` keeps the locations
+/// of up to N objects read while their read leases last, so that reading one again goes
+/// straight to its replica (another client's later write of it may go unseen for up to a
+/// lease; this Store's own writes are always read back; `uncached=True` on a read asks the
+/// master). `grant_size` (e.g. "16MiB") has the master set that much store space aside for
+/// this Store at a time: a put of at most a sixteenth of it, with one replica, writes there
+/// at once and needs one round trip instead of two; the space counts as used while this
+/// Store holds it.
 ///
 /// Every call blocks only its thread, with the GIL released, and Ctrl-C cancels it
 /// (`KeyboardInterrupt`). Errors are `yuebing.YuebingError` subclasses carrying `.code` and
@@ -143,7 +152,7 @@ impl Store {
     #[new]
     #[pyo3(signature = (masters, *, token=None, store_size=None, staging_size=None, timeout=30.0,
         prefault=true, bind=open::DEFAULT_BIND, transport=None, rdma_nics=None, replicas=1,
-        engine=None))]
+        engine=None, lease_cache=0, grant_size=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -158,6 +167,8 @@ impl Store {
         rdma_nics: Option<&str>,
         replicas: u32,
         engine: Option<&Bound<'_, Engine>>,
+        lease_cache: usize,
+        grant_size: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Store> {
         let engine = engine.map(Bound::get);
         let settings = Settings {
@@ -171,6 +182,8 @@ impl Store {
             transport,
             rdma_nics,
             replicas,
+            lease_cache,
+            grant_size,
             engine,
         };
         let (cfg, masters) = open::client_config(py, settings)?;

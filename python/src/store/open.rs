@@ -34,6 +34,10 @@ pub(crate) struct Settings<'a, 'py> {
     /// The RDMA NICs of its own engine ("auto", "off" or names).
     pub(crate) rdma_nics: Option<&'a str>,
     pub(crate) replicas: u32,
+    /// Locations of objects read kept while their leases last (`ClientConfig::lease_cache`).
+    pub(crate) lease_cache: usize,
+    /// Store space asked for ahead of small puts (`ClientConfig::grant_size`).
+    pub(crate) grant_size: Option<&'a Bound<'py, PyAny>>,
     /// An `Engine` to run on (then `bind`, `transport` and `rdma_nics` are the engine's).
     pub(crate) engine: Option<&'a Engine>,
 }
@@ -96,6 +100,8 @@ pub(crate) fn client_config(
         token,
         store_size: size(s.store_size, "store_size", 0)?,
         staging_size: size(s.staging_size, "staging_size", defaults.staging_size)?,
+        lease_cache: s.lease_cache,
+        grant_size: size(s.grant_size, "grant_size", defaults.grant_size)?,
         prefault: s.prefault,
         deadline: options::duration(py, s.timeout, "timeout")?,
         engine: crate::engine::engine_config(py, s.bind, transport, s.rdma_nics)?,

@@ -20,14 +20,15 @@ use crate::wait::wait;
 #[pymethods]
 impl Store {
     /// The value of `key` as bytes. A missing key raises `ObjectNotFound` (a `KeyError`).
-    #[pyo3(signature = (key, *, timeout=None))]
+    #[pyo3(signature = (key, *, timeout=None, uncached=false))]
     fn get<'py>(
         &self,
         py: Python<'py>,
         key: &str,
         timeout: Option<f64>,
+        uncached: bool,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let opts = options::call(py, timeout)?;
+        let opts = options::read(py, timeout, uncached)?;
         self.get_value(py, key, &opts)
     }
 
@@ -37,7 +38,7 @@ impl Store {
     /// `bytes`, a read-only mmap), raises `InvalidArgument` and nothing is written. A buffer
     /// smaller than the value raises `InvalidParams` and nothing is written. Memory not
     /// registered with `register_buffer` is registered for the call's duration.
-    #[pyo3(signature = (key, buffer, size=None, *, timeout=None))]
+    #[pyo3(signature = (key, buffer, size=None, *, timeout=None, uncached=false))]
     fn get_into(
         &self,
         py: Python<'_>,
@@ -45,8 +46,9 @@ impl Store {
         buffer: &Bound<'_, PyAny>,
         size: Option<u64>,
         timeout: Option<f64>,
+        uncached: bool,
     ) -> PyResult<u64> {
-        let opts = options::call(py, timeout)?;
+        let opts = options::read(py, timeout, uncached)?;
         self.client(py)?;
         let mem = Memory::from_py(buffer, size, Access::Write, "buffer")?;
         self.read_into(py, mem, |c, addr, len| c.get_into(key, addr, len, &opts))
@@ -105,14 +107,15 @@ impl Store {
 
     /// The value of each key; one entry per key: bytes, or the `YuebingError` instance (not
     /// raised) of a failed item (`ObjectNotFound` for a missing key).
-    #[pyo3(signature = (keys, *, timeout=None))]
+    #[pyo3(signature = (keys, *, timeout=None, uncached=false))]
     fn batch_get(
         &self,
         py: Python<'_>,
         keys: Vec<String>,
         timeout: Option<f64>,
+        uncached: bool,
     ) -> PyResult<Vec<Py<PyAny>>> {
-        let opts = options::call(py, timeout)?;
+        let opts = options::read(py, timeout, uncached)?;
         let each = self.run(py, |c| c.batch_get(&keys, &opts))?;
         errors::items(py, each, |py, v| {
             Ok(PyBytes::new(py, &v).into_any().unbind())
@@ -121,7 +124,7 @@ impl Store {
 
     /// Reads each key into its buffer (or int address with `sizes[i]`) without a copy; one
     /// entry per key: the value's size, or the `YuebingError` instance of a failed item.
-    #[pyo3(signature = (keys, buffers, sizes=None, *, timeout=None))]
+    #[pyo3(signature = (keys, buffers, sizes=None, *, timeout=None, uncached=false))]
     fn batch_get_into(
         &self,
         py: Python<'_>,
@@ -129,8 +132,9 @@ impl Store {
         buffers: Vec<Bound<'_, PyAny>>,
         sizes: Option<Vec<Option<u64>>>,
         timeout: Option<f64>,
+        uncached: bool,
     ) -> PyResult<Vec<Py<PyAny>>> {
-        let opts = options::call(py, timeout)?;
+        let opts = options::read(py, timeout, uncached)?;
         let ranges = ranges(self, py, keys, buffers, sizes, Access::Write)?;
         get_into_ranges_of(self, py, ranges, &opts)
     }
@@ -139,7 +143,7 @@ impl Store {
     /// copy: the object's bytes fill `buffers[i]` in order (per-layer KV blocks). One entry per
     /// key: the value's size, or the `YuebingError` instance of a failed item (buffers with
     /// less room in all than the object: `InvalidParams`, nothing written).
-    #[pyo3(signature = (keys, buffers, sizes=None, *, timeout=None))]
+    #[pyo3(signature = (keys, buffers, sizes=None, *, timeout=None, uncached=false))]
     fn batch_get_into_buffers(
         &self,
         py: Python<'_>,
@@ -147,8 +151,9 @@ impl Store {
         buffers: Vec<Vec<Bound<'_, PyAny>>>,
         sizes: Option<Vec<Vec<Option<u64>>>>,
         timeout: Option<f64>,
+        uncached: bool,
     ) -> PyResult<Vec<Py<PyAny>>> {
-        let opts = options::call(py, timeout)?;
+        let opts = options::read(py, timeout, uncached)?;
         let ranges = multi_ranges(self, py, keys, buffers, sizes, Access::Write)?;
         get_into_ranges_of(self, py, ranges, &opts)
     }
@@ -159,7 +164,8 @@ impl Store {
     /// entry per fragment: its length, or the `YuebingError` instance of why it was not read.
     /// A fragment outside its buffer or its object is `InvalidParams` in its place, and the
     /// item's other fragments are still read. Items may repeat a key and a buffer.
-    #[pyo3(signature = (keys, buffers, fragments, sizes=None, *, timeout=None))]
+    #[pyo3(signature = (keys, buffers, fragments, sizes=None, *, timeout=None, uncached=false))]
+    #[allow(clippy::too_many_arguments)]
     fn batch_get_ranges(
         &self,
         py: Python<'_>,
@@ -168,8 +174,9 @@ impl Store {
         fragments: Vec<Vec<(u64, u64, u64)>>,
         sizes: Option<Vec<Option<u64>>>,
         timeout: Option<f64>,
+        uncached: bool,
     ) -> PyResult<Vec<Vec<Py<PyAny>>>> {
-        let opts = options::call(py, timeout)?;
+        let opts = options::read(py, timeout, uncached)?;
         same_length(py, keys.len(), "fragment lists", fragments.len())?;
         let client = self.client(py)?;
         let ranges = ranges(self, py, keys, buffers, sizes, Access::Write)?;
