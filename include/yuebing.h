@@ -587,6 +587,24 @@ typedef struct {
   uint32_t flags;
 } yuebing_store_config;
 
+// Fewer round trips to the master for a store client (`yuebing_store_new_tuned`); a field
+// left 0 keeps it off.
+typedef struct {
+  // Locations of objects read, kept while their read leases last, so that a read of the same
+  // key goes straight to its replica, one round trip instead of two: at most this many
+  // (default 0: none). Another client's later write of a key may go unseen for up to a
+  // lease (never torn bytes); this client's own writes are always read back; a call with
+  // `YUEBING_OPT_UNCACHED` asks the master.
+  uint64_t lease_cache;
+  // Bytes of store space the master sets aside for this client's small puts at a time: a
+  // put of at most a sixteenth of it, with one replica and no preferred node, writes there
+  // at once and needs one round trip instead of two (default 0: none). The space counts as
+  // used while the client holds it.
+  uint64_t grant_size;
+  // Must be 0.
+  uint32_t flags;
+} yuebing_store_tuning;
+
 // Bytes owned by the library, handed to the caller: free them with `yuebing_buf_free`, passing
 // the struct back unchanged. A zeroed one is empty and may be freed too.
 typedef struct {
@@ -1205,6 +1223,17 @@ int32_t yuebing_store_new(yuebing_bridge_t bridge,
                           const yuebing_store_config *config,
                           yuebing_store_t *out,
                           yuebing_error *err);
+
+// `yuebing_store_new` with `tuning` (NULL: all off): fewer round trips to the master.
+//
+// # Safety
+// `config` is readable and its strings NUL-terminated; `tuning` NULL or readable; `out`
+// writable; `err` NULL or writable.
+int32_t yuebing_store_new_tuned(yuebing_bridge_t bridge,
+                                const yuebing_store_config *config,
+                                const yuebing_store_tuning *tuning,
+                                yuebing_store_t *out,
+                                yuebing_error *err);
 
 // Releases a store handle. It does not wait for store calls in flight: they hold the client
 // and end normally (callbacks included). Call `yuebing_store_close` first to leave the cluster

@@ -20,7 +20,7 @@ use yuebing_bridge::ffi::store_ops::*;
 use yuebing_bridge::ffi::types::*;
 
 mod common;
-use common::{last, name, new_bridge, Cluster};
+use common::{copied, last, name, new_bridge, Cluster};
 use yuebing_testkit::eventually;
 
 #[test]
@@ -537,5 +537,78 @@ fn blocking_or_destroying_inside_a_callback_is_an_error_never_a_hang() {
         assert_eq!(size, 1);
         yuebing_store_destroy(store, nul);
         assert_eq!(yuebing_bridge_destroy(bridge, nul), 0);
+    }
+}
+
+/// `yuebing_store_new_tuned` turns on the lease cache and grants: values put through grants
+/// read back, twice (the second time from cached locations), and with `YUEBING_OPT_UNCACHED`;
+/// unknown tuning flags are refused.
+#[test]
+fn a_tuned_store_puts_through_grants_and_reads_through_its_cache() {
+    let cluster = Cluster::start();
+    let bridge = new_bridge();
+    let _node = cluster.store(bridge);
+    let config = yuebing_store_config {
+        master: cluster.endpoint.as_ptr(),
+        token: std::ptr::null(),
+        store_size: 0,
+        staging_size: 0,
+        timeout_ms: 10_000,
+        bind: std::ptr::null(),
+        flags: 0,
+    };
+    let mut tuning = yuebing_store_tuning {
+        lease_cache: 64,
+        grant_size: 1 << 20,
+        flags: 1,
+    };
+    let nul = std::ptr::null_mut();
+    // SAFETY: valid configs, keys, values and outputs; each buffer freed once, after its copy.
+    unsafe {
+        let mut store = 0;
+        assert_eq!(
+            yuebing_store_new_tuned(bridge, &config, &tuning, &mut store, nul),
+            YUEBING_ERR_INVALID_ARGUMENT
+        );
+        tuning.flags = 0;
+        assert_eq!(
+            yuebing_store_new_tuned(bridge, &config, &tuning, &mut store, nul),
+            0,
+            "{}",
+            last()
+        );
+        let keys: Vec<CString> = (0..4)
+            .map(|i| CString::new(format!("t{i}")).unwrap())
+            .collect();
+        for (i, k) in keys.iter().enumerate() {
+            let v = vec![i as u8; 4096];
+            let rc = yuebing_store_put(
+                store,
+                k.as_ptr(),
+                v.as_ptr(),
+                v.len(),
+                std::ptr::null(),
+                nul,
+            );
+            assert_eq!(rc, 0, "{}", last());
+        }
+        let uncached = yuebing_options {
+            timeout_ms: 0,
+            replica_num: 0,
+            flags: YUEBING_OPT_UNCACHED,
+        };
+        for opts in [std::ptr::null(), std::ptr::null(), &uncached as *const _] {
+            for (i, k) in keys.iter().enumerate() {
+                let mut out = yuebing_buf {
+                    data: std::ptr::null_mut(),
+                    len: 0,
+                };
+                assert_eq!(yuebing_store_get(store, k.as_ptr(), opts, &mut out, nul), 0);
+                let got = copied(out.data, out.len);
+                yuebing_buf_free(&mut out);
+                assert_eq!(got, vec![i as u8; 4096]);
+            }
+        }
+        yuebing_store_destroy(store, nul);
     }
 }

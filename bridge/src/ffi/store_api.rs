@@ -107,13 +107,43 @@ pub unsafe extern "C" fn yuebing_store_new(
     out: *mut yuebing_store_t,
     err: *mut yuebing_error,
 ) -> i32 {
+    // SAFETY: forwarded; a NULL tuning is allowed.
+    unsafe { yuebing_store_new_tuned(bridge, config, std::ptr::null(), out, err) }
+}
+
+/// `yuebing_store_new` with `tuning` (NULL: all off): fewer round trips to the master.
+///
+/// # Safety
+/// `config` is readable and its strings NUL-terminated; `tuning` NULL or readable; `out`
+/// writable; `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn yuebing_store_new_tuned(
+    bridge: yuebing_bridge_t,
+    config: *const yuebing_store_config,
+    tuning: *const yuebing_store_tuning,
+    out: *mut yuebing_store_t,
+    err: *mut yuebing_error,
+) -> i32 {
     entry(err, || {
         raw::check_out(out, "out")?;
         if config.is_null() {
             return Err(Failure::invalid("config is NULL"));
         }
         // SAFETY: non-NULL, readable, its strings NUL-terminated (the caller's promise).
-        let (cfg, masters) = unsafe { client_config(&config.read()) }?;
+        let (mut cfg, masters) = unsafe { client_config(&config.read()) }?;
+        if !tuning.is_null() {
+            // SAFETY: non-NULL and readable (the caller's promise).
+            let t = unsafe { tuning.read() };
+            if t.flags != 0 {
+                return Err(Failure::invalid(format!(
+                    "unknown tuning flags {:#x}",
+                    t.flags
+                )));
+            }
+            cfg.lease_cache = usize::try_from(t.lease_cache)
+                .map_err(|_| Failure::invalid("lease_cache is past this machine's memory"))?;
+            cfg.grant_size = t.grant_size;
+        }
         let bridge = resolve(bridge)?;
         let cfg = bridge.wait_for(|| masters.apply_call(&bridge, cfg))?;
         let client = BlockingClient::start(&bridge, cfg)?;

@@ -64,6 +64,26 @@ pub struct yuebing_store_config {
     pub flags: u32,
 }
 
+/// Fewer round trips to the master for a store client (`yuebing_store_new_tuned`); a field
+/// left 0 keeps it off.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct yuebing_store_tuning {
+    /// Locations of objects read, kept while their read leases last, so that a read of the same
+    /// key goes straight to its replica, one round trip instead of two: at most this many
+    /// (default 0: none). Another client's later write of a key may go unseen for up to a
+    /// lease (never torn bytes); this client's own writes are always read back; a call with
+    /// `YUEBING_OPT_UNCACHED` asks the master.
+    pub lease_cache: u64,
+    /// Bytes of store space the master sets aside for this client's small puts at a time: a
+    /// put of at most a sixteenth of it, with one replica and no preferred node, writes there
+    /// at once and needs one round trip instead of two (default 0: none). The space counts as
+    /// used while the client holds it.
+    pub grant_size: u64,
+    /// Must be 0.
+    pub flags: u32,
+}
+
 /// How a standalone engine is built; a field left 0 or NULL takes its default.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
