@@ -146,7 +146,13 @@ async fn a_client_configured_to_spin_or_to_time_out_at_once_does_not_start() {
     refused(Client::start(zero).await, "heartbeat");
     let zero = ClientConfig {
         deadline: Duration::ZERO,
-        ..cfg
+        ..cfg.clone()
     };
     refused(Client::start(zero).await, "deadline");
+    // A lease cache whose table would not fit in memory is refused, not allocated.
+    let huge = ClientConfig {
+        lease_cache: usize::MAX,
+        ..cfg
+    };
+    refused(Client::start(huge).await, "lease_cache");
 }

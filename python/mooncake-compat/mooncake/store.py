@@ -168,7 +168,7 @@ class MooncakeDistributedStore:
             return INVALID_PARAMS
         # yuebing's fewer round trips, off unless asked for (see help(yuebing.Store)).
         cache = os.environ.get("YUEBING_LEASE_CACHE", "0")
-        if not cache.isdigit():
+        if not (cache.isascii() and cache.isdecimal()):
             _codes.log.error("setup: YUEBING_LEASE_CACHE=%r is not a number of entries", cache)
             return INVALID_PARAMS
         kw["lease_cache"] = int(cache)

@@ -50,10 +50,11 @@ pub struct ClientConfig {
     /// Locations of objects read, kept while their read leases last, so that a read of the
     /// same key goes straight to a replica, one round trip instead of two (see
     /// [`Options::uncached`](crate::Options)); at most this many, the least recently used
-    /// dropped first (16384 take about 4 MiB at most). Default 0: none kept, each read asks the
-    /// master. With it, a read may return a value another client has replaced or removed
-    /// since, for up to a read lease (a version that was current at some moment of its
-    /// lease, never torn bytes); this client's own writes are always read back.
+    /// dropped first (16384 take about 4 MiB at most; more than 4194304 is refused). Default 0:
+    /// none kept, each read asks the master. With it, a read may return a value another
+    /// client has replaced or removed since, for up to a read lease (a version that was
+    /// current at some moment of its lease, never torn bytes); this client's own writes are
+    /// always read back.
     pub lease_cache: usize,
     /// Bytes of store space asked of the master at a time as a grant, placed ahead of this
     /// client's small puts: a put of at most a sixteenth of it, with one replica and no
@@ -86,9 +87,20 @@ impl ClientConfig {
         if self.deadline.is_zero() {
             return Err(zero("deadline"));
         }
+        // The cache's table is sized for all its entries at start.
+        if self.lease_cache > MAX_LEASE_CACHE {
+            return Err(crate::Error::params(format!(
+                "ClientConfig.lease_cache is {}; at most {MAX_LEASE_CACHE} locations are kept",
+                self.lease_cache
+            )));
+        }
         Ok(())
     }
 }
+
+/// The most locations a client's lease cache keeps (about 1 GiB at most; its table is made
+/// for all of them when the client starts).
+pub(crate) const MAX_LEASE_CACHE: usize = 1 << 22;
 
 impl Default for ClientConfig {
     fn default() -> Self {

@@ -186,15 +186,21 @@ impl Client {
                 // The write ends while the grant is valid, or is abandoned (held dirty).
                 let by = until.min(held.place.until);
                 let wrote = self.inner.write_replicas(&pieces, &[desc], by, keep).await;
-                match &wrote {
-                    Ok(()) => held.written(),
-                    // Not the caller's buffer: the grant's node may be gone. No more puts go
-                    // there; this one is placed at the master instead.
-                    Err(e) if !matches!(e, Error::InvalidParams { .. }) => {
-                        self.inner.grants.forget(held.place.grant);
+                let wrote = match wrote {
+                    Ok(()) => {
+                        held.written();
+                        Wrote::Done
                     }
-                    Err(_) => {}
-                }
+                    // The caller's buffer, or the caller's time up: the grant is not to blame.
+                    Err(e @ Error::InvalidParams { .. }) => Wrote::Failed(e),
+                    Err(e @ Error::Timeout) if Instant::now() >= until => Wrote::Failed(e),
+                    // The grant's node may be gone: no more puts go there, and this one is
+                    // placed at the master instead.
+                    Err(_) => {
+                        self.inner.grants.forget(held.place.grant);
+                        Wrote::NodeFailed
+                    }
+                };
                 let put = GrantedPut {
                     key: key.clone(),
                     size: source.len(),
@@ -207,7 +213,7 @@ impl Client {
         let written = futures::future::join_all(writes).await;
         let puts: Vec<GrantedPut> = written
             .iter()
-            .filter(|(_, _, wrote)| wrote.is_ok())
+            .filter(|(_, _, wrote)| matches!(wrote, Wrote::Done))
             .map(|(put, ..)| put.clone())
             .collect();
         let published = match puts.is_empty() {
@@ -219,9 +225,9 @@ impl Client {
             .into_iter()
             .map(|(_, held, wrote)| {
                 match wrote {
-                    Err(e @ Error::InvalidParams { .. }) => return Some(Err(e)),
-                    Err(_) => return None,
-                    Ok(()) => {}
+                    Wrote::Failed(e) => return Some(Err(e)),
+                    Wrote::NodeFailed => return None,
+                    Wrote::Done => {}
                 }
                 match published.next() {
                     Some(Err(e @ Error::InvalidWrite { .. })) => {
@@ -628,6 +634,16 @@ fn scatter(key: &str, buffers: &[(u64, u64)], size: u64) -> Result<Vec<Fragment>
         )));
     }
     Ok(pieces)
+}
+
+/// How a write into a grant went.
+enum Wrote {
+    /// Written: to publish.
+    Done,
+    /// Failed for the caller's reasons (its buffer, its deadline): the put fails.
+    Failed(Error),
+    /// Failed at the grant's node: the put is placed at the master instead.
+    NodeFailed,
 }
 
 /// What happened to one item of a batch put.
