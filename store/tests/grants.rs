@@ -2,11 +2,13 @@
 //! one master round trip; a grant that is gone at the master falls back to placing the put
 //! there; a client that dies with grants has them reclaimed at the end of its lease.
 
-use std::collections::BTreeMap;
+mod common;
+
 use std::time::Duration;
 
+use common::calls;
 use yuebing_rpc::Endpoint;
-use yuebing_store::master::{ClientId, MasterClient, MasterServerConfig, RunningMaster};
+use yuebing_store::master::{MasterServerConfig, RunningMaster};
 use yuebing_store::{Client, ClientConfig, Options};
 
 async fn master(cfg: MasterServerConfig, at: &Endpoint) -> RunningMaster {
@@ -21,17 +23,6 @@ fn config(m: &RunningMaster, store_size: u64, grant_size: u64) -> ClientConfig {
         heartbeat: Duration::from_millis(100),
         ..ClientConfig::default()
     }
-}
-
-/// Calls the master served, by method.
-async fn calls(m: &RunningMaster) -> BTreeMap<String, u64> {
-    let c = MasterClient::new(m.local_endpoint().clone(), ClientId(1));
-    let stats = c.call_stats().await.unwrap();
-    stats
-        .methods
-        .into_iter()
-        .map(|m| (m.method, m.calls))
-        .collect()
 }
 
 fn value(i: usize, len: usize) -> Vec<u8> {

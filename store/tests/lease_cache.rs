@@ -1,10 +1,13 @@
 //! Leased locations: a read of a key this client read before, while the lease lasts, goes
 //! straight to a replica. What it may return, and how it falls back.
 
+mod common;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::calls;
 use yuebing_rpc::Endpoint;
 use yuebing_store::master::{MasterServerConfig, PutConfig, RunningMaster};
 use yuebing_store::{Client, ClientConfig, Options};
@@ -215,20 +218,6 @@ async fn a_cached_replica_whose_node_died_falls_back_to_the_master_in_time() {
     // Within one deadline: the cached replica fails, the master names the new one.
     let deadline = within(Duration::from_secs(3));
     assert_eq!(reader.get("k", deadline).await.unwrap(), [2u8; 4096]);
-}
-
-/// Calls the master served, by method.
-async fn calls(m: &RunningMaster) -> std::collections::BTreeMap<String, u64> {
-    let c = yuebing_store::master::MasterClient::new(
-        m.local_endpoint().clone(),
-        yuebing_store::master::ClientId(1),
-    );
-    let stats = c.call_stats().await.unwrap();
-    stats
-        .methods
-        .into_iter()
-        .map(|m| (m.method, m.calls))
-        .collect()
 }
 
 /// A batch whose cached replicas all failed asks the master for every one of them in one

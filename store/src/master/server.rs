@@ -692,6 +692,20 @@ impl RunningMaster {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::master::{ClientId, MasterClient, MountSpec, PutConfig, Write};
+
+    /// Client 7 mounts 1 MiB on node n1 and puts the one-byte object `k` there.
+    fn put_k(m: &mut Master, now: Millis) -> Result<()> {
+        let a = ClientId(7);
+        let spec = MountSpec {
+            node: "n1".into(),
+            base: 1 << 20,
+            len: 1 << 20,
+        };
+        m.mount(a, now, &[spec])?;
+        m.put_start(a, now, "k", 1, &PutConfig::default(), Write::Put)?;
+        m.put_end(a, now, "k")
+    }
 
     #[tokio::test]
     async fn a_panic_mid_change_stops_the_master_with_an_error_that_says_why() {
@@ -708,17 +722,7 @@ mod tests {
             panicking
                 .run(|m, now| -> u64 {
                     // A change made (the key is in the presence), its entry never logged.
-                    let a = crate::master::ClientId(7);
-                    let spec = crate::master::MountSpec {
-                        node: "n1".into(),
-                        base: 1 << 20,
-                        len: 1 << 20,
-                    };
-                    m.mount(a, now, &[spec]).unwrap();
-                    let cfg = crate::master::PutConfig::default();
-                    m.put_start(a, now, "k", 1, &cfg, crate::master::Write::Put)
-                        .unwrap();
-                    m.put_end(a, now, "k").unwrap();
+                    put_k(m, now).unwrap();
                     panic!("injected panic while the core is locked")
                 })
                 .await
@@ -733,10 +737,7 @@ mod tests {
         let health = master.health();
         assert!(!health.ready, "a poisoned master does not report ready");
         assert!(health.failure.is_some_and(|f| f.contains("half")));
-        let client = crate::master::MasterClient::new(
-            master.local_endpoint().clone(),
-            crate::master::ClientId(7),
-        );
+        let client = MasterClient::new(master.local_endpoint().clone(), ClientId(7));
         let e = client.exist("k").await.unwrap_err();
         assert_eq!(e.code(), -1, "{e}");
     }
@@ -745,7 +746,6 @@ mod tests {
     /// scanning every object) does not hold it up.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn existence_is_answered_while_the_core_is_locked() {
-        use crate::master::{ClientId, MasterClient, MountSpec, PutConfig, Write};
         let master = RunningMaster::start(
             MasterServerConfig::default(),
             &"127.0.0.1:0".parse().unwrap(),
@@ -753,21 +753,7 @@ mod tests {
         .await
         .unwrap();
         let shared = master.shared.clone();
-        let a = ClientId(7);
-        let spec = MountSpec {
-            node: "n1".into(),
-            base: 1 << 20,
-            len: 1 << 20,
-        };
-        shared
-            .run(|m, now| {
-                m.mount(a, now, &[spec])?;
-                m.put_start(a, now, "k", 1, &PutConfig::default(), Write::Put)?;
-                m.put_end(a, now, "k")
-            })
-            .await
-            .unwrap()
-            .unwrap();
+        shared.run(put_k).await.unwrap().unwrap();
         let (locked, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
         let holder = std::thread::spawn({
             let shared = shared.clone();
@@ -788,7 +774,7 @@ mod tests {
                 .build()
                 .unwrap();
             let _ = answer.send(rt.block_on(async {
-                let client = MasterClient::new(endpoint, a);
+                let client = MasterClient::new(endpoint, ClientId(7));
                 let one = client.exist("k").await;
                 let batch = client.batch_exist(vec!["k".into(), "x".into()]).await;
                 (one, batch)

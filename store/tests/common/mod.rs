@@ -1,5 +1,5 @@
-//! What the store's client tests share: a master on 127.0.0.1 and a client of it, and the serve
-//! gate of a master whose election the test plays.
+//! What the store's client tests share: a master on 127.0.0.1 and a client of it, the serve
+//! gate of a master whose election the test plays, and the calls a master served.
 #![allow(dead_code)] // each test file uses a part
 
 use std::sync::Arc;
@@ -30,4 +30,18 @@ pub(crate) async fn master_and_client() -> (RunningMaster, Client) {
 pub(crate) fn gate(switch: &Arc<Switch>) -> Arc<dyn ServeGate> {
     let switch = switch.clone();
     Arc::new(move || switch.check(|| Error::NotLeader { leader: None }))
+}
+
+/// Calls the master `m` served so far, by method.
+pub(crate) async fn calls(m: &RunningMaster) -> std::collections::BTreeMap<String, u64> {
+    let c = yuebing_store::master::MasterClient::new(
+        m.local_endpoint().clone(),
+        yuebing_store::master::ClientId(1),
+    );
+    let stats = c.call_stats().await.unwrap();
+    stats
+        .methods
+        .into_iter()
+        .map(|m| (m.method, m.calls))
+        .collect()
 }
