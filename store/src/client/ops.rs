@@ -246,14 +246,12 @@ impl Client {
     /// order.
     async fn publish_granted(
         &self,
-        mut puts: Vec<GrantedPut>,
+        puts: Vec<GrantedPut>,
         cfg: &PutConfig,
         write: crate::Write,
         until: Instant,
     ) -> Result<Vec<Result<()>>> {
-        if puts.len() == 1 {
-            let put = puts.pop().expect("one put");
-            let key = put.key.clone();
+        if let [put] = puts.as_slice() {
             let published = self
                 .master(
                     until,
@@ -261,7 +259,7 @@ impl Client {
                         let (put, cfg) = (put.clone(), cfg.clone());
                         async move { m.put_granted(put, cfg, write).await }
                     },
-                    &key,
+                    &put.key,
                 )
                 .await;
             return Ok(vec![published]);
@@ -277,13 +275,7 @@ impl Client {
                 "",
             )
             .await?;
-        match published.len() == n {
-            true => Ok(published),
-            false => Err(internal(format!(
-                "the master answered {} publications for {n} puts",
-                published.len()
-            ))),
-        }
+        one_each(published, n, "publications")
     }
 
     /// The items placed at the master: one start for all, the transfers in parallel, then one
@@ -453,17 +445,7 @@ impl Client {
                 "",
             )
             .await?;
-        // One list per key, in order, or the answers cannot be matched to the keys.
-        if lists.len() != keys.len() {
-            return Err(Error::Internal {
-                reason: format!(
-                    "the master answered {} replica lists for {} keys",
-                    lists.len(),
-                    keys.len()
-                ),
-            });
-        }
-        Ok((sent, lists))
+        Ok((sent, one_each(lists, keys.len(), "replica lists")?))
     }
 
     /// Whether each key exists; one result per key.
@@ -529,17 +511,7 @@ impl Client {
                 "",
             )
             .await?;
-        // One placement per key, in order, or the answers cannot be matched to the keys.
-        if placed.len() != starts.len() {
-            return Err(Error::Internal {
-                reason: format!(
-                    "the master answered {} placements for {} keys",
-                    placed.len(),
-                    starts.len()
-                ),
-            });
-        }
-        Ok(placed)
+        one_each(placed, starts.len(), "placements")
     }
 
     /// `batch_put_end` (`end`) or `batch_put_revoke` of `keys`.
@@ -660,6 +632,18 @@ enum Outcome {
 fn internal(reason: impl Into<String>) -> Error {
     Error::Internal {
         reason: reason.into(),
+    }
+}
+
+/// The master's `answers` to a batch of `n` keys, one per key in order, or an error: answers
+/// of another count cannot be matched to the keys.
+fn one_each<T>(answers: Vec<T>, n: usize, what: &str) -> Result<Vec<T>> {
+    match answers.len() == n {
+        true => Ok(answers),
+        false => Err(internal(format!(
+            "the master answered {} {what} for {n} keys",
+            answers.len()
+        ))),
     }
 }
 
