@@ -69,7 +69,7 @@ impl Shared {
     }
 
     pub(crate) fn check_pid(&self) -> Result<()> {
-        match std::process::id() == self.pid {
+        match crate::pid::current() == self.pid {
             true => Ok(()),
             false => Err(Error::Forked { parent: self.pid }),
         }
@@ -239,7 +239,7 @@ impl Bridge {
         };
         let shared = Arc::new(Shared {
             id,
-            pid: std::process::id(),
+            pid: crate::pid::current(),
             handle,
             callbacks,
             stopping: CancellationToken::new(),
@@ -313,15 +313,62 @@ impl Bridge {
         self.inner.shared.check_pid()
     }
 
-    /// Runs `op` on the bridge's runtime and blocks until it ends (see [`Call::wait`]). From
-    /// a thread of this bridge it returns [`Error::WouldBlockBridge`] without starting `op`.
+    /// Runs `op` and blocks until it ends (see [`Call::wait`]). A thread outside every
+    /// runtime runs it itself, inside the bridge runtime's context (what it spawns runs on the
+    /// runtime's workers): that spares the two thread hand-offs of a spawned call. A task of
+    /// another runtime waits for it spawned on the bridge's runtime. From a thread of this
+    /// bridge it returns [`Error::WouldBlockBridge`] without starting `op`.
     pub fn block_on<T, E, F>(&self, op: F) -> Result<T>
     where
         T: Send + 'static,
         E: Into<Error>,
         F: Future<Output = std::result::Result<T, E>> + Send + 'static,
     {
-        self.wait_for(|| self.call(op))
+        match self.block_on_sliced(op, None, || Ok::<(), std::convert::Infallible>(())) {
+            Ok(outcome) => outcome,
+            Err(never) => match never {},
+        }
+    }
+
+    /// As [`Bridge::block_on`], calling `between` after each `slice` (`None`: never) the call
+    /// did not end in, for callers that must do something while they wait (a Python caller
+    /// runs its signal handlers). An `Err` from `between` stops the call and is returned once
+    /// its work has stopped (the operation's future dropped, or the spawned call's outcome
+    /// in): from then on nothing touches the memory the call was given.
+    pub fn block_on_sliced<T, E, F, B>(
+        &self,
+        op: F,
+        slice: Option<Duration>,
+        mut between: impl FnMut() -> std::result::Result<(), B>,
+    ) -> std::result::Result<Result<T>, B>
+    where
+        T: Send + 'static,
+        E: Into<Error>,
+        F: Future<Output = std::result::Result<T, E>> + Send + 'static,
+    {
+        if let Err(e) = self.may_block() {
+            return Ok(Err(e));
+        }
+        if crate::here::possible() {
+            return crate::here::run(&self.inner.shared, op, slice, between);
+        }
+        let mut call = self.call(op);
+        let Some(slice) = slice else {
+            return Ok(call.wait());
+        };
+        loop {
+            match call.wait_for(slice) {
+                Ok(outcome) => return Ok(outcome),
+                Err(running) => call = running,
+            }
+            if let Err(stopped) = between() {
+                call.cancel();
+                // The outcome (Canceled, or the end that raced the cancel) comes only once
+                // the call's work has stopped.
+                let _ = call.wait();
+                return Err(stopped);
+            }
+        }
     }
 
     /// Starts a call with `start` and waits for it, unless this thread must not block on the

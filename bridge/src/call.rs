@@ -112,9 +112,7 @@ struct Work<F, T: Send + 'static> {
 impl<F, T: Send + 'static> Work<F, T> {
     /// Drops the operation's future (its work stops); `Some(message)` if that panicked.
     fn stop(&mut self) -> Option<String> {
-        std::panic::catch_unwind(AssertUnwindSafe(|| self.op = None))
-            .err()
-            .map(|panic| panic_message(&*panic))
+        drop_caught(&mut self.op)
     }
 }
 
@@ -184,6 +182,14 @@ pub(crate) enum NotStarted<R> {
     Bridge(Error),
     /// The caller's `ready` step failed.
     Ready(R),
+}
+
+/// Empties `slot` (an operation's future: its work stops); `Some(message)` if dropping its
+/// value panicked.
+pub(crate) fn drop_caught<X>(slot: &mut Option<X>) -> Option<String> {
+    std::panic::catch_unwind(AssertUnwindSafe(|| *slot = None))
+        .err()
+        .map(|panic| panic_message(&*panic))
 }
 
 /// What a panic carried, for [`Error::Panicked`].

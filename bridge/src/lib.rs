@@ -17,10 +17,12 @@
 //! | C API (`transfer_engine_c.h`, raw pointers as handles) | [`ffi`]: `include/yuebing.h`, checked 64-bit handles, blocking and `_async` forms |
 //!
 //! # Rules that hold in every calling context
-//! - **Blocking works from a plain thread**, and from a task of another runtime: a worker of a
-//!   multi-thread runtime is handed back to it while it waits (`block_in_place`); a
-//!   current-thread runtime's thread simply waits (its other tasks wait with it). No bridge can
-//!   rescue a wait on work that a sibling future of the same task must drive: don't.
+//! - **Blocking works from a plain thread**, which runs a blocking call itself inside the
+//!   bridge runtime's context (no hand-off to a worker and back), and from a task of another
+//!   runtime: a worker of a multi-thread runtime is handed back to it while it waits
+//!   (`block_in_place`); a current-thread runtime's thread simply waits (its other tasks wait
+//!   with it). No bridge can rescue a wait on work that a sibling future of the same task
+//!   must drive: don't.
 //! - **A blocking call from a bridge thread** (a runtime worker, a callback-pool thread, or a
 //!   thread inside a supplied runtime) returns [`Error::WouldBlockBridge`] at once — never a
 //!   hang — and cancels the call.
@@ -40,6 +42,8 @@
 //! # Layout
 //! - `bridge`: [`Bridge`] (owned or supplied runtime, shutdown, the blocking rules).
 //! - `call`: [`Call`] and its once-guard.
+//! - `here`: a blocking call run on the thread that waits for it.
+//! - [`pid`]: the process's id, kept until a `fork()` (the check every call makes).
 //! - `callbacks`: the callback pool and the marking of bridge threads.
 //! - `waiter`: [`Waiter`], how a blocking caller watches for its outcome before it sleeps.
 //! - `store`: [`BlockingClient`], the store client's blocking and `*_call` forms.
@@ -61,9 +65,11 @@ mod engine;
 pub mod error;
 mod etcd_codes;
 pub mod ffi;
+mod here;
 mod master;
 pub mod masters;
 pub mod messages;
+pub mod pid;
 mod store;
 mod waiter;
 

@@ -376,3 +376,96 @@ fn concurrent_shutdowns_each_return_once_it_is_done() {
         }
     });
 }
+
+/// A blocking call from a plain thread runs on that thread (no hand-off to a worker and back);
+/// what it spawns runs on the bridge's runtime.
+#[test]
+fn a_blocking_call_from_a_plain_thread_runs_on_that_thread() {
+    let b = bridge();
+    let caller = std::thread::current().id();
+    let (ran_on, spawned_on) = b
+        .block_on(async {
+            let here = std::thread::current().id();
+            let spawned = tokio::spawn(async { std::thread::current().id() }).await;
+            Ok::<_, Error>((here, spawned.unwrap()))
+        })
+        .unwrap();
+    assert_eq!(ran_on, caller, "the call was handed to another thread");
+    assert_ne!(
+        spawned_on, caller,
+        "a spawned task ran on the caller's thread"
+    );
+}
+
+/// A shutdown stops a call that runs on its caller's thread as it stops a spawned one: the
+/// caller hears `Shutdown` once the work has stopped, and the shutdown waits for that.
+#[test]
+fn a_shutdown_stops_a_call_running_on_its_callers_thread() {
+    let b = bridge();
+    let stopped = Arc::new(AtomicBool::new(false));
+    let work = Stopped(stopped.clone());
+    let started = Arc::new(AtomicBool::new(false));
+    let (b2, started2, stopped2) = (b.clone(), started.clone(), stopped.clone());
+    let caller = std::thread::spawn(move || {
+        let outcome = b2.block_on(async move {
+            let _work = work;
+            started2.store(true, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_secs(600)).await;
+            Ok::<u64, Error>(0)
+        });
+        (outcome, stopped2.load(Ordering::SeqCst))
+    });
+    eventually::blocking("the call started", Duration::from_secs(10), || {
+        started.load(Ordering::SeqCst)
+    });
+    b.shutdown().unwrap();
+    assert!(
+        stopped.load(Ordering::SeqCst),
+        "shutdown returned before the work stopped"
+    );
+    let (outcome, stopped_before) = caller.join().unwrap();
+    assert_eq!(outcome.unwrap_err(), Error::Shutdown);
+    assert!(stopped_before, "the outcome came before the work stopped");
+}
+
+/// `block_on_sliced` calls `between` after each slice the call did not end in; its `Err`
+/// stops the call and comes back once the work stopped: on a plain thread (where the call runs)
+/// and in a task of another runtime (where it is spawned on the bridge's).
+#[test]
+fn a_sliced_wait_is_stopped_by_its_between_step_once_the_work_stopped() {
+    let b = bridge();
+    let sliced = |b: &Bridge| {
+        let stopped = Arc::new(AtomicBool::new(false));
+        let work = Stopped(stopped.clone());
+        let mut slices = 0;
+        let outcome = b.block_on_sliced(
+            async move {
+                let _work = work;
+                tokio::time::sleep(Duration::from_secs(600)).await;
+                Ok::<u64, Error>(0)
+            },
+            Some(Duration::from_millis(10)),
+            || {
+                slices += 1;
+                match slices {
+                    3 => Err("stop"),
+                    _ => Ok(()),
+                }
+            },
+        );
+        (outcome.unwrap_err(), slices, stopped.load(Ordering::SeqCst))
+    };
+    assert_eq!(sliced(&b), ("stop", 3, true));
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let b2 = b.clone();
+    let in_task =
+        multi.block_on(async move { tokio::spawn(async move { sliced(&b2) }).await.unwrap() });
+    assert_eq!(in_task, ("stop", 3, true));
+    // A call that ends within its first slice never calls `between`.
+    let quick = b.block_on_sliced(op(4), Some(Duration::from_secs(10)), || Err("called"));
+    assert_eq!(quick.unwrap().unwrap(), 4);
+}

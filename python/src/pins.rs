@@ -205,7 +205,7 @@ impl Pins {
     pub(crate) fn new(engine: BlockingEngine) -> Pins {
         Pins {
             engine,
-            pid: std::process::id(),
+            pid: yuebing_bridge::pid::current(),
             table: Mutex::new(Table::default()),
             changed: Condvar::new(),
         }
@@ -228,7 +228,7 @@ impl Pins {
     /// `Forked` in a forked child, before the table (whose lock a thread of the parent may have
     /// held at the fork) or the engine is touched.
     fn not_forked(&self, py: Python<'_>) -> PyResult<()> {
-        match std::process::id() == self.pid {
+        match yuebing_bridge::pid::current() == self.pid {
             true => Ok(()),
             false => Err(runtime::forked(py, self.pid)),
         }

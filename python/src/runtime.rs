@@ -51,7 +51,7 @@ fn per_process(
     slot: &Mutex<Option<(u32, Bridge)>>,
     make: impl FnOnce() -> yuebing_bridge::Result<Bridge>,
 ) -> PyResult<Bridge> {
-    let pid = std::process::id();
+    let pid = yuebing_bridge::pid::current();
     let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((owner, bridge)) = slot.as_ref() {
         if *owner == pid {
@@ -88,7 +88,7 @@ impl<T> ForkSafe<T> {
     /// `value`, owned by this process.
     pub(crate) fn new(value: T) -> ForkSafe<T> {
         ForkSafe {
-            pid: std::process::id(),
+            pid: yuebing_bridge::pid::current(),
             value: ManuallyDrop::new(value),
         }
     }
@@ -100,7 +100,7 @@ impl<T> ForkSafe<T> {
 
     /// The value, unless this is a forked child.
     pub(crate) fn here(&self) -> Option<&T> {
-        (std::process::id() == self.pid).then_some(&*self.value)
+        (yuebing_bridge::pid::current() == self.pid).then_some(&*self.value)
     }
 
     /// The value in any process, for what only reads data of its own that nothing changes
@@ -128,7 +128,7 @@ pub(crate) fn forked(py: Python<'_>, parent: u32) -> PyErr {
 
 impl<T> Drop for ForkSafe<T> {
     fn drop(&mut self) {
-        if std::process::id() == self.pid {
+        if yuebing_bridge::pid::current() == self.pid {
             // SAFETY: `value` is dropped only here, once, and never used afterwards (this is
             // the wrapper's own drop).
             unsafe { ManuallyDrop::drop(&mut self.value) }

@@ -1,10 +1,12 @@
 //! Waiting for a bridged call from Python: with the GIL released, in slices, running Python's
-//! signal handlers between them.
+//! signal handlers between them. A store call is run on the waiting thread itself ([`run`]),
+//! which spares it two thread hand-offs; other calls are started on the bridge and waited for.
 
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use yuebing_bridge::Call;
+use yuebing_bridge::{BlockingClient, Call};
+use yuebing_store::Client;
 
 use crate::errors;
 
@@ -50,5 +52,28 @@ pub(crate) fn wait_raw<T: Send + 'static>(
             let _ = py.detach(move || call.wait());
             return Err(raised);
         }
+    }
+}
+
+/// Makes a call of `client` with `start` and waits for it with the GIL released (making a put
+/// copies its value into staging memory): the call runs on this thread
+/// ([`BlockingClient::block_on_sliced`]) in slices of [`SLICE`], between which Python's signal
+/// handlers run. One that raises (Ctrl-C's `KeyboardInterrupt`) stops the call, and that
+/// exception is returned once the call's work has stopped: from then on nothing reads or
+/// writes the memory the call was given. A call that failed becomes its `YuebingError`.
+pub(crate) fn run<T, F>(
+    py: Python<'_>,
+    client: &BlockingClient,
+    start: impl FnOnce(&Client) -> F + Send,
+) -> PyResult<T>
+where
+    T: Send + 'static,
+    F: std::future::Future<Output = yuebing_store::Result<T>> + Send + 'static,
+{
+    let signals = || Python::attach(|py| py.check_signals());
+    match py.detach(|| client.block_on_sliced(start, SLICE, signals)) {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(errors::to_py(py, &e)),
+        Err(raised) => Err(raised),
     }
 }

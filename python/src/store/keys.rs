@@ -10,7 +10,7 @@ use super::Store;
 use crate::errors;
 use crate::options;
 use crate::types::{self, ObjectInfo, ReplicaTask};
-use crate::wait::wait;
+use crate::wait::run;
 
 #[pymethods]
 impl Store {
@@ -197,11 +197,11 @@ impl Store {
             return Ok(ClientHealth::Closed.code());
         }
         let client = self.client.get(py)?;
-        let call = client.call(|c| {
+        let health = run(py, client, |c| {
             let check = c.health_check(&opts);
             async move { Ok(check.await) }
-        });
-        Ok(wait(py, call)?.code())
+        })?;
+        Ok(health.code())
     }
 
     /// The objects whose keys start with `prefix`, sorted by key, at most `limit`.

@@ -37,7 +37,7 @@ use crate::memory::{Access, Memory};
 use crate::options::{self, Replicas};
 use crate::pins::Pins;
 use crate::runtime::ForkSafe;
-use crate::wait::wait;
+use crate::wait;
 
 /// A client of a yuebing store: put and get byte values by key, zero-copy from and into your
 /// own memory, one key or a batch at a time.
@@ -120,7 +120,7 @@ impl Store {
     }
 
     /// Makes `call` on the store's client and waits for it, both with the GIL released (see
-    /// [`wait`]): making a put copies its value into staging memory, and may register a
+    /// [`wait::run`]): making a put copies its value into staging memory, and may register a
     /// temporary buffer when staging is full.
     pub(crate) fn run<T, F>(
         &self,
@@ -131,9 +131,7 @@ impl Store {
         T: Send + 'static,
         F: std::future::Future<Output = yuebing_store::Result<T>> + Send + 'static,
     {
-        let client = self.client(py)?;
-        let started = py.detach(|| client.call(call));
-        wait(py, started)
+        wait::run(py, self.client(py)?, call)
     }
 
     /// The options of a put with these keyword arguments.
@@ -267,7 +265,7 @@ impl Store {
             return Ok(());
         }
         self.stop_admin(py)?;
-        wait(py, client.call(|c| c.close(&opts)))
+        wait::run(py, client, |c| c.close(&opts))
     }
 
     /// Serves this store's admin HTTP paths on `bind` ("host:port"; port 0 picks one):

@@ -10,7 +10,7 @@ use super::Store;
 use crate::errors;
 use crate::memory::{Access, Memory};
 use crate::pins::Held;
-use crate::wait::wait;
+use crate::wait::run;
 
 /// `sizes[i]` when given (a list as long as the keys, entries may be `None`).
 pub(super) fn size_at(sizes: &Option<Vec<Option<u64>>>, i: usize) -> Option<u64> {
@@ -141,14 +141,14 @@ pub(super) fn batch_over<T, F>(
     py: Python<'_>,
     client: &yuebing_bridge::BlockingClient,
     ranges: Ranges<'_>,
-    call: impl FnOnce(&Client, &[(String, Vec<(u64, u64)>)]) -> F,
+    call: impl FnOnce(&Client, &[(String, Vec<(u64, u64)>)]) -> F + Send,
     ok: impl Fn(Python<'_>, T) -> PyResult<Py<PyAny>>,
 ) -> PyResult<Vec<Py<PyAny>>>
 where
     T: Send + 'static,
     F: Future<Output = yuebing_store::Result<Vec<yuebing_store::Result<T>>>> + Send + 'static,
 {
-    let each = wait(py, client.call(|c| call(c, &ranges.items)));
+    let each = run(py, client, |c| call(c, &ranges.items));
     // The call's work has stopped: the memory may go.
     drop(ranges);
     errors::items(py, each?, ok)
