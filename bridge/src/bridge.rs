@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::call::Call;
 use crate::callbacks::{bridge_of_thread, mark_thread, run_caught, CallbackPool, Job};
 use crate::error::{Error, Result};
+use crate::here::Here;
 use crate::waiter::{Waiter, WaiterCell};
 
 /// How a [`Bridge`] is built; `BridgeConfig::default()` suits one process.
@@ -172,6 +173,9 @@ pub struct Bridge {
 struct Inner {
     shared: Arc<Shared>,
     runtime: Owned,
+    /// Whether the runtime is the bridge's own (blocking calls may then run on their callers'
+    /// threads, see `here`).
+    owns_runtime: bool,
 }
 
 impl std::fmt::Debug for Bridge {
@@ -252,6 +256,7 @@ impl Bridge {
         Ok(Bridge {
             inner: Arc::new(Inner {
                 shared,
+                owns_runtime: runtime.is_some(),
                 runtime: Owned(Mutex::new(runtime)),
             }),
         })
@@ -313,10 +318,11 @@ impl Bridge {
         self.inner.shared.check_pid()
     }
 
-    /// Runs `op` and blocks until it ends (see [`Call::wait`]). A thread outside every
-    /// runtime runs it itself, inside the bridge runtime's context (what it spawns runs on the
-    /// runtime's workers): that spares the two thread hand-offs of a spawned call. A task of
-    /// another runtime waits for it spawned on the bridge's runtime. From a thread of this
+    /// Runs `op` and blocks until it ends (see [`Call::wait`]). On a bridge that owns its
+    /// runtime, a thread outside every runtime runs it itself, inside the runtime's context
+    /// (what it spawns runs on the runtime's workers): that spares the two thread hand-offs of
+    /// a spawned call. Elsewhere (a task of another runtime, a supplied runtime) it is spawned
+    /// on the bridge's runtime and waited for. From a thread of this
     /// bridge it returns [`Error::WouldBlockBridge`] without starting `op`.
     pub fn block_on<T, E, F>(&self, op: F) -> Result<T>
     where
@@ -324,18 +330,52 @@ impl Bridge {
         E: Into<Error>,
         F: Future<Output = std::result::Result<T, E>> + Send + 'static,
     {
-        match self.block_on_sliced(op, None, || Ok::<(), std::convert::Infallible>(())) {
+        match self.block_on_sliced(|| op, None, || Ok::<(), std::convert::Infallible>(())) {
             Ok(outcome) => outcome,
             Err(never) => match never {},
         }
     }
 
-    /// As [`Bridge::block_on`], calling `between` after each `slice` (`None`: never) the call
-    /// did not end in, for callers that must do something while they wait (a Python caller
-    /// runs its signal handlers). An `Err` from `between` stops the call and is returned once
-    /// its work has stopped (the operation's future dropped, or the spawned call's outcome
-    /// in): from then on nothing touches the memory the call was given.
+    /// As [`Bridge::block_on`] for the operation `start` makes, calling `between` after each
+    /// `slice` (`None`: never) the call did not end in (one that runs on this thread is
+    /// spawned once its first slice ran out, so that it goes on meanwhile), for callers that must do something
+    /// while they wait (a Python caller runs its signal handlers). An `Err` from `between`
+    /// stops the call and is returned once its work has stopped (the operation's future
+    /// dropped, or the spawned call's outcome in): from then on nothing touches the memory
+    /// the call was given. Where the bridge takes no calls (shut down, a forked child) or this
+    /// thread must not block on it, `start` is not even called: making an operation may have
+    /// effects (a put copies its value into staging memory a forked child shares).
     pub fn block_on_sliced<T, E, F, B>(
+        &self,
+        start: impl FnOnce() -> F,
+        slice: Option<Duration>,
+        between: impl FnMut() -> std::result::Result<(), B>,
+    ) -> std::result::Result<Result<T>, B>
+    where
+        T: Send + 'static,
+        E: Into<Error>,
+        F: Future<Output = std::result::Result<T, E>> + Send + 'static,
+    {
+        if let Err(refused) = self.usable().and_then(|()| self.may_block()) {
+            return Ok(Err(refused));
+        }
+        let op = start();
+        // Only on a runtime the bridge owns: its timers work, and it stops only once every
+        // call ended (a supplied one may be shut down under a call that runs here).
+        if !(self.inner.owns_runtime && crate::here::possible()) {
+            return self.wait_spawned(op, slice, between);
+        }
+        match crate::here::run(&self.inner.shared, op, slice) {
+            Here::Ended(outcome) => Ok(outcome),
+            // The call goes on spawned, so that it is not held up while `between` runs (a
+            // signal handler that makes a blocking call would wait for it here).
+            Here::Going(op) => self.wait_spawned(op, slice, between),
+        }
+    }
+
+    /// Spawns `op` and waits for it: in `slice`s with `between` after each, as
+    /// [`Bridge::block_on_sliced`] does.
+    fn wait_spawned<T, E, F, B>(
         &self,
         op: F,
         slice: Option<Duration>,
@@ -346,12 +386,6 @@ impl Bridge {
         E: Into<Error>,
         F: Future<Output = std::result::Result<T, E>> + Send + 'static,
     {
-        if let Err(e) = self.may_block() {
-            return Ok(Err(e));
-        }
-        if crate::here::possible() {
-            return crate::here::run(&self.inner.shared, op, slice, between);
-        }
         let mut call = self.call(op);
         let Some(slice) = slice else {
             return Ok(call.wait());

@@ -76,6 +76,17 @@ impl BlockingEngine {
         self.bridge.call(op(self.engine.clone()))
     }
 
+    /// Makes an engine call with `op` and blocks until it ends ([`Bridge::block_on`]: on a
+    /// plain thread it runs there).
+    fn run<T, F, Fut>(&self, op: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(TransferEngine) -> Fut,
+        Fut: std::future::Future<Output = yuebing_engine::Result<T>> + Send + 'static,
+    {
+        self.bridge.block_on(op(self.engine.clone()))
+    }
+
     /// The engine's segment name (see [`TransferEngine::name`]).
     pub fn name(&self) -> &str {
         self.engine.name()
@@ -144,7 +155,8 @@ impl BlockingEngine {
 
     /// Opens a peer's segment by name (see [`TransferEngine::open_segment`]).
     pub fn open_segment(&self, name: &str) -> Result<SegmentHandle> {
-        self.bridge.wait_for(|| self.open_segment_call(name))
+        let name = name.to_string();
+        self.run(|e| async move { e.open_segment(&name).await })
     }
 
     /// Closes a segment handle (see [`TransferEngine::close_segment`]).
@@ -177,7 +189,7 @@ impl BlockingEngine {
 
     /// Blocks until every task of `batch` is final (see [`TransferEngine::wait`]).
     pub fn wait(&self, batch: BatchId) -> Result<BatchStatus> {
-        self.bridge.wait_for(|| self.wait_call(batch))
+        self.run(move |e| async move { e.wait(batch).await })
     }
 
     /// The batch's status now (see [`TransferEngine::status`]).
@@ -202,7 +214,7 @@ impl BlockingEngine {
 
     /// Runs one request to its end (see [`TransferEngine::transfer`]).
     pub fn transfer(&self, request: TransferRequest) -> Result<()> {
-        self.bridge.wait_for(|| self.transfer_call(request))
+        self.run(move |e| async move { e.transfer(request).await })
     }
 
     /// `write` as a [`Call`].

@@ -9,6 +9,13 @@
 //! (`Handle::block_on`): it writes the request, the runtime's I/O driver reads the answer and
 //! wakes it, and whatever the call spawns runs on the runtime's workers as before.
 //!
+//! Only a bridge that owns its runtime runs calls here: its timers work, and it stops only once
+//! every call ended (a supplied runtime's owner may shut it down under a call). A call waited
+//! for in slices, with something to do between them (a Python caller runs its signal
+//! handlers), runs here for its first slice only, and is then spawned: it must go on while the
+//! caller is busy between slices (a signal handler may itself make a blocking call that needs
+//! what the first holds).
+//!
 //! The rules of a spawned call hold: the call is counted in (a shutdown waits for it and
 //! stops it with `Shutdown`), a panic of the operation becomes [`Error::Panicked`], and the
 //! outcome is handed over only after the operation's future was dropped, so its work (a
@@ -27,12 +34,14 @@ use crate::call::{drop_caught, panic_message};
 use crate::error::{Error, Result};
 
 /// Whether a blocking call can run on this thread: it is in no runtime's context (where
-/// `Handle::block_on` would panic); a task of another runtime waits for a spawned call instead.
+/// `Handle::block_on` would panic; a task of another runtime waits for a spawned call
+/// instead), and tokio's thread-local state is still there (a thread-local destructor that
+/// makes a blocking call waits for a spawned one too).
 pub(crate) fn possible() -> bool {
-    Handle::try_current().is_err()
+    matches!(Handle::try_current(), Err(e) if e.is_missing_context())
 }
 
-/// Counts a call out when dropped, however its run ends (a panic of `between` included).
+/// Counts a call out when dropped, however its run here ends.
 struct Counted<'a>(&'a Shared);
 
 impl Drop for Counted<'_> {
@@ -41,55 +50,50 @@ impl Drop for Counted<'_> {
     }
 }
 
-/// The operation, caught for panics, polled across slices.
-type Running<'a, T> = Pin<Box<dyn Future<Output = std::thread::Result<Result<T>>> + 'a>>;
+/// How a run here ended.
+pub(crate) enum Here<T, F> {
+    /// The call ended: its outcome, its operation's future dropped.
+    Ended(Result<T>),
+    /// The first slice ran out: the operation, to be waited for spawned on the runtime (so
+    /// that it goes on while the caller does what it must between slices).
+    Going(Pin<Box<F>>),
+}
 
-/// Runs `op` on this thread until it ends (the caller checked [`possible`] and that it may
-/// block). With a `slice`, `between` runs after each slice the call did not end in; its `Err`
-/// stops the call (its future dropped here, so its work has stopped) and is returned.
-pub(crate) fn run<T, E, F, B>(
-    shared: &Shared,
-    op: F,
-    slice: Option<Duration>,
-    mut between: impl FnMut() -> std::result::Result<(), B>,
-) -> std::result::Result<Result<T>, B>
+/// Runs `op` on this thread (the caller checked [`possible`], that it may block, and that the
+/// bridge owns its runtime, whose timers then work and which stops only once every call
+/// ended): until it ends, or for its first `slice` only.
+pub(crate) fn run<T, E, F>(shared: &Shared, op: F, slice: Option<Duration>) -> Here<T, F>
 where
     E: Into<Error>,
     F: Future<Output = std::result::Result<T, E>>,
 {
     if let Err(e) = shared.call_started() {
-        return Ok(Err(e));
+        return Here::Ended(Err(e));
     }
     let _counted = Counted(shared);
-    let mut op: Option<Running<'_, T>> = Some(Box::pin(
-        AssertUnwindSafe(async move { op.await.map_err(Into::into) }).catch_unwind(),
-    ));
-    let outcome = loop {
-        let Some(running) = op.as_mut() else {
-            break Err(Error::Shutdown);
-        };
-        if let Some(outcome) = poll_for(shared, running, slice) {
-            break outcome;
-        }
-        if let Err(stopped) = between() {
-            // Whatever dropping it raises, the caller's reason to stop is what it hears.
-            let _ = drop_caught(&mut op);
-            return Err(stopped);
-        }
+    let mut op = Some(Box::pin(op));
+    let outcome = match op.as_mut() {
+        Some(running) => match poll_for(shared, running, slice) {
+            Some(outcome) => outcome,
+            None => return op.map_or(Here::Ended(Err(Error::Shutdown)), Here::Going),
+        },
+        None => Err(Error::Shutdown),
     };
     // The operation's future (and its work) is gone before the outcome is handed over; a
-    // panic while it is dropped is the operation's panic.
-    Ok(match drop_caught(&mut op) {
+    // panic while it is dropped is the operation's panic. Dropped in the runtime's context,
+    // as on a worker (a drop may spawn).
+    let _runtime = shared.handle().enter();
+    Here::Ended(match drop_caught(&mut op) {
         None => outcome,
         Some(message) => Err(Error::Panicked { message }),
     })
 }
 
-/// Polls `op` here for at most `slice` (`None`: until it ends): its outcome, `Shutdown` if the
-/// bridge shuts down first, or `None` when the slice ran out.
-fn poll_for<T>(
+/// Polls `op` here for at most `slice` (`None`: until it ends): its outcome (a panic of its
+/// own caught), `Shutdown` if the bridge shuts down first, or `None` when the slice ran out.
+fn poll_for<T, E: Into<Error>>(
     shared: &Shared,
-    op: &mut Running<'_, T>,
+    op: &mut Pin<Box<impl Future<Output = std::result::Result<T, E>>>>,
     slice: Option<Duration>,
 ) -> Option<Result<T>> {
     let stopping = shared.stopping();
@@ -103,8 +107,8 @@ fn poll_for<T>(
         tokio::select! {
             biased;
             _ = stopping.cancelled() => Some(Err(Error::Shutdown)),
-            r = op => Some(match r {
-                Ok(r) => r,
+            r = AssertUnwindSafe(op.as_mut()).catch_unwind() => Some(match r {
+                Ok(r) => r.map_err(Into::into),
                 Err(panic) => Err(Error::Panicked { message: panic_message(&*panic) }),
             }),
             _ = slice_over => None,

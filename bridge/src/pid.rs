@@ -12,6 +12,10 @@ use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 /// The id kept; 0 when none is.
 static KEPT: AtomicU32 = AtomicU32::new(0);
 
+/// Forks this process (or the parent whose memory it has) made since it started, counted by
+/// the child handler: a read of the id that a fork interrupted keeps nothing.
+static FORKS: AtomicU32 = AtomicU32::new(0);
+
 /// Whether the child handler is registered: [`UNREGISTERED`], [`REGISTERING`] or
 /// [`REGISTERED`] (or [`REFUSED`], where `pthread_atfork` failed: then nothing is kept).
 static HANDLER: AtomicU8 = AtomicU8::new(UNREGISTERED);
@@ -40,24 +44,34 @@ fn read() -> u32 {
         .is_ok()
     {
         // SAFETY: `forget_in_child` takes nothing and returns nothing, as a handler must; it
-        // only stores to an atomic, which is async-signal-safe, as a handler run in the child
+        // only changes atomics (lock-free), which is async-signal-safe, as a handler run in the child
         // of a multi-threaded process must be. `pthread_atfork` only records the pointers.
         let rc = unsafe { libc::pthread_atfork(None, None, Some(forget_in_child)) };
         let state = if rc == 0 { REGISTERED } else { REFUSED };
         HANDLER.store(state, Ordering::Release);
     }
-    let pid = std::process::id();
-    // Kept only while the handler would forget it in a child made from now on. A fork during
-    // the registration leaves the child's state at REGISTERING: it reads the id every time.
-    if HANDLER.load(Ordering::Acquire) == REGISTERED {
-        KEPT.store(pid, Ordering::Relaxed);
+    loop {
+        let forks = FORKS.load(Ordering::SeqCst);
+        let pid = std::process::id();
+        // Kept only while the handler would forget it in a child made from now on. A fork
+        // during the registration leaves the child's state at REGISTERING: it reads the id
+        // every time.
+        if HANDLER.load(Ordering::Acquire) == REGISTERED {
+            KEPT.store(pid, Ordering::SeqCst);
+        }
+        if FORKS.load(Ordering::SeqCst) == forks {
+            return pid;
+        }
+        // A fork between the read and here (from a signal handler of this thread) made this a
+        // child holding its parent's id: forget it and read again.
+        KEPT.store(0, Ordering::SeqCst);
     }
-    pid
 }
 
 /// The `pthread_atfork` child handler: the child reads its own id at its next call.
 extern "C" fn forget_in_child() {
-    KEPT.store(0, Ordering::Relaxed);
+    FORKS.fetch_add(1, Ordering::SeqCst);
+    KEPT.store(0, Ordering::SeqCst);
 }
 
 #[cfg(test)]

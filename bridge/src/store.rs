@@ -5,7 +5,6 @@
 //! form takes the caller's borrowed inputs.
 
 use std::future::Future;
-use std::time::Duration;
 
 use yuebing_engine::TransferEngine;
 use yuebing_store::master::{ListedObject, ReplicaList, Stats, TaskId, TaskInfo};
@@ -96,27 +95,6 @@ impl BlockingClient {
                 .bridge
                 .call(std::future::ready(Err::<T, Error>(refused))),
         }
-    }
-
-    /// Makes a call of the async client with `start` and blocks until it ends, calling
-    /// `between` after each `slice` it did not end in: see [`Bridge::block_on_sliced`] (an
-    /// `Err` from `between` stops the call and is returned once its work has stopped). On a
-    /// thread that must not block on the bridge, in a forked child, or once the bridge is shut
-    /// down, the call is not made.
-    pub fn block_on_sliced<T: Send + 'static, F, B>(
-        &self,
-        start: impl FnOnce(&Client) -> F,
-        slice: Duration,
-        between: impl FnMut() -> std::result::Result<(), B>,
-    ) -> std::result::Result<Result<T>, B>
-    where
-        F: Future<Output = yuebing_store::Result<T>> + Send + 'static,
-    {
-        if let Err(refused) = self.bridge.usable().and_then(|()| self.bridge.may_block()) {
-            return Ok(Err(refused));
-        }
-        self.bridge
-            .block_on_sliced(start(&self.client), Some(slice), between)
     }
 
     /// Makes a call of the async client with `start` and blocks until it ends, unless this

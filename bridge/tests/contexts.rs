@@ -439,7 +439,7 @@ fn a_sliced_wait_is_stopped_by_its_between_step_once_the_work_stopped() {
         let work = Stopped(stopped.clone());
         let mut slices = 0;
         let outcome = b.block_on_sliced(
-            async move {
+            || async move {
                 let _work = work;
                 tokio::time::sleep(Duration::from_secs(600)).await;
                 Ok::<u64, Error>(0)
@@ -466,6 +466,61 @@ fn a_sliced_wait_is_stopped_by_its_between_step_once_the_work_stopped() {
         multi.block_on(async move { tokio::spawn(async move { sliced(&b2) }).await.unwrap() });
     assert_eq!(in_task, ("stop", 3, true));
     // A call that ends within its first slice never calls `between`.
-    let quick = b.block_on_sliced(op(4), Some(Duration::from_secs(10)), || Err("called"));
+    let quick = b.block_on_sliced(|| op(4), Some(Duration::from_secs(10)), || Err("called"));
     assert_eq!(quick.unwrap().unwrap(), 4);
+}
+
+/// A call waited for in slices goes on while `between` runs (after its first slice it is no
+/// longer polled by the waiting thread): a `between` that waits for the call's progress, as a
+/// signal handler making a blocking call may, does not wait forever.
+#[test]
+fn a_sliced_call_goes_on_while_its_between_step_runs() {
+    let b = bridge();
+    let progressed = Arc::new(AtomicBool::new(false));
+    let (set, seen) = (progressed.clone(), progressed.clone());
+    let mut waited_in_between = None;
+    let outcome = b.block_on_sliced(
+        || async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            set.store(true, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_secs(600)).await;
+            Ok::<u64, Error>(0)
+        },
+        Some(Duration::from_millis(5)),
+        || {
+            // The first time: wait (at most 10 s) for the call to get past its first sleep.
+            if waited_in_between.is_none() {
+                let start = Instant::now();
+                while !seen.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(10) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                waited_in_between = Some(seen.load(Ordering::SeqCst));
+            }
+            Err("stop")
+        },
+    );
+    assert_eq!(outcome.unwrap_err(), "stop");
+    assert_eq!(
+        waited_in_between,
+        Some(true),
+        "the call stood still while between ran"
+    );
+}
+
+/// A bridge on a supplied runtime never runs a call on its caller's thread: the runtime's
+/// owner may shut it down under the call.
+#[test]
+fn a_bridge_on_a_supplied_runtime_spawns_its_blocking_calls() {
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let b = Bridge::with_handle(multi.handle().clone(), 1).unwrap();
+    let caller = std::thread::current().id();
+    let ran_on = b
+        .block_on(async { Ok::<_, Error>(std::thread::current().id()) })
+        .unwrap();
+    assert_ne!(ran_on, caller);
+    b.shutdown().unwrap();
 }

@@ -1,11 +1,11 @@
 //! Waiting for a bridged call from Python: with the GIL released, in slices, running Python's
-//! signal handlers between them. A store call is run on the waiting thread itself ([`run`]),
-//! which spares it two thread hand-offs; other calls are started on the bridge and waited for.
+//! signal handlers between them. Store and engine calls run on the waiting thread itself ([`run`]),
+//! which spares them two thread hand-offs; the others are started on the bridge and waited for.
 
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use yuebing_bridge::{BlockingClient, Call};
+use yuebing_bridge::{BlockingClient, Bridge, Call};
 use yuebing_store::Client;
 
 use crate::errors;
@@ -55,13 +55,32 @@ pub(crate) fn wait_raw<T: Send + 'static>(
     }
 }
 
-/// Makes a call of `client` with `start` and waits for it with the GIL released (making a put
-/// copies its value into staging memory): the call runs on this thread
-/// ([`BlockingClient::block_on_sliced`]) in slices of [`SLICE`], between which Python's signal
+/// Makes the call `start` makes on `bridge` and waits for it with the GIL released (making a
+/// put copies its value into staging memory): the call runs on this thread
+/// ([`Bridge::block_on_sliced`]) in slices of [`SLICE`], between which Python's signal
 /// handlers run. One that raises (Ctrl-C's `KeyboardInterrupt`) stops the call, and that
 /// exception is returned once the call's work has stopped: from then on nothing reads or
 /// writes the memory the call was given. A call that failed becomes its `YuebingError`.
-pub(crate) fn run<T, F>(
+pub(crate) fn run<T, E, F>(
+    py: Python<'_>,
+    bridge: &Bridge,
+    start: impl FnOnce() -> F + Send,
+) -> PyResult<T>
+where
+    T: Send + 'static,
+    E: Into<yuebing_bridge::Error>,
+    F: std::future::Future<Output = Result<T, E>> + Send + 'static,
+{
+    let signals = || Python::attach(|py| py.check_signals());
+    match py.detach(|| bridge.block_on_sliced(start, Some(SLICE), signals)) {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(errors::to_py(py, &e)),
+        Err(raised) => Err(raised),
+    }
+}
+
+/// [`run`] for a call of a store client, made by `start`.
+pub(crate) fn run_store<T, F>(
     py: Python<'_>,
     client: &BlockingClient,
     start: impl FnOnce(&Client) -> F + Send,
@@ -70,10 +89,5 @@ where
     T: Send + 'static,
     F: std::future::Future<Output = yuebing_store::Result<T>> + Send + 'static,
 {
-    let signals = || Python::attach(|py| py.check_signals());
-    match py.detach(|| client.block_on_sliced(start, SLICE, signals)) {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(e)) => Err(errors::to_py(py, &e)),
-        Err(raised) => Err(raised),
-    }
+    run(py, client.bridge(), || start(client.client()))
 }

@@ -11,7 +11,7 @@ use crate::errors;
 use crate::options::duration;
 use crate::pins::Write;
 use crate::types::{BatchStatus, TaskStatus};
-use crate::wait::wait;
+use crate::wait::run;
 
 fn id(batch: u64) -> BatchId {
     BatchId::from_u64(batch)
@@ -72,7 +72,9 @@ impl Engine {
     /// Blocks until every task of `batch` is final; returns its `BatchStatus`. Ctrl-C stops
     /// the wait, not the transfers (`cancel` does).
     fn wait(&self, py: Python<'_>, batch: u64) -> PyResult<BatchStatus> {
-        let status = wait(py, self.engine(py)?.wait_call(id(batch)))?;
+        let engine = self.engine(py)?;
+        let (e, batch) = (engine.engine().clone(), id(batch));
+        let status = run(py, engine.bridge(), || async move { e.wait(batch).await })?;
         Ok(BatchStatus::new(py, status))
     }
 

@@ -24,7 +24,7 @@ use crate::options::duration;
 use crate::pin_table::Range;
 use crate::pins::Pins;
 use crate::runtime::{self, ForkSafe};
-use crate::wait::wait;
+use crate::wait::{run, wait};
 
 /// A Transfer Engine: a segment of this process's registered memory that peers can reach by
 /// name, and one-sided reads and writes of peers' segments.
@@ -101,7 +101,9 @@ impl Engine {
             true => Some(pins.own_write(py, remote, "remote_addr")?),
             false => None,
         };
-        let done = wait(py, pins.engine().transfer_call(req));
+        let engine = pins.engine();
+        let e = engine.engine().clone();
+        let done = run(py, engine.bridge(), || async move { e.transfer(req).await });
         // The transfer has stopped (even when a signal ended the wait): release the memory.
         drop(own_write);
         drop(held);

@@ -10,7 +10,7 @@ use super::Store;
 use crate::errors;
 use crate::options;
 use crate::types::{self, ObjectInfo, ReplicaTask};
-use crate::wait::run;
+use crate::wait::run_store;
 
 #[pymethods]
 impl Store {
@@ -197,7 +197,7 @@ impl Store {
             return Ok(ClientHealth::Closed.code());
         }
         let client = self.client.get(py)?;
-        let health = run(py, client, |c| {
+        let health = run_store(py, client, |c| {
             let check = c.health_check(&opts);
             async move { Ok(check.await) }
         })?;

@@ -120,7 +120,7 @@ impl Store {
     }
 
     /// Makes `call` on the store's client and waits for it, both with the GIL released (see
-    /// [`wait::run`]): making a put copies its value into staging memory, and may register a
+    /// [`wait::run_store`]): making a put copies its value into staging memory, and may register a
     /// temporary buffer when staging is full.
     pub(crate) fn run<T, F>(
         &self,
@@ -131,7 +131,7 @@ impl Store {
         T: Send + 'static,
         F: std::future::Future<Output = yuebing_store::Result<T>> + Send + 'static,
     {
-        wait::run(py, self.client(py)?, call)
+        wait::run_store(py, self.client(py)?, call)
     }
 
     /// The options of a put with these keyword arguments.
@@ -265,7 +265,7 @@ impl Store {
             return Ok(());
         }
         self.stop_admin(py)?;
-        wait::run(py, client, |c| c.close(&opts))
+        wait::run_store(py, client, |c| c.close(&opts))
     }
 
     /// Serves this store's admin HTTP paths on `bind` ("host:port"; port 0 picks one):

@@ -10,7 +10,7 @@ use super::Store;
 use crate::errors;
 use crate::memory::{Access, Memory};
 use crate::pins::Held;
-use crate::wait::run;
+use crate::wait::run_store;
 
 /// `sizes[i]` when given (a list as long as the keys, entries may be `None`).
 pub(super) fn size_at(sizes: &Option<Vec<Option<u64>>>, i: usize) -> Option<u64> {
@@ -148,7 +148,7 @@ where
     T: Send + 'static,
     F: Future<Output = yuebing_store::Result<Vec<yuebing_store::Result<T>>>> + Send + 'static,
 {
-    let each = run(py, client, |c| call(c, &ranges.items));
+    let each = run_store(py, client, |c| call(c, &ranges.items));
     // The call's work has stopped: the memory may go.
     drop(ranges);
     errors::items(py, each?, ok)

@@ -15,7 +15,7 @@ use crate::errors;
 use crate::memory::{Access, Memory};
 use crate::options;
 use crate::types::Location;
-use crate::wait::run;
+use crate::wait::run_store;
 
 #[pymethods]
 impl Store {
@@ -210,7 +210,7 @@ impl Store {
             .zip(&sent)
             .map(|((key, _), f)| (key.as_str(), f.as_slice()))
             .collect();
-        let each = run(py, client, |c| c.batch_get_ranges(&items, &opts));
+        let each = run_store(py, client, |c| c.batch_get_ranges(&items, &opts));
         // The call's work has stopped: the memory may go.
         drop(ranges);
         let outside = |py| {

@@ -12,7 +12,7 @@ use crate::errors;
 use crate::memory::Access;
 use crate::options::{self, Replicas};
 use crate::types::{Location, Reservation};
-use crate::wait::run;
+use crate::wait::run_store;
 
 #[pymethods]
 impl Store {
@@ -176,8 +176,8 @@ fn finish(
     let reserved: Vec<yuebing_store::Reservation> =
         reservations.iter().map(|r| r.get().0.clone()).collect();
     let each = match publish {
-        true => run(py, client, |c| c.batch_publish(&reserved, &opts)),
-        false => run(py, client, |c| c.batch_revoke(&reserved, &opts)),
+        true => run_store(py, client, |c| c.batch_publish(&reserved, &opts)),
+        false => run_store(py, client, |c| c.batch_revoke(&reserved, &opts)),
     }?;
     errors::items(py, each, |py, ()| Ok(py.None()))
 }

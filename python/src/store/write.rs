@@ -11,7 +11,7 @@ use super::Store;
 use crate::errors;
 use crate::memory::{copy_of, Access, Memory};
 use crate::options::Replicas;
-use crate::wait::run;
+use crate::wait::run_store;
 
 #[pymethods]
 impl Store {
@@ -423,7 +423,7 @@ pub(crate) fn batch_put(
         .collect::<PyResult<Vec<_>>>()?;
     let items: Vec<(&str, &[u8])> = items.iter().map(|(k, v)| (k.as_str(), &v[..])).collect();
     // Staging the values (making the call) runs with the GIL released, as the wait does.
-    let each = run(py, client, |c| c.batch_put(&items, opts))?;
+    let each = run_store(py, client, |c| c.batch_put(&items, opts))?;
     errors::items(py, each, |py, ()| Ok(py.None()))
 }
 
