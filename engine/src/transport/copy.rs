@@ -1,10 +1,13 @@
 //! Same-machine copies (the `local` and `shm` transports) between two leased sides, in chunks,
 //! each under an access to both sides and the task's claim.
 //!
-//! A copy of [`BLOCKING_COPY`] bytes or more runs on the blocking pool. If the waiting future is
-//! dropped (deadline, cancel), its claim closes: the drop waits for the chunk under way (at most
-//! [`CHUNK`] bytes) and the copy stops there, so the task is final only when its copying has
-//! stopped. A blocking task that never runs (the runtime shut down) or panics holds no access,
+//! A copy of [`BLOCKING_COPY`] bytes or more made from a runtime's task runs on the blocking
+//! pool, so that it holds up no worker. If the waiting future is dropped (deadline, cancel),
+//! its claim closes: the drop waits for the chunk under way (at most [`CHUNK`] bytes) and the
+//! copy stops there, so the task is final only when its copying has stopped. A copy made
+//! outside every task (a blocking caller that runs its call on its own thread, see the
+//! bridge's `here`) runs where it is: that thread waits for it anyway, and the blocking pool
+//! would add two hand-offs between threads (tens of microseconds each on a small VM). A blocking task that never runs (the runtime shut down) or panics holds no access,
 //! so the drop never waits for it.
 
 use std::sync::Arc;
@@ -13,7 +16,8 @@ use crate::error::Error;
 use crate::memory::raw::{self, Span};
 use crate::memory::{vanished, Gate, Lease, CHUNK};
 
-/// Copies of this size and more run on the blocking pool instead of a runtime worker.
+/// Copies of this size and more made from a task run on the blocking pool instead of a
+/// runtime worker.
 pub(crate) const BLOCKING_COPY: u64 = 256 << 10;
 
 /// One side of a copy: memory that grants short accesses, or says why it no longer does.
@@ -58,7 +62,7 @@ pub(crate) async fn copy_between(src: impl Side, dst: impl Side, len: u64) -> Re
         return Err(e);
     }
     let len = usize::try_from(len).map_err(|_| Error::invalid("copy too large"))?;
-    if (len as u64) < BLOCKING_COPY {
+    if (len as u64) < BLOCKING_COPY || tokio::task::try_id().is_none() {
         return copy_chunks(&src, &dst, len, None);
     }
     let claim = Arc::new(Gate::default());
@@ -113,15 +117,27 @@ mod tests {
     use std::future::Future;
     use std::time::Duration;
 
+    /// Two registered 1 MiB buffers and a lease on each, `src` filled with `fill`.
+    fn two_leases(memory: &MemoryRegistry, fill: u8) -> (Lease, Lease, Arc<EngineBuffer>) {
+        let buffer = || Arc::new(EngineBuffer::allocate(1 << 20, false).unwrap());
+        let (src, dst) = (buffer(), buffer());
+        // SAFETY: the buffer is new and local-only: nothing else reaches it.
+        unsafe { src.write_at(0, &vec![fill; 1 << 20]) }.unwrap();
+        let a = memory
+            .register_buffer(src, RemoteAccess::LOCAL_ONLY)
+            .unwrap();
+        let b = memory
+            .register_buffer(dst.clone(), RemoteAccess::LOCAL_ONLY)
+            .unwrap();
+        let src = memory.lease(a.addr, 1 << 20).unwrap();
+        let dst_lease = memory.lease(b.addr, 1 << 20).unwrap();
+        (src, dst_lease, dst)
+    }
+
     #[test]
     fn a_dropped_copy_whose_blocking_task_never_ran_does_not_hang() {
         let memory = MemoryRegistry::default();
-        let buffer = || Arc::new(EngineBuffer::allocate(1 << 20, false).unwrap());
-        let a = memory.register_buffer(buffer(), RemoteAccess::LOCAL_ONLY);
-        let b = memory.register_buffer(buffer(), RemoteAccess::LOCAL_ONLY);
-        let (a, b) = (a.unwrap(), b.unwrap());
-        let src = memory.lease(a.addr, 1 << 20).unwrap();
-        let dst = memory.lease(b.addr, 1 << 20).unwrap();
+        let (src, dst, _) = two_leases(&memory, 1);
         let rt = tokio::runtime::Builder::new_current_thread()
             .max_blocking_threads(1)
             .build()
@@ -131,13 +147,17 @@ mod tests {
         rt.spawn_blocking(move || {
             let _ = busy.recv_timeout(Duration::from_secs(30));
         });
-        let mut copy = Box::pin(copy_between(src, dst, 1 << 20));
-        let waker = futures::task::noop_waker();
-        let _enter = rt.enter();
-        assert!(copy
-            .as_mut()
-            .poll(&mut std::task::Context::from_waker(&waker))
-            .is_pending());
+        // Polled once from a task (a copy made outside every task runs where it is).
+        let (copy, pending) = rt.block_on(async move {
+            tokio::spawn(async move {
+                let mut copy = Box::pin(copy_between(src, dst, 1 << 20));
+                let pending = futures::poll!(copy.as_mut()).is_pending();
+                (copy, pending)
+            })
+            .await
+            .unwrap()
+        });
+        assert!(pending, "the copy did not go to the blocking pool");
         let dropped = std::thread::spawn(move || drop(copy));
         let start = std::time::Instant::now();
         while !dropped.is_finished() && start.elapsed() < Duration::from_secs(10) {
@@ -147,6 +167,34 @@ mod tests {
             dropped.is_finished(),
             "the drop waited for a copy that never ran"
         );
+        drop(release);
+        rt.shutdown_background();
+    }
+
+    #[test]
+    fn a_large_copy_made_outside_every_task_is_done_where_it_is() {
+        let memory = MemoryRegistry::default();
+        let (src, dst, copied) = two_leases(&memory, 7);
+        // The one blocking thread is busy: a copy sent there would not run now.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(1)
+            .build()
+            .unwrap();
+        let (release, busy) = std::sync::mpsc::channel::<()>();
+        rt.spawn_blocking(move || {
+            let _ = busy.recv_timeout(Duration::from_secs(30));
+        });
+        let _enter = rt.enter();
+        let mut copy = Box::pin(copy_between(src, dst, 1 << 20));
+        let waker = futures::task::noop_waker();
+        let polled = copy
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(&waker));
+        assert!(matches!(polled, std::task::Poll::Ready(Ok(()))));
+        let mut out = vec![0; 1 << 20];
+        // SAFETY: the copy ended (polled to its end above); nothing else reaches the buffer.
+        unsafe { copied.read_at(0, &mut out) }.unwrap();
+        assert!(out.iter().all(|&b| b == 7));
         drop(release);
         drop(_enter);
         rt.shutdown_background();
