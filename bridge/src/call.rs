@@ -245,6 +245,28 @@ impl<T: Send + 'static> Call<T> {
         call
     }
 
+    /// Starts `op`, counted in already (its count handed over by `counted`), as a task on
+    /// `shared`'s runtime: the rest of a call that began on its caller's thread.
+    pub(crate) fn spawn_counted<F, E>(
+        shared: &Arc<Shared>,
+        op: F,
+        counted: crate::here::Counted,
+    ) -> Call<T>
+    where
+        F: Future<Output = std::result::Result<T, E>> + Send + 'static,
+        E: Into<Error>,
+    {
+        let state = CallState::new(shared, Slot::Running, CancellationToken::new());
+        let call = Call {
+            state: state.clone(),
+            consumed: false,
+        };
+        // The task's once-guard counts it out from here on.
+        counted.hand_over();
+        launch(state, op);
+        call
+    }
+
     /// Starts `op` with its callback already in place, so that its outcome always reaches the
     /// callback pool before the call counts as ended (a shutdown then waits for the callback),
     /// and never runs on this thread. `ready` runs once the call is counted in and before it

@@ -77,7 +77,7 @@ impl BlockingEngine {
     }
 
     /// Makes an engine call with `op` and blocks until it ends ([`Bridge::block_on`]: on a
-    /// plain thread it runs there).
+    /// plain thread, with a bridge that owns its runtime, it runs there).
     fn run<T, F, Fut>(&self, op: F) -> Result<T>
     where
         T: Send + 'static,

@@ -16,14 +16,15 @@
 //! caller is busy between slices (a signal handler may itself make a blocking call that needs
 //! what the first holds).
 //!
-//! The rules of a spawned call hold: the call is counted in (a shutdown waits for it and
-//! stops it with `Shutdown`), a panic of the operation becomes [`Error::Panicked`], and the
+//! The rules of a spawned call hold: the call is counted in, also across the hand-over to a
+//! spawned call (a shutdown waits for it and stops it with `Shutdown`), a panic of the operation becomes [`Error::Panicked`], and the
 //! outcome is handed over only after the operation's future was dropped, so its work (a
 //! transfer into the caller's memory) has stopped.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -41,10 +42,19 @@ pub(crate) fn possible() -> bool {
     matches!(Handle::try_current(), Err(e) if e.is_missing_context())
 }
 
-/// Counts a call out when dropped, however its run here ends.
-struct Counted<'a>(&'a Shared);
+/// A call counted in ([`Shared::call_started`]); counted out when dropped, however its run
+/// here ends, unless handed to a spawned call ([`Counted::hand_over`]).
+pub(crate) struct Counted(Arc<Shared>);
 
-impl Drop for Counted<'_> {
+impl Counted {
+    /// The count goes with the call to whoever counts it out from now on (a spawned call's
+    /// once-guard).
+    pub(crate) fn hand_over(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Counted {
     fn drop(&mut self) {
         self.0.call_ended();
     }
@@ -54,15 +64,16 @@ impl Drop for Counted<'_> {
 pub(crate) enum Here<T, F> {
     /// The call ended: its outcome, its operation's future dropped.
     Ended(Result<T>),
-    /// The first slice ran out: the operation, to be waited for spawned on the runtime (so
-    /// that it goes on while the caller does what it must between slices).
-    Going(Pin<Box<F>>),
+    /// The first slice ran out: the operation, still counted in (a shutdown waits for it), to
+    /// be waited for spawned on the runtime (`Call::spawn_counted`), so that it goes on while
+    /// the caller does what it must between slices.
+    Going(Pin<Box<F>>, Counted),
 }
 
 /// Runs `op` on this thread (the caller checked [`possible`], that it may block, and that the
 /// bridge owns its runtime, whose timers then work and which stops only once every call
 /// ended): until it ends, or for its first `slice` only.
-pub(crate) fn run<T, E, F>(shared: &Shared, op: F, slice: Option<Duration>) -> Here<T, F>
+pub(crate) fn run<T, E, F>(shared: &Arc<Shared>, op: F, slice: Option<Duration>) -> Here<T, F>
 where
     E: Into<Error>,
     F: Future<Output = std::result::Result<T, E>>,
@@ -70,12 +81,15 @@ where
     if let Err(e) = shared.call_started() {
         return Here::Ended(Err(e));
     }
-    let _counted = Counted(shared);
+    let counted = Counted(shared.clone());
     let mut op = Some(Box::pin(op));
     let outcome = match op.as_mut() {
         Some(running) => match poll_for(shared, running, slice) {
             Some(outcome) => outcome,
-            None => return op.map_or(Here::Ended(Err(Error::Shutdown)), Here::Going),
+            None => match op.take() {
+                Some(going) => return Here::Going(going, counted),
+                None => Err(Error::Shutdown),
+            },
         },
         None => Err(Error::Shutdown),
     };
@@ -97,21 +111,24 @@ fn poll_for<T, E: Into<Error>>(
     slice: Option<Duration>,
 ) -> Option<Result<T>> {
     let stopping = shared.stopping();
-    shared.handle().block_on(async {
-        let slice_over = async {
-            match slice {
-                Some(d) => tokio::time::sleep(d).await,
-                None => std::future::pending().await,
+    // Large same-host copies it makes are done here too: this thread waits for them anyway.
+    yuebing_engine::copy_in_place(|| {
+        shared.handle().block_on(async {
+            let slice_over = async {
+                match slice {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = stopping.cancelled() => Some(Err(Error::Shutdown)),
+                r = AssertUnwindSafe(op.as_mut()).catch_unwind() => Some(match r {
+                    Ok(r) => r.map_err(Into::into),
+                    Err(panic) => Err(Error::Panicked { message: panic_message(&*panic) }),
+                }),
+                _ = slice_over => None,
             }
-        };
-        tokio::select! {
-            biased;
-            _ = stopping.cancelled() => Some(Err(Error::Shutdown)),
-            r = AssertUnwindSafe(op.as_mut()).catch_unwind() => Some(match r {
-                Ok(r) => r.map_err(Into::into),
-                Err(panic) => Err(Error::Panicked { message: panic_message(&*panic) }),
-            }),
-            _ = slice_over => None,
-        }
+        })
     })
 }

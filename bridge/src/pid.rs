@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 /// The id kept; 0 when none is.
 static KEPT: AtomicU32 = AtomicU32::new(0);
 
-/// Forks this process (or the parent whose memory it has) made since it started, counted by
-/// the child handler: a read of the id that a fork interrupted keeps nothing.
+/// Forks counted by the child handler (each child counts the fork that made it, on top of
+/// its parent's count): a read of the id that a fork interrupted keeps nothing.
 static FORKS: AtomicU32 = AtomicU32::new(0);
 
 /// Whether the child handler is registered: [`UNREGISTERED`], [`REGISTERING`] or

@@ -524,3 +524,40 @@ fn a_bridge_on_a_supplied_runtime_spawns_its_blocking_calls() {
     assert_ne!(ran_on, caller);
     b.shutdown().unwrap();
 }
+
+/// A sliced call handed to the runtime after its first slice is still counted in: a shutdown
+/// stops it and returns only once its work stopped, and the caller hears `Shutdown`.
+#[test]
+fn a_shutdown_stops_a_sliced_call_after_its_first_slice() {
+    let b = bridge();
+    let stopped = Arc::new(AtomicBool::new(false));
+    let work = Stopped(stopped.clone());
+    let slices = Arc::new(AtomicUsize::new(0));
+    let (b2, slices2) = (b.clone(), slices.clone());
+    let caller = std::thread::spawn(move || {
+        b2.block_on_sliced(
+            || async move {
+                let _work = work;
+                tokio::time::sleep(Duration::from_secs(600)).await;
+                Ok::<u64, Error>(0)
+            },
+            Some(Duration::from_millis(5)),
+            || {
+                slices2.fetch_add(1, Ordering::SeqCst);
+                Ok::<(), ()>(())
+            },
+        )
+    });
+    eventually::blocking("the call was handed over", Duration::from_secs(10), || {
+        slices.load(Ordering::SeqCst) >= 2
+    });
+    b.shutdown().unwrap();
+    assert!(
+        stopped.load(Ordering::SeqCst),
+        "shutdown returned before the work stopped"
+    );
+    assert_eq!(
+        caller.join().unwrap().unwrap().unwrap_err(),
+        Error::Shutdown
+    );
+}

@@ -67,4 +67,5 @@ pub use request::{Opcode, SegmentHandle, TransferRequest, TransportKind};
 pub use segment::{BufferDesc, SegmentDescriptor};
 pub use service::Notification;
 pub use transfer_engine::{EngineConfig, RdmaNics, TransferEngine, MAX_NOTIFY_MESSAGE};
+pub use transport::copy::{copy_in_place, IN_PLACE_MAX};
 pub use transport::{Job, TcpConfig, Transport};
