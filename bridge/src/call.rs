@@ -227,17 +227,23 @@ impl Canceller {
 }
 
 impl<T: Send + 'static> Call<T> {
+    /// A call under way that nobody waits for yet, and its state for the task.
+    fn running(shared: &Arc<Shared>) -> (Arc<CallState<T>>, Call<T>) {
+        let state = CallState::new(shared, Slot::Running, CancellationToken::new());
+        let call = Call {
+            state: state.clone(),
+            consumed: false,
+        };
+        (state, call)
+    }
+
     /// Starts `op` as a task on `shared`'s runtime.
     pub(crate) fn spawn<F, E>(shared: &Arc<Shared>, op: F) -> Call<T>
     where
         F: Future<Output = std::result::Result<T, E>> + Send + 'static,
         E: Into<Error>,
     {
-        let state = CallState::new(shared, Slot::Running, CancellationToken::new());
-        let call = Call {
-            state: state.clone(),
-            consumed: false,
-        };
+        let (state, call) = Call::running(shared);
         match shared.call_started() {
             Ok(()) => launch(state, op),
             Err(e) => state.complete(Err(e)),
@@ -256,11 +262,7 @@ impl<T: Send + 'static> Call<T> {
         F: Future<Output = std::result::Result<T, E>> + Send + 'static,
         E: Into<Error>,
     {
-        let state = CallState::new(shared, Slot::Running, CancellationToken::new());
-        let call = Call {
-            state: state.clone(),
-            consumed: false,
-        };
+        let (state, call) = Call::running(shared);
         // The task's once-guard counts it out from here on.
         counted.hand_over();
         launch(state, op);

@@ -161,19 +161,25 @@ mod tests {
         (src, dst_lease, dst)
     }
 
-    #[test]
-    fn a_dropped_copy_whose_blocking_task_never_ran_does_not_hang() {
-        let memory = MemoryRegistry::default();
-        let (src, dst, _) = two_leases(&memory, 1);
+    /// A runtime whose one blocking thread is busy until the sender returned is dropped.
+    fn busy_pool() -> (tokio::runtime::Runtime, std::sync::mpsc::Sender<()>) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .max_blocking_threads(1)
             .build()
             .unwrap();
-        // The one blocking thread is busy, so the copy's task is queued, not run.
         let (release, busy) = std::sync::mpsc::channel::<()>();
         rt.spawn_blocking(move || {
             let _ = busy.recv_timeout(Duration::from_secs(30));
         });
+        (rt, release)
+    }
+
+    #[test]
+    fn a_dropped_copy_whose_blocking_task_never_ran_does_not_hang() {
+        let memory = MemoryRegistry::default();
+        let (src, dst, _) = two_leases(&memory, 1);
+        // The one blocking thread is busy, so the copy's task is queued, not run.
+        let (rt, release) = busy_pool();
         let mut copy = Box::pin(copy_between(src, dst, 1 << 20));
         let waker = futures::task::noop_waker();
         let _enter = rt.enter();
@@ -200,14 +206,7 @@ mod tests {
         let memory = MemoryRegistry::default();
         let (src, dst, copied) = two_leases(&memory, 7);
         // The one blocking thread is busy: a copy sent there would not run now.
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .max_blocking_threads(1)
-            .build()
-            .unwrap();
-        let (release, busy) = std::sync::mpsc::channel::<()>();
-        rt.spawn_blocking(move || {
-            let _ = busy.recv_timeout(Duration::from_secs(30));
-        });
+        let (rt, release) = busy_pool();
         let _enter = rt.enter();
         let mut copy = Box::pin(copy_between(src, dst, 1 << 20));
         let waker = futures::task::noop_waker();
