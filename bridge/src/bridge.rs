@@ -363,7 +363,7 @@ impl Bridge {
         // Only on a runtime the bridge owns: its timers work, and it stops only once every
         // call ended (a supplied one may be shut down under a call that runs here).
         if !(self.inner.owns_runtime && crate::here::possible()) {
-            return wait_in_slices(self.call(op), slice, between, false);
+            return self.call(op).wait_sliced(slice, between, false);
         }
         match crate::here::run(&self.inner.shared, op, slice) {
             Here::Ended(outcome) => Ok(outcome),
@@ -372,7 +372,7 @@ impl Bridge {
             // here); a slice has passed, so `between` runs at once.
             Here::Going(op, counted) => {
                 let call = Call::spawn_counted(&self.inner.shared, op, counted);
-                wait_in_slices(call, slice, between, true)
+                call.wait_sliced(slice, between, true)
             }
         }
     }
@@ -517,37 +517,6 @@ impl Drop for Inner {
                 }
                 tracing::error!(error = %e, "the bridge could not shut down in the background");
             }
-        }
-    }
-}
-
-/// Waits for `call`: in `slice`s (`None`: at once to its end), calling `between` after each
-/// (first at once, with `now`); an `Err` from it cancels the call and is returned once the
-/// call's work has stopped.
-fn wait_in_slices<T: Send + 'static, B>(
-    mut call: Call<T>,
-    slice: Option<Duration>,
-    mut between: impl FnMut() -> std::result::Result<(), B>,
-    now: bool,
-) -> std::result::Result<Result<T>, B> {
-    let Some(slice) = slice else {
-        return Ok(call.wait());
-    };
-    let mut step = now;
-    loop {
-        if step {
-            if let Err(stopped) = between() {
-                call.cancel();
-                // The outcome (Canceled, or the end that raced the cancel) comes only once
-                // the call's work has stopped.
-                let _ = call.wait();
-                return Err(stopped);
-            }
-        }
-        step = true;
-        match call.wait_for(slice) {
-            Ok(outcome) => return Ok(outcome),
-            Err(running) => call = running,
         }
     }
 }

@@ -366,6 +366,48 @@ impl<T: Send + 'static> Call<T> {
         }
     }
 
+    /// Waits for the outcome in `slice`s, calling `between` after each the call did not end
+    /// in (for a caller that must do something meanwhile: a Python caller runs its signal
+    /// handlers). An `Err` from `between` cancels the call and is returned once the call's
+    /// work has stopped: from then on nothing touches the memory the call was given.
+    pub fn wait_in_slices<B>(
+        self,
+        slice: Duration,
+        between: impl FnMut() -> std::result::Result<(), B>,
+    ) -> std::result::Result<Result<T>, B> {
+        self.wait_sliced(Some(slice), between, false)
+    }
+
+    /// [`Call::wait_in_slices`]; `None`: [`Call::wait`]; with `now`, `between` runs once
+    /// before the first slice too.
+    pub(crate) fn wait_sliced<B>(
+        mut self,
+        slice: Option<Duration>,
+        mut between: impl FnMut() -> std::result::Result<(), B>,
+        now: bool,
+    ) -> std::result::Result<Result<T>, B> {
+        let Some(slice) = slice else {
+            return Ok(self.wait());
+        };
+        let mut step = now;
+        loop {
+            if step {
+                if let Err(stopped) = between() {
+                    self.cancel();
+                    // The outcome (Canceled, or the end that raced the cancel) comes only once
+                    // the call's work has stopped.
+                    let _ = self.wait();
+                    return Err(stopped);
+                }
+            }
+            step = true;
+            match self.wait_for(slice) {
+                Ok(outcome) => return Ok(outcome),
+                Err(running) => self = running,
+            }
+        }
+    }
+
     fn wait_until(&self, until: Option<Instant>) -> Result<T> {
         if let Err(e) = self.state.shared.may_block() {
             self.cancel();

@@ -26,6 +26,11 @@ pub(crate) fn wait<T: Send + 'static>(py: Python<'_>, call: Call<T>) -> PyResult
     }
 }
 
+/// Python's signal handlers, run between slices of a wait (with the GIL taken for them).
+fn signals() -> PyResult<()> {
+    Python::attach(|py| py.check_signals())
+}
+
 /// As [`wait`], with the call's own outcome unconverted (for batches, whose items fail one by
 /// one); `Err` only for an exception raised by a signal handler.
 ///
@@ -39,20 +44,7 @@ pub(crate) fn wait_raw<T: Send + 'static>(
     py: Python<'_>,
     call: Call<T>,
 ) -> PyResult<yuebing_bridge::Result<T>> {
-    let mut call = call;
-    loop {
-        match py.detach(move || call.wait_for(SLICE)) {
-            Ok(outcome) => return Ok(outcome),
-            Err(running) => call = running,
-        }
-        if let Err(raised) = py.check_signals() {
-            call.cancel();
-            // The outcome (Canceled, or the end that raced the cancel) comes only once the
-            // call's work has stopped.
-            let _ = py.detach(move || call.wait());
-            return Err(raised);
-        }
-    }
+    py.detach(move || call.wait_in_slices(SLICE, signals))
 }
 
 /// Makes the call `start` makes on `bridge` and waits for it with the GIL released (making a
@@ -71,7 +63,6 @@ where
     E: Into<yuebing_bridge::Error>,
     F: std::future::Future<Output = Result<T, E>> + Send + 'static,
 {
-    let signals = || Python::attach(|py| py.check_signals());
     match py.detach(|| bridge.block_on_sliced(start, Some(SLICE), signals)) {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(e)) => Err(errors::to_py(py, &e)),
