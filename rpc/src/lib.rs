@@ -75,7 +75,7 @@ mod decode_fuzz;
 pub mod endpoint;
 mod entered;
 pub use clock::{after as deadline_after, FARTHEST as FARTHEST_DEADLINE};
-pub use entered::in_runtime;
+pub use entered::{in_runtime, InRuntime};
 pub mod error;
 mod error_table;
 mod frame;

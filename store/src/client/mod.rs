@@ -512,9 +512,7 @@ impl Client {
     where
         Fut: Future<Output = T> + Send + 'static,
     {
-        let handle = self.inner.engine.handle().clone();
-        let call = op(self.clone());
-        async move { yuebing_rpc::in_runtime(&handle, call).await }
+        yuebing_rpc::in_runtime(self.inner.engine.handle(), op(self.clone()))
     }
 
     /// Registered scratch memory holding the concatenation of `parts` (checked to be a
