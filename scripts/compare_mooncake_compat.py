@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Medians and ratios of scripts/bench_mooncake_compat.sh's runs, with issue 15's targets.
+"""Medians and ratios of scripts/bench_mooncake_compat.sh's runs, with issues 15, 27 and 30's targets.
 
     python3 scripts/compare_mooncake_compat.py DIR ROUNDS [--json OUT]
 
@@ -11,6 +11,10 @@ Targets (issue 15): with 2 clients, put/get GB/s at 1 and 16 MiB >= 1.5x the sto
 4 KiB p50 <= 0.5x; with 1 client, >= 0.9x single-thread memcpy at 1 and 16 MiB. "put/get" are
 the zero-copy calls (put_from, get_into) and the bytes calls (put(bytes), get(bytes)). Issue 27:
 the multi-buffer batches (--multi 32x64K), 2 clients, >= 1.5x the stock wheel's GB/s.
+Issue 30 (fewer round trips; run with grants and the lease cache on, as the script's header
+says): on the default transport, 2 clients, 4 KiB p50 put <= 0.3x and get (the benchmark reads
+back keys it wrote: cached locations) <= 0.25x the stock wheel's, batches of 32 x 4 KiB >= 3x its
+keys/s; with 1 client, put_from and get_into of 1 MiB >= 0.7x single-thread memcpy.
 """
 
 import json
@@ -92,6 +96,15 @@ def main():
                 check(f"{kind} {fmt_size(size)} GB/s, tcp vs stock", t / s, ">= 1.5", t / s >= 1.5)
             if size == 4096:
                 check(f"{kind} 4 KiB p50, tcp vs stock", tl / sl, "<= 0.5", tl / sl <= 0.5)
+                want = 0.3 if kind.startswith("put") else 0.25
+                check(f"{kind} 4 KiB p50, default vs stock (issue 30)", al / sl, f"<= {want}",
+                      al / sl <= want)
+    for kind in ("batch_put_from", "batch_get_into"):
+        key = (kind, 4096)
+        s, a = median(stock2, key, "ops_per_s"), median(auto2, key, "ops_per_s")
+        print(f"| {kind} 32 x | 4 KiB | keys/s: stock {s:.0f} | | | default {a:.0f} | "
+              f"{a / s:.2f} | | | | | |")
+        check(f"{kind} 32 x 4 KiB keys/s, default vs stock (issue 30)", a / s, ">= 3", a / s >= 3)
     multi = sorted({k for run in stock2 for k in run if k[0].startswith("multi ")})
     if multi:
         print("\n## 2 clients, multi-buffer batches (each key one block of every layer's buffer)\n")
@@ -120,6 +133,9 @@ def main():
                          "yuebing_gbps": y, "memcpy_gbps": m})
             if size in (MIB, 16 * MIB):
                 check(f"{kind} {fmt_size(size)}, 1 client, vs memcpy", y / m, ">= 0.9", y / m >= 0.9)
+            if size == MIB and kind in ("put_from", "get_into"):
+                check(f"{kind} 1 MiB, 1 client, vs memcpy (issue 30)", y / m, ">= 0.7",
+                      y / m >= 0.7)
     rust = rust_get_p50(d, rounds)
     py = median(tcp2, ("get(bytes)", 4096), "lat_med_us")
     print(f"\nPer call, 4 KiB get: through yuebing-mooncake (tcp, Python) p50 {py:.1f} us; "
