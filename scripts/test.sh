@@ -33,6 +33,10 @@ if [ "${CI:-}" = "true" ]; then
   export CARGO_PROFILE_DEV_DEBUG=line-tables-only
 fi
 
+# The disk is shared with other jobs on CI's host: say what was free, so that a build that dies
+# of a full disk (ENOSPC, or the linker's SIGBUS) is told apart from a fault of ours. (A clean
+# run of this script needs about 8 GiB.)
+echo "== disk free here: $(df -h --output=avail . | tail -1)"
 echo "== raw memory only in the audited module"
 bash scripts/check_raw_memory.sh
 echo "== cargo fmt --check"
