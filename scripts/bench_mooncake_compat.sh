@@ -7,8 +7,10 @@
 #
 # Per round: --clients 2 through the stock wheel, yuebing over tcp (YUEBING_MOONCAKE_TRANSPORT=tcp,
 # like for like) and yuebing's default (shared memory between processes of one host); --clients 1
-# through both; single-thread memcpy (the peers' baseline program); and `yuebing bench store`'s
-# Rust 4 KiB get, for the Python overhead per call.
+# through both; single-thread memcpy (the peers' baseline program); `yuebing bench store`'s
+# Rust 4 KiB get, for the Python overhead per call; and its 4 KiB calls with grants and the lease
+# cache on (issue 30's Rust client). Issue 30's targets assume the drop-in runs with them on too:
+#   YUEBING_GRANT_SIZE=16MiB YUEBING_LEASE_CACHE=16384 bash scripts/bench_mooncake_compat.sh
 # Settings: PEERS (default ../shared/peers), PEER_VENV (default ~/.cache/yuebing-peer-venv, made by
 # $PEERS/setup.sh if missing), SIZES (default 4K,1M,16M), DURATION (seconds per cell, default 1),
 # MULTI (the multi-buffer cell LAYERSxSIZE, default 32x64K: batches of 32 keys, each one block in
@@ -81,5 +83,8 @@ for r in $(seq 1 "$rounds"); do
   "$out/memcpy_bw" 1024 3 >"$out/memcpy_$r.txt"
   "$target/release/yuebing" bench store --sizes 4K --transport tcp --repeat 1 \
     --json "$out/rust_store_$r.json" >"$out/rust_store_$r.txt" 2>&1
+  # Issue 30's Rust client: one client, shared memory, grants and the lease cache on.
+  "$target/release/yuebing" bench store --sizes 4K --transport shm --grants on --lease-cache on \
+    --repeat 1 --multi none --json "$out/rust_fast_$r.json" >"$out/rust_fast_$r.txt" 2>&1
 done
 python3 scripts/compare_mooncake_compat.py "$out" "$rounds"

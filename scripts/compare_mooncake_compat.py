@@ -5,7 +5,8 @@
 
 DIR holds, per round r: stock_c2_r.json, yb-tcp_c2_r.json, yb-auto_c2_r.json, stock_c1_r.json,
 yb-auto_c1_r.json (mooncake_store_bench.py --out files), memcpy_r.txt (the peers' memcpy_bw
-table) and rust_store_r.json (`yuebing bench store --json`).
+table), rust_store_r.json (`yuebing bench store --json`, tcp) and rust_fast_r.json (the same, shm,
+grants and lease cache on).
 
 Targets (issue 15): with 2 clients, put/get GB/s at 1 and 16 MiB >= 1.5x the stock wheel's and
 4 KiB p50 <= 0.5x; with 1 client, >= 0.9x single-thread memcpy at 1 and 16 MiB. "put/get" are
@@ -14,7 +15,8 @@ the multi-buffer batches (--multi 32x64K), 2 clients, >= 1.5x the stock wheel's 
 Issue 30 (fewer round trips; run with grants and the lease cache on, as the script's header
 says): on the default transport, 2 clients, 4 KiB p50 put <= 0.3x and get (the benchmark reads
 back keys it wrote: cached locations) <= 0.25x the stock wheel's, batches of 32 x 4 KiB >= 3x its
-keys/s; with 1 client, put_from and get_into of 1 MiB >= 0.7x single-thread memcpy.
+keys/s; with 1 client, put_from and get_into of 1 MiB >= 0.7x single-thread memcpy; the Rust
+client's 4 KiB p50 against the same stock numbers.
 """
 
 import json
@@ -54,13 +56,14 @@ def memcpy(d, rounds):
     return out
 
 
-def rust_get_p50(d, rounds):
+def rust_p50(d, rounds, name, case):
+    """Median p50 (us) of `case` in `yuebing bench store --json` files NAME_r.json."""
     vals = []
     for r in range(1, rounds + 1):
-        p = d / f"rust_store_{r}.json"
+        p = d / f"{name}_{r}.json"
         if p.exists():
             vals += [x["value"] for x in json.loads(p.read_text())["rows"]
-                     if x["case"] == "get(bytes) 4KiB" and x["metric"] == "p50_us"]
+                     if x["case"] == case and x["metric"] == "p50_us"]
     return statistics.median(vals) if vals else float("nan")
 
 
@@ -136,7 +139,17 @@ def main():
             if size == MIB and kind in ("put_from", "get_into"):
                 check(f"{kind} 1 MiB, 1 client, vs memcpy (issue 30)", y / m, ">= 0.7",
                       y / m >= 0.7)
-    rust = rust_get_p50(d, rounds)
+    print("\n## The Rust client (`yuebing bench store`: 1 client, shm, grants and lease cache on)\n")
+    print("| op | stock p50 (2 clients) | Rust p50 | x |")
+    print("|---|---|---|---|")
+    for kind in KINDS:
+        s = median(stock2, (kind, 4096), "lat_med_us")
+        y = rust_p50(d, rounds, "rust_fast", f"{kind} 4KiB")
+        print(f"| {kind} 4 KiB | {s:.1f} | {y:.1f} | {y / s:.2f} |")
+        want = 0.3 if kind.startswith("put") else 0.25
+        check(f"{kind} 4 KiB p50, Rust client vs stock (issue 30)", y / s, f"<= {want}",
+              y / s <= want)
+    rust = rust_p50(d, rounds, "rust_store", "get(bytes) 4KiB")
     py = median(tcp2, ("get(bytes)", 4096), "lat_med_us")
     print(f"\nPer call, 4 KiB get: through yuebing-mooncake (tcp, Python) p50 {py:.1f} us; "
           f"`yuebing bench store`'s Rust get (tcp) p50 {rust:.1f} us; difference {py - rust:+.1f} us")
