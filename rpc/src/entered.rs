@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 
 use tokio::runtime::Handle;
 
-/// Awaits `fut`, entering `handle`'s runtime at every poll: what it creates (sockets, timers,
+/// A future that runs `fut`, entering `handle`'s runtime at every poll: what it creates (sockets, timers,
 /// tasks) lives on that runtime, whoever polls it. The runtime must be driven by its own
 /// threads (a multi-thread runtime, or a current-thread one inside its `block_on`).
 ///

@@ -34,7 +34,8 @@
 //!   everywhere.
 //! - `token`: the cluster [`Token`] (never printed, compared in constant time).
 //! - `clock`: the time deadlines and back-offs read (tokio's clock, so tests can pause it).
-//! - `entered`: polling a call inside its pool's runtime, whoever polls it.
+//! - `entered`: polling a call inside its pool's runtime, whoever polls it ([`in_runtime`],
+//!   whose future [`InRuntime`] holds the call once).
 //! - `decode_fuzz` (tests only): proptest fuzzing of every decoder of peer input, with
 //!   yuebing-testkit's mutations and its counting allocator (installed in the unit-test binary),
 //!   which bounds what each may allocate.
