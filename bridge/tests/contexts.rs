@@ -128,17 +128,22 @@ impl Drop for Stopped {
     }
 }
 
+/// Work that never ends by itself; `stopped` is set once it is dropped.
+fn endless(stopped: &Arc<AtomicBool>) -> impl std::future::Future<Output = Result<u64, Error>> {
+    let work = Stopped(stopped.clone());
+    async move {
+        let _work = work;
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        Ok(0)
+    }
+}
+
 #[test]
 fn a_cancelled_or_timed_out_call_ends_only_once_its_work_stopped() {
     let b = bridge();
     for timed in [false, true] {
         let stopped = Arc::new(AtomicBool::new(false));
-        let work = Stopped(stopped.clone());
-        let call = b.call(async move {
-            let _work = work;
-            tokio::time::sleep(Duration::from_secs(60)).await;
-            Ok::<u64, Error>(0)
-        });
+        let call = b.call(endless(&stopped));
         let outcome = match timed {
             true => call.wait_timeout(Duration::from_millis(50)),
             false => {
@@ -436,14 +441,10 @@ fn a_sliced_wait_is_stopped_by_its_between_step_once_the_work_stopped() {
     let b = bridge();
     let sliced = |b: &Bridge| {
         let stopped = Arc::new(AtomicBool::new(false));
-        let work = Stopped(stopped.clone());
+        let work = endless(&stopped);
         let mut slices = 0;
         let outcome = b.block_on_sliced(
-            || async move {
-                let _work = work;
-                tokio::time::sleep(Duration::from_secs(600)).await;
-                Ok::<u64, Error>(0)
-            },
+            || work,
             Some(Duration::from_millis(10)),
             || {
                 slices += 1;
@@ -531,16 +532,12 @@ fn a_bridge_on_a_supplied_runtime_spawns_its_blocking_calls() {
 fn a_shutdown_stops_a_sliced_call_after_its_first_slice() {
     let b = bridge();
     let stopped = Arc::new(AtomicBool::new(false));
-    let work = Stopped(stopped.clone());
+    let work = endless(&stopped);
     let slices = Arc::new(AtomicUsize::new(0));
     let (b2, slices2) = (b.clone(), slices.clone());
     let caller = std::thread::spawn(move || {
         b2.block_on_sliced(
-            || async move {
-                let _work = work;
-                tokio::time::sleep(Duration::from_secs(600)).await;
-                Ok::<u64, Error>(0)
-            },
+            || work,
             Some(Duration::from_millis(5)),
             || {
                 slices2.fetch_add(1, Ordering::SeqCst);
