@@ -5,6 +5,7 @@
 //!   the master and the command line.
 //! - [`client`]: the store client.
 //! - [`error`]: the [`Error`] enum, codes −1 … −1999 (Mooncake's store codes where they match).
+//! - `files`: what the store's files share: headers, numbered names, the directory lock.
 //! - [`metrics_registry`]: where metrics go ([`MetricsRegistry`]): a Prometheus registry of
 //!   yuebing's own, an application's recorder, or nowhere.
 //! - `process`: the process's gauges (resident memory, open file descriptors).
@@ -18,6 +19,7 @@
 pub mod args;
 pub mod client;
 pub mod error;
+mod files;
 pub mod http;
 pub mod master;
 pub mod metrics_registry;

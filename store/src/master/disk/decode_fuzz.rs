@@ -14,10 +14,11 @@ use smallvec::SmallVec;
 use yuebing_testkit::alloc::measure;
 use yuebing_testkit::fuzz::{config, edge_u64, mutate, mutations, overwrite};
 
-use super::frame::{read_frame, read_header, write_frame, write_header, Frame};
+use super::frame::{read_frame, write_frame, Frame};
 use super::frame::{LOG_MAGIC, SNAPSHOT_MAGIC};
+use crate::files::{read_header, write_header};
 use crate::master::grant::GrantId;
-use crate::master::log::{LogEntry, Record};
+use crate::master::log::{LogEntry, Record, FORMAT_VERSION};
 use crate::master::object::Pin;
 use crate::master::space::Replica;
 use crate::master::task::{TaskId, TaskKind};
@@ -40,7 +41,7 @@ fn read_all<T: serde::de::DeserializeOwned>(
     let (res, peak) = measure(|| {
         let mut r = bytes;
         if let Some(magic) = header {
-            match read_header(&mut r, magic, "fuzz") {
+            match read_header(&mut r, magic, FORMAT_VERSION, "fuzz") {
                 Ok(true) => {}
                 Ok(false) => return Ok((Vec::new(), true)),
                 Err(e) => return Err(e.code()),
@@ -83,7 +84,7 @@ fn frame(payload: &[u8]) -> Vec<u8> {
 
 fn file_of<T: serde::Serialize>(magic: &[u8; 8], values: &[T]) -> Vec<u8> {
     let mut out = Vec::new();
-    write_header(&mut out, magic).unwrap();
+    write_header(&mut out, magic, FORMAT_VERSION).unwrap();
     for v in values {
         write_frame(&mut out, v).unwrap();
     }
@@ -359,7 +360,7 @@ proptest! {
     fn log_from_random_bytes(bytes in vec(any::<u8>(), 0..200), header in any::<bool>()) {
         let mut file = Vec::new();
         if header {
-            write_header(&mut file, LOG_MAGIC).unwrap();
+            write_header(&mut file, LOG_MAGIC, FORMAT_VERSION).unwrap();
         }
         file.extend_from_slice(&bytes);
         read_all::<LogEntry>(&file, Some(LOG_MAGIC))?;

@@ -1,59 +1,15 @@
-//! How records sit in files: a file header (magic + format version), then frames of
-//! `len: u32 LE | crc32: u32 LE | payload` (bincode).
+//! How the master's records sit in its files: a file header ([`crate::files`]), then frames
+//! of `len: u32 LE | crc32: u32 LE | payload` (bincode).
 
 use std::io::{self, Read, Write};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::error::{Error, Result};
-use crate::master::log::FORMAT_VERSION;
-
 /// Header of an operation-log segment.
 pub(crate) const LOG_MAGIC: &[u8; 8] = b"YBOPLOG\0";
 /// Header of a snapshot file.
 pub(crate) const SNAPSHOT_MAGIC: &[u8; 8] = b"YBSNAPS\0";
-
-pub(crate) fn io_err(path: &std::path::Path, e: impl std::fmt::Display) -> Error {
-    Error::Io {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    }
-}
-
-pub(crate) fn write_header(w: &mut impl Write, magic: &[u8; 8]) -> io::Result<()> {
-    w.write_all(magic)?;
-    w.write_all(&FORMAT_VERSION.to_le_bytes())
-}
-
-/// Reads and checks a header; `Ok(false)` when the file is shorter than one.
-pub(crate) fn read_header(r: &mut impl Read, magic: &[u8; 8], path: &str) -> Result<bool> {
-    let mut buf = [0u8; 12];
-    match r.read_exact(&mut buf) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(false),
-        Err(e) => {
-            return Err(Error::Io {
-                path: path.into(),
-                reason: e.to_string(),
-            })
-        }
-    }
-    if &buf[..8] != magic {
-        return Err(Error::Corrupt {
-            path: path.into(),
-            reason: "not a yuebing file (bad magic)".into(),
-        });
-    }
-    let version = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]);
-    if version != FORMAT_VERSION {
-        return Err(Error::InvalidVersion {
-            found: version,
-            supported: FORMAT_VERSION,
-        });
-    }
-    Ok(true)
-}
 
 /// Appends one frame holding `value`.
 pub(crate) fn write_frame<T: Serialize>(w: &mut impl Write, value: &T) -> io::Result<usize> {
@@ -107,15 +63,17 @@ pub(crate) fn read_frame<T: DeserializeOwned>(r: &mut impl Read) -> io::Result<F
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::files::{read_header, write_header};
+    use crate::master::log::FORMAT_VERSION;
 
     #[test]
     fn frames_round_trip_and_damage_is_detected() {
         let mut buf = Vec::new();
-        write_header(&mut buf, LOG_MAGIC).unwrap();
+        write_header(&mut buf, LOG_MAGIC, FORMAT_VERSION).unwrap();
         write_frame(&mut buf, &("a".to_string(), 1u64)).unwrap();
         write_frame(&mut buf, &("b".to_string(), 2u64)).unwrap();
         let mut r = &buf[..];
-        assert!(read_header(&mut r, LOG_MAGIC, "t").unwrap());
+        assert!(read_header(&mut r, LOG_MAGIC, FORMAT_VERSION, "t").unwrap());
         assert!(
             matches!(read_frame::<(String, u64)>(&mut r).unwrap(), Frame::Value((ref s, 1), _) if s == "a")
         );
@@ -149,6 +107,6 @@ mod tests {
             Frame::Torn(_)
         ));
         let mut r = &b"YBSNAPS\0\x01\0\0\0"[..];
-        assert!(read_header(&mut r, LOG_MAGIC, "t").is_err());
+        assert!(read_header(&mut r, LOG_MAGIC, FORMAT_VERSION, "t").is_err());
     }
 }

@@ -19,7 +19,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use self::frame::{io_err, read_frame, read_header, write_header, Frame};
+use self::frame::{read_frame, Frame};
 use self::frame::{LOG_MAGIC, SNAPSHOT_MAGIC};
 pub(crate) use self::writer::{Durable, LogWriter};
 use super::log::LogEntry;
@@ -27,6 +27,8 @@ use super::snapshot::Snapshot;
 use super::types::Millis;
 use super::{Master, MasterConfig};
 use crate::error::{Error, Result};
+use crate::files::{io_err, lock_dir, numbered, read_header, sync_dir, write_header, HEADER_LEN};
+use crate::master::log::FORMAT_VERSION;
 
 /// An opened data directory (it stays locked while this value lives).
 #[derive(Debug)]
@@ -46,47 +48,6 @@ pub struct Recovery {
     pub truncated_bytes: u64,
 }
 
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io_err(dir, e))
-}
-
-fn numbered(dir: &Path, prefix: &str, suffix: &str) -> Result<Vec<(u64, PathBuf)>> {
-    let mut out = Vec::new();
-    for entry in fs::read_dir(dir).map_err(|e| io_err(dir, e))? {
-        let entry = entry.map_err(|e| io_err(dir, e))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if let Some(n) = name
-            .strip_prefix(prefix)
-            .and_then(|s| s.strip_suffix(suffix))
-            .and_then(|s| s.parse::<u64>().ok())
-        {
-            out.push((n, entry.path()));
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
-/// Creates `dir` if needed and locks it (`LOCK`, flock) for this master.
-pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
-    fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
-    let lock_path = dir.join("LOCK");
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| io_err(&lock_path, e))?;
-    lock.try_lock().map_err(|e| Error::Io {
-        path: lock_path.display().to_string(),
-        reason: format!("another master holds this data directory ({e})"),
-    })?;
-    Ok(lock)
-}
-
 /// The snapshot files of `dir`, oldest first.
 pub(crate) fn snapshot_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     numbered(dir, "snapshot-", ".ysnap")
@@ -95,7 +56,7 @@ pub(crate) fn snapshot_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
 /// `snapshot` as a snapshot file holds it: the header, then its frames.
 pub(crate) fn encode_snapshot(snapshot: &Snapshot) -> Result<Vec<u8>> {
     let mut buf = Vec::new();
-    write_header(&mut buf, SNAPSHOT_MAGIC)
+    write_header(&mut buf, SNAPSHOT_MAGIC, FORMAT_VERSION)
         .and_then(|()| snapshot.write_frames(&mut buf))
         .map_err(|e| Error::Internal {
             reason: format!("encoding snapshot {}: {e}", snapshot.seq),
@@ -131,7 +92,7 @@ pub(crate) fn load_newest_snapshot(dir: &Path) -> Result<Option<Snapshot>> {
         let shown = path.display().to_string();
         let file = File::open(&path).map_err(|e| io_err(&path, e))?;
         let mut r = BufReader::new(file);
-        let loaded = read_header(&mut r, SNAPSHOT_MAGIC, &shown).and_then(|full| {
+        let loaded = read_header(&mut r, SNAPSHOT_MAGIC, FORMAT_VERSION, &shown).and_then(|full| {
             if !full {
                 return Err(Error::Corrupt {
                     path: shown.clone(),
@@ -172,7 +133,7 @@ impl DataDir {
         now: Millis,
         fsync: metrics::Histogram,
     ) -> Result<(DataDir, Master, LogWriter, Recovery)> {
-        let lock = lock_dir(dir)?;
+        let lock = lock_dir(dir, "master")?;
         let data = DataDir {
             dir: dir.to_path_buf(),
             lock: std::sync::Mutex::new(Some(lock)),
@@ -212,10 +173,10 @@ impl DataDir {
             let file = File::open(&path).map_err(|e| io_err(&path, e))?;
             let total = file.metadata().map_err(|e| io_err(&path, e))?.len();
             let mut r = BufReader::new(file);
-            if !read_header(&mut r, LOG_MAGIC, &shown)? {
+            if !read_header(&mut r, LOG_MAGIC, FORMAT_VERSION, &shown)? {
                 continue;
             }
-            let mut good = 12u64;
+            let mut good = HEADER_LEN as u64;
             loop {
                 match read_frame::<LogEntry>(&mut r).map_err(|e| io_err(&path, e))? {
                     Frame::Value(e, n) => {
@@ -250,7 +211,7 @@ impl DataDir {
     /// snapshots it makes unnecessary. Blocking: run it off the async runtime.
     pub(crate) fn write_snapshot(&self, snapshot: &Snapshot) -> Result<()> {
         write_snapshot_file(&self.dir, snapshot.seq, |w| {
-            write_header(w, SNAPSHOT_MAGIC)?;
+            write_header(w, SNAPSHOT_MAGIC, FORMAT_VERSION)?;
             snapshot.write_frames(w)
         })?;
         for (seq, path) in numbered(&self.dir, "snapshot-", ".ysnap")? {

@@ -10,8 +10,9 @@ use std::thread::JoinHandle;
 
 use tokio::sync::watch;
 
-use super::frame::{io_err, write_frame, write_header, LOG_MAGIC};
+use super::frame::{write_frame, LOG_MAGIC};
 use crate::error::{Error, Result};
+use crate::files::{io_err, sync_dir, write_header};
 use crate::master::log::LogEntry;
 
 /// The durable position, or why the log stopped.
@@ -51,10 +52,11 @@ fn create_segment(dir: &Path, first_seq: u64) -> Result<(BufWriter<File>, PathBu
         .open(&path)
         .map_err(|e| io_err(&path, e))?;
     let mut w = BufWriter::with_capacity(1 << 20, file);
-    write_header(&mut w, LOG_MAGIC).map_err(|e| io_err(&path, e))?;
+    write_header(&mut w, LOG_MAGIC, crate::master::log::FORMAT_VERSION)
+        .map_err(|e| io_err(&path, e))?;
     w.flush().map_err(|e| io_err(&path, e))?;
     w.get_ref().sync_all().map_err(|e| io_err(&path, e))?;
-    super::sync_dir(dir)?;
+    sync_dir(dir)?;
     Ok((w, path))
 }
 

@@ -19,8 +19,10 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::files::read_header;
 use crate::master::disk::encode_snapshot;
-use crate::master::disk::frame::{read_header, Frame, SNAPSHOT_MAGIC};
+use crate::master::disk::frame::{Frame, SNAPSHOT_MAGIC};
+use crate::master::log::FORMAT_VERSION;
 use crate::master::{MasterClient, Snapshot};
 
 /// Largest chunk a server sends, whatever is asked (well under the rpc's default frame).
@@ -90,7 +92,7 @@ impl Offered {
 /// version `InvalidVersion`.
 pub fn decode(bytes: &[u8], what: &str) -> Result<Snapshot> {
     let mut r = Cursor::new(bytes);
-    if !read_header(&mut r, SNAPSHOT_MAGIC, what)? {
+    if !read_header(&mut r, SNAPSHOT_MAGIC, FORMAT_VERSION, what)? {
         return Err(corrupt(what, "shorter than its header".into()));
     }
     let snapshot = match Snapshot::read_frames(&mut r) {

@@ -17,10 +17,8 @@ use std::path::{Path, PathBuf};
 
 use super::bootstrap::Offered;
 use crate::error::{Error, Result};
-use crate::master::disk::frame::io_err;
-use crate::master::disk::{
-    load_newest_snapshot, lock_dir, snapshot_files, sync_dir, write_snapshot_file,
-};
+use crate::files::{io_err, lock_dir, sync_dir};
+use crate::master::disk::{load_newest_snapshot, snapshot_files, write_snapshot_file};
 use crate::master::Snapshot;
 
 /// An opened, locked snapshot directory.
@@ -34,7 +32,7 @@ impl SnapshotDir {
     /// Opens (creating it if needed) and locks `dir`. A directory holding an operation log (a
     /// single master's) is refused: its snapshots do not come from the etcd log.
     pub fn open(dir: &Path) -> Result<SnapshotDir> {
-        let lock = lock_dir(dir)?;
+        let lock = lock_dir(dir, "master")?;
         for entry in fs::read_dir(dir).map_err(|e| io_err(dir, e))? {
             let name = entry.map_err(|e| io_err(dir, e))?.file_name();
             if name.to_string_lossy().ends_with(".ylog") {
