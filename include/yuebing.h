@@ -95,7 +95,7 @@
 // This master is not its cluster's leader (a standby, or a leader that lost its lease).
 #define YUEBING_ERR_NOT_LEADER -1010
 
-// Reading or writing the master's data directory failed.
+// Reading or writing the master's data directory or a node's disk tier failed.
 #define YUEBING_ERR_IO -1103
 
 // No copy or move task has that id (or the master forgot it: it keeps the newest finished).
@@ -104,11 +104,14 @@
 // The master has as many tasks waiting as it takes; nothing was created.
 #define YUEBING_ERR_TASK_PENDING_LIMIT_EXCEEDED -1401
 
-// A snapshot or log file of the master is damaged.
+// A snapshot or log file of the master, or a disk tier record, is damaged.
 #define YUEBING_ERR_CORRUPT -1500
 
 // The store call ran out of time.
 #define YUEBING_ERR_STORE_TIMEOUT -1501
+
+// A node's disk tier has no room for a record, even after compacting.
+#define YUEBING_ERR_DISK_TIER_FULL -1502
 
 // An rpc call ran out of time.
 #define YUEBING_ERR_RPC_TIMEOUT -2001

@@ -58,6 +58,8 @@ class Timeout(YuebingError, TimeoutError):
     """Code -4004."""
 class StoreTimeout(Timeout):
     """Code -1501."""
+class DiskTierFull(YuebingError):
+    """Code -1502."""
 class RpcTimeout(Timeout):
     """Code -2001."""
 class FrameTooLarge(YuebingError):

@@ -140,8 +140,8 @@ crate_error_table! {
         } = -714, "WriteInProgress", retryable: true,
             "a write of {key:?} is in progress"
             => wire |w| Some(Error::WriteInProgress { key: w.detail.clone() });
-        /// Reading or writing the master's data directory failed. Remedy: read the message (disk
-        /// full, permissions).
+        /// Reading or writing the master's data directory or a node's disk tier failed. Remedy:
+        /// read the message (disk full, permissions).
         Io {
             /// The file.
             path: String,
@@ -167,8 +167,10 @@ crate_error_table! {
             => wire |w| Some(Error::TaskPendingLimitExceeded {
                 limit: w.detail.parse().unwrap_or(0),
             });
-        /// A snapshot or log file is damaged beyond its last complete entry. Remedy: restore the
-        /// data directory from a backup or move it aside.
+        /// A snapshot or log file is damaged beyond its last complete entry, or a disk tier
+        /// record failed its checksums (it is then forgotten). Remedy: restore the data
+        /// directory from a backup or move it aside; a disk tier's damaged object is read from
+        /// another replica, or is lost.
         Corrupt {
             /// The file.
             path: String,
@@ -189,6 +191,15 @@ crate_error_table! {
             => wire |w| Some(Error::NotLeader {
                 leader: Some(w.detail.clone()).filter(|l| !l.is_empty()),
             });
+        /// A node's disk tier has no room for a record, even after compacting. Remedy: give the
+        /// tier more space (`--disk-size`), or let its eviction free some.
+        DiskTierFull {
+            /// Bytes the record needs.
+            need: u64,
+            /// Bytes free.
+            free: u64,
+        } = -1502, "DiskTierFull", retryable: true,
+            "the disk tier has {free} bytes free, {need} needed";
         /// The call's deadline passed before it finished. Remedy: raise the deadline, or check the
         /// master and the nodes holding the object.
         Timeout = -1501, "StoreTimeout", retryable: true,

@@ -4,6 +4,7 @@
 //! - [`args`]: the checks of calls' arguments, shared by the client (before any round trip),
 //!   the master and the command line.
 //! - [`client`]: the store client.
+//! - [`disk_tier`]: a node's disk tier: objects in checksummed, append-only segment files.
 //! - [`error`]: the [`Error`] enum, codes −1 … −1999 (Mooncake's store codes where they match).
 //! - `files`: what the store's files share: headers, numbered names, the directory lock.
 //! - [`metrics_registry`]: where metrics go ([`MetricsRegistry`]): a Prometheus registry of
@@ -18,6 +19,7 @@
 
 pub mod args;
 pub mod client;
+pub mod disk_tier;
 pub mod error;
 mod files;
 pub mod http;

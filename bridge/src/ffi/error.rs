@@ -37,16 +37,18 @@ pub const YUEBING_ERR_OBJECT_HAS_REPLICATION_TASK: i32 = -708;
 pub const YUEBING_ERR_WRITE_IN_PROGRESS: i32 = -714;
 /// This master is not its cluster's leader (a standby, or a leader that lost its lease).
 pub const YUEBING_ERR_NOT_LEADER: i32 = -1010;
-/// Reading or writing the master's data directory failed.
+/// Reading or writing the master's data directory or a node's disk tier failed.
 pub const YUEBING_ERR_IO: i32 = -1103;
 /// No copy or move task has that id (or the master forgot it: it keeps the newest finished).
 pub const YUEBING_ERR_TASK_NOT_FOUND: i32 = -1400;
 /// The master has as many tasks waiting as it takes; nothing was created.
 pub const YUEBING_ERR_TASK_PENDING_LIMIT_EXCEEDED: i32 = -1401;
-/// A snapshot or log file of the master is damaged.
+/// A snapshot or log file of the master, or a disk tier record, is damaged.
 pub const YUEBING_ERR_CORRUPT: i32 = -1500;
 /// The store call ran out of time.
 pub const YUEBING_ERR_STORE_TIMEOUT: i32 = -1501;
+/// A node's disk tier has no room for a record, even after compacting.
+pub const YUEBING_ERR_DISK_TIER_FULL: i32 = -1502;
 /// An rpc call ran out of time.
 pub const YUEBING_ERR_RPC_TIMEOUT: i32 = -2001;
 /// A request or response is larger than the receiver accepts.
