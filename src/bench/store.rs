@@ -10,6 +10,7 @@
 //! the bytes read back checked. `--transport shm|tcp` forces how client and node talk.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -454,8 +455,25 @@ fn check_all<T>(results: Vec<yuebing_store::Result<T>>) -> Result<(), String> {
         .try_for_each(|r| r.map(|_| ()).map_err(err))
 }
 
-/// Runs the benchmark; `tick` is called after each size of each round.
-pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<Vec<Row>, String> {
+/// The clusters (a master and a node process each) and the clients of one set of variants.
+struct Variants {
+    clusters: Vec<(ChildProcess, ChildProcess)>,
+    /// Each variant's name, client, and source and destination buffers.
+    clients: Vec<(String, Client, Arc<EngineBuffer>, Arc<EngineBuffer>)>,
+}
+
+impl Variants {
+    /// Stops the clients before their clusters.
+    fn stop(self) {
+        drop(self.clients);
+        drop(self.clusters);
+    }
+}
+
+/// Starts one cluster per metrics mode of `order` (in that order) and one client per mode,
+/// transport, lease cache and grant setting: the node serves both transports; only this
+/// process's client forces one (the client initiates every transfer).
+async fn start_variants(cfg: &StoreBenchConfig, order: &[Metering]) -> Result<Variants, String> {
     // The master runs in its own process, as `mooncake_master` does in the peer's bench.
     // Short leases: a forced remove_all holds leased space until the lease ends, and each
     // measurement waits for the store to be empty before it starts.
@@ -463,12 +481,9 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
     let multi = cfg.multi.map_or(0, |(layers, block)| layers * block);
     let biggest =
         (cfg.sizes.iter().copied().max().unwrap_or(1 << 20)).max(multi) * cfg.batch.max(1);
-    // One cluster per metrics mode, and one client per mode and transport: the node serves
-    // both transports; only this process's client forces one (the client initiates every
-    // transfer).
     let mut clusters = Vec::new();
     let mut clients = Vec::new();
-    for &metering in &cfg.metrics {
+    for &metering in order {
         let on = metering.on();
         let admin: &[&str] = if on { &["--metrics-port", "0"] } else { &[] };
         let master_flags = [&["--lease-ttl-ms", "2000"][..], admin].concat();
@@ -529,10 +544,35 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
         }
         clusters.push((master, node));
     }
+    Ok(Variants { clusters, clients })
+}
+
+/// Runs the benchmark; `tick` is called after each size of each round.
+pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<Vec<Row>, String> {
+    // Metrics modes run on clusters of their own, and a cluster keeps traits of its own for
+    // its whole life (where its processes and memory landed): measured on one set of clusters,
+    // two identical ones differ by ±5 % here. So they are started afresh for each repetition,
+    // the first started turned by one each time, and those traits average out over the
+    // repetitions like any other noise. Other variants share one cluster, started once.
+    let fresh_each_repetition = cfg.metrics.len() > 1;
+    let mut variants: Option<Variants> = None;
     // Interleaved: each size of each repetition is measured on every variant in turn, the
     // order turned by one each repetition, so that neither drift nor going first favours one.
     let mut samples: Vec<(String, String, Sample)> = Vec::new();
     for rep in 0..cfg.repeat {
+        let current = match variants.take() {
+            Some(kept) if !fresh_each_repetition => kept,
+            old => {
+                if let Some(old) = old {
+                    old.stop();
+                }
+                let mut order = cfg.metrics.clone();
+                let first = rep as usize % order.len().max(1);
+                order.rotate_left(first);
+                start_variants(cfg, &order).await?
+            }
+        };
+        let clients = &variants.insert(current).clients;
         let tag = format!("r{rep}");
         let n = clients.len();
         let turn: Vec<_> = (0..n).map(|i| &clients[(i + rep as usize) % n]).collect();
@@ -559,8 +599,9 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
             }
         }
     }
-    drop(clients);
-    drop(clusters);
+    if let Some(v) = variants {
+        v.stop();
+    }
     Ok(on_against_off(metrics_overhead(rows(&samples))))
 }
 
