@@ -246,6 +246,7 @@ impl DiskTier {
         let job = writer::Job {
             key: key.to_string(),
             tag,
+            value_crc: crc32fast::hash(&value),
             value,
             done,
         };
@@ -286,10 +287,7 @@ impl DiskTier {
             if let Err(Error::Corrupt { .. }) = &record {
                 shared.lock().index.remove(&key, Some(at));
             }
-            record.map(|mut r| {
-                r.drain(..HEAD_LEN + at.key_len as usize);
-                (at.tag, r)
-            })
+            record.map(|r| (at.tag, r.value))
         });
         read.await.map_err(|e| Error::Internal {
             reason: format!("a disk tier read did not finish: {e}"),
@@ -343,35 +341,50 @@ fn held(index: &Index) -> Vec<Held> {
     out
 }
 
-/// Reads `key`'s whole record at `at` from `file` and checks it: the head, the key, the tag
-/// and the value's checksum.
-fn read_record(file: &File, path: &Path, key: &str, at: &Location) -> Result<Vec<u8>> {
+/// A record read back and checked.
+pub(crate) struct Record {
+    /// Its head and key.
+    pub(crate) head: Vec<u8>,
+    /// Its value.
+    pub(crate) value: Vec<u8>,
+}
+
+/// Reads `key`'s record at `at` from `file` and checks it: the head, the key, the tag and the
+/// value's checksum. The value is read into a buffer of its own (one more `pread`, no copy).
+fn read_record(file: &File, path: &Path, key: &str, at: &Location) -> Result<Record> {
     let corrupt = |reason: String| Error::Corrupt {
         path: path.display().to_string(),
         reason: format!("record of {key:?} at byte {}: {reason}", at.offset),
     };
-    let len = usize::try_from(at.record_len()).map_err(|_| corrupt("too large".into()))?;
-    let mut record = vec![0u8; len];
-    file.read_exact_at(&mut record, at.offset).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            corrupt("the file ends inside it".into())
-        } else {
-            io_err(path, e)
-        }
-    })?;
-    let head = match Head::check(&record) {
-        Checked::Head(head) => head,
+    let read = |buf: &mut [u8], offset: u64| {
+        file.read_exact_at(buf, offset).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                corrupt("the file ends inside it".into())
+            } else {
+                io_err(path, e)
+            }
+        })
+    };
+    let mut head = vec![0u8; HEAD_LEN + at.key_len as usize];
+    read(&mut head, at.offset)?;
+    let checked = match Head::check(&head) {
+        Checked::Head(checked) => checked,
         Checked::Short => return Err(corrupt("cut short".into())),
         Checked::Damaged(why) => return Err(corrupt(why.into())),
     };
-    if head.key(&record) != key.as_bytes() || head.tag != at.tag || head.value_len != at.value_len {
+    if checked.key(&head) != key.as_bytes()
+        || checked.tag != at.tag
+        || checked.value_len != at.value_len
+    {
         return Err(corrupt("another record is there".into()));
     }
-    let value = &record[HEAD_LEN + at.key_len as usize..];
-    if crc32fast::hash(value) != head.value_crc {
+    let len = usize::try_from(at.value_len).map_err(|_| corrupt("too large".into()))?;
+    let mut value = vec![0u8; len];
+    read(&mut value, at.offset + head.len() as u64)?;
+    if crc32fast::hash(&value) != checked.value_crc {
         return Err(corrupt("value checksum mismatch".into()));
     }
-    Ok(record)
+    Ok(Record { head, value })
 }
 
 /// Scans every segment of `dir` into an index and cuts a torn tail off the newest one. Returns the state, what was found, and the highest
