@@ -8,7 +8,7 @@ use indicatif::ProgressBar;
 use yuebing_rpc::Token;
 
 use super::report;
-use super::{bridge, ha, master, rpc, store, transfer};
+use super::{bridge, disk, ha, master, rpc, store, transfer};
 use crate::cli::CliError;
 use crate::config::{ConfigError, ConfigFile};
 
@@ -29,6 +29,9 @@ pub enum Bench {
     /// put rates with the etcd log vs a local log vs none, standby lag, failover time over
     /// repeated SIGKILLs of the leader.
     Ha(ha::BenchHaArgs),
+    /// A node's disk tier against the raw device (pwrite + fdatasync, pread) and against a
+    /// file per object, writes durable, reads from the device.
+    Disk(disk::BenchDiskArgs),
 }
 
 impl Bench {
@@ -52,6 +55,7 @@ impl Bench {
             Bench::Store(args) => args.run(file, token).await,
             Bench::Bridge(args) => args.run(file, token).await,
             Bench::Ha(args) => args.run(file, token).await,
+            Bench::Disk(args) => args.run(file).await,
         }
     }
 }

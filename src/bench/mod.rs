@@ -7,13 +7,15 @@
 //! - [`command`]: the `yuebing bench` subcommands ([`command::Bench`]) and what each does at
 //!   its end (the table, `--json`).
 //! - [`args`]: the flags every bench takes; sizes and lists as benches read them.
-//! - one module per bench ([`rpc`], [`transfer`], [`master`], [`store`], [`bridge`], [`ha`]):
+//! - one module per bench ([`rpc`], [`transfer`], [`master`], [`store`], [`bridge`], [`ha`],
+//!   [`disk`]):
 //!   its flags (`Bench…Args`), the settings they resolve to, the run and its rows.
 //! - [`harness`]: closed loops and medians; [`report`]: rows, tables and the JSON file.
 
 pub mod args;
 pub mod bridge;
 pub mod command;
+pub mod disk;
 pub mod ha;
 pub mod harness;
 pub mod master;
