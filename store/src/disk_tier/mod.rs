@@ -21,10 +21,16 @@
 //!
 //! # Opening
 //! [`DiskTier::open`] scans every segment and checks every record (head and value checksums).
-//! A segment that ends in a record cut short (a crash mid-append: it was never acknowledged) is
-//! cut there; damage before the end of a segment loses the records after it in that segment
-//! (a record's length is only known from an intact head) and is reported in [`Recovery`]. Each
-//! read checks the value's checksum again, so bytes damaged later are never served.
+//! A scan stops at the first record cut short or damaged: in the newest segment that is a
+//! crash mid-append (a write never acknowledged), elsewhere damage that loses the records
+//! after it in that segment (a record's length is only known from an intact head); both are
+//! reported in [`Recovery`], and nothing is cut or deleted, since writing goes on in a fresh
+//! segment. Each read checks the value's checksum again, so bytes damaged later are never
+//! served.
+//!
+//! The writer never acknowledges a write from a segment where a write or sync failed (a hole
+//! or dropped pages there would stop a later scan): after a failure, the whole group fails
+//! and the next one starts a fresh segment.
 //!
 //! Removals are not written down: after a restart the tier holds every record still on disk,
 //! and its owner decides (with the master) which of them are still objects, by their [`Tag`].
@@ -103,8 +109,10 @@ pub struct Held {
 pub struct Recovery {
     /// The objects it holds, checksums verified.
     pub held: Vec<Held>,
-    /// Bytes cut off the end of the newest segment: a write that never finished.
-    pub truncated_bytes: u64,
+    /// Bytes after the last intact record of the newest segment: a write that never finished
+    /// (a crash mid-append; it was never acknowledged). They stay in place, dead, until the
+    /// segment is compacted.
+    pub torn_bytes: u64,
     /// Damage found before the end of a segment: the file and what was found. The records
     /// after it in that file are lost.
     pub damaged: Vec<(String, String)>,
@@ -162,16 +170,19 @@ impl Shared {
             return;
         }
         for n in &empty {
-            // Readers still holding the file keep reading it: an unlinked file lives on
-            // until its last descriptor closes.
             state.files.remove(n);
             state.index.drop_segment(*n);
+        }
+        drop(state);
+        // Unlinked outside the lock (deleting a large file takes a while); readers still
+        // holding a file keep reading it: an unlinked file lives on until its last
+        // descriptor closes.
+        for n in &empty {
             let path = self.dir.join(segment::name(*n));
             if let Err(e) = std::fs::remove_file(&path) {
                 tracing::warn!(file = %path.display(), error = %e, "cannot delete an empty disk tier segment");
             }
         }
-        drop(state);
         if let Err(e) = sync_dir(&self.dir) {
             tracing::warn!(error = %e, "cannot sync the disk tier's directory");
         }
@@ -208,6 +219,10 @@ impl DiskTier {
         }
         let lock = lock_dir(&cfg.dir, "process using the disk tier")?;
         let (state, recovery, last) = recover(&cfg.dir)?;
+        let first = last.checked_add(1).ok_or_else(|| Error::Corrupt {
+            path: cfg.dir.display().to_string(),
+            reason: "a segment file bears the highest number there is".into(),
+        })?;
         let shared = Arc::new(Shared {
             dir: cfg.dir,
             capacity: cfg.capacity,
@@ -216,12 +231,12 @@ impl DiskTier {
             _lock: lock,
         });
         // Segments whose every record was replaced in a later one.
-        shared.forget_empty_segments(last + 1);
+        shared.forget_empty_segments(first);
         let (tx, rx) = mpsc::channel();
         let for_writer = shared.clone();
         let writer = std::thread::Builder::new()
             .name("yuebing-disk-tier".into())
-            .spawn(move || writer::run(for_writer, last + 1, rx))
+            .spawn(move || writer::run(for_writer, first, rx))
             .map_err(|e| io_err(Path::new("disk tier writer thread"), e))?;
         Ok((
             DiskTier {
@@ -387,8 +402,9 @@ fn read_record(file: &File, path: &Path, key: &str, at: &Location) -> Result<Rec
     Ok(Record { head, value })
 }
 
-/// Scans every segment of `dir` into an index and cuts a torn tail off the newest one. Returns the state, what was found, and the highest
-/// segment number (0 if none).
+/// Scans every segment of `dir` into an index. Nothing is cut or deleted: records are only
+/// appended to a fresh segment after opening, so what follows damage stays as it is. Returns
+/// the state, what was found, and the highest segment number (0 if none).
 fn recover(dir: &Path) -> Result<(State, Recovery, u64)> {
     let mut state = State {
         index: Index::default(),
@@ -399,22 +415,13 @@ fn recover(dir: &Path) -> Result<(State, Recovery, u64)> {
     let last = segments.last().map_or(0, |(n, _)| *n);
     for (n, path) in segments {
         let scanned = segment::scan(n, &path)?;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(n == last)
-            .open(&path)
-            .map_err(|e| io_err(&path, e))?;
-        let mut len = file.metadata().map_err(|e| io_err(&path, e))?.len();
+        let file = File::open(&path).map_err(|e| io_err(&path, e))?;
+        let len = file.metadata().map_err(|e| io_err(&path, e))?.len();
         if let Some(why) = &scanned.damage {
+            tracing::warn!(file = %path.display(), reason = %why, "disk tier segment ends in damage");
             if n == last {
-                tracing::warn!(file = %path.display(), reason = %why, "cutting a torn disk tier tail");
-                file.set_len(scanned.good_end)
-                    .and_then(|()| file.sync_all())
-                    .map_err(|e| io_err(&path, e))?;
-                recovery.truncated_bytes += len - scanned.good_end.min(len);
-                len = scanned.good_end;
+                recovery.torn_bytes += len.saturating_sub(scanned.good_end);
             } else {
-                tracing::warn!(file = %path.display(), reason = %why, "a damaged disk tier segment");
                 recovery
                     .damaged
                     .push((path.display().to_string(), why.clone()));

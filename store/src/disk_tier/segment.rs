@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::index::Location;
 use super::record::{Checked, Head, HEAD_LEN, MAX_KEY_LEN};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::files::{io_err, numbered, read_header, write_header, HEADER_LEN};
 
 /// A segment file's magic.
@@ -46,9 +46,17 @@ pub(crate) fn scan(n: u64, path: &Path) -> Result<Scanned> {
     let file = File::open(path).map_err(|e| io_err(path, e))?;
     let mut r = BufReader::with_capacity(1 << 20, file);
     let shown = path.display().to_string();
-    if !read_header(&mut r, MAGIC, FORMAT_VERSION, &shown)? {
+    // A segment of another format version is refused (it may be a newer yuebing's); a
+    // header that is short or not a segment's is damage like any other.
+    let damage = match read_header(&mut r, MAGIC, FORMAT_VERSION, &shown) {
+        Ok(true) => None,
+        Ok(false) => Some("shorter than a segment header".to_string()),
+        Err(Error::Corrupt { reason, .. }) => Some(reason),
+        Err(e) => return Err(e),
+    };
+    if damage.is_some() {
         return Ok(Scanned {
-            damage: Some("shorter than a segment header".into()),
+            damage,
             ..Scanned::default()
         });
     }

@@ -6,6 +6,7 @@
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::Arc;
 
@@ -42,6 +43,8 @@ const PARALLEL_FROM: usize = 2 << 20;
 /// several writers at once share one `fdatasync` (`yuebing bench disk`: with groups of
 /// 16 MiB, 16 MiB values were written at 0.58x of concurrent pwrite + fdatasync).
 const GROUP_BYTES: usize = 64 << 20;
+/// Compaction writes what it copies once this much is gathered.
+const COPY_BYTES: usize = 16 << 20;
 /// A segment is compacted once at most this share of its bytes is live...
 const COMPACT_LIVE_SHARE: f64 = 0.5;
 
@@ -50,6 +53,26 @@ struct HeadSegment {
     n: u64,
     file: Arc<File>,
     len: u64,
+    /// A write or sync of it failed: it may hold a hole, or pages the kernel dropped, so
+    /// nothing more is acknowledged from it (a scan stops at the first damage).
+    tainted: bool,
+}
+
+impl HeadSegment {
+    fn path(&self, shared: &Shared) -> PathBuf {
+        shared.dir.join(segment::name(self.n))
+    }
+
+    /// Writes what is `unwritten` in this segment and makes all of it durable; a failure
+    /// taints it.
+    fn write_out_and_sync(&mut self, shared: &Shared, unwritten: &mut Unwritten) -> Result<()> {
+        let done = unwritten
+            .write_out(&self.file)
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| io_err(&self.path(shared), e));
+        self.tainted |= done.is_err();
+        done
+    }
 }
 
 /// Runs the writer until every sender is gone, then makes what it wrote durable and returns.
@@ -79,7 +102,8 @@ pub(crate) fn run(shared: Arc<Shared>, first: u64, jobs: mpsc::Receiver<Job>) {
     }
 }
 
-/// A new, empty head segment `n` (header written and durable, the directory synced).
+/// A new, empty head segment `n` (header written and durable, the directory synced); a file
+/// left by a failed attempt is removed.
 fn create(shared: &Shared, n: u64) -> Result<HeadSegment> {
     let path = shared.dir.join(segment::name(n));
     let file = OpenOptions::new()
@@ -90,10 +114,15 @@ fn create(shared: &Shared, n: u64) -> Result<HeadSegment> {
         .map_err(|e| io_err(&path, e))?;
     let mut header = Vec::with_capacity(HEADER_LEN);
     segment::write_segment_header(&mut header).map_err(|e| io_err(&path, e))?;
-    file.write_all_at(&header, 0)
+    let made = file
+        .write_all_at(&header, 0)
         .and_then(|()| file.sync_all())
-        .map_err(|e| io_err(&path, e))?;
-    sync_dir(&shared.dir)?;
+        .map_err(|e| io_err(&path, e))
+        .and_then(|()| sync_dir(&shared.dir));
+    if let Err(e) = made {
+        let _ = std::fs::remove_file(&path);
+        return Err(e);
+    }
     let file = Arc::new(file);
     let mut state = shared.lock();
     state.files.insert(n, file.clone());
@@ -102,7 +131,18 @@ fn create(shared: &Shared, n: u64) -> Result<HeadSegment> {
         n,
         file,
         len: HEADER_LEN as u64,
+        tainted: false,
     })
+}
+
+/// Replaces the head with a fresh segment (after the one it follows was made durable, or
+/// because it is tainted).
+fn next_segment(shared: &Shared, head: &mut HeadSegment) -> Result<()> {
+    let n = head.n.checked_add(1).ok_or_else(|| Error::Internal {
+        reason: "the disk tier ran out of segment numbers".into(),
+    })?;
+    *head = create(shared, n)?;
+    Ok(())
 }
 
 /// Starts the next head segment when `need` more bytes would not fit the current one, after
@@ -114,87 +154,94 @@ fn make_room(
     need: u64,
 ) -> Result<()> {
     if head.len > HEADER_LEN as u64 && head.len.saturating_add(need) > shared.segment_bytes {
-        let path = shared.dir.join(segment::name(head.n));
-        unwritten
-            .write_out(&head.file)
-            .and_then(|()| head.file.sync_data())
-            .map_err(|e| io_err(&path, e))?;
-        *head = create(shared, head.n + 1)?;
+        head.write_out_and_sync(shared, unwritten)?;
+        next_segment(shared, head)?;
     }
     Ok(())
 }
 
+/// Bytes of `job`'s record.
+fn record_len(job: &Job) -> u64 {
+    (HEAD_LEN + job.key.len() + job.value.len()) as u64
+}
+
 /// Appends `group`, makes it durable, indexes it, and answers each writer.
+///
+/// Room for the whole group is made (by compacting) before anything is placed: compaction
+/// appends to the head and re-indexes, and must never run between placing a record and
+/// indexing it (it would count the placed record as dead, or copy an older record of its key
+/// after it). If any write or sync fails, no job of the group is acknowledged, and the next
+/// group starts a fresh segment.
 fn write_group(shared: &Shared, head: &mut HeadSegment, group: Vec<Job>) {
+    let mut failed: Option<Error> = None;
+    if head.tainted {
+        if let Err(e) = next_segment(shared, head) {
+            failed = Some(e);
+        }
+    }
+    let need: u64 = group.iter().map(record_len).sum();
+    if failed.is_none() && !shared.fits(need) {
+        if let Err(e) = compact(shared, head, Some(need)) {
+            tracing::warn!(error = %e, "disk tier compaction failed");
+            if head.tainted {
+                failed = next_segment(shared, head).err();
+            }
+        }
+    }
     let mut placed: Vec<(Job, Result<Location>)> = Vec::with_capacity(group.len());
     let mut unwritten = Unwritten::default();
     for job in group {
-        let at = append(shared, head, &job, &mut unwritten);
+        let at = match &failed {
+            Some(e) => Err(e.clone()),
+            None => place(shared, head, &job, &mut unwritten),
+        };
+        if let Err(e @ Error::Io { .. }) = &at {
+            failed = Some(e.clone());
+        }
         placed.push((job, at));
     }
-    let path = shared.dir.join(segment::name(head.n));
-    let synced = unwritten
-        .write_out(&head.file)
-        .and_then(|()| head.file.sync_data())
-        .map_err(|e| io_err(&path, e));
-    let failed = synced.is_err()
-        || placed
-            .iter()
-            .any(|(_, at)| matches!(at, Err(Error::Io { .. })));
+    if failed.is_none() {
+        failed = head.write_out_and_sync(shared, &mut unwritten).err();
+    }
     let mut state = shared.lock();
     for (job, at) in placed {
-        let answer = match (&synced, &at) {
-            (Ok(()), Ok(at)) => {
-                state.index.insert(job.key, *at);
+        let answer = match (&failed, at) {
+            (None, Ok(at)) => {
+                state.index.insert(job.key, at);
                 Ok(())
             }
-            (Err(e), _) | (_, Err(e)) => Err(e.clone()),
+            (Some(e), _) => Err(e.clone()),
+            (None, Err(e)) => Err(e),
         };
         let _ = job.done.send(answer);
     }
     drop(state);
-    if failed {
-        // What failed may have left part of a record in the head (and a failed fsync may
-        // have lost pages): later records go to a fresh segment, so that a scan stopping at
-        // the damage cannot lose them.
-        match create(shared, head.n + 1) {
-            Ok(fresh) => *head = fresh,
-            Err(e) => tracing::warn!(error = %e, "the disk tier cannot start a fresh segment"),
-        }
-    }
     shared.forget_empty_segments(head.n);
 }
 
-/// Places one record: checks the tier's capacity (compacting if that makes room), rotates the
-/// head if needed, and leaves the record to be written with its group.
-fn append(
+/// Places one record: checks the tier's capacity, rotates the head if needed, and leaves the
+/// record to be written with its group.
+fn place(
     shared: &Shared,
     head: &mut HeadSegment,
     job: &Job,
     unwritten: &mut Unwritten,
 ) -> Result<Location> {
-    let key = job.key.as_bytes();
-    let record_len = (HEAD_LEN + key.len() + job.value.len()) as u64;
-    if !shared.fits(record_len) {
-        // Compaction appends what it keeps to the head: what is placed goes first.
-        unwritten
-            .write_out(&head.file)
-            .map_err(|e| io_err(&shared.dir, e))?;
-        compact(shared, head, Some(record_len))?;
-        if !shared.fits(record_len) {
-            let used = shared.lock().index.total_bytes();
-            return Err(Error::DiskTierFull {
-                need: record_len,
-                free: shared.capacity.saturating_sub(used),
-            });
-        }
+    let len = record_len(job);
+    if !shared.fits(len) {
+        let used = shared.lock().index.total_bytes();
+        return Err(Error::DiskTierFull {
+            need: len,
+            free: shared.capacity.saturating_sub(used),
+        });
     }
-    make_room(shared, head, unwritten, record_len)?;
+    make_room(shared, head, unwritten, len)?;
+    let key = job.key.as_bytes();
     let h = Head::new(key, job.value.len() as u64, job.tag, job.value_crc);
     let offset = head.len;
     unwritten.place(offset, &h, key, &job.value);
-    head.len += record_len;
-    shared.lock().index.grew(head.n, record_len);
+    head.len += len;
+    shared.lock().index.grew(head.n, len);
     Ok(Location {
         segment: head.n,
         offset,
@@ -225,18 +272,34 @@ impl Unwritten {
     fn place(&mut self, offset: u64, head: &Head, key: &[u8], value: &Bytes) {
         let mut head_and_key = head.encode().to_vec();
         head_and_key.extend_from_slice(key);
+        self.put(offset, head_and_key, value.clone());
+    }
+
+    /// Places a record read back (by compaction) at `offset`.
+    fn place_record(&mut self, offset: u64, record: super::Record) {
+        self.put(offset, record.head, Bytes::from(record.value));
+    }
+
+    /// Bytes placed and not written yet.
+    fn bytes(&self) -> usize {
+        let runs: usize = self.runs.iter().map(|(_, r)| r.len()).sum();
+        let large: usize = self.large.iter().map(|(_, h, v)| h.len() + v.len()).sum();
+        runs + large
+    }
+
+    fn put(&mut self, offset: u64, head_and_key: Vec<u8>, value: Bytes) {
         if value.len() > GATHER_MAX {
-            self.large.push((offset, head_and_key, value.clone()));
+            self.large.push((offset, head_and_key, value));
             return;
         }
         match self.runs.last_mut() {
             Some((at, run)) if *at + run.len() as u64 == offset => {
                 run.extend_from_slice(&head_and_key);
-                run.extend_from_slice(value);
+                run.extend_from_slice(&value);
             }
             _ => self
                 .runs
-                .push((offset, [&head_and_key[..], value].concat())),
+                .push((offset, [&head_and_key[..], &value[..]].concat())),
         }
     }
 
@@ -354,6 +417,7 @@ fn compact_one(shared: &Shared, head: &mut HeadSegment, victim: u64) -> Result<(
     };
     let victim_path = shared.dir.join(segment::name(victim));
     let mut moved = Vec::with_capacity(live.len());
+    let mut copies = Unwritten::default();
     for (key, old) in live {
         let record = match super::read_record(&file, &victim_path, &key, &old) {
             Ok(record) => record,
@@ -364,24 +428,26 @@ fn compact_one(shared: &Shared, head: &mut HeadSegment, victim: u64) -> Result<(
             }
         };
         let len = (record.head.len() + record.value.len()) as u64;
-        make_room(shared, head, &mut Unwritten::default(), len)?;
-        let path = shared.dir.join(segment::name(head.n));
-        let value_at = head.len + record.head.len() as u64;
-        head.file
-            .write_all_at(&record.head, head.len)
-            .and_then(|()| head.file.write_all_at(&record.value, value_at))
-            .map_err(|e| io_err(&path, e))?;
+        make_room(shared, head, &mut copies, len)?;
         let new = Location {
             segment: head.n,
             offset: head.len,
             ..old
         };
+        copies.place_record(head.len, record);
         head.len += len;
         shared.lock().index.grew(head.n, len);
         moved.push((key, old, new));
+        // What is copied is written as it goes (and synced once at the end, or when the head
+        // rotates), so a segment's live records are never all in memory at once.
+        if copies.bytes() >= COPY_BYTES {
+            if let Err(e) = copies.write_out(&head.file) {
+                head.tainted = true;
+                return Err(io_err(&head.path(shared), e));
+            }
+        }
     }
-    let path = shared.dir.join(segment::name(head.n));
-    head.file.sync_data().map_err(|e| io_err(&path, e))?;
+    head.write_out_and_sync(shared, &mut copies)?;
     let mut state = shared.lock();
     for (key, old, new) in moved {
         // Removed or replaced while it was copied: the copy is dead.
