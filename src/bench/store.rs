@@ -456,18 +456,12 @@ fn check_all<T>(results: Vec<yuebing_store::Result<T>>) -> Result<(), String> {
 }
 
 /// The clusters (a master and a node process each) and the clients of one set of variants.
+/// Fields drop in declaration order: the clients stop before their clusters, on every path.
 struct Variants {
-    clusters: Vec<(ChildProcess, ChildProcess)>,
     /// Each variant's name, client, and source and destination buffers.
     clients: Vec<(String, Client, Arc<EngineBuffer>, Arc<EngineBuffer>)>,
-}
-
-impl Variants {
-    /// Stops the clients before their clusters.
-    fn stop(self) {
-        drop(self.clients);
-        drop(self.clusters);
-    }
+    /// Held only to be stopped when dropped.
+    _clusters: Vec<(ChildProcess, ChildProcess)>,
 }
 
 /// Starts one cluster per metrics mode of `order` (in that order) and one client per mode,
@@ -544,7 +538,10 @@ async fn start_variants(cfg: &StoreBenchConfig, order: &[Metering]) -> Result<Va
         }
         clusters.push((master, node));
     }
-    Ok(Variants { clusters, clients })
+    Ok(Variants {
+        clients,
+        _clusters: clusters,
+    })
 }
 
 /// Runs the benchmark; `tick` is called after each size of each round.
@@ -563,9 +560,7 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
         let current = match variants.take() {
             Some(kept) if !fresh_each_repetition => kept,
             old => {
-                if let Some(old) = old {
-                    old.stop();
-                }
+                drop(old);
                 let mut order = cfg.metrics.clone();
                 let first = rep as usize % order.len().max(1);
                 order.rotate_left(first);
@@ -575,7 +570,14 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
         let clients = &variants.insert(current).clients;
         let tag = format!("r{rep}");
         let n = clients.len();
-        let turn: Vec<_> = (0..n).map(|i| &clients[(i + rep as usize) % n]).collect();
+        // Clusters started afresh are in an order turned already: turning it again would
+        // undo it.
+        let shift = if fresh_each_repetition {
+            0
+        } else {
+            rep as usize
+        };
+        let turn: Vec<_> = (0..n).map(|i| &clients[(i + shift) % n]).collect();
         for &size in &cfg.sizes {
             for (variant, client, src, dst) in &turn {
                 let mut out = Vec::new();
@@ -599,9 +601,7 @@ pub async fn run(cfg: &StoreBenchConfig, mut tick: impl FnMut(&str)) -> Result<V
             }
         }
     }
-    if let Some(v) = variants {
-        v.stop();
-    }
+    drop(variants);
     Ok(on_against_off(metrics_overhead(rows(&samples))))
 }
 
