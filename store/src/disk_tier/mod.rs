@@ -21,12 +21,13 @@
 //!
 //! # Opening
 //! [`DiskTier::open`] scans every segment and checks every record (head and value checksums).
-//! A scan stops at the first record cut short or damaged: in the newest segment that is a
-//! crash mid-append (a write never acknowledged), elsewhere damage that loses the records
-//! after it in that segment (a record's length is only known from an intact head); both are
-//! reported in [`Recovery`], and nothing is cut or deleted, since writing goes on in a fresh
-//! segment. Each read checks the value's checksum again, so bytes damaged later are never
-//! served.
+//! A scan stops at the first record cut short or damaged: in the newest segment that is
+//! taken for a crash mid-append (a write never acknowledged; damage there cannot be told
+//! from one), elsewhere for damage that loses the records after it in that segment (a
+//! record's length is only known from an intact head); both are reported in [`Recovery`].
+//! Nothing is cut: writing goes on in a fresh segment. A segment is deleted once none of its
+//! intact records is live (at opening too), with whatever followed its damage. Each read
+//! checks the value's checksum again, so bytes damaged later are never served.
 //!
 //! The writer never acknowledges a write from a segment where a write or sync failed (a hole
 //! or dropped pages there would stop a later scan): after a failure, the whole group fails
@@ -402,8 +403,8 @@ fn read_record(file: &File, path: &Path, key: &str, at: &Location) -> Result<Rec
     Ok(Record { head, value })
 }
 
-/// Scans every segment of `dir` into an index. Nothing is cut or deleted: records are only
-/// appended to a fresh segment after opening, so what follows damage stays as it is. Returns
+/// Scans every segment of `dir` into an index. Nothing is cut: records are only appended to
+/// a fresh segment after opening. Returns
 /// the state, what was found, and the highest segment number (0 if none).
 fn recover(dir: &Path) -> Result<(State, Recovery, u64)> {
     let mut state = State {

@@ -106,12 +106,22 @@ pub(crate) fn run(shared: Arc<Shared>, first: u64, jobs: mpsc::Receiver<Job>) {
 /// left by a failed attempt is removed.
 fn create(shared: &Shared, n: u64) -> Result<HeadSegment> {
     let path = shared.dir.join(segment::name(n));
-    let file = OpenOptions::new()
-        .create_new(true)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .map_err(|e| io_err(&path, e))?;
+    let open = || {
+        OpenOptions::new()
+            .create_new(true)
+            .read(true)
+            .write(true)
+            .open(&path)
+    };
+    // Segments are numbered above every one found at opening, so a file already there was
+    // left by a create of this writer that failed: it holds nothing acknowledged.
+    let file = match open() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(&path).and_then(|()| open())
+        }
+        opened => opened,
+    }
+    .map_err(|e| io_err(&path, e))?;
     let mut header = Vec::with_capacity(HEADER_LEN);
     segment::write_segment_header(&mut header).map_err(|e| io_err(&path, e))?;
     let made = file
@@ -378,6 +388,10 @@ fn write_piece(file: &File, at: u64, bytes: &[u8]) -> std::io::Result<()> {
 /// emptiest first, until it fits. Live records are copied to the head, made durable,
 /// re-indexed (unless removed or replaced meanwhile), and the old file is deleted.
 fn compact(shared: &Shared, head: &mut HeadSegment, need: Option<u64>) -> Result<()> {
+    // Copies go to the head: never to one where a write or sync failed.
+    if head.tainted {
+        next_segment(shared, head)?;
+    }
     loop {
         let victim = {
             let state = shared.lock();
@@ -421,11 +435,13 @@ fn compact_one(shared: &Shared, head: &mut HeadSegment, victim: u64) -> Result<(
     for (key, old) in live {
         let record = match super::read_record(&file, &victim_path, &key, &old) {
             Ok(record) => record,
-            Err(e) => {
+            Err(e @ Error::Corrupt { .. }) => {
                 tracing::warn!(error = %e, key, "dropping a damaged record while compacting");
                 shared.lock().index.remove(&key, Some(old));
                 continue;
             }
+            // Anything else (a failed read) leaves the segment as it is.
+            Err(e) => return Err(e),
         };
         let len = (record.head.len() + record.value.len()) as u64;
         make_room(shared, head, &mut copies, len)?;
